@@ -1,0 +1,187 @@
+"""A session's compaction policy: a trigger and a strategy, and their plain-data form.
+
+The plain-data form (JSON or YAML) mirrors the protobuf ``CompactionPolicy``:
+
+```yaml
+trigger: {any_of: [{turn_count: 20}, {token_count: 8000}]}
+strategy: {sliding_window: {max_events: 20}, boundary: TURN}
+```
+
+A policy without a trigger never compacts on its own; an explicit forced
+compaction still applies its strategy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from sidecar.compaction.sliding_window import SlidingWindow
+from sidecar.compaction.summarize import Summarize
+from sidecar.compaction.token_budget import TokenBudget
+from sidecar.compaction.triggers import (
+    AllOf,
+    Always,
+    AnyOf,
+    EventCount,
+    Interval,
+    TokenCount,
+    Trigger,
+    TurnCount,
+)
+from sidecar.compaction.turn_window import TurnWindow
+from sidecar.errors import InvalidConfig
+from sidecar.model import Boundary
+
+WindowStrategy = SlidingWindow | TurnWindow | TokenBudget
+Strategy = WindowStrategy | Summarize
+
+MAX_TRIGGER_DEPTH = 8
+
+_STRATEGIES: dict[
+    str, type[SlidingWindow] | type[TurnWindow] | type[TokenBudget] | type[Summarize]
+] = {
+    "sliding_window": SlidingWindow,
+    "turn_window": TurnWindow,
+    "token_budget": TokenBudget,
+    "summarize": Summarize,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionPolicy:
+    """When to compact (``trigger``, optional) and how (``strategy``)."""
+
+    trigger: Trigger | None
+    strategy: Strategy
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"strategy": strategy_to_dict(self.strategy)}
+        if self.trigger is not None:
+            out["trigger"] = trigger_to_dict(self.trigger)
+        return out
+
+
+def trigger_to_dict(trigger: Trigger) -> dict[str, Any]:
+    match trigger:
+        case TurnCount(max_turns=n):
+            return {"turn_count": n}
+        case TokenCount(threshold=n):
+            return {"token_count": n}
+        case EventCount(max_events=n):
+            return {"event_count": n}
+        case Interval(turns=n):
+            return {"interval_turns": n}
+        case AnyOf(triggers=ts):
+            return {"any_of": [trigger_to_dict(t) for t in ts]}
+        case AllOf(triggers=ts):
+            return {"all_of": [trigger_to_dict(t) for t in ts]}
+        case Always():
+            return {"always": True}
+    raise TypeError(f"not a trigger: {trigger!r}")
+
+
+def strategy_to_dict(strategy: Strategy) -> dict[str, Any]:
+    # Only what differs from the defaults: stored policies stay small, and
+    # follow improved defaults (a better prompt) without a migration.
+    config = {
+        f.name: getattr(strategy, f.name)
+        for f in fields(strategy)
+        if f.name != "boundary" and getattr(strategy, f.name) != f.default
+    }
+    return {strategy.name: config, "boundary": strategy.boundary.name}
+
+
+def _int(value: Any, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidConfig(field, f"must be an integer, got {value!r}")
+    return value
+
+
+def _count(value: Any, field: str) -> int:
+    """A trigger's size: checked here so a nested trigger's error names its full path."""
+    if _int(value, field) < 1:
+        raise InvalidConfig(field, f"must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def trigger_from_dict(data: Any, field: str = "trigger", depth: int = 0) -> Trigger:
+    """Parse one trigger; errors name the offending field by its dotted path."""
+    if depth > MAX_TRIGGER_DEPTH:
+        raise InvalidConfig(field, f"triggers nest deeper than {MAX_TRIGGER_DEPTH} levels")
+    if not isinstance(data, Mapping) or len(data) != 1:
+        raise InvalidConfig(field, "must be an object with exactly one trigger kind")
+    ((kind, value),) = data.items()
+    path = f"{field}.{kind}"
+    match kind:
+        case "turn_count":
+            return TurnCount(_count(value, path))
+        case "token_count":
+            return TokenCount(_count(value, path))
+        case "event_count":
+            return EventCount(_count(value, path))
+        case "interval_turns":
+            return Interval(_count(value, path))
+        case "any_of" | "all_of":
+            if not isinstance(value, list):
+                raise InvalidConfig(path, "must be a list of triggers")
+            parts = tuple(
+                trigger_from_dict(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value)
+            )
+            return AnyOf(parts) if kind == "any_of" else AllOf(parts)
+        case "always":
+            if value is not True:
+                raise InvalidConfig(path, "must be true")
+            return Always()
+    raise InvalidConfig(field, f"unknown trigger kind {kind!r}")
+
+
+def parse_boundary(value: Any, field: str = "strategy.boundary") -> Boundary:
+    if isinstance(value, Boundary):
+        return value
+    if isinstance(value, str):
+        name = value.upper().removeprefix("BOUNDARY_")
+        if name in Boundary.__members__:
+            return Boundary[name]
+    raise InvalidConfig(field, f"must be TURN or TOOL_PAIR, got {value!r}")
+
+
+def strategy_from_dict(data: Any, field: str = "strategy") -> Strategy:
+    """Parse a strategy; exactly one kind plus an optional ``boundary``."""
+    if not isinstance(data, Mapping):
+        raise InvalidConfig(field, "must be an object")
+    kinds = [k for k in data if k != "boundary"]
+    if len(kinds) != 1:
+        raise InvalidConfig(field, f"must name exactly one strategy of {sorted(_STRATEGIES)}")
+    kind = kinds[0]
+    cls = _STRATEGIES.get(kind)
+    if cls is None:
+        raise InvalidConfig(field, f"unknown strategy {kind!r}")
+    config = data[kind] or {}
+    if not isinstance(config, Mapping):
+        raise InvalidConfig(f"{field}.{kind}", "must be an object")
+    allowed = {f.name: f for f in fields(cls) if f.name != "boundary"}
+    for key, value in config.items():
+        if key not in allowed:
+            raise InvalidConfig(f"{field}.{kind}.{key}", "unknown field")
+        expected = int if allowed[key].type in ("int", int) else str
+        if expected is int:
+            _int(value, f"{field}.{kind}.{key}")
+        elif not isinstance(value, str):
+            raise InvalidConfig(f"{field}.{kind}.{key}", f"must be a string, got {value!r}")
+    boundary = parse_boundary(data.get("boundary", "TURN"), f"{field}.boundary")
+    return cls(boundary=boundary, **config)
+
+
+def policy_from_dict(data: Any) -> CompactionPolicy:
+    """Parse a policy from its plain-data form (a decoded JSON or YAML document)."""
+    if not isinstance(data, Mapping):
+        raise InvalidConfig("policy", "must be an object")
+    unknown = set(data) - {"trigger", "strategy"}
+    if unknown:
+        raise InvalidConfig(f"policy.{sorted(unknown)[0]}", "unknown field")
+    if "strategy" not in data:
+        raise InvalidConfig("policy.strategy", "is required")
+    trigger = trigger_from_dict(data["trigger"]) if data.get("trigger") is not None else None
+    return CompactionPolicy(trigger=trigger, strategy=strategy_from_dict(data["strategy"]))

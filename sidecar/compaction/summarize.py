@@ -1,0 +1,186 @@
+"""Summarize: roll the archived conversation into an LLM summary turn.
+
+A pass runs in two halves so that the engine can hold the session lock for
+neither the LLM call nor its wait:
+
+1. ``prepare`` (pure, under the lock): pick the cut and build the summarizer
+   input — the previous summary, the events leaving the window, and the first
+   ``overlap`` kept events for continuity (never system messages). When there
+   is nothing to summarize it returns a finished plan and no call is made.
+2. the summarizer call (outside the lock);
+3. ``finish`` (pure): turn the answer into a plan that archives the events and
+   the previous summary pair and inserts the new pair
+   ``[USER shadow prompt, ASSISTANT summary]`` right before the kept window.
+
+A blank answer skips the pass (superseded system messages are still archived);
+an exception propagates and nothing is changed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from sidecar.compaction.boundary import settle_cut
+from sidecar.compaction.history import (
+    DEFAULT_MAX_INPUT_TOKENS,
+    DEFAULT_MAX_TOOL_RESULT_TOKENS,
+    FormattedHistory,
+    format_history,
+)
+from sidecar.compaction.tokens import TokenEstimator, count_event, default_estimator
+from sidecar.compaction.window import Window, plan_for_cut
+from sidecar.errors import InvalidConfig
+from sidecar.model import Boundary, CompactionPlan, Event, Role, SkipReason, new_event_id
+from sidecar.summarizer.prompts import DEFAULT_SHADOW_PROMPT, DEFAULT_SYSTEM_PROMPT
+from sidecar.summarizer.protocol import Summarizer, SummaryRequest, SummaryResponse
+
+DEFAULT_MAX_EVENTS_TO_KEEP = 10
+DEFAULT_OVERLAP = 2
+DEFAULT_MAX_SUMMARY_TOKENS = 1024
+
+_FIELD = "strategy.summarize"
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryJob:
+    """A prepared pass waiting for its summary: everything ``finish`` needs."""
+
+    window: Window
+    cut: int
+    proposed: int
+    previous_summary: tuple[Event, ...]
+    request: SummaryRequest
+    history: FormattedHistory
+
+
+@dataclass(frozen=True, slots=True)
+class Summarize:
+    """Keeps the last ``max_events_to_keep`` conversation events and summarizes the rest.
+
+    ``overlap`` kept events are shown to the summarizer as context; it must be
+    smaller than ``max_events_to_keep``. ``max_summary_tokens`` caps the
+    summary, so a rolling summary cannot grow without bound.
+    """
+
+    max_events_to_keep: int = DEFAULT_MAX_EVENTS_TO_KEEP
+    overlap: int = DEFAULT_OVERLAP
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    shadow_prompt: str = DEFAULT_SHADOW_PROMPT
+    model: str = ""
+    max_summary_tokens: int = DEFAULT_MAX_SUMMARY_TOKENS
+    max_input_tokens: int = DEFAULT_MAX_INPUT_TOKENS
+    max_tool_result_tokens: int = DEFAULT_MAX_TOOL_RESULT_TOKENS
+    boundary: Boundary = Boundary.TURN
+    name = "summarize"
+
+    def __post_init__(self) -> None:
+        def at_least(field: str, value: int, low: int) -> None:
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise InvalidConfig(f"{_FIELD}.{field}", f"must be at least {low}, got {value!r}")
+
+        at_least("max_events_to_keep", self.max_events_to_keep, 1)
+        at_least("overlap", self.overlap, 0)
+        at_least("max_summary_tokens", self.max_summary_tokens, 16)
+        at_least("max_input_tokens", self.max_input_tokens, 256)
+        at_least("max_tool_result_tokens", self.max_tool_result_tokens, 16)
+        if self.overlap >= self.max_events_to_keep:
+            raise InvalidConfig(
+                f"{_FIELD}.overlap",
+                f"must be smaller than max_events_to_keep ({self.max_events_to_keep}),"
+                f" got {self.overlap}",
+            )
+        if not self.shadow_prompt.strip():
+            raise InvalidConfig(f"{_FIELD}.shadow_prompt", "must not be blank")
+        if not self.system_prompt.strip():
+            raise InvalidConfig(f"{_FIELD}.system_prompt", "must not be blank")
+
+    def prepare(
+        self, events: Sequence[Event], estimator: TokenEstimator | None = None
+    ) -> SummaryJob | CompactionPlan:
+        """The summarizer input for this window, or a finished plan when no call is needed."""
+        estimator = estimator or default_estimator()
+        window = Window.of(events)
+        proposed = len(window.real) - self.max_events_to_keep
+        cut = settle_cut(window.real, proposed, self.boundary)
+        if cut <= 0:
+            # No turn boundary, or everything fits: no LLM call.
+            return plan_for_cut(window, 0, strategy=self.name, proposed=proposed)
+        previous = window.summaries
+        previous_text = next((e.text for e in reversed(previous) if e.role is Role.ASSISTANT), None)
+        overlap = window.real[cut : cut + self.overlap]
+        history = format_history(
+            previous_summary=previous_text,
+            archived=window.real[:cut],
+            overlap=overlap,
+            estimator=estimator,
+            max_input_tokens=self.max_input_tokens,
+            max_tool_result_tokens=self.max_tool_result_tokens,
+        )
+        request = SummaryRequest(
+            system_prompt=self.system_prompt,
+            history=history.text,
+            model=self.model,
+            max_output_tokens=self.max_summary_tokens,
+        )
+        return SummaryJob(window, cut, proposed, previous, request, history)
+
+    def finish(
+        self,
+        job: SummaryJob,
+        response: SummaryResponse,
+        estimator: TokenEstimator | None = None,
+        latency_ms: float = 0.0,
+    ) -> CompactionPlan:
+        """The plan for a summary answer. A blank answer archives only superseded systems."""
+        estimator = estimator or default_estimator()
+
+        def with_usage(plan: CompactionPlan) -> CompactionPlan:
+            return replace(
+                plan,
+                summary_input_tokens=response.input_tokens,
+                summary_output_tokens=response.output_tokens,
+                summarizer_latency_ms=latency_ms,
+            )
+
+        text = response.text.strip()
+        if not text:
+            plan = plan_for_cut(
+                job.window,
+                0,
+                strategy=self.name,
+                proposed=job.proposed,
+                skipped=SkipReason.BLANK_SUMMARY,
+            )
+            return with_usage(plan)
+        shadow = Event(id=new_event_id(), role=Role.USER, text=self.shadow_prompt, synthetic=True)
+        summary = Event(id=new_event_id(), role=Role.ASSISTANT, text=text, synthetic=True)
+        inserts = (
+            shadow.evolve(token_count=count_event(shadow, estimator)),
+            summary.evolve(token_count=count_event(summary, estimator)),
+        )
+        plan = plan_for_cut(
+            job.window,
+            job.cut,
+            strategy=self.name,
+            proposed=job.proposed,
+            inserts=inserts,
+            also_archive=job.previous_summary,
+        )
+        return with_usage(plan)
+
+    async def plan(
+        self,
+        events: Sequence[Event],
+        summarizer: Summarizer,
+        estimator: TokenEstimator | None = None,
+    ) -> CompactionPlan:
+        """prepare, call the summarizer, finish: one whole pass (for callers without locks)."""
+        job = self.prepare(events, estimator)
+        if isinstance(job, CompactionPlan):
+            return job
+        started = time.perf_counter()
+        response = await summarizer.summarize(job.request)
+        latency_ms = (time.perf_counter() - started) * 1000
+        return self.finish(job, response, estimator, latency_ms)

@@ -1,0 +1,269 @@
+"""The domain's values: events, sessions, compaction plans and results.
+
+Plain frozen dataclasses: no gRPC, no SQL. Every layer above speaks these.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from enum import Enum, StrEnum
+
+
+class Role(Enum):
+    """Who an event speaks for."""
+
+    USER = "user"
+    ASSISTANT = "assistant"
+    SYSTEM = "system"
+    TOOL = "tool"
+
+
+class Boundary(Enum):
+    """Where a strategy may cut the log.
+
+    TURN: the kept window starts at a USER event (a turn start).
+    TOOL_PAIR: the kept window may start inside a turn, as long as no tool
+    result is kept without the assistant event that requested it.
+    """
+
+    TURN = "turn"
+    TOOL_PAIR = "tool_pair"
+
+
+class SkipReason(StrEnum):
+    """Why a compaction pass changed nothing."""
+
+    TRIGGER_NOT_FIRED = "trigger_not_fired"
+    WITHIN_LIMIT = "within_limit"
+    NO_TURN_BOUNDARY = "no_turn_boundary"
+    BLANK_SUMMARY = "blank_summary"
+    NOT_WORTH_IT = "not_worth_it"
+    SUPERSEDED = "superseded"
+    NO_POLICY = "no_policy"
+    IN_FLIGHT = "in_flight"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool invocation requested by the assistant; arguments are JSON text."""
+
+    id: str
+    name: str
+    arguments_json: str = "{}"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """The answer to a ToolCall, matched by call_id."""
+
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """Non-text content: inline bytes or a reference by URI.
+
+    It is never rendered as its bytes: token accounting and summaries see
+    a placeholder such as ``[image/png content]``.
+    """
+
+    mime_type: str
+    data: bytes = b""
+    uri: str = ""
+
+
+def new_event_id() -> str:
+    """A server-assigned event id."""
+    return uuid.uuid4().hex
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One entry of a session's log.
+
+    ``position`` is assigned by the store: a dense counter in write order.
+    ``synthetic`` marks a summary turn the service wrote; ``archived`` marks an
+    event that left the active window (it is never deleted).
+    """
+
+    id: str
+    role: Role
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_results: tuple[ToolResult, ...] = ()
+    parts: tuple[Part, ...] = ()
+    author: str = ""
+    branch: str = ""
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    create_time: datetime = field(default_factory=utcnow)
+    position: int = 0
+    synthetic: bool = False
+    archived: bool = False
+    token_count: int = 0
+
+    @property
+    def is_turn_start(self) -> bool:
+        """A turn starts at each non-synthetic USER event."""
+        return self.role is Role.USER and not self.synthetic
+
+    @property
+    def is_real(self) -> bool:
+        """Conversation events: neither SYSTEM nor synthetic."""
+        return self.role is not Role.SYSTEM and not self.synthetic
+
+    def same_payload(self, other: Event) -> bool:
+        """True when two events carry the same client-supplied content.
+
+        Used to tell an idempotent retry (same id, same payload) from a
+        conflicting write (same id, different payload).
+        """
+        return (
+            self.role is other.role
+            and self.text == other.text
+            and self.tool_calls == other.tool_calls
+            and self.tool_results == other.tool_results
+            and self.parts == other.parts
+            and self.author == other.author
+            and self.branch == other.branch
+            and dict(self.metadata) == dict(other.metadata)
+        )
+
+    def evolve(self, **changes: object) -> Event:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionCounters:
+    """Running totals the triggers read, kept exact by the store on each write.
+
+    ``tokens`` counts what a token trigger sees: the latest stored system
+    message, the summaries and the conversation. ``system_tokens`` is the
+    latest system message's share of it, kept so a newer system message can
+    replace it in O(1).
+    """
+
+    active_events: int = 0
+    real_events: int = 0
+    turns: int = 0
+    tokens: int = 0
+    system_tokens: int = 0
+    turns_since_compaction: int = 0
+
+    def after_append(self, event: Event) -> SessionCounters:
+        """The counters once ``event`` is appended to the active window."""
+        tokens = self.tokens
+        system_tokens = self.system_tokens
+        if event.role is Role.SYSTEM and not event.synthetic:
+            tokens += event.token_count - system_tokens
+            system_tokens = event.token_count
+        else:
+            tokens += event.token_count
+        turn = 1 if event.is_turn_start else 0
+        return SessionCounters(
+            active_events=self.active_events + 1,
+            real_events=self.real_events + (1 if event.is_real else 0),
+            turns=self.turns + turn,
+            tokens=tokens,
+            system_tokens=system_tokens,
+            turns_since_compaction=self.turns_since_compaction + turn,
+        )
+
+    @staticmethod
+    def of_window(
+        events: Sequence[Event], turns_since_compaction: int | None = None
+    ) -> SessionCounters:
+        """Counters computed from an active window, in log order.
+
+        With ``turns_since_compaction`` unset it counts every turn, as if the
+        session had never been compacted.
+        """
+        counters = SessionCounters()
+        for event in events:
+            counters = counters.after_append(event)
+        if turns_since_compaction is None:
+            return counters
+        return replace(counters, turns_since_compaction=turns_since_compaction)
+
+    @staticmethod
+    def after_compaction(active: Sequence[Event]) -> SessionCounters:
+        """Counters for a freshly compacted window.
+
+        The turn in progress belongs to the next interval, so
+        ``turns_since_compaction`` restarts at 1 when a turn is kept.
+        """
+        counters = SessionCounters.of_window(active)
+        return replace(counters, turns_since_compaction=1 if counters.turns else 0)
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionPlan:
+    """What one compaction pass wants written: flags to set and events to insert.
+
+    ``inserts`` go right before the event ``insert_before`` in log order.
+    ``base_compaction_id`` is the session's last compaction when the plan was
+    made: the store rejects the plan if another compaction landed since.
+    An empty plan (nothing archived, nothing inserted) writes nothing.
+    """
+
+    strategy: str
+    archive_ids: tuple[str, ...] = ()
+    inserts: tuple[Event, ...] = ()
+    insert_before: str | None = None
+    tokens_estimated_saved: int = 0
+    skipped_reason: SkipReason | None = None
+    base_compaction_id: str = ""
+    summary_input_tokens: int = 0
+    summary_output_tokens: int = 0
+    summarizer_latency_ms: float = 0.0
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.archive_ids and not self.inserts
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    """The outcome of a compaction pass, as the caller sees it.
+
+    ``active_events`` is the new active window in log order; ``archived_events``
+    what left it (still in the log). ``skipped_reason`` says why nothing
+    happened when nothing did.
+    """
+
+    compacted: bool
+    strategy: str
+    active_events: tuple[Event, ...] = ()
+    archived_events: tuple[Event, ...] = ()
+    tokens_estimated_saved: int = 0
+    skipped_reason: SkipReason | None = None
+    version: int = 0
+    compaction_id: str = ""
+
+    @property
+    def archived_event_count(self) -> int:
+        return len(self.archived_events)
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A session's header: identity, version, policy and running counters."""
+
+    session_id: str
+    version: int
+    policy_json: str | None
+    labels: Mapping[str, str]
+    create_time: datetime
+    update_time: datetime
+    counters: SessionCounters
+    total_events: int
+    last_compaction_id: str = ""

@@ -1,0 +1,32 @@
+"""Readable terminal rendering of events: kept, archived and summary events told apart."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sidecar.compaction.formatting import format_event
+from sidecar.model import Event
+
+WIDTH = 100
+
+
+def event_line(event: Event, width: int = WIDTH) -> str:
+    """One line per event: a marker, the role-labelled text, and its token count."""
+    if event.synthetic:
+        marker = "S"  # summary turn written by the service
+    elif event.archived:
+        marker = "-"  # archived: out of the prompt, still in the log
+    else:
+        marker = " "
+    text = " ".join(format_event(event).split())
+    room = width - 20
+    if len(text) > room:
+        text = text[: room - 1] + "…"
+    return f"{marker} {event.position or '':>5} {text:<{room}} {event.token_count:>5} tok"
+
+
+def event_lines(events: Iterable[Event], width: int = WIDTH) -> list[str]:
+    return [event_line(e, width) for e in events]
+
+
+LEGEND = "legend: ' ' kept   '-' archived   'S' summary turn written by the sidecar"

@@ -1,0 +1,1 @@
+"""Stores: the versioned event log behind the engine."""

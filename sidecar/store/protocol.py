@@ -1,0 +1,188 @@
+"""The Store protocol: a versioned, append-only event log per session.
+
+Two implementations (SQLite, the embedded default; PostgreSQL for several
+replicas) are held to one contract suite, ``tests/store/test_contract.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Generic, Protocol, TypeVar
+
+from sidecar.model import CompactionPlan, Event, Role, Session
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    """One page of a listing; an empty ``next_page_token`` means the last page."""
+
+    items: tuple[T, ...]
+    next_page_token: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AppendOutcome:
+    """What an append stored: events as stored (a retry gets the original) and the session."""
+
+    events: tuple[Event, ...]
+    session: Session
+    written: int
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyOutcome:
+    """A landed compaction: the session after it, the new active window, what it archived."""
+
+    session: Session
+    compaction_id: str
+    active: tuple[Event, ...]
+    archived: tuple[Event, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionRecord:
+    """One entry of the audit trail of compactions."""
+
+    compaction_id: str
+    session_id: str
+    version_before: int
+    version_after: int
+    strategy: str
+    archived_ids: tuple[str, ...]
+    inserted_ids: tuple[str, ...]
+    tokens_saved: int
+    summarizer_latency_ms: float
+    summary_input_tokens: int
+    summary_output_tokens: int
+    create_time: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class SearchQuery:
+    """A full-text search over a session's (or every session's) log."""
+
+    text: str
+    session_id: str | None = None
+    roles: tuple[Role, ...] = ()
+    include_active: bool = False
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """A matching event with its session, a rank (higher is better) and a snippet."""
+
+    session_id: str
+    event: Event
+    rank: float
+    snippet: str
+
+
+@dataclass(frozen=True, slots=True)
+class SessionFilter:
+    """Sessions whose labels include every pair of ``labels``."""
+
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+class Store(Protocol):
+    """The versioned event log. Every write increments the session's version.
+
+    Positions are dense in write order within a session. Log order (how
+    windows and listings are sorted) is position order, except that events a
+    compaction inserts sit right before the event they were inserted before.
+    """
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def ping(self) -> None:
+        """Raise StoreUnavailable when the store cannot serve."""
+
+    async def create_session(
+        self,
+        session_id: str,
+        *,
+        policy_json: str | None,
+        labels: Mapping[str, str],
+    ) -> Session:
+        """Create an empty session; SessionExists if the id is taken."""
+
+    async def get_session(self, session_id: str) -> Session:
+        """SessionNotFound if absent."""
+
+    async def update_session(
+        self,
+        session_id: str,
+        *,
+        policy_json: str | None = None,
+        set_policy: bool = False,
+        labels: Mapping[str, str] | None = None,
+        expected_version: int | None = None,
+    ) -> Session:
+        """Replace the policy (when ``set_policy``) and/or the labels; bumps the version."""
+
+    async def list_sessions(
+        self, filter: SessionFilter, *, page_size: int, page_token: str
+    ) -> Page[Session]:
+        """Sessions in id order, filtered by labels."""
+
+    async def delete_session(self, session_id: str) -> None:
+        """Delete the session and its whole log; SessionNotFound if absent."""
+
+    async def append(
+        self,
+        session_id: str,
+        events: Sequence[Event],
+        *,
+        expected_version: int | None = None,
+        create_if_missing: bool = False,
+        policy_json: str | None = None,
+    ) -> AppendOutcome:
+        """Append a batch in one transaction. Idempotent by event id.
+
+        ``events`` come with ``token_count`` set. An id already stored with the
+        same payload returns the stored event and writes nothing; with a
+        different payload it raises EventConflict and nothing of the batch is
+        written. A mismatching ``expected_version`` raises VersionConflict.
+        With ``create_if_missing`` an absent session is created with
+        ``policy_json``. Counters are kept exact in the same transaction.
+        """
+
+    async def active_window(self, session_id: str) -> tuple[Session, tuple[Event, ...]]:
+        """The session and its active (non-archived) events in log order; O(window)."""
+
+    async def apply(self, session_id: str, plan: CompactionPlan) -> ApplyOutcome:
+        """Apply a compaction plan in one transaction.
+
+        Rejected with VersionConflict when another compaction landed since
+        ``plan.base_compaction_id`` or an event it archives is no longer active
+        (or ``insert_before`` is not active). Events appended after the plan was
+        made do not make it fail. Must not be called with an empty plan.
+        """
+
+    async def list_events(
+        self,
+        session_id: str,
+        *,
+        page_size: int,
+        page_token: str,
+        include_archived: bool = True,
+    ) -> Page[Event]:
+        """The whole log in log order, archived events included unless told otherwise."""
+
+    async def search(
+        self, query: SearchQuery, *, page_size: int, page_token: str
+    ) -> Page[SearchHit]:
+        """Full-text search, best rank first. Archived events always; active ones if asked."""
+
+    async def list_compactions(
+        self, session_id: str, *, page_size: int, page_token: str
+    ) -> Page[CompactionRecord]:
+        """The session's compaction audit trail, oldest first."""

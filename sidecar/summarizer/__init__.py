@@ -1,0 +1,1 @@
+"""Summarizers: the protocol the summarizing strategy calls, and its implementations."""

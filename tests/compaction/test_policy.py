@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sidecar.compaction.policy import CompactionPolicy, policy_from_dict
+from sidecar.compaction.sliding_window import SlidingWindow
+from sidecar.compaction.summarize import Summarize
+from sidecar.compaction.triggers import AnyOf, TokenCount, TurnCount
+from sidecar.errors import InvalidConfig
+from sidecar.model import Boundary
+
+
+def test_round_trip_keeps_every_setting() -> None:
+    policy = CompactionPolicy(
+        trigger=AnyOf((TurnCount(20), TokenCount(8000))),
+        strategy=Summarize(max_events_to_keep=6, overlap=1, model="m", boundary=Boundary.TOOL_PAIR),
+    )
+    assert policy_from_dict(policy.to_dict()) == policy
+
+
+def test_defaults_are_not_stored() -> None:
+    data = CompactionPolicy(None, Summarize()).to_dict()
+    assert data == {"strategy": {"summarize": {}, "boundary": "TURN"}}
+
+
+def test_yaml_like_document_parses() -> None:
+    policy = policy_from_dict(
+        {
+            "trigger": {"turn_count": 3},
+            "strategy": {"sliding_window": {"max_events": 4}, "boundary": "BOUNDARY_TOOL_PAIR"},
+        }
+    )
+    assert policy == CompactionPolicy(TurnCount(3), SlidingWindow(4, Boundary.TOOL_PAIR))
+
+
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        ({}, "policy.strategy"),
+        ({"strategy": {}}, "strategy"),
+        ({"strategy": {"nope": {}}}, "strategy"),
+        (
+            {"strategy": {"sliding_window": {"max_events": "ten"}}},
+            "strategy.sliding_window.max_events",
+        ),
+        ({"strategy": {"sliding_window": {"colour": 1}}}, "strategy.sliding_window.colour"),
+        ({"strategy": {"sliding_window": {}, "boundary": "SIDEWAYS"}}, "strategy.boundary"),
+        (
+            {"strategy": {"summarize": {"max_events_to_keep": 3, "overlap": 3}}},
+            "strategy.summarize.overlap",
+        ),
+        ({"strategy": {"turn_window": {}}, "trigger": {"any_of": []}}, "trigger.any_of"),
+        (
+            {"strategy": {"turn_window": {}}, "trigger": {"any_of": [{"turn_count": 0}]}},
+            "trigger.any_of[0].turn_count",
+        ),
+        ({"strategy": {"turn_window": {}}, "trigger": {"sometimes": 1}}, "trigger"),
+        ({"strategy": {"turn_window": {}}, "trigger": {"always": False}}, "trigger.always"),
+        ({"strategy": {"turn_window": {}}, "extra": 1}, "policy.extra"),
+    ],
+)
+def test_bad_documents_name_the_field(data: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidConfig) as info:
+        policy_from_dict(data)
+    assert info.value.field == field
+
+
+def test_deeply_nested_triggers_are_refused() -> None:
+    trigger: dict[str, Any] = {"turn_count": 1}
+    for _ in range(20):
+        trigger = {"any_of": [trigger]}
+    with pytest.raises(InvalidConfig, match="nest deeper"):
+        policy_from_dict({"strategy": {"turn_window": {}}, "trigger": trigger})
