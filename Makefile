@@ -22,8 +22,8 @@ demo: setup
 test: lint typecheck unit
 
 lint: setup
-	$(BIN)/ruff check sidecar tests
-	$(BIN)/ruff format --check sidecar tests
+	$(BIN)/ruff check sidecar tests scripts
+	$(BIN)/ruff format --check sidecar tests scripts
 
 typecheck: setup
 	$(BIN)/mypy

@@ -44,6 +44,7 @@ class SkipReason(StrEnum):
     SUPERSEDED = "superseded"
     NO_POLICY = "no_policy"
     IN_FLIGHT = "in_flight"
+    FAILED = "failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +249,7 @@ class CompactionResult:
     skipped_reason: SkipReason | None = None
     version: int = 0
     compaction_id: str = ""
+    error: str = ""
 
     @property
     def archived_event_count(self) -> int:

@@ -1,0 +1,1 @@
+"""The session engine: per-session serialization, auto-compaction, watchers."""

@@ -1,0 +1,351 @@
+"""The session engine: serializes work per session and compacts automatically.
+
+- Appends and plan applications on one session run under that session's lock;
+  different sessions run in parallel. Locks of idle sessions are dropped.
+- After each append the session's trigger is checked from the stored counters
+  (O(1)). A window strategy is applied at once, under the same lock, and its
+  result returned with the append. A summarizing strategy is scheduled in the
+  background, single-flight per session.
+- A summarizing pass holds the lock only to read the window and to apply the
+  plan, never during the LLM call. The plan is applied with a check that no
+  other compaction landed and that what it archives is still active; appends
+  made during the call stand. Losing that race makes the pass a no-op.
+- Every landed compaction is published to the session's watchers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from sidecar.compaction.policy import CompactionPolicy, policy_from_dict
+from sidecar.compaction.summarize import Summarize
+from sidecar.compaction.tokens import TokenEstimator, default_estimator, with_token_count
+from sidecar.engine.locks import LockRegistry
+from sidecar.engine.validation import Limits, check_events, check_session_id
+from sidecar.engine.watchers import Watcher, WatcherHub
+from sidecar.errors import (
+    SummarizerTimeout,
+    SummarizerUnavailable,
+    VersionConflict,
+)
+from sidecar.model import (
+    CompactionPlan,
+    CompactionResult,
+    Event,
+    Session,
+    SkipReason,
+    new_event_id,
+)
+from sidecar.store.protocol import Store
+from sidecar.summarizer.protocol import Summarizer
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SUMMARY_TIMEOUT_S = 60.0
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_policy(policy_json: str) -> CompactionPolicy:
+    """A stored policy, parsed once per distinct document."""
+    return policy_from_dict(json.loads(policy_json))
+
+
+def policy_json(policy: CompactionPolicy | None) -> str | None:
+    return None if policy is None else json.dumps(policy.to_dict(), separators=(",", ":"))
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """What an append stored, and what it set off."""
+
+    events: tuple[Event, ...]
+    session: Session
+    compaction: CompactionResult | None = None
+    compaction_scheduled: bool = False
+
+
+class SessionEngine:
+    """Runs appends and compactions over a Store; see the module docstring."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        summarizer: Summarizer | None = None,
+        estimator: TokenEstimator | None = None,
+        default_policy: CompactionPolicy | None = None,
+        limits: Limits | None = None,
+        summary_timeout_s: float = DEFAULT_SUMMARY_TIMEOUT_S,
+    ) -> None:
+        self.store = store
+        self.summarizer = summarizer
+        self.estimator = estimator or default_estimator()
+        self.default_policy = default_policy
+        self.limits = limits or Limits()
+        self.summary_timeout_s = summary_timeout_s
+        self.locks = LockRegistry()
+        self.watchers = WatcherHub()
+        self._in_flight: dict[str, asyncio.Task[CompactionResult]] = {}
+        self._closing = False
+
+    # -- sessions ---------------------------------------------------------
+
+    async def create_session(
+        self,
+        session_id: str,
+        *,
+        policy: CompactionPolicy | None = None,
+        use_default_policy: bool = True,
+        labels: dict[str, str] | None = None,
+    ) -> Session:
+        """Create a session; without a policy it gets the server's default."""
+        check_session_id(session_id)
+        if policy is None and use_default_policy:
+            policy = self.default_policy
+        return await self.store.create_session(
+            session_id, policy_json=policy_json(policy), labels=labels or {}
+        )
+
+    def policy_of(self, session: Session) -> CompactionPolicy | None:
+        return parse_policy(session.policy_json) if session.policy_json else None
+
+    # -- appends ----------------------------------------------------------
+
+    async def append(
+        self,
+        session_id: str,
+        events: Sequence[Event],
+        *,
+        expected_version: int | None = None,
+        create_if_missing: bool = False,
+    ) -> AppendResult:
+        """Store a batch, then compact if the session's trigger fires.
+
+        Token counts are computed here, outside the lock; ids are assigned to
+        events that came without one.
+        """
+        check_session_id(session_id)
+        check_events(events, self.limits)
+        counted = [
+            with_token_count(e if e.id else e.evolve(id=new_event_id()), self.estimator)
+            for e in events
+        ]
+        async with self.locks.hold(session_id):
+            outcome = await self.store.append(
+                session_id,
+                counted,
+                expected_version=expected_version,
+                create_if_missing=create_if_missing,
+                policy_json=policy_json(self.default_policy),
+            )
+            session = outcome.session
+            policy = self.policy_of(session)
+            if outcome.written == 0 or policy is None or policy.trigger is None:
+                return AppendResult(outcome.events, session)
+            if not policy.trigger.fires(session.counters):
+                return AppendResult(outcome.events, session)
+            if isinstance(policy.strategy, Summarize):
+                scheduled = self._schedule_summary(session_id, policy.strategy)
+                return AppendResult(outcome.events, session, compaction_scheduled=scheduled)
+            result, after = await self._compact_window_locked(session_id, policy, None)
+        return AppendResult(outcome.events, after, compaction=result)
+
+    # -- compaction -------------------------------------------------------
+
+    async def compact(
+        self,
+        session_id: str,
+        *,
+        policy: CompactionPolicy | None = None,
+        force: bool = False,
+        expected_version: int | None = None,
+        deadline_s: float | None = None,
+    ) -> CompactionResult:
+        """Run one compaction pass now and wait for its result.
+
+        Without ``force`` the trigger decides. ``policy`` overrides the
+        session's for this pass. A summarizing pass already in flight for the
+        session is waited for first. ``deadline_s`` (the caller's remaining
+        time) bounds the summarizer call.
+        """
+        check_session_id(session_id)
+        running = self._in_flight.get(session_id)
+        if running is not None:
+            await asyncio.wait({running})
+        session = await self.store.get_session(session_id)
+        if expected_version is not None and session.version != expected_version:
+            raise VersionConflict(
+                f"session {session_id!r} is at version {session.version}, not {expected_version}",
+                current_version=session.version,
+            )
+        policy = policy or self.policy_of(session)
+        if policy is None:
+            return skipped("none", SkipReason.NO_POLICY, session.version)
+        if not force and (policy.trigger is None or not policy.trigger.fires(session.counters)):
+            return skipped(policy.strategy.name, SkipReason.TRIGGER_NOT_FIRED, session.version)
+        if isinstance(policy.strategy, Summarize):
+            # Registered as the session's in-flight pass, so a trigger firing
+            # meanwhile does not start a second LLM call.
+            timeout = self.summary_timeout_s
+            if deadline_s is not None:
+                timeout = max(0.0, min(timeout, deadline_s))
+            task = self._start_summary(
+                session_id, policy.strategy, background=False, timeout_s=timeout
+            )
+            return await task
+        async with self.locks.hold(session_id):
+            result, _ = await self._compact_window_locked(session_id, policy, expected_version)
+            return result
+
+    async def _compact_window_locked(
+        self, session_id: str, policy: CompactionPolicy, expected_version: int | None
+    ) -> tuple[CompactionResult, Session]:
+        strategy = policy.strategy
+        assert not isinstance(strategy, Summarize)
+        session, window = await self.store.active_window(session_id)
+        if expected_version is not None and session.version != expected_version:
+            raise VersionConflict(
+                f"session {session_id!r} changed to version {session.version}",
+                current_version=session.version,
+            )
+        plan = replace(strategy.plan(window), base_compaction_id=session.last_compaction_id)
+        return await self._land(session_id, session, plan)
+
+    def _schedule_summary(self, session_id: str, strategy: Summarize) -> bool:
+        """Start a background summarizing pass unless one is in flight (single-flight)."""
+        if self._closing or session_id in self._in_flight:
+            return False
+        self._start_summary(session_id, strategy, background=True)
+        return True
+
+    def _start_summary(
+        self,
+        session_id: str,
+        strategy: Summarize,
+        *,
+        background: bool,
+        timeout_s: float | None = None,
+    ) -> asyncio.Task[CompactionResult]:
+        timeout = self.summary_timeout_s if timeout_s is None else timeout_s
+        run = self._background_summary if background else self._run_summary
+        task = asyncio.create_task(run(session_id, strategy, timeout))
+        self._in_flight[session_id] = task
+        task.add_done_callback(lambda _: self._in_flight.pop(session_id, None))
+        return task
+
+    async def _background_summary(
+        self, session_id: str, strategy: Summarize, timeout_s: float
+    ) -> CompactionResult:
+        try:
+            return await self._run_summary(session_id, strategy, timeout_s)
+        except Exception as exc:  # the pass failed; the session is unchanged
+            log.warning("background compaction of %s failed: %s", session_id, exc)
+            result = skipped(strategy.name, SkipReason.FAILED, 0, error=str(exc))
+            self.watchers.publish(session_id, result)
+            return result
+
+    async def _run_summary(
+        self, session_id: str, strategy: Summarize, timeout_s: float
+    ) -> CompactionResult:
+        async with self.locks.hold(session_id):
+            session, window = await self.store.active_window(session_id)
+        job = strategy.prepare(window, self.estimator)
+        if isinstance(job, CompactionPlan):
+            plan = replace(job, base_compaction_id=session.last_compaction_id)
+            async with self.locks.hold(session_id):
+                return (await self._land(session_id, session, plan))[0]
+        if self.summarizer is None:
+            raise SummarizerUnavailable(
+                "the session's policy summarizes, but no summarizer is configured"
+            )
+        started = time.perf_counter()
+        try:
+            response = await asyncio.wait_for(self.summarizer.summarize(job.request), timeout_s)
+        except TimeoutError:
+            raise SummarizerTimeout(
+                f"the summarizer did not answer within {timeout_s:g} s"
+            ) from None
+        latency_ms = (time.perf_counter() - started) * 1000
+        plan = strategy.finish(job, response, self.estimator, latency_ms)
+        plan = replace(plan, base_compaction_id=session.last_compaction_id)
+        async with self.locks.hold(session_id):
+            return (await self._land(session_id, session, plan))[0]
+
+    async def _land(
+        self, session_id: str, session: Session, plan: CompactionPlan
+    ) -> tuple[CompactionResult, Session]:
+        """Apply a plan (caller holds the lock); an empty plan writes nothing.
+
+        Returns the result and the session header after it.
+        """
+        if plan.is_empty:
+            return skipped(plan.strategy, plan.skipped_reason, session.version), session
+        try:
+            outcome = await self.store.apply(session_id, plan)
+        except VersionConflict:
+            # Another compaction landed first, or what we archive is gone: ours is a no-op.
+            current = await self.store.get_session(session_id)
+            return skipped(plan.strategy, SkipReason.SUPERSEDED, current.version), current
+        result = CompactionResult(
+            compacted=True,
+            strategy=plan.strategy,
+            active_events=outcome.active,
+            archived_events=outcome.archived,
+            tokens_estimated_saved=plan.tokens_estimated_saved,
+            skipped_reason=plan.skipped_reason,
+            version=outcome.session.version,
+            compaction_id=outcome.compaction_id,
+        )
+        self.watchers.publish(session_id, result)
+        return result, outcome.session
+
+    # -- reads ------------------------------------------------------------
+
+    async def context(self, session_id: str) -> tuple[Session, tuple[Event, ...]]:
+        """The active window to send to the model, in log order."""
+        check_session_id(session_id)
+        return await self.store.active_window(session_id)
+
+    def watch(self, session_id: str) -> Watcher:
+        check_session_id(session_id)
+        return self.watchers.subscribe(session_id)
+
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    async def wait_idle(self) -> None:
+        """Wait until no summarizing pass is in flight."""
+        while self._in_flight:
+            await asyncio.wait(list(self._in_flight.values()))
+
+    # -- lifecycle --------------------------------------------------------
+
+    async def close(self, grace_s: float = 5.0) -> None:
+        """Let in-flight summaries finish within ``grace_s``, then cancel the rest.
+
+        A cancelled pass has written nothing: plans are applied in one
+        transaction after the summary arrives.
+        """
+        self._closing = True
+        tasks = list(self._in_flight.values())
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=grace_s)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
+
+
+def skipped(
+    strategy: str, reason: SkipReason | None, version: int, *, error: str = ""
+) -> CompactionResult:
+    return CompactionResult(
+        compacted=False, strategy=strategy, skipped_reason=reason, version=version, error=error
+    )

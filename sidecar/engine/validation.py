@@ -1,0 +1,100 @@
+"""Checks on incoming events, with errors that name the offending field.
+
+Run before anything is stored, so a rejected batch never changes stored data.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sidecar.errors import InvalidArgument, LimitExceeded
+from sidecar.model import Event, Role
+
+_ID = re.compile(r"^[A-Za-z0-9._:~@/+=-]{1,128}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Size limits on what one request may store."""
+
+    max_event_bytes: int = 1 << 20
+    max_events_per_append: int = 1000
+    max_metadata_entries: int = 64
+
+
+def check_session_id(session_id: str, field: str = "session_id") -> None:
+    if not _ID.match(session_id):
+        raise InvalidArgument(
+            field, "must be 1-128 characters of letters, digits and . _ : ~ @ / + = -"
+        )
+
+
+def event_size(event: Event) -> int:
+    """Approximate stored size of an event's content, in bytes."""
+    size = len(event.text.encode()) + sum(len(p.data) + len(p.uri) for p in event.parts)
+    size += sum(len(c.arguments_json) + len(c.name) + len(c.id) for c in event.tool_calls)
+    size += sum(len(r.content.encode()) + len(r.name) for r in event.tool_results)
+    size += sum(len(k) + len(v) for k, v in event.metadata.items())
+    return size
+
+
+def check_events(events: Sequence[Event], limits: Limits) -> None:
+    """Raise InvalidArgument or LimitExceeded for the first bad event."""
+    if not events:
+        raise InvalidArgument("events", "must hold at least one event")
+    if len(events) > limits.max_events_per_append:
+        raise LimitExceeded(
+            "max_events_per_append",
+            f"{len(events)} events in one append, the limit is {limits.max_events_per_append}",
+        )
+    for i, event in enumerate(events):
+        _check_event(event, f"events[{i}]", limits)
+
+
+def _check_event(event: Event, at: str, limits: Limits) -> None:
+    if event.id and not _ID.match(event.id):
+        raise InvalidArgument(
+            f"{at}.id", "must be 1-128 characters of letters, digits and ._:~@/+=-"
+        )
+    if event.tool_calls and event.role is not Role.ASSISTANT:
+        raise InvalidArgument(f"{at}.tool_calls", "only ASSISTANT events may request tools")
+    if event.tool_results and event.role is not Role.TOOL:
+        raise InvalidArgument(f"{at}.tool_results", "only TOOL events may carry tool results")
+    if event.role is Role.TOOL and not event.tool_results:
+        raise InvalidArgument(f"{at}.tool_results", "a TOOL event needs at least one tool result")
+    seen: set[str] = set()
+    for j, call in enumerate(event.tool_calls):
+        field = f"{at}.tool_calls[{j}]"
+        if not call.id:
+            raise InvalidArgument(f"{field}.id", "is required")
+        if call.id in seen:
+            raise InvalidArgument(f"{field}.id", f"duplicate call id {call.id!r} in one event")
+        seen.add(call.id)
+        if not call.name:
+            raise InvalidArgument(f"{field}.name", "is required")
+        try:
+            json.loads(call.arguments_json or "{}")
+        except ValueError as exc:
+            raise InvalidArgument(f"{field}.arguments_json", f"is not valid JSON: {exc}") from None
+    for j, result in enumerate(event.tool_results):
+        if not result.call_id:
+            raise InvalidArgument(f"{at}.tool_results[{j}].call_id", "is required")
+    for j, part in enumerate(event.parts):
+        if not part.mime_type:
+            raise InvalidArgument(f"{at}.parts[{j}].mime_type", "is required")
+        if part.data and part.uri:
+            raise InvalidArgument(f"{at}.parts[{j}]", "set data or uri, not both")
+    if len(event.metadata) > limits.max_metadata_entries:
+        raise LimitExceeded(
+            "max_metadata_entries",
+            f"{at}.metadata has {len(event.metadata)} entries,"
+            f" the limit is {limits.max_metadata_entries}",
+        )
+    size = event_size(event)
+    if size > limits.max_event_bytes:
+        raise LimitExceeded(
+            "max_event_bytes", f"{at} is {size} bytes, the limit is {limits.max_event_bytes}"
+        )

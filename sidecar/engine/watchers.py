@@ -1,0 +1,81 @@
+"""Watchers: subscribers to a session's compaction results.
+
+Each watcher has a bounded queue. Publishing never waits: a watcher whose
+queue is full loses the result and is told, on its next read, how many it
+missed, so a slow watcher can never block appends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from sidecar.model import CompactionResult
+
+DEFAULT_QUEUE_SIZE = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Lagged:
+    """The watcher fell behind and ``missed`` results were dropped for it."""
+
+    missed: int
+
+
+class Watcher:
+    """One subscription; iterate it for results (and Lagged notices)."""
+
+    def __init__(self, hub: WatcherHub, session_id: str, size: int) -> None:
+        self._hub = hub
+        self.session_id = session_id
+        self._queue: asyncio.Queue[CompactionResult] = asyncio.Queue(maxsize=size)
+        self._missed = 0
+
+    def offer(self, result: CompactionResult) -> None:
+        try:
+            self._queue.put_nowait(result)
+        except asyncio.QueueFull:
+            self._missed += 1
+
+    async def next(self) -> CompactionResult | Lagged:
+        """The next result; once the queued ones are read, a Lagged notice if any were lost."""
+        if self._queue.empty() and self._missed:
+            missed, self._missed = self._missed, 0
+            return Lagged(missed)
+        return await self._queue.get()
+
+    async def __aiter__(self) -> AsyncIterator[CompactionResult | Lagged]:
+        while True:
+            yield await self.next()
+
+    def close(self) -> None:
+        self._hub.remove(self)
+
+
+class WatcherHub:
+    """The watchers of every session; sessions without watchers take no memory."""
+
+    def __init__(self, queue_size: int = DEFAULT_QUEUE_SIZE) -> None:
+        self._by_session: dict[str, set[Watcher]] = {}
+        self._queue_size = queue_size
+
+    def __len__(self) -> int:
+        return len(self._by_session)
+
+    def subscribe(self, session_id: str) -> Watcher:
+        watcher = Watcher(self, session_id, self._queue_size)
+        self._by_session.setdefault(session_id, set()).add(watcher)
+        return watcher
+
+    def remove(self, watcher: Watcher) -> None:
+        watchers = self._by_session.get(watcher.session_id)
+        if watchers is None:
+            return
+        watchers.discard(watcher)
+        if not watchers:
+            del self._by_session[watcher.session_id]
+
+    def publish(self, session_id: str, result: CompactionResult) -> None:
+        for watcher in tuple(self._by_session.get(session_id, ())):
+            watcher.offer(result)

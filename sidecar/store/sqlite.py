@@ -1,0 +1,304 @@
+"""The SQLite store: the embedded default, one file, no server.
+
+Connections. One writer connection and a small pool of reader connections
+(WAL lets readers run while the writer commits). aiosqlite gives each
+connection its own thread; a whole transaction (BEGIN ... COMMIT and every
+statement between) is queued to that thread as ONE function, so:
+
+- nothing blocks the event loop;
+- transactions never interleave, however many coroutines call the store at
+  once: the writer's thread runs them one after the other;
+- a transaction costs one thread hop, not one per statement.
+
+The transaction bodies are plain functions of a ``sqlite3.Connection``, in
+``sqlite_writes`` and ``sqlite_reads``; this module only routes them.
+
+Durability. The file is in WAL mode with ``synchronous=NORMAL`` by default
+(``FULL`` through the constructor). An acknowledged append (the awaitable
+returned, so its COMMIT is done) survives:
+
+- a crash or SIGKILL of this process: always. The commit is in the WAL file,
+  in the OS page cache; the next open replays it. (``tests/store/test_crash.py``
+  checks this by killing a writer twenty times.)
+- power loss or an OS crash: with NORMAL, the last transactions before the
+  loss may roll back, since the WAL is only fsynced at checkpoints; the file
+  stays consistent (never corrupt, never half a transaction). With FULL the
+  WAL is fsynced on every commit, and no acknowledged write is lost, at the
+  cost of one fsync per transaction.
+
+The path must name a file: readers are separate connections, so ``:memory:``
+would give each its own empty database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar, cast
+
+import aiosqlite
+
+from sidecar.errors import StoreUnavailable
+from sidecar.model import CompactionPlan, Event, Session, utcnow
+from sidecar.store import sqlite_reads as reads
+from sidecar.store import sqlite_writes as writes
+from sidecar.store.paging import page_size as effective_page_size
+from sidecar.store.protocol import (
+    AppendOutcome,
+    ApplyOutcome,
+    CompactionRecord,
+    Page,
+    SearchHit,
+    SearchQuery,
+    SessionFilter,
+)
+from sidecar.store.sqlite_schema import (
+    SYNCHRONOUS_MODES,
+    configure_reader,
+    configure_writer,
+    migrate,
+)
+
+T = TypeVar("T")
+
+
+async def run_in_connection_thread(
+    connection: aiosqlite.Connection, fn: Callable[[sqlite3.Connection], T]
+) -> T:
+    """Run ``fn(raw_connection)`` on the aiosqlite connection's own thread, as one job.
+
+    aiosqlite is pinned at 0.22.1, whose ``Connection._execute(fn, *args)``
+    queues ``fn(*args)`` on the connection's worker thread and awaits its
+    result. It is private API: re-check this helper when upgrading aiosqlite.
+    """
+    try:
+        result = await connection._execute(fn, connection._conn)  # type: ignore[no-untyped-call]
+    except (sqlite3.IntegrityError, sqlite3.ProgrammingError):
+        raise  # a bug in this store, not a state of the database
+    except sqlite3.DatabaseError as exc:  # locked past busy_timeout, I/O error, full, corrupt
+        raise StoreUnavailable(f"sqlite: {exc}") from exc
+    return cast(T, result)
+
+
+def _in_transaction(
+    body: Callable[[sqlite3.Connection], T], *, begin: str
+) -> Callable[[sqlite3.Connection], T]:
+    """Wrap ``body`` in BEGIN ... COMMIT, rolling back on any exception."""
+
+    def run(db: sqlite3.Connection) -> T:
+        db.execute(begin)
+        try:
+            result = body(db)
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        return result
+
+    return run
+
+
+class SqliteStore:
+    """The Store protocol on one SQLite file (see the module docstring)."""
+
+    def __init__(self, path: str, *, synchronous: str = "NORMAL", readers: int = 2) -> None:
+        if synchronous.upper() not in SYNCHRONOUS_MODES:
+            raise ValueError(f"synchronous must be one of {SYNCHRONOUS_MODES}, got {synchronous!r}")
+        if readers < 1:
+            raise ValueError(f"readers must be at least 1, got {readers}")
+        self.path = path
+        self.synchronous = synchronous.upper()
+        self._reader_count = readers
+        self._writer: aiosqlite.Connection | None = None
+        self._readers: list[aiosqlite.Connection] = []
+        self._idle: asyncio.Queue[aiosqlite.Connection] = asyncio.Queue()
+
+    # -- lifecycle -----------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect, set the pragmas, run pending migrations (SchemaTooNew if the file is newer)."""
+        if self._writer is not None:
+            return
+        writer = await aiosqlite.connect(self.path, isolation_level=None)
+        try:
+            await run_in_connection_thread(
+                writer, lambda db: configure_writer(db, self.synchronous)
+            )
+            await run_in_connection_thread(writer, lambda db: migrate(db, self.path))
+            for _ in range(self._reader_count):
+                reader = await aiosqlite.connect(self.path, isolation_level=None)
+                self._readers.append(reader)
+                await run_in_connection_thread(reader, configure_reader)
+                self._idle.put_nowait(reader)
+        except BaseException:
+            await writer.close()
+            await self._close_readers()
+            raise
+        self._writer = writer
+
+    async def close(self) -> None:
+        """Refuse new calls, let the ones in flight finish, then disconnect."""
+        writer, self._writer = self._writer, None
+        if writer is None:
+            return
+        # Taking every reader back from the pool waits for the reads in flight.
+        for _ in self._readers:
+            await self._idle.get()
+        await self._close_readers()
+        # Queued after any write in flight, on the writer's own thread. Cheap, and
+        # keeps the planner's statistics fresh for the next open.
+        await run_in_connection_thread(writer, lambda db: db.execute("PRAGMA optimize"))
+        await writer.close()
+
+    async def _close_readers(self) -> None:
+        readers, self._readers = self._readers, []
+        self._idle = asyncio.Queue()
+        for reader in readers:
+            await reader.close()
+
+    async def ping(self) -> None:
+        """Query through the writer and a reader; StoreUnavailable if either fails."""
+        writer = self._writer
+        if writer is None:
+            raise StoreUnavailable("sqlite store is not open")
+
+        def probe(db: sqlite3.Connection) -> None:
+            db.execute("SELECT count(*) FROM schema_version").fetchone()
+
+        await run_in_connection_thread(writer, probe)
+        await self._read(probe)
+
+    # -- plumbing ------------------------------------------------------------
+
+    async def _write(self, body: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``body`` as one IMMEDIATE transaction on the writer's thread.
+
+        Bodies read the clock themselves (``utcnow()`` inside the lambda), so
+        update times follow commit order.
+        """
+        if self._writer is None:
+            raise StoreUnavailable("sqlite store is not open")
+        return await run_in_connection_thread(
+            self._writer, _in_transaction(body, begin="BEGIN IMMEDIATE")
+        )
+
+    async def _read(self, body: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``body`` as one read transaction (one snapshot) on an idle reader."""
+        if self._writer is None:
+            raise StoreUnavailable("sqlite store is not open")
+        reader = await self._idle.get()
+        try:
+            return await run_in_connection_thread(reader, _in_transaction(body, begin="BEGIN"))
+        finally:
+            self._idle.put_nowait(reader)
+
+    # -- sessions ------------------------------------------------------------
+
+    async def create_session(
+        self, session_id: str, *, policy_json: str | None, labels: Mapping[str, str]
+    ) -> Session:
+        _, session = await self._write(
+            lambda db: writes.create_session(
+                db, session_id, policy_json=policy_json, labels=labels, now=utcnow()
+            )
+        )
+        return session
+
+    async def get_session(self, session_id: str) -> Session:
+        _, session = await self._read(lambda db: reads.get_session(db, session_id))
+        return session
+
+    async def update_session(
+        self,
+        session_id: str,
+        *,
+        policy_json: str | None = None,
+        set_policy: bool = False,
+        labels: Mapping[str, str] | None = None,
+        expected_version: int | None = None,
+    ) -> Session:
+        return await self._write(
+            lambda db: writes.update_session(
+                db,
+                session_id,
+                policy_json=policy_json,
+                set_policy=set_policy,
+                labels=labels,
+                expected_version=expected_version,
+                now=utcnow(),
+            )
+        )
+
+    async def list_sessions(
+        self, filter: SessionFilter, *, page_size: int, page_token: str
+    ) -> Page[Session]:
+        size = effective_page_size(page_size)
+        return await self._read(
+            lambda db: reads.list_sessions(db, filter, size=size, token=page_token)
+        )
+
+    async def delete_session(self, session_id: str) -> None:
+        await self._write(lambda db: writes.delete_session(db, session_id))
+
+    # -- the log -------------------------------------------------------------
+
+    async def append(
+        self,
+        session_id: str,
+        events: Sequence[Event],
+        *,
+        expected_version: int | None = None,
+        create_if_missing: bool = False,
+        policy_json: str | None = None,
+    ) -> AppendOutcome:
+        batch = tuple(events)
+        return await self._write(
+            lambda db: writes.append(
+                db,
+                session_id,
+                batch,
+                expected_version=expected_version,
+                create_if_missing=create_if_missing,
+                policy_json=policy_json,
+                now=utcnow(),
+            )
+        )
+
+    async def active_window(self, session_id: str) -> tuple[Session, tuple[Event, ...]]:
+        return await self._read(lambda db: reads.active_window(db, session_id))
+
+    async def apply(self, session_id: str, plan: CompactionPlan) -> ApplyOutcome:
+        if plan.is_empty:
+            raise ValueError("an empty compaction plan writes nothing; do not apply it")
+        return await self._write(lambda db: writes.apply(db, session_id, plan, now=utcnow()))
+
+    async def list_events(
+        self,
+        session_id: str,
+        *,
+        page_size: int,
+        page_token: str,
+        include_archived: bool = True,
+    ) -> Page[Event]:
+        size = effective_page_size(page_size)
+        return await self._read(
+            lambda db: reads.list_events(
+                db, session_id, size=size, token=page_token, include_archived=include_archived
+            )
+        )
+
+    async def search(
+        self, query: SearchQuery, *, page_size: int, page_token: str
+    ) -> Page[SearchHit]:
+        size = effective_page_size(page_size)
+        return await self._read(lambda db: reads.search(db, query, size=size, token=page_token))
+
+    async def list_compactions(
+        self, session_id: str, *, page_size: int, page_token: str
+    ) -> Page[CompactionRecord]:
+        size = effective_page_size(page_size)
+        return await self._read(
+            lambda db: reads.list_compactions(db, session_id, size=size, token=page_token)
+        )

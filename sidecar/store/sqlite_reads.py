@@ -1,0 +1,270 @@
+"""The SQLite store's queries: plain functions of a ``sqlite3.Connection``.
+
+Each runs inside a connection's own thread (see ``SqliteStore``), so it may
+issue several statements with no await between them. Every value is a bound
+parameter; the only SQL assembled at run time joins fixed fragments chosen by
+which filters are set.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from sidecar.errors import SessionNotFound
+from sidecar.model import Event, Session, SessionCounters
+from sidecar.store.codec import decode_event, decode_labels, from_micros, to_micros
+from sidecar.store.paging import (
+    decode_int_key,
+    decode_str_key,
+    encode_token,
+    fingerprint,
+)
+from sidecar.store.protocol import (
+    CompactionRecord,
+    Page,
+    SearchHit,
+    SearchQuery,
+    SessionFilter,
+)
+
+SESSION_COLUMNS = """s.pk, s.id, s.version, s.policy_json, s.labels, s.create_time,
+    s.update_time, s.active_events, s.real_events, s.turns, s.tokens, s.system_tokens,
+    s.turns_since_compaction, s.total_events, s.last_compaction_id"""
+
+EVENT_COLUMNS = """e.id, e.role, e.content, e.position, e.token_count, e.synthetic,
+    e.archived, e.create_time"""
+_EVENT_WIDTH = 8
+
+# ``archived = 0`` spelled literally, so the planner can use the partial index.
+ACTIVE_WINDOW_SQL = (
+    f"SELECT {EVENT_COLUMNS} FROM events e"
+    " WHERE e.session = ? AND e.archived = 0 ORDER BY e.sort_key, e.position"
+)
+
+SNIPPET_START = "**"
+SNIPPET_END = "**"
+_SNIPPET_TOKENS = 16
+
+
+def session_from_row(row: Sequence[Any]) -> tuple[int, Session]:
+    """The surrogate key and the Session of a row selected with SESSION_COLUMNS."""
+    return row[0], Session(
+        session_id=row[1],
+        version=row[2],
+        policy_json=row[3],
+        labels=decode_labels(row[4]),
+        create_time=from_micros(row[5]),
+        update_time=from_micros(row[6]),
+        counters=SessionCounters(
+            active_events=row[7],
+            real_events=row[8],
+            turns=row[9],
+            tokens=row[10],
+            system_tokens=row[11],
+            turns_since_compaction=row[12],
+        ),
+        total_events=row[13],
+        last_compaction_id=row[14],
+    )
+
+
+def event_from_row(row: Sequence[Any]) -> Event:
+    """The Event of a row whose first columns are EVENT_COLUMNS."""
+    return decode_event(*row[:_EVENT_WIDTH])
+
+
+def find_session(db: sqlite3.Connection, session_id: str) -> tuple[int, Session] | None:
+    row = db.execute(f"SELECT {SESSION_COLUMNS} FROM sessions s WHERE s.id = ?", (session_id,))
+    found = row.fetchone()
+    return None if found is None else session_from_row(found)
+
+
+def get_session(db: sqlite3.Connection, session_id: str) -> tuple[int, Session]:
+    found = find_session(db, session_id)
+    if found is None:
+        raise SessionNotFound(session_id)
+    return found
+
+
+def active_events(db: sqlite3.Connection, session_pk: int) -> tuple[Event, ...]:
+    """The active window in log order, read through the partial index ``events_active``."""
+    rows = db.execute(ACTIVE_WINDOW_SQL, (session_pk,))
+    return tuple(event_from_row(row) for row in rows)
+
+
+def active_window(db: sqlite3.Connection, session_id: str) -> tuple[Session, tuple[Event, ...]]:
+    pk, session = get_session(db, session_id)
+    return session, active_events(db, pk)
+
+
+def list_events(
+    db: sqlite3.Connection,
+    session_id: str,
+    *,
+    size: int,
+    token: str,
+    include_archived: bool,
+) -> Page[Event]:
+    """A page of the log in log order; keyset on ``(sort_key, position)``."""
+    bound = fingerprint(session_id, include_archived)
+    after = (-1, -1)
+    if token:
+        sort_key, position = decode_int_key(token, kind="events", bound=bound, length=2)
+        after = (sort_key, position)
+    pk, _ = get_session(db, session_id)
+    # Two literal queries, so the active listing can use the partial index.
+    active_only = "" if include_archived else " AND e.archived = 0"
+    rows = db.execute(
+        f"SELECT {EVENT_COLUMNS}, e.sort_key FROM events e WHERE e.session = ?{active_only}"
+        " AND (e.sort_key, e.position) > (?, ?) ORDER BY e.sort_key, e.position LIMIT ?",
+        (pk, *after, size + 1),
+    ).fetchall()
+    items = tuple(event_from_row(row) for row in rows[:size])
+    next_token = ""
+    if len(rows) > size:
+        last = rows[size - 1]
+        next_token = encode_token("events", bound, (last[_EVENT_WIDTH], last[3]))
+    return Page(items, next_token)
+
+
+def list_sessions(
+    db: sqlite3.Connection, filter: SessionFilter, *, size: int, token: str
+) -> Page[Session]:
+    """Sessions in id order whose labels include every pair of the filter; keyset on id."""
+    labels = sorted(filter.labels.items())
+    bound = fingerprint(labels)
+    after = decode_str_key(token, kind="sessions", bound=bound) if token else None
+    clauses = ["1"]
+    params: list[object] = []
+    if after is not None:
+        clauses.append("s.id > ?")
+        params.append(after)
+    for key, value in labels:
+        clauses.append(
+            "EXISTS (SELECT 1 FROM json_each(s.labels) WHERE json_each.key = ?"
+            " AND json_each.value = ?)"
+        )
+        params += [key, value]
+    rows = db.execute(
+        f"SELECT {SESSION_COLUMNS} FROM sessions s WHERE {' AND '.join(clauses)}"
+        " ORDER BY s.id LIMIT ?",
+        (*params, size + 1),
+    ).fetchall()
+    items = tuple(session_from_row(row)[1] for row in rows[:size])
+    next_token = ""
+    if len(rows) > size:
+        next_token = encode_token("sessions", bound, (items[-1].session_id,))
+    return Page(items, next_token)
+
+
+def list_compactions(
+    db: sqlite3.Connection, session_id: str, *, size: int, token: str
+) -> Page[CompactionRecord]:
+    """The audit trail oldest first; keyset on the record's rowid, which only grows."""
+    bound = fingerprint(session_id)
+    after = decode_int_key(token, kind="compactions", bound=bound, length=1)[0] if token else 0
+    pk, _ = get_session(db, session_id)
+    rows = db.execute(
+        """SELECT pk, id, version_before, version_after, strategy, archived_ids,
+               inserted_ids, tokens_saved, summarizer_latency_ms, summary_input_tokens,
+               summary_output_tokens, create_time
+           FROM compactions WHERE session = ? AND pk > ? ORDER BY pk LIMIT ?""",
+        (pk, after, size + 1),
+    ).fetchall()
+    items = tuple(
+        CompactionRecord(
+            compaction_id=row[1],
+            session_id=session_id,
+            version_before=row[2],
+            version_after=row[3],
+            strategy=row[4],
+            archived_ids=tuple(json.loads(row[5])),
+            inserted_ids=tuple(json.loads(row[6])),
+            tokens_saved=row[7],
+            summarizer_latency_ms=row[8],
+            summary_input_tokens=row[9],
+            summary_output_tokens=row[10],
+            create_time=from_micros(row[11]),
+        )
+        for row in rows[:size]
+    )
+    next_token = ""
+    if len(rows) > size:
+        next_token = encode_token("compactions", bound, (rows[size - 1][0],))
+    return Page(items, next_token)
+
+
+def fts_match(text: str) -> str:
+    """The FTS5 query for user text: every term an FTS string literal, all required.
+
+    Quoting each whitespace-separated term (doubling its quotes) means no user
+    text is ever read as FTS syntax (AND, NEAR, ``*``, parentheses, column
+    filters): ``"foo AND (`` searches for the words foo and and. A term that
+    tokenizes to nothing (``"*"``) is an empty phrase, which FTS5 ignores.
+    Terms are ANDed: a hit contains every word, in any order.
+    """
+    # FTS5 reads its query as a C string: a NUL would end it inside a literal.
+    terms = text.replace("\x00", " ").split()
+    return " ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def search(db: sqlite3.Connection, query: SearchQuery, *, size: int, token: str) -> Page[SearchHit]:
+    """Matches best first (bm25, ties by write order); paged by offset.
+
+    Ranked results have no stable sort key (bm25 moves as the corpus grows),
+    so the token carries an offset, bound to the query it was issued for.
+    """
+    bound = fingerprint(
+        query.text,
+        query.session_id,
+        sorted(r.value for r in query.roles),
+        query.include_active,
+        query.since.isoformat() if query.since else None,
+        query.until.isoformat() if query.until else None,
+    )
+    offset = decode_int_key(token, kind="search", bound=bound, length=1)[0] if token else 0
+    match = fts_match(query.text)
+    if not match:
+        return Page(())
+    clauses = ["events_fts MATCH ?"]
+    params: list[object] = [match]
+    if query.session_id is not None:
+        session_pk, _ = get_session(db, query.session_id)
+        clauses.append("e.session = ?")
+        params.append(session_pk)
+    if not query.include_active:
+        clauses.append("e.archived = 1")
+    if query.roles:
+        clauses.append(f"e.role IN ({', '.join('?' for _ in query.roles)})")
+        params += [role.value for role in query.roles]
+    if query.since is not None:  # inclusive
+        clauses.append("e.create_time >= ?")
+        params.append(to_micros(query.since))
+    if query.until is not None:  # exclusive: [since, until) tiles time without overlap
+        clauses.append("e.create_time < ?")
+        params.append(to_micros(query.until))
+    rows = db.execute(
+        f"""SELECT {EVENT_COLUMNS}, s.id, bm25(events_fts),
+               snippet(events_fts, 0, ?, ?, '…', {_SNIPPET_TOKENS})
+           FROM events_fts
+           JOIN events e ON e.pk = events_fts.rowid
+           JOIN sessions s ON s.pk = e.session
+           WHERE {" AND ".join(clauses)}
+           ORDER BY bm25(events_fts), e.pk LIMIT ? OFFSET ?""",
+        (SNIPPET_START, SNIPPET_END, *params, size + 1, offset),
+    ).fetchall()
+    items = tuple(
+        SearchHit(
+            session_id=row[_EVENT_WIDTH],
+            event=event_from_row(row),
+            # bm25 is lower-is-better (negative); the protocol's rank is higher-is-better.
+            rank=-row[_EVENT_WIDTH + 1],
+            snippet=row[_EVENT_WIDTH + 2],
+        )
+        for row in rows[:size]
+    )
+    next_token = encode_token("search", bound, (offset + size,)) if len(rows) > size else ""
+    return Page(items, next_token)

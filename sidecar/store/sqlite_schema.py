@@ -1,0 +1,213 @@
+"""The SQLite schema, as an ordered list of migrations kept in code.
+
+``schema_version`` holds one row per applied migration; the database's version
+is the highest. Opening a file runs, in one transaction, every migration above
+its version, so a file written by an older build is upgraded in place and a
+crash mid-upgrade leaves it at the old version. A file whose version is above
+the newest known migration was written by a newer build: opening it fails with
+SchemaTooNew instead of writing rows an older schema does not describe.
+
+To change the schema, append a ``Migration(2, ...)`` to ``MIGRATIONS``; never
+edit a migration that has shipped.
+
+Layout, and why:
+
+- ``sessions`` has an integer surrogate key ``pk`` so event rows carry a small
+  integer, not the client's session id string. The counters the triggers read
+  live on the session row and are rewritten in the same transaction as each
+  write, so they are always exact.
+- ``events`` orders the log by ``(sort_key, position)``: an appended event has
+  ``sort_key = 2 * position + 1``; an event a compaction inserts right before
+  event X has ``sort_key = 2 * X.position``, which sorts after everything
+  appended before X and before X itself, with no renumbering.
+- ``events_active`` is a partial index over the non-archived rows, so reading
+  the active window costs O(window) however long the archived log grows.
+  Queries must spell ``archived = 0`` literally for the planner to use it.
+- ``events_fts`` is an FTS5 table keyed by the event's ``pk`` (its rowid) and
+  holding ``format_event(event)``: the text a model would see, tool-call
+  arguments and tool results included. It stores its own copy of the text so
+  that ``snippet()`` works without re-rendering events.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sidecar.errors import SchemaTooNew
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One schema step: its version number, what it does, and its statements."""
+
+    version: int
+    description: str
+    statements: tuple[str, ...]
+
+
+_MIGRATION_1 = Migration(
+    1,
+    "sessions, events, compactions and full-text search",
+    (
+        """
+        CREATE TABLE sessions (
+            pk INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            version INTEGER NOT NULL,
+            policy_json TEXT,
+            labels TEXT NOT NULL DEFAULT '{}',
+            create_time INTEGER NOT NULL,
+            update_time INTEGER NOT NULL,
+            active_events INTEGER NOT NULL DEFAULT 0,
+            real_events INTEGER NOT NULL DEFAULT 0,
+            turns INTEGER NOT NULL DEFAULT 0,
+            tokens INTEGER NOT NULL DEFAULT 0,
+            system_tokens INTEGER NOT NULL DEFAULT 0,
+            turns_since_compaction INTEGER NOT NULL DEFAULT 0,
+            total_events INTEGER NOT NULL DEFAULT 0,
+            last_compaction_id TEXT NOT NULL DEFAULT ''
+        )
+        """,
+        """
+        CREATE TABLE events (
+            pk INTEGER PRIMARY KEY,
+            session INTEGER NOT NULL REFERENCES sessions (pk) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            sort_key INTEGER NOT NULL,
+            id TEXT NOT NULL,
+            role TEXT NOT NULL,
+            content TEXT NOT NULL,
+            token_count INTEGER NOT NULL,
+            synthetic INTEGER NOT NULL DEFAULT 0,
+            archived INTEGER NOT NULL DEFAULT 0,
+            archived_by TEXT,
+            written_by TEXT,
+            create_time INTEGER NOT NULL,
+            UNIQUE (session, position),
+            UNIQUE (session, id)
+        )
+        """,
+        "CREATE INDEX events_log_order ON events (session, sort_key, position)",
+        """
+        CREATE INDEX events_active ON events (session, sort_key, position)
+        WHERE archived = 0
+        """,
+        """
+        CREATE TABLE compactions (
+            pk INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            session INTEGER NOT NULL REFERENCES sessions (pk) ON DELETE CASCADE,
+            version_before INTEGER NOT NULL,
+            version_after INTEGER NOT NULL,
+            strategy TEXT NOT NULL,
+            archived_ids TEXT NOT NULL,
+            inserted_ids TEXT NOT NULL,
+            tokens_saved INTEGER NOT NULL,
+            summarizer_latency_ms REAL NOT NULL,
+            summary_input_tokens INTEGER NOT NULL,
+            summary_output_tokens INTEGER NOT NULL,
+            create_time INTEGER NOT NULL
+        )
+        """,
+        "CREATE INDEX compactions_by_session ON compactions (session, pk)",
+        """
+        CREATE VIRTUAL TABLE events_fts USING fts5(
+            body, tokenize = 'unicode61 remove_diacritics 2'
+        )
+        """,
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_MIGRATION_1,)
+"""Every migration, in order; versions are 1, 2, 3, ... with no gap."""
+
+_VERSION_TABLE = """
+    CREATE TABLE IF NOT EXISTS schema_version (
+        version INTEGER PRIMARY KEY,
+        description TEXT NOT NULL,
+        applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+    )
+"""
+
+
+def latest_version(migrations: Sequence[Migration] | None = None) -> int:
+    migrations = MIGRATIONS if migrations is None else migrations
+    return migrations[-1].version if migrations else 0
+
+
+def current_version(db: sqlite3.Connection) -> int:
+    """The file's schema version; 0 for a file this service never migrated."""
+    exists = db.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
+    ).fetchone()
+    if exists is None:
+        return 0
+    row = db.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()
+    return int(row[0])
+
+
+def migrate(
+    db: sqlite3.Connection, path: str, migrations: Sequence[Migration] | None = None
+) -> int:
+    """Bring the file at ``path`` up to the newest migration; return the version it ends at.
+
+    ``db`` must be in autocommit mode (``isolation_level=None``): the upgrade is
+    one explicit IMMEDIATE transaction, so two processes opening the same old
+    file cannot both run it. ``migrations`` defaults to MIGRATIONS, looked up
+    at call time.
+    """
+    migrations = MIGRATIONS if migrations is None else migrations
+    for expected, migration in enumerate(migrations, start=1):
+        if migration.version != expected:
+            raise RuntimeError(f"migration versions must be 1, 2, ...; got {migration.version}")
+    latest = latest_version(migrations)
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.execute(_VERSION_TABLE)
+        found = current_version(db)
+        if found > latest:
+            raise SchemaTooNew(
+                f"database {path!r} has schema version {found}, but this build knows"
+                f" versions up to {latest}: it was written by a newer release."
+                " Upgrade the service, or point it at another file."
+            )
+        for migration in migrations[found:]:
+            for statement in migration.statements:
+                db.execute(statement)
+            db.execute(
+                "INSERT INTO schema_version (version, description) VALUES (?, ?)",
+                (migration.version, migration.description),
+            )
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    return latest
+
+
+SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
+def configure_writer(db: sqlite3.Connection, synchronous: str) -> None:
+    """Pragmas of the one writing connection (see the durability note in sqlite.py)."""
+    if synchronous not in SYNCHRONOUS_MODES:  # it is spliced into the PRAGMA
+        raise ValueError(f"bad synchronous setting {synchronous!r}")
+    _configure_common(db)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute(f"PRAGMA synchronous = {synchronous}")
+
+
+def configure_reader(db: sqlite3.Connection) -> None:
+    """Pragmas of a reading connection; ``query_only`` makes a stray write fail loudly."""
+    _configure_common(db)
+    db.execute("PRAGMA query_only = ON")
+
+
+def _configure_common(db: sqlite3.Connection) -> None:
+    # Wait for another process's lock (a backup, a second replica opening the
+    # file) instead of failing at once with "database is locked".
+    db.execute("PRAGMA busy_timeout = 5000")
+    db.execute("PRAGMA foreign_keys = ON")

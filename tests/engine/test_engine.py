@@ -1,0 +1,262 @@
+"""The engine: auto-compaction, single-flight summaries, version-checked apply, watchers."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from sidecar.compaction.policy import CompactionPolicy
+from sidecar.compaction.sliding_window import SlidingWindow
+from sidecar.compaction.summarize import Summarize
+from sidecar.compaction.triggers import Always, TurnCount
+from sidecar.engine.engine import SessionEngine
+from sidecar.engine.watchers import Lagged
+from sidecar.errors import (
+    InvalidArgument,
+    LimitExceeded,
+    SessionNotFound,
+    SummarizerTimeout,
+    SummarizerUnavailable,
+    VersionConflict,
+)
+from sidecar.model import Event, Role, SkipReason, ToolCall
+from sidecar.store.sqlite import SqliteStore
+from tests.compaction.fakes import FakeSummarizer
+from tests.engine.gates import GatedSummarizer
+
+WINDOW = CompactionPolicy(TurnCount(3), SlidingWindow(max_events=4))
+SUMMARY = CompactionPolicy(TurnCount(3), Summarize(max_events_to_keep=4, overlap=1))
+
+
+def turn(n: int) -> list[Event]:
+    return [
+        Event(id=f"u{n}", role=Role.USER, text=f"question {n}"),
+        Event(id=f"a{n}", role=Role.ASSISTANT, text=f"answer {n}"),
+    ]
+
+
+async def ids_of_context(engine: SessionEngine, session_id: str) -> list[str]:
+    _, events = await engine.context(session_id)
+    return [e.id for e in events]
+
+
+async def test_window_strategy_compacts_inline_with_the_append(store: SqliteStore) -> None:
+    engine = SessionEngine(store)
+    await engine.create_session("s", policy=WINDOW)
+    for n in range(3):
+        result = await engine.append("s", turn(n))
+        assert result.compaction is None
+    result = await engine.append("s", turn(3))  # the fourth turn: turns > 3
+    assert result.compaction is not None
+    assert result.compaction.compacted
+    assert [e.id for e in result.compaction.archived_events] == ["u0", "a0", "u1", "a1"]
+    assert await ids_of_context(engine, "s") == ["u2", "a2", "u3", "a3"]
+    assert result.session.version == result.compaction.version
+    assert result.session.counters.turns == 2
+
+
+async def test_token_counts_are_computed_on_append(store: SqliteStore) -> None:
+    engine = SessionEngine(store)
+    await engine.create_session("s")
+    result = await engine.append("s", [Event(id="x", role=Role.USER, text="hello world")])
+    assert result.events[0].token_count == engine.estimator.count("User: hello world")
+    assert result.session.counters.tokens == result.events[0].token_count
+
+
+async def test_retry_is_idempotent_and_does_not_recompact(store: SqliteStore) -> None:
+    engine = SessionEngine(store)
+    await engine.create_session("s", policy=WINDOW)
+    for n in range(4):
+        await engine.append("s", turn(n))
+    version = (await store.get_session("s")).version
+    again = await engine.append("s", turn(3))
+    assert again.compaction is None
+    assert again.session.version == version
+    assert [e.id for e in again.events] == ["u3", "a3"]
+
+
+async def test_events_without_ids_get_server_ids(store: SqliteStore) -> None:
+    engine = SessionEngine(store)
+    result = await engine.append(
+        "new", [Event(id="", role=Role.USER, text="hi")], create_if_missing=True
+    )
+    assert len(result.events[0].id) == 32
+
+
+async def test_summary_runs_in_background_and_appends_during_the_call_stand(
+    store: SqliteStore,
+) -> None:
+    summarizer = GatedSummarizer("the story so far")
+    engine = SessionEngine(store, summarizer=summarizer)
+    await engine.create_session("s", policy=SUMMARY)
+    watcher = engine.watch("s")
+    for n in range(3):
+        await engine.append("s", turn(n))
+    fired = await engine.append("s", turn(3))
+    assert fired.compaction_scheduled
+    await summarizer.started.wait()
+    # The lock is not held during the LLM call: appends go through, and a
+    # trigger firing meanwhile does not start a second call.
+    during = await engine.append("s", turn(4))
+    assert not during.compaction_scheduled
+    summarizer.gate.set()
+    result = await asyncio.wait_for(watcher.next(), 5)
+    assert not isinstance(result, Lagged)
+    assert result.compacted
+    assert summarizer.calls == 1
+    context = await ids_of_context(engine, "s")
+    _, events = await engine.context("s")
+    assert [e.synthetic for e in events[:2]] == [True, True]
+    assert events[1].text == "the story so far"
+    assert context[2:] == ["u2", "a2", "u3", "a3", "u4", "a4"]
+    watcher.close()
+
+
+async def test_summarizer_error_leaves_the_session_exactly_as_it_was(store: SqliteStore) -> None:
+    engine = SessionEngine(store, summarizer=FakeSummarizer(error=SummarizerUnavailable("503")))
+    await engine.create_session("s", policy=CompactionPolicy(None, SUMMARY.strategy))
+    for n in range(6):
+        await engine.append("s", turn(n))
+    before = await store.active_window("s")
+    with pytest.raises(SummarizerUnavailable):
+        await engine.compact("s", force=True)
+    assert await store.active_window("s") == before
+
+
+async def test_no_summarizer_configured_is_unavailable(store: SqliteStore) -> None:
+    engine = SessionEngine(store)
+    await engine.create_session("s", policy=SUMMARY)
+    for n in range(6):
+        await engine.append("s", turn(n))
+    with pytest.raises(SummarizerUnavailable, match="no summarizer"):
+        await engine.compact("s", force=True)
+
+
+async def test_summarizer_timeout(store: SqliteStore) -> None:
+    engine = SessionEngine(store, summarizer=GatedSummarizer(), summary_timeout_s=0.05)
+    await engine.create_session("s", policy=SUMMARY)
+    for n in range(6):
+        await engine.append("s", turn(n))
+    with pytest.raises(SummarizerTimeout):
+        await engine.compact("s", force=True)
+    assert len(await ids_of_context(engine, "s")) == 12
+
+
+async def test_compaction_landing_first_makes_the_summary_a_no_op(store: SqliteStore) -> None:
+    summarizer = GatedSummarizer()
+    engine = SessionEngine(store, summarizer=summarizer)
+    await engine.create_session("s", policy=CompactionPolicy(None, SUMMARY.strategy))
+    for n in range(6):
+        await engine.append("s", turn(n))
+    slow = asyncio.create_task(engine.compact("s", force=True))
+    await summarizer.started.wait()
+    # Another replica on the same store compacts while the LLM call runs.
+    window = await SessionEngine(store).compact(
+        "s", force=True, policy=CompactionPolicy(Always(), SlidingWindow(max_events=2))
+    )
+    assert window.compacted
+    summarizer.gate.set()
+    result = await slow
+    assert not result.compacted
+    assert result.skipped_reason is SkipReason.SUPERSEDED
+    log = await store.list_events("s", page_size=1000, page_token="")
+    assert len(log.items) == 12  # nothing lost, nothing inserted by the loser
+
+
+async def test_empty_plan_writes_nothing(store: SqliteStore) -> None:
+    engine = SessionEngine(store)
+    await engine.create_session("s", policy=WINDOW)
+    await engine.append("s", turn(0))
+    version = (await store.get_session("s")).version
+    result = await engine.compact("s", force=True)
+    assert not result.compacted
+    assert result.skipped_reason is SkipReason.WITHIN_LIMIT
+    assert (await store.get_session("s")).version == version
+
+
+async def test_compact_without_force_respects_the_trigger(store: SqliteStore) -> None:
+    engine = SessionEngine(store)
+    await engine.create_session("s", policy=WINDOW)
+    await engine.append("s", turn(0))
+    result = await engine.compact("s")
+    assert result.skipped_reason is SkipReason.TRIGGER_NOT_FIRED
+
+
+async def test_policy_without_trigger_never_compacts_on_its_own(store: SqliteStore) -> None:
+    engine = SessionEngine(store)
+    await engine.create_session("s", policy=CompactionPolicy(None, SlidingWindow(2)))
+    for n in range(10):
+        assert (await engine.append("s", turn(n))).compaction is None
+    assert (await engine.compact("s", force=True)).compacted
+
+
+async def test_default_policy_applies_to_sessions_created_without_one(store: SqliteStore) -> None:
+    engine = SessionEngine(store, default_policy=WINDOW)
+    await engine.append("auto", turn(0), create_if_missing=True)
+    await engine.create_session("explicit")
+    for sid in ("auto", "explicit"):
+        session = await store.get_session(sid)
+        assert engine.policy_of(session) == WINDOW
+
+
+async def test_compact_expected_version_mismatch(store: SqliteStore) -> None:
+    engine = SessionEngine(store)
+    await engine.create_session("s", policy=WINDOW)
+    await engine.append("s", turn(0))
+    with pytest.raises(VersionConflict) as info:
+        await engine.compact("s", force=True, expected_version=99)
+    assert info.value.current_version == 2
+
+
+async def test_slow_watcher_is_told_it_fell_behind_and_never_blocks(store: SqliteStore) -> None:
+    engine = SessionEngine(store)
+    engine.watchers = type(engine.watchers)(queue_size=1)
+    await engine.create_session("s", policy=CompactionPolicy(Always(), SlidingWindow(2)))
+    watcher = engine.watch("s")
+    for n in range(10):
+        await engine.append("s", turn(n))
+    first = await watcher.next()
+    assert not isinstance(first, Lagged)
+    lagged = await watcher.next()
+    assert isinstance(lagged, Lagged)
+    assert lagged.missed > 0
+    watcher.close()
+    assert len(engine.watchers) == 0
+
+
+async def test_bad_input_is_rejected_before_anything_is_stored(store: SqliteStore) -> None:
+    engine = SessionEngine(store)
+    await engine.create_session("s")
+    bad = Event(id="t", role=Role.USER, tool_calls=(ToolCall("c", "x", "{"),))
+    with pytest.raises(InvalidArgument) as info:
+        await engine.append("s", [Event(id="ok", role=Role.USER), bad])
+    assert info.value.field == "events[1].tool_calls"
+    broken_json = Event(id="t", role=Role.ASSISTANT, tool_calls=(ToolCall("c", "x", "{"),))
+    with pytest.raises(InvalidArgument) as info:
+        await engine.append("s", [broken_json])
+    assert info.value.field == "events[0].tool_calls[0].arguments_json"
+    with pytest.raises(InvalidArgument) as info:
+        await engine.append("bad id!", [Event(id="x", role=Role.USER)])
+    assert info.value.field == "session_id"
+    with pytest.raises(LimitExceeded) as limit:
+        await engine.append("s", [Event(id="big", role=Role.USER, text="x" * (2 << 20))])
+    assert limit.value.limit == "max_event_bytes"
+    with pytest.raises(SessionNotFound):
+        await engine.append("missing", [Event(id="x", role=Role.USER)])
+    session = await store.get_session("s")
+    assert session.version == 1
+    assert session.total_events == 0
+
+
+async def test_close_cancels_summaries_past_the_grace_period(store: SqliteStore) -> None:
+    summarizer = GatedSummarizer()
+    engine = SessionEngine(store, summarizer=summarizer)
+    await engine.create_session("s", policy=SUMMARY)
+    for n in range(4):
+        await engine.append("s", turn(n))
+    await summarizer.started.wait()
+    before = await store.active_window("s")
+    await engine.close(grace_s=0.05)
+    assert engine.in_flight() == 0
+    assert await store.active_window("s") == before

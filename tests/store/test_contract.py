@@ -1,0 +1,693 @@
+"""The Store contract: what every implementation must do, written only against the protocol.
+
+The ``store`` fixture (conftest.py) runs each test once per implementation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from sidecar.compaction.sliding_window import SlidingWindow
+from sidecar.compaction.window import apply_plan
+from sidecar.errors import (
+    EventConflict,
+    InvalidArgument,
+    SessionExists,
+    SessionNotFound,
+    VersionConflict,
+)
+from sidecar.model import (
+    CompactionPlan,
+    Event,
+    Part,
+    Role,
+    SessionCounters,
+    ToolCall,
+    ToolResult,
+)
+from sidecar.store.protocol import (
+    AppendOutcome,
+    ApplyOutcome,
+    CompactionRecord,
+    SearchQuery,
+    SessionFilter,
+    Store,
+)
+
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def u(id: str, text: str = "hi", *, tokens: int = 10, at: int = 0) -> Event:
+    return Event(
+        id=id, role=Role.USER, text=text, token_count=tokens, create_time=T0 + timedelta(hours=at)
+    )
+
+
+def a(
+    id: str, text: str = "ok", *, calls: Iterable[ToolCall] = (), tokens: int = 10, at: int = 0
+) -> Event:
+    return Event(
+        id=id,
+        role=Role.ASSISTANT,
+        text=text,
+        tool_calls=tuple(calls),
+        token_count=tokens,
+        create_time=T0 + timedelta(hours=at),
+    )
+
+
+def t(id: str, *results: ToolResult, tokens: int = 10, at: int = 0) -> Event:
+    return Event(
+        id=id,
+        role=Role.TOOL,
+        tool_results=results,
+        token_count=tokens,
+        create_time=T0 + timedelta(hours=at),
+    )
+
+
+def s(id: str, text: str = "be brief", *, tokens: int = 10) -> Event:
+    return Event(id=id, role=Role.SYSTEM, text=text, token_count=tokens)
+
+
+def summary(id: str, text: str, *, tokens: int = 5) -> tuple[Event, Event]:
+    """A summary pair as the summarizing strategy writes it: shadow prompt, then the summary."""
+    return (
+        Event(id=f"{id}-q", role=Role.USER, text="Summarize", synthetic=True, token_count=tokens),
+        Event(id=f"{id}-a", role=Role.ASSISTANT, text=text, synthetic=True, token_count=tokens),
+    )
+
+
+def ids(events: Iterable[Event]) -> list[str]:
+    return [e.id for e in events]
+
+
+async def seed(store: Store, session_id: str, events: Sequence[Event]) -> AppendOutcome:
+    return await store.append(session_id, events, create_if_missing=True)
+
+
+async def compact(
+    store: Store,
+    session_id: str,
+    archive: Sequence[str],
+    *,
+    inserts: Sequence[Event] = (),
+    before: str | None = None,
+    base: str | None = None,
+) -> ApplyOutcome:
+    """Apply a hand-built plan based on the session's latest compaction unless told otherwise."""
+    if base is None:
+        base = (await store.get_session(session_id)).last_compaction_id
+    plan = CompactionPlan(
+        strategy="test",
+        archive_ids=tuple(archive),
+        inserts=tuple(inserts),
+        insert_before=before,
+        tokens_estimated_saved=7,
+        base_compaction_id=base,
+        summary_input_tokens=100,
+        summary_output_tokens=20,
+        summarizer_latency_ms=12.5,
+    )
+    return await store.apply(session_id, plan)
+
+
+async def whole_log(
+    store: Store, session_id: str, *, page_size: int, include_archived: bool = True
+) -> list[Event]:
+    events: list[Event] = []
+    token = ""
+    while True:
+        page = await store.list_events(
+            session_id, page_size=page_size, page_token=token, include_archived=include_archived
+        )
+        assert len(page.items) <= max(page_size, 1)
+        events += page.items
+        token = page.next_page_token
+        if not token:
+            return events
+
+
+def conversation() -> list[Event]:
+    return [
+        s("sys"),
+        u("u1", "first question"),
+        a("a1", "first answer"),
+        u("u2", "second question"),
+        a("a2", "second answer"),
+        u("u3", "third question"),
+        a("a3", "third answer"),
+    ]
+
+
+# -- sessions -----------------------------------------------------------------
+
+
+async def test_created_session_is_empty_at_version_1(store: Store) -> None:
+    created = await store.create_session("s", policy_json='{"x": 1}', labels={"team": "a"})
+    got = await store.get_session("s")
+    assert got == created
+    assert got.version == 1
+    assert got.policy_json == '{"x": 1}'
+    assert dict(got.labels) == {"team": "a"}
+    assert got.counters == SessionCounters()
+    assert got.total_events == 0
+    assert got.last_compaction_id == ""
+    assert (await store.active_window("s"))[1] == ()
+
+
+async def test_creating_a_taken_id_raises_session_exists(store: Store) -> None:
+    await store.create_session("s", policy_json=None, labels={})
+    with pytest.raises(SessionExists):
+        await store.create_session("s", policy_json=None, labels={})
+
+
+async def test_absent_session_raises_not_found_everywhere(store: Store) -> None:
+    with pytest.raises(SessionNotFound):
+        await store.get_session("nope")
+    with pytest.raises(SessionNotFound):
+        await store.active_window("nope")
+    with pytest.raises(SessionNotFound):
+        await store.append("nope", [u("u1")])
+    with pytest.raises(SessionNotFound):
+        await store.list_events("nope", page_size=10, page_token="")
+    with pytest.raises(SessionNotFound):
+        await store.list_compactions("nope", page_size=10, page_token="")
+    with pytest.raises(SessionNotFound):
+        await store.update_session("nope", labels={})
+    with pytest.raises(SessionNotFound):
+        await store.delete_session("nope")
+    with pytest.raises(SessionNotFound):
+        await compact(store, "nope", ["x"], base="")
+
+
+async def test_update_session_replaces_policy_and_labels_and_bumps_version(store: Store) -> None:
+    await store.create_session("s", policy_json="p1", labels={"a": "1"})
+    only_labels = await store.update_session("s", labels={"b": "2"})
+    assert (only_labels.version, only_labels.policy_json) == (2, "p1")
+    assert dict(only_labels.labels) == {"b": "2"}
+    cleared = await store.update_session("s", policy_json=None, set_policy=True, expected_version=2)
+    assert (cleared.version, cleared.policy_json) == (3, None)
+    assert await store.get_session("s") == cleared
+    with pytest.raises(VersionConflict) as info:
+        await store.update_session("s", labels={}, expected_version=2)
+    assert info.value.current_version == 3
+
+
+async def test_update_asking_for_no_change_writes_nothing(store: Store) -> None:
+    await store.create_session("s", policy_json="p", labels={})
+    assert (await store.update_session("s")).version == 1
+
+
+async def test_list_sessions_in_id_order_filtered_by_every_label_pair(store: Store) -> None:
+    for n in range(7):
+        labels = {"team": "red" if n % 2 else "blue", "env": "prod" if n < 4 else "dev"}
+        await store.create_session(f"s{n}", policy_json=None, labels=labels)
+    everything = await store.list_sessions(SessionFilter(), page_size=0, page_token="")
+    assert [x.session_id for x in everything.items] == [f"s{n}" for n in range(7)]
+    assert everything.next_page_token == ""
+
+    red_prod = SessionFilter(labels={"team": "red", "env": "prod"})
+    seen: list[str] = []
+    token = ""
+    while True:
+        page = await store.list_sessions(red_prod, page_size=1, page_token=token)
+        seen += [x.session_id for x in page.items]
+        token = page.next_page_token
+        if not token:
+            break
+    assert seen == ["s1", "s3"]
+    none = await store.list_sessions(
+        SessionFilter(labels={"team": "green"}), page_size=10, page_token=""
+    )
+    assert none.items == ()
+
+
+async def test_delete_session_removes_log_compactions_and_search_rows(store: Store) -> None:
+    await seed(store, "gone", [u("u1", "zebra crossing"), a("a1"), u("u2"), a("a2")])
+    await compact(store, "gone", ["u1", "a1"])
+    await seed(store, "kept", [u("k1", "zebra kept")])
+    await store.delete_session("gone")
+
+    with pytest.raises(SessionNotFound):
+        await store.get_session("gone")
+    sessions = await store.list_sessions(SessionFilter(), page_size=10, page_token="")
+    assert [x.session_id for x in sessions.items] == ["kept"]
+    hits = await store.search(
+        SearchQuery("zebra", include_active=True), page_size=10, page_token=""
+    )
+    assert [h.session_id for h in hits.items] == ["kept"]
+    # The id is free again, with an empty log and no audit trail.
+    await store.create_session("gone", policy_json=None, labels={})
+    assert (await whole_log(store, "gone", page_size=10)) == []
+    assert (await store.list_compactions("gone", page_size=10, page_token="")).items == ()
+
+
+# -- append -------------------------------------------------------------------
+
+
+async def test_append_assigns_dense_positions_and_one_version_per_batch(store: Store) -> None:
+    await store.create_session("s", policy_json=None, labels={})
+    first = await store.append("s", [u("u1"), a("a1")])
+    second = await store.append("s", [u("u2")])
+    assert [e.position for e in first.events + second.events] == [1, 2, 3]
+    assert (first.session.version, second.session.version) == (2, 3)
+    assert (first.written, second.written) == (2, 1)
+    assert second.session.total_events == 3
+    session, window = await store.active_window("s")
+    assert session == second.session
+    assert ids(window) == ["u1", "a1", "u2"]
+
+
+async def test_append_stores_content_and_create_time_as_given(store: Store) -> None:
+    rich = Event(
+        id="rich",
+        role=Role.ASSISTANT,
+        text="voilà 東京 🚀",
+        tool_calls=(ToolCall("c1", "search", '{"q": "a \\"quoted\\" word"}'),),
+        tool_results=(ToolResult("c0", "lookup", "found", is_error=True),),
+        parts=(Part("image/png", b"\x00\x01\xff"), Part("text/uri-list", uri="gs://b/o")),
+        author="planner",
+        branch="root.planner",
+        metadata={"trace": "t-1", "empty": ""},
+        create_time=datetime(2024, 1, 2, 3, 4, 5, 678901, tzinfo=UTC),
+        token_count=42,
+    )
+    stored = (await seed(store, "s", [rich])).events[0]
+    _, (read,) = await store.active_window("s")
+    for event in (stored, read):
+        assert event.same_payload(rich)
+        assert event.create_time == rich.create_time
+        assert (event.position, event.token_count, event.synthetic, event.archived) == (
+            1,
+            42,
+            False,
+            False,
+        )
+
+
+async def test_append_to_absent_session_creates_it_only_when_asked(store: Store) -> None:
+    with pytest.raises(SessionNotFound):
+        await store.append("s", [u("u1")])
+    outcome = await store.append("s", [u("u1")], create_if_missing=True, policy_json="p")
+    # Creation and the first batch are one write.
+    assert outcome.session.version == 1
+    assert outcome.session.policy_json == "p"
+    assert await store.get_session("s") == outcome.session
+
+
+async def test_retry_returns_stored_events_and_writes_nothing(store: Store) -> None:
+    first = await seed(store, "s", [u("u1"), a("a1")])
+    retry_of_u1 = u("u1").evolve(create_time=T0 + timedelta(days=1))
+    again = await store.append("s", [retry_of_u1, a("a1")], expected_version=0)
+    assert again.events == first.events
+    assert again.written == 0
+    assert again.session.version == first.session.version
+    assert await store.get_session("s") == first.session
+
+
+async def test_partial_retry_writes_only_the_new_events(store: Store) -> None:
+    await seed(store, "s", [u("u1")])
+    outcome = await store.append("s", [u("u1"), a("a1")], expected_version=1)
+    assert [(e.id, e.position) for e in outcome.events] == [("u1", 1), ("a1", 2)]
+    assert (outcome.written, outcome.session.version) == (1, 2)
+
+
+async def test_conflicting_payload_raises_and_writes_nothing_of_the_batch(store: Store) -> None:
+    before = (await seed(store, "s", [u("u1", "original")])).session
+    with pytest.raises(EventConflict) as info:
+        await store.append("s", [a("a1"), u("u1", "changed")])
+    assert info.value.event_id == "u1"
+    session, window = await store.active_window("s")
+    assert session == before
+    assert ids(window) == ["u1"]
+
+
+async def test_duplicates_within_a_batch_follow_the_retry_rule(store: Store) -> None:
+    await store.create_session("s", policy_json=None, labels={})
+    outcome = await store.append("s", [u("u1"), a("a1"), u("u1")])
+    assert ids(outcome.events) == ["u1", "a1", "u1"]
+    assert outcome.events[0] == outcome.events[2]
+    assert outcome.written == 2
+    with pytest.raises(EventConflict):
+        await store.append("s", [u("u2"), u("u2", "other")])
+    assert ids((await store.active_window("s"))[1]) == ["u1", "a1"]
+
+
+async def test_expected_version_mismatch_raises_and_writes_nothing(store: Store) -> None:
+    await seed(store, "s", [u("u1")])
+    with pytest.raises(VersionConflict) as info:
+        await store.append("s", [a("a1")], expected_version=0)
+    assert info.value.current_version == 1
+    assert ids((await store.active_window("s"))[1]) == ["u1"]
+    assert (await store.append("s", [a("a1")], expected_version=1)).session.version == 2
+    with pytest.raises(VersionConflict):
+        await store.append("new", [u("x")], create_if_missing=True, expected_version=3)
+
+
+async def test_counters_stay_exact_over_appends(store: Store) -> None:
+    batches = [
+        [s("sys1", tokens=30), u("u1", tokens=4)],
+        [a("a1", calls=[ToolCall("c1", "f")], tokens=6), t("t1", ToolResult("c1", "f", "r"))],
+        [s("sys2", tokens=50)],  # replaces the first system message in the token count
+        [u("u2", tokens=3), a("a2", tokens=8)],
+    ]
+    for batch in batches:
+        outcome = await seed(store, "s", batch)
+        session, window = await store.active_window("s")
+        assert outcome.session.counters == session.counters == SessionCounters.of_window(window)
+    assert session.counters.tokens == 50 + 4 + 6 + 10 + 3 + 8
+    assert (session.counters.turns, session.counters.real_events) == (2, 5)
+
+
+# -- apply --------------------------------------------------------------------
+
+
+async def test_apply_archives_in_place_and_inserts_the_summary_before_the_kept_window(
+    store: Store,
+) -> None:
+    await seed(store, "s", conversation())
+    session, window = await store.active_window("s")
+    pair = summary("sum1", "they asked twice")
+    plan = CompactionPlan(
+        strategy="test",
+        archive_ids=("u1", "a1", "u2", "a2"),
+        inserts=pair,
+        insert_before="u3",
+        base_compaction_id=session.last_compaction_id,
+    )
+    outcome = await store.apply("s", plan)
+
+    expected = apply_plan(window, plan)
+    assert ids(outcome.active) == ids(expected.active_events)
+    assert ids(outcome.active) == ["sys", "sum1-q", "sum1-a", "u3", "a3"]
+    assert ids(outcome.archived) == ["u1", "a1", "u2", "a2"]
+    assert all(e.archived for e in outcome.archived)
+    assert all(e.synthetic for e in outcome.active[1:3])
+    assert [e.position for e in outcome.active[1:3]] == [8, 9]
+    assert outcome.session.version == session.version + 1
+    assert outcome.session.last_compaction_id == outcome.compaction_id != ""
+    assert outcome.session.total_events == 9
+    assert outcome.session.counters == SessionCounters.after_compaction(outcome.active)
+    assert (await store.active_window("s")) == (outcome.session, outcome.active)
+
+    log = await whole_log(store, "s", page_size=100)
+    assert ids(log) == ["sys", "u1", "a1", "u2", "a2", "sum1-q", "sum1-a", "u3", "a3"]
+    assert [e.archived for e in log] == [False, True, True, True, True, False, False, False, False]
+
+
+async def test_apply_lands_when_events_were_appended_after_the_plan(store: Store) -> None:
+    await seed(store, "s", conversation())
+    session, window = await store.active_window("s")
+    plan = CompactionPlan(
+        strategy="test",
+        archive_ids=("u1", "a1", "u2", "a2"),
+        inserts=summary("sum1", "early talk"),
+        insert_before="u3",
+        base_compaction_id=session.last_compaction_id,
+    )
+    late = await store.append("s", [u("u4"), a("a4")])  # arrive while the summarizer runs
+    outcome = await store.apply("s", plan)
+    assert ids(outcome.active) == ["sys", "sum1-q", "sum1-a", "u3", "a3", "u4", "a4"]
+    assert ids(outcome.active) == ids(apply_plan(window + late.events, plan).active_events)
+    assert outcome.session.counters == SessionCounters.after_compaction(outcome.active)
+
+    # The next compaction folds the previous summary; the new pair lands before u4.
+    second = await compact(
+        store,
+        "s",
+        ["sum1-q", "sum1-a", "u3", "a3"],
+        inserts=summary("sum2", "all earlier talk"),
+        before="u4",
+    )
+    assert ids(second.active) == ["sys", "sum2-q", "sum2-a", "u4", "a4"]
+    log = await whole_log(store, "s", page_size=3)
+    assert ids(log) == [
+        *["sys", "u1", "a1", "u2", "a2", "sum1-q", "sum1-a", "u3", "a3"],
+        *["sum2-q", "sum2-a", "u4", "a4"],
+    ]
+    assert sorted(e.position for e in log) == list(range(1, 14))
+
+    after = await store.append("s", [u("u5")])
+    assert after.session.counters == SessionCounters.after_compaction(second.active).after_append(
+        after.events[0]
+    )
+
+
+async def test_sliding_window_plan_lands_like_the_in_memory_reference(store: Store) -> None:
+    await seed(store, "s", conversation())
+    _, window = await store.active_window("s")
+    plan = SlidingWindow(max_events=2).plan(window)
+    outcome = await store.apply("s", plan)
+    expected = apply_plan(window, plan)
+    assert ids(outcome.active) == ids(expected.active_events) == ["sys", "u3", "a3"]
+    assert ids(outcome.archived) == ids(expected.archived_events)
+    assert outcome.session.counters == SessionCounters.after_compaction(outcome.active)
+
+
+async def test_apply_is_rejected_when_another_compaction_landed(store: Store) -> None:
+    await seed(store, "s", conversation())
+    await compact(store, "s", ["u1", "a1"], base="")
+    before = await store.get_session("s")
+    with pytest.raises(VersionConflict) as info:
+        await compact(store, "s", ["u2", "a2"], base="")
+    assert info.value.current_version == before.version
+    assert await store.get_session("s") == before
+
+
+async def test_apply_is_rejected_when_an_archived_event_is_no_longer_active(store: Store) -> None:
+    await seed(store, "s", conversation())
+    first = await compact(store, "s", ["u1", "a1"])
+    with pytest.raises(VersionConflict):
+        await compact(store, "s", ["a1", "u2"], base=first.compaction_id)
+    with pytest.raises(VersionConflict):
+        await compact(store, "s", ["ghost"])
+    with pytest.raises(VersionConflict):
+        await compact(store, "s", ["u2"], inserts=summary("x", "y"), before="u1")
+    assert ids((await store.active_window("s"))[1]) == ["sys", "u2", "a2", "u3", "a3"]
+
+
+async def test_apply_is_rejected_when_insert_before_is_no_longer_active(store: Store) -> None:
+    await seed(store, "s", conversation())
+    first = await compact(store, "s", ["u1", "a1"])
+    with pytest.raises(VersionConflict):
+        await compact(store, "s", ["u2"], before="a1", base=first.compaction_id)
+    assert (await store.get_session("s")) == first.session
+
+
+async def test_apply_refuses_plans_it_cannot_place(store: Store) -> None:
+    await seed(store, "s", conversation())
+    with pytest.raises(ValueError, match="empty"):
+        await store.apply("s", CompactionPlan(strategy="test"))
+    with pytest.raises(ValueError, match="before"):
+        await compact(store, "s", ["u1"], inserts=summary("m", "x"))
+    with pytest.raises(EventConflict):
+        await compact(store, "s", ["u1"], inserts=(a("u2"),), before="u3")
+    assert (await store.get_session("s")).version == 1
+
+
+async def test_list_compactions_is_the_audit_trail_oldest_first(store: Store) -> None:
+    await seed(store, "s", conversation())
+    first = await compact(store, "s", ["u1", "a1"], inserts=summary("m", "x"), before="u2")
+    second = await compact(store, "s", ["m-q", "m-a", "u2", "a2"])
+    records: list[CompactionRecord] = []
+    token = ""
+    while True:
+        page = await store.list_compactions("s", page_size=1, page_token=token)
+        records += page.items
+        token = page.next_page_token
+        if not token:
+            break
+    assert [r.compaction_id for r in records] == [first.compaction_id, second.compaction_id]
+    one = records[0]
+    assert (one.session_id, one.strategy, one.version_before, one.version_after) == (
+        "s",
+        "test",
+        1,
+        2,
+    )
+    assert one.archived_ids == ("u1", "a1")
+    assert one.inserted_ids == ("m-q", "m-a")
+    assert (one.tokens_saved, one.summary_input_tokens, one.summary_output_tokens) == (7, 100, 20)
+    assert one.summarizer_latency_ms == 12.5
+    assert records[1].archived_ids == ("m-q", "m-a", "u2", "a2")  # log order
+
+
+# -- list_events ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("page_size", [1, 2, 3, 1000])
+async def test_list_events_walks_the_whole_log_in_order(store: Store, page_size: int) -> None:
+    await seed(store, "s", conversation())
+    await compact(store, "s", ["u1", "a1", "u2", "a2"], inserts=summary("m", "x"), before="u3")
+    await seed(store, "s", [u("u4"), a("a4")])
+    expected = ["sys", "u1", "a1", "u2", "a2", "m-q", "m-a", "u3", "a3", "u4", "a4"]
+    log = await whole_log(store, "s", page_size=page_size)
+    assert ids(log) == expected
+    active = await whole_log(store, "s", page_size=page_size, include_archived=False)
+    assert ids(active) == ids((await store.active_window("s"))[1])
+
+
+async def test_page_size_zero_means_a_default_page(store: Store) -> None:
+    await seed(store, "s", conversation())
+    page = await store.list_events("s", page_size=0, page_token="")
+    assert len(page.items) == 7
+    assert page.next_page_token == ""
+
+
+async def test_a_bad_page_token_is_an_invalid_argument(store: Store) -> None:
+    await seed(store, "s", conversation())
+    await seed(store, "t", conversation())
+    for bad in ["garbage", "!!!", "e30"]:
+        with pytest.raises(InvalidArgument) as info:
+            await store.list_events("s", page_size=2, page_token=bad)
+        assert info.value.field == "page_token"
+    token = (await store.list_events("s", page_size=2, page_token="")).next_page_token
+    with pytest.raises(InvalidArgument):
+        await store.list_sessions(SessionFilter(), page_size=2, page_token=token)
+    with pytest.raises(InvalidArgument):
+        await store.search(SearchQuery("x"), page_size=2, page_token=token)
+    with pytest.raises(InvalidArgument):
+        await store.list_compactions("s", page_size=2, page_token=token)
+    with pytest.raises(InvalidArgument):
+        await store.list_events("t", page_size=2, page_token=token)
+
+
+# -- search ---------------------------------------------------------------------
+
+
+def weather_talk() -> list[Event]:
+    """An hour apart each: a tool loop about Paris, then a turn about Lyon."""
+    return [
+        s("sys", "You are a weather bot"),
+        u("u1", "What is the weather in Paris?", at=0),
+        a("a1", calls=[ToolCall("c1", "get_weather", '{"city": "Paris"}')], at=1),
+        t("t1", ToolResult("c1", "get_weather", "sunny, 24 degrees"), at=2),
+        a("a1b", "It is sunny in Paris today", at=3),
+        u("u2", "And in Lyon?", at=4),
+        a("a2", "Rainy in Lyon", at=5),
+    ]
+
+
+async def searchable(store: Store) -> None:
+    """Session "w" with its Paris turn archived; session "other" with an archived Paris event."""
+    await seed(store, "w", weather_talk())
+    await compact(store, "w", ["u1", "a1", "t1", "a1b"])
+    await seed(store, "other", [u("o1", "Paris in spring"), a("o2"), u("o3")])
+    await compact(store, "other", ["o1", "o2"])
+
+
+async def hit_ids(store: Store, query: SearchQuery, *, page_size: int = 100) -> list[str]:
+    found: list[str] = []
+    token = ""
+    while True:
+        page = await store.search(query, page_size=page_size, page_token=token)
+        found += [f"{h.session_id}/{h.event.id}" for h in page.items]
+        token = page.next_page_token
+        if not token:
+            return found
+
+
+async def test_search_finds_archived_text_tool_calls_and_tool_results(store: Store) -> None:
+    await searchable(store)
+    assert set(await hit_ids(store, SearchQuery("paris"))) == {
+        "w/u1",
+        "w/a1",  # the tool call's arguments
+        "w/a1b",
+        "other/o1",
+    }
+    assert await hit_ids(store, SearchQuery("24 degrees")) == ["w/t1"]  # the tool result
+    by_tool_name = await hit_ids(store, SearchQuery("get_weather", session_id="w"))
+    assert set(by_tool_name) == {"w/a1", "w/t1"}
+
+
+async def test_search_skips_active_events_unless_asked(store: Store) -> None:
+    await searchable(store)
+    assert await hit_ids(store, SearchQuery("lyon")) == []
+    assert await hit_ids(store, SearchQuery("weather bot")) == []
+    with_active = SearchQuery("lyon", include_active=True)
+    assert set(await hit_ids(store, with_active)) == {"w/u2", "w/a2"}
+
+
+async def test_search_hits_carry_event_rank_and_snippet(store: Store) -> None:
+    await searchable(store)
+    page = await store.search(SearchQuery("sunny", session_id="w"), page_size=10, page_token="")
+    assert {h.event.id for h in page.items} == {"t1", "a1b"}
+    ranks = [h.rank for h in page.items]
+    assert ranks == sorted(ranks, reverse=True)
+    for hit in page.items:
+        assert hit.session_id == "w"
+        assert hit.event.archived
+        assert "sunny" in hit.snippet.lower()
+    a1b = next(h.event for h in page.items if h.event.id == "a1b")
+    assert a1b.text == "It is sunny in Paris today"
+    assert a1b.position == 5
+
+
+async def test_search_filters_by_session_role_and_time(store: Store) -> None:
+    await searchable(store)
+    paris = "paris"
+    assert set(await hit_ids(store, SearchQuery(paris, session_id="w"))) == {
+        "w/u1",
+        "w/a1",
+        "w/a1b",
+    }
+    assert set(await hit_ids(store, SearchQuery(paris, roles=(Role.ASSISTANT,)))) == {
+        "w/a1",
+        "w/a1b",
+    }
+    assert set(await hit_ids(store, SearchQuery(paris, roles=(Role.USER, Role.TOOL)))) == {
+        "w/u1",
+        "other/o1",
+    }
+    # since is inclusive, until exclusive.
+    window = SearchQuery(
+        paris, session_id="w", since=T0 + timedelta(hours=1), until=T0 + timedelta(hours=3)
+    )
+    assert await hit_ids(store, window) == ["w/a1"]
+    with pytest.raises(SessionNotFound):
+        await store.search(SearchQuery(paris, session_id="nope"), page_size=10, page_token="")
+
+
+async def test_search_pages_through_every_hit_once(store: Store) -> None:
+    await seed(store, "many", [u(f"m{n}", f"needle number {n}") for n in range(25)] + [u("last")])
+    await compact(store, "many", [f"m{n}" for n in range(25)])
+    one_page = await hit_ids(store, SearchQuery("needle"), page_size=1000)
+    paged = await hit_ids(store, SearchQuery("needle"), page_size=4)
+    assert len(one_page) == 25
+    assert paged == one_page
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '"',
+        '"foo AND (',
+        "AND (",
+        "NEAR(",
+        "NEAR(paris sunny, 2)",
+        "*",
+        "paris*",
+        "'; DROP TABLE events; --",
+        "text:paris",
+        "^paris",
+        "-paris",
+        "paris OR",
+        "",
+        "   ",
+        "\x00",
+    ],
+)
+async def test_search_survives_hostile_query_text(store: Store, text: str) -> None:
+    await searchable(store)
+    await hit_ids(store, SearchQuery(text, include_active=True))
+    assert len(await hit_ids(store, SearchQuery("paris"))) == 4  # nothing was dropped
+
+
+async def test_search_reads_quotes_and_operators_as_plain_words(store: Store) -> None:
+    await searchable(store)
+    assert set(await hit_ids(store, SearchQuery('"sunny"'))) == {"w/t1", "w/a1b"}
+    assert await hit_ids(store, SearchQuery("sunny NEAR")) == []

@@ -1,0 +1,237 @@
+"""What only the SQLite store promises: its schema, pragmas, query plans and thread model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from sidecar.errors import SchemaTooNew, SessionNotFound, StoreUnavailable
+from sidecar.model import CompactionPlan, Event, Part, Role
+from sidecar.store import sqlite_schema
+from sidecar.store.sqlite import SqliteStore, run_in_connection_thread
+from sidecar.store.sqlite_reads import ACTIVE_WINDOW_SQL
+from sidecar.store.sqlite_schema import MIGRATIONS, Migration, current_version, migrate
+
+
+def u(id: str, text: str = "hi") -> Event:
+    return Event(id=id, role=Role.USER, text=text, token_count=3)
+
+
+def a(id: str, text: str = "ok") -> Event:
+    return Event(id=id, role=Role.ASSISTANT, text=text, token_count=3)
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> str:
+    return str(tmp_path / "store.db")
+
+
+@pytest.fixture
+async def store(path: str) -> AsyncIterator[SqliteStore]:
+    opened = SqliteStore(path)
+    await opened.open()
+    yield opened
+    await opened.close()
+
+
+def query(path: str, sql: str) -> list[tuple[object, ...]]:
+    """Read the file with plain sqlite3, as an operator would."""
+    db = sqlite3.connect(path)
+    try:
+        return db.execute(sql).fetchall()
+    finally:
+        db.close()
+
+
+async def writer_pragma(store: SqliteStore, name: str) -> object:
+    assert store._writer is not None  # white-box: pragmas are per connection
+    row = await run_in_connection_thread(
+        store._writer, lambda db: db.execute(f"PRAGMA {name}").fetchone()
+    )
+    return row[0]
+
+
+# -- schema and migrations ------------------------------------------------------
+
+
+async def test_a_new_file_is_migrated_to_the_latest_version(path: str) -> None:
+    store = SqliteStore(path)
+    await store.open()
+    await store.close()
+    assert query(path, "SELECT version FROM schema_version") == [(len(MIGRATIONS),)]
+    tables = {row[0] for row in query(path, "SELECT name FROM sqlite_master")}
+    assert {"sessions", "events", "compactions", "events_fts", "events_active"} <= tables
+
+
+async def test_a_file_at_version_0_is_upgraded(path: str) -> None:
+    # An older layout: the version table exists but no migration ran yet.
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, description TEXT)")
+    db.commit()
+    db.close()
+    store = SqliteStore(path)
+    await store.open()
+    await store.append("s", [u("u1")], create_if_missing=True)
+    await store.close()
+    assert query(path, "SELECT max(version) FROM schema_version") == [(1,)]
+
+
+async def test_an_older_file_gets_the_next_migration_and_keeps_its_data(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SqliteStore(path)
+    await store.open()
+    await store.append("s", [u("u1"), a("a1")], create_if_missing=True)
+    await store.close()
+
+    note = Migration(2, "a note per session", ("ALTER TABLE sessions ADD COLUMN note TEXT",))
+    monkeypatch.setattr(sqlite_schema, "MIGRATIONS", (*MIGRATIONS, note))
+    store = SqliteStore(path)
+    await store.open()
+    _, window = await store.active_window("s")
+    await store.close()
+    assert [e.id for e in window] == ["u1", "a1"]
+    assert query(path, "SELECT version FROM schema_version ORDER BY version") == [(1,), (2,)]
+    assert query(path, "SELECT note FROM sessions") == [(None,)]
+
+
+def test_a_failing_migration_leaves_the_file_at_its_old_version(path: str) -> None:
+    db = sqlite3.connect(path, isolation_level=None)
+    migrate(db, path)
+    broken = Migration(2, "broken", ("ALTER TABLE sessions ADD COLUMN x TEXT", "NOT SQL"))
+    with pytest.raises(sqlite3.OperationalError):
+        migrate(db, path, (*MIGRATIONS, broken))
+    assert current_version(db) == 1
+    assert "x" not in {row[1] for row in db.execute("PRAGMA table_info(sessions)")}
+    db.close()
+
+
+async def test_a_file_from_a_newer_build_is_refused(path: str) -> None:
+    store = SqliteStore(path)
+    await store.open()
+    await store.close()
+    db = sqlite3.connect(path)
+    db.execute("INSERT INTO schema_version (version, description) VALUES (99, 'future')")
+    db.commit()
+    db.close()
+    with pytest.raises(SchemaTooNew, match=r"schema version 99.*up to 1"):
+        await SqliteStore(path).open()
+
+
+# -- pragmas, layout and plans --------------------------------------------------
+
+
+async def test_wal_normal_by_default_full_on_request(path: str, store: SqliteStore) -> None:
+    assert query(path, "PRAGMA journal_mode") == [("wal",)]
+    assert await writer_pragma(store, "synchronous") == 1  # NORMAL
+    assert await writer_pragma(store, "foreign_keys") == 1
+    assert await writer_pragma(store, "busy_timeout") == 5000
+    full = SqliteStore(path, synchronous="full")
+    await full.open()
+    assert await writer_pragma(full, "synchronous") == 2  # FULL
+    await full.close()
+
+
+def test_constructor_rejects_bad_settings(path: str) -> None:
+    with pytest.raises(ValueError, match="synchronous"):
+        SqliteStore(path, synchronous="NORMAL; DROP TABLE events")
+    with pytest.raises(ValueError, match="readers"):
+        SqliteStore(path, readers=0)
+
+
+async def test_active_window_query_uses_the_partial_index(path: str, store: SqliteStore) -> None:
+    await store.append("s", [u(f"e{n}") for n in range(50)], create_if_missing=True)
+    plan = query(path, f"EXPLAIN QUERY PLAN {ACTIVE_WINDOW_SQL.replace('?', '1')}")
+    details = " ".join(str(row[-1]) for row in plan)
+    assert "events_active" in details
+    assert "TEMP B-TREE" not in details  # the index already gives log order
+
+
+async def test_rows_keep_the_sort_key_rule_and_compact_content(
+    path: str, store: SqliteStore
+) -> None:
+    await store.append("s", [u("u1"), a("a1"), u("u2"), a("a2")], create_if_missing=True)
+    summary = Event(id="sum", role=Role.ASSISTANT, text="earlier", token_count=2)
+    await store.apply(
+        "s",
+        CompactionPlan(
+            strategy="test", archive_ids=("u1", "a1"), inserts=(summary,), insert_before="u2"
+        ),
+    )
+    rows = query(path, "SELECT id, position, sort_key, archived, synthetic FROM events")
+    assert sorted(rows, key=lambda r: str(r[0])) == [
+        ("a1", 2, 5, 1, 0),
+        ("a2", 4, 9, 0, 0),
+        ("sum", 5, 6, 0, 1),  # right before u2: 2 * u2.position
+        ("u1", 1, 3, 1, 0),
+        ("u2", 3, 7, 0, 0),
+    ]
+    assert query(path, "SELECT content FROM events WHERE id = 'u1'") == [('{"t":"hi"}',)]
+
+
+async def test_part_bytes_are_base64_in_the_content_json(path: str, store: SqliteStore) -> None:
+    event = Event(id="p", role=Role.USER, parts=(Part("image/png", b"\x89PNG"),), token_count=1)
+    await store.append("s", [event], create_if_missing=True)
+    (content,) = query(path, "SELECT content FROM events")[0]
+    assert json.loads(str(content)) == {"p": [["image/png", "iVBORw==", ""]]}
+    (fts,) = query(path, "SELECT body FROM events_fts")[0]
+    assert fts == "User: [image/png content]"  # searchable text never holds the bytes
+
+
+async def test_ping_and_calls_after_close_raise_store_unavailable(path: str) -> None:
+    store = SqliteStore(path)
+    await store.open()
+    await store.ping()
+    await store.close()
+    with pytest.raises(StoreUnavailable):
+        await store.ping()
+    with pytest.raises(StoreUnavailable):
+        await store.append("s", [u("u1")], create_if_missing=True)
+
+
+# -- concurrency ----------------------------------------------------------------
+
+
+async def test_concurrent_appends_lose_nothing_and_keep_positions_dense(
+    path: str, store: SqliteStore
+) -> None:
+    sessions = [f"s{n}" for n in range(8)]
+    writers_per_session, batches_per_writer = 6, 10
+    versions: dict[str, list[int]] = {sid: [] for sid in sessions}
+
+    async def writer(sid: str, w: int) -> None:
+        for b in range(batches_per_writer):
+            batch = [u(f"{w}-{b}-q"), a(f"{w}-{b}-a")]
+            outcome = await store.append(sid, batch, create_if_missing=True)
+            versions[sid].append(outcome.session.version)
+
+    async def reader() -> None:
+        # Each read is one snapshot: the header always matches the window.
+        for _ in range(30):
+            for sid in sessions[:2]:
+                try:
+                    session, window = await store.active_window(sid)
+                except SessionNotFound:  # not created yet
+                    continue
+                assert session.counters.active_events == len(window) == session.total_events
+            await asyncio.sleep(0)
+
+    await asyncio.gather(
+        *(writer(sid, w) for sid in sessions for w in range(writers_per_session)), reader()
+    )
+    expected = writers_per_session * batches_per_writer
+    for sid in sessions:
+        assert sorted(versions[sid]) == list(range(1, expected + 1))
+        session, window = await store.active_window(sid)
+        assert session.version == expected
+        assert [e.position for e in window] == list(range(1, 2 * expected + 1))
+        assert len({e.id for e in window}) == 2 * expected
+        # Each writer's own batches landed in the order it sent them.
+        for w in range(writers_per_session):
+            mine = [e.id for e in window if e.id.startswith(f"{w}-")]
+            assert mine == [f"{w}-{b}-{r}" for b in range(batches_per_writer) for r in "qa"]
