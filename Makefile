@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint typecheck unit clean
+.PHONY: setup demo serve test lint typecheck unit protos proto-check clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,8 +18,27 @@ setup: $(STAMP)
 demo: setup
 	$(BIN)/compaction-sidecar demo
 
-## Every check: lint, types, tests.
-test: lint typecheck unit
+## Run the server on the embedded defaults (SQLite file ./compaction.db, 127.0.0.1:50051).
+serve: setup
+	$(BIN)/compaction-sidecar serve
+
+## Every check: lint, types, the proto contract, tests.
+test: lint typecheck proto-check unit
+
+NODE_STAMP := node_modules/.installed
+
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --silent --no-audit --no-fund
+	touch $(NODE_STAMP)
+
+## buf lint (STANDARD) and the breaking-change check against the committed baseline.
+proto-check: $(NODE_STAMP)
+	npx buf lint
+	npx buf breaking --against protos/baseline.json
+
+## Regenerate the Python stubs in sidecar/gen from protos/.
+protos: setup
+	$(BIN)/python scripts/gen_protos.py
 
 lint: setup
 	$(BIN)/ruff check sidecar tests scripts
@@ -32,4 +51,4 @@ unit: setup
 	$(BIN)/pytest -q
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,72 @@
+"""The Python client of the compaction sidecar.
+
+``AsyncClient`` (asyncio) and ``Client`` (blocking) speak the gRPC API and
+return the domain's dataclasses (``sidecar.model``): ``Event``, ``Session``,
+``CompactionResult``. A session's log is reached through
+``client.session(session_id)``. Failed calls raise ``ClientError``.
+"""
+
+from __future__ import annotations
+
+from sidecar.client.aio import AsyncClient, SessionHandle
+from sidecar.client.channel import Tls
+from sidecar.client.decode import session_policy
+from sidecar.client.errors import (
+    AlreadyExistsError,
+    ClientError,
+    DeadlineExceededError,
+    FailedPreconditionError,
+    FieldViolation,
+    InvalidArgumentError,
+    NotFoundError,
+    ResourceExhaustedError,
+    UnauthenticatedError,
+    UnavailableError,
+)
+from sidecar.client.requests import KEEP, Keep, with_ids
+from sidecar.client.results import (
+    Ack,
+    AppendResult,
+    BackgroundCompaction,
+    Missed,
+    RequestFailed,
+    SearchHit,
+    SessionContext,
+    StreamMessage,
+)
+from sidecar.client.retry import RetryPolicy
+from sidecar.client.streams import EventStream, Watch
+from sidecar.client.sync import Client, SyncSessionHandle
+
+__all__ = [
+    "KEEP",
+    "Ack",
+    "AlreadyExistsError",
+    "AppendResult",
+    "AsyncClient",
+    "BackgroundCompaction",
+    "Client",
+    "ClientError",
+    "DeadlineExceededError",
+    "EventStream",
+    "FailedPreconditionError",
+    "FieldViolation",
+    "InvalidArgumentError",
+    "Keep",
+    "Missed",
+    "NotFoundError",
+    "RequestFailed",
+    "ResourceExhaustedError",
+    "RetryPolicy",
+    "SearchHit",
+    "SessionContext",
+    "SessionHandle",
+    "StreamMessage",
+    "SyncSessionHandle",
+    "Tls",
+    "UnauthenticatedError",
+    "UnavailableError",
+    "Watch",
+    "session_policy",
+    "with_ids",
+]

@@ -1,0 +1,145 @@
+"""Protobuf responses to the domain model: the client's half of ``sidecar.server.convert``.
+
+``convert`` reads events as a client sends them and so drops the output-only
+fields (position, synthetic, archived, token count); read back from the
+server, those fields are the point, so they are restored here. Everything
+else is delegated to ``convert``, so that both ends agree on one mapping.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import replace
+
+from sidecar.client.errors import error_from_status
+from sidecar.client.results import (
+    Ack,
+    AppendResult,
+    BackgroundCompaction,
+    Missed,
+    RequestFailed,
+    SearchHit,
+    SessionContext,
+    StreamMessage,
+)
+from sidecar.compaction.policy import CompactionPolicy, policy_from_dict
+from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
+from sidecar.gen.compaction.v1 import event_pb2, policy_pb2, session_pb2
+from sidecar.model import CompactionResult, Event, Session, SessionCounters, SkipReason
+from sidecar.server import convert
+
+
+def event(msg: event_pb2.Event) -> Event:
+    """An event as stored, output-only fields included."""
+    return replace(
+        convert.event_in(msg, "event"),
+        position=msg.position,
+        synthetic=msg.synthetic,
+        archived=msg.archived,
+        token_count=msg.token_count,
+    )
+
+
+def events(msgs: Iterable[event_pb2.Event]) -> tuple[Event, ...]:
+    """A repeated Event field, in order."""
+    return tuple(event(m) for m in msgs)
+
+
+def policy(msg: policy_pb2.CompactionPolicy) -> CompactionPolicy:
+    return convert.policy_in(msg)
+
+
+def session(msg: session_pb2.Session) -> Session:
+    """A session header.
+
+    Only the counters the API exposes are filled (active events, turns,
+    tokens); the engine's private ones are left at zero.
+    """
+    policy_json = None
+    if msg.HasField("policy"):
+        # The same compact form the engine stores.
+        policy_json = json.dumps(policy(msg.policy).to_dict(), separators=(",", ":"))
+    return Session(
+        session_id=msg.session_id,
+        version=msg.version,
+        policy_json=policy_json,
+        labels=dict(msg.labels),
+        create_time=convert.time_in(msg.create_time),
+        update_time=convert.time_in(msg.update_time),
+        counters=SessionCounters(
+            active_events=msg.active_event_count,
+            turns=msg.turn_count,
+            tokens=msg.active_tokens,
+        ),
+        total_events=msg.total_event_count,
+        last_compaction_id=msg.last_compaction_id,
+    )
+
+
+def session_policy(header: Session) -> CompactionPolicy | None:
+    """A session's policy, parsed; None when the session has none."""
+    if not header.policy_json:
+        return None
+    return policy_from_dict(json.loads(header.policy_json))
+
+
+def _skip_reason(value: str) -> SkipReason | None:
+    try:
+        return SkipReason(value) if value else None
+    except ValueError:  # a reason added by a newer server
+        return None
+
+
+def compaction(msg: session_pb2.CompactionResult) -> CompactionResult:
+    return CompactionResult(
+        compacted=msg.compacted,
+        strategy=msg.strategy,
+        active_events=events(msg.active_events),
+        archived_events=events(msg.archived_events),
+        tokens_estimated_saved=msg.tokens_estimated_saved,
+        skipped_reason=_skip_reason(msg.skipped_reason),
+        version=msg.version,
+        compaction_id=msg.compaction_id,
+        error=msg.error,
+    )
+
+
+def append_result(msg: pb.AppendEventsResponse) -> AppendResult:
+    return AppendResult(
+        events=events(msg.events),
+        version=msg.version,
+        compaction=compaction(msg.compaction) if msg.HasField("compaction") else None,
+        compaction_scheduled=msg.compaction_scheduled,
+    )
+
+
+def context(msg: pb.GetContextResponse) -> SessionContext:
+    return SessionContext(
+        events=events(msg.events),
+        version=msg.version,
+        token_count=msg.token_count,
+        turn_count=msg.turn_count,
+    )
+
+
+def hit(msg: pb.SearchHit) -> SearchHit:
+    return SearchHit(
+        session_id=msg.session_id, event=event(msg.event), rank=msg.rank, snippet=msg.snippet
+    )
+
+
+def watch_update(msg: pb.WatchSessionResponse) -> CompactionResult | Missed:
+    if msg.WhichOneof("update") == "missed":
+        return Missed(msg.missed)
+    return compaction(msg.compaction)
+
+
+def stream_message(msg: pb.StreamEventsResponse) -> StreamMessage:
+    match msg.WhichOneof("result"):
+        case "append":
+            return Ack(msg.request_id, msg.session_id, append_result(msg.append))
+        case "error":
+            return RequestFailed(msg.request_id, msg.session_id, error_from_status(msg.error))
+        case _:
+            return BackgroundCompaction(msg.session_id, compaction(msg.compaction))

@@ -1,0 +1,84 @@
+"""What the client's calls return, beyond the domain's own Event, Session and CompactionResult.
+
+Plain frozen dataclasses, the same for the asyncio and the sync client.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sidecar.client.errors import ClientError
+from sidecar.model import CompactionResult, Event
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """What an append stored, and what it set off.
+
+    ``events`` are the events as stored, with their positions (a retried id
+    returns the original). ``compaction`` is set when the append compacted the
+    session inline (window strategies); ``compaction_scheduled`` when a
+    summarizing pass started in the background, whose result arrives on
+    ``stream()`` and ``watch()``.
+    """
+
+    events: tuple[Event, ...]
+    version: int
+    compaction: CompactionResult | None = None
+    compaction_scheduled: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SessionContext:
+    """The compacted context to send to the model: the active window, in log order."""
+
+    events: tuple[Event, ...]
+    version: int
+    token_count: int
+    turn_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Missed:
+    """A watcher fell behind and ``count`` compaction results were dropped for it."""
+
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One search result; ``snippet`` is the matching text with the terms marked."""
+
+    session_id: str
+    event: Event
+    rank: float
+    snippet: str
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """A stream's append of ``request_id`` succeeded."""
+
+    request_id: str
+    session_id: str
+    result: AppendResult
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFailed:
+    """A stream's append of ``request_id`` failed; nothing of it was stored, the stream goes on."""
+
+    request_id: str
+    session_id: str
+    error: ClientError
+
+
+@dataclass(frozen=True, slots=True)
+class BackgroundCompaction:
+    """A background compaction of a session the stream appended to landed (or failed)."""
+
+    session_id: str
+    result: CompactionResult
+
+
+StreamMessage = Ack | RequestFailed | BackgroundCompaction

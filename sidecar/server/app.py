@@ -1,0 +1,206 @@
+"""``compaction-sidecar serve``: the grpc.aio server with health, reflection, auth and TLS.
+
+Startup opens the store, builds the engine, and serves the API on ``listen``
+(and health alone on ``health_listen`` when set, for Kubernetes probes that
+reach the pod IP and cannot send credentials). SIGTERM or SIGINT drains:
+health turns NOT_SERVING, in-flight calls get ``shutdown_grace_s``, in-flight
+summaries are finished or dropped, the store is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+from grpc_health.v1 import _async as health_aio  # health.aio, importable for the type checker
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from sidecar.engine.engine import SessionEngine
+from sidecar.engine.validation import Limits
+from sidecar.errors import InvalidConfig
+from sidecar.gen.compaction.v1 import compaction_service_pb2, compaction_service_pb2_grpc
+from sidecar.server.auth import BearerTokenInterceptor, read_tokens
+from sidecar.server.config import ServerConfig
+from sidecar.server.servicer import CompactionServicer
+from sidecar.store.protocol import Store
+from sidecar.summarizer.protocol import Summarizer
+
+log = logging.getLogger(__name__)
+
+SERVICE = compaction_service_pb2.DESCRIPTOR.services_by_name["CompactionService"].full_name
+HEALTH_PROBE_INTERVAL_S = 5.0
+
+
+def open_store(config: ServerConfig) -> Store:
+    path = config.sqlite_path()
+    if path is not None:
+        from sidecar.store.sqlite import SqliteStore
+
+        if path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        return SqliteStore(path, synchronous=config.sqlite_synchronous)
+    raise InvalidConfig("store", f"unsupported store URL {config.store!r}; use sqlite:///PATH")
+
+
+def make_summarizer(config: ServerConfig) -> Summarizer | None:
+    if config.summarizer == "extractive":
+        from sidecar.summarizer.extractive import ExtractiveSummarizer
+
+        return ExtractiveSummarizer()
+    return None
+
+
+def _credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
+    if not (config.tls_cert or config.tls_key):
+        if config.tls_client_ca:
+            raise InvalidConfig("tls_client_ca", "needs --tls-cert and --tls-key")
+        return None
+    if not (config.tls_cert and config.tls_key):
+        raise InvalidConfig("tls_cert", "--tls-cert and --tls-key go together")
+    key = Path(config.tls_key).read_bytes()
+    cert = Path(config.tls_cert).read_bytes()
+    client_ca = Path(config.tls_client_ca).read_bytes() if config.tls_client_ca else None
+    return grpc.ssl_server_credentials(
+        [(key, cert)], root_certificates=client_ca, require_client_auth=client_ca is not None
+    )
+
+
+@dataclass
+class Sidecar:
+    """A running server: its ports, its engine, and how to stop it."""
+
+    config: ServerConfig
+    engine: SessionEngine
+    server: grpc.aio.Server
+    health_server: grpc.aio.Server | None
+    health: health_aio.HealthServicer
+    port: int
+    health_port: int | None
+    _probe: asyncio.Task[None] | None = None
+    _stopped: asyncio.Event = field(default_factory=asyncio.Event)
+    _done: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def set_serving(self, serving: bool) -> None:
+        status = (
+            health_pb2.HealthCheckResponse.SERVING
+            if serving
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        for name in ("", SERVICE):
+            await self.health.set(name, status)
+
+    async def probe_store(self) -> None:
+        """Health follows the store: NOT_SERVING while it cannot be reached."""
+        healthy = True
+        while True:
+            await asyncio.sleep(HEALTH_PROBE_INTERVAL_S)
+            try:
+                await self.engine.store.ping()
+                ok = True
+            except Exception as exc:
+                ok = False
+                if healthy:
+                    log.warning("store unreachable: %s", exc)
+            if ok != healthy:
+                healthy = ok
+                await self.set_serving(ok)
+
+    async def stop(self, grace_s: float | None = None) -> None:
+        """Drain and stop; safe to call more than once."""
+        if self._stopped.is_set():
+            await self._done.wait()
+            return
+        self._stopped.set()
+        grace = self.config.shutdown_grace_s if grace_s is None else grace_s
+        await self.health.enter_graceful_shutdown()
+        if self._probe is not None:
+            self._probe.cancel()
+        await self.server.stop(grace)
+        await self.engine.close(grace)
+        if self.health_server is not None:
+            await self.health_server.stop(0)
+        await self.engine.store.close()
+        self._done.set()
+
+    async def wait(self) -> None:
+        """Return once a stop has drained everything and closed the store."""
+        await self._done.wait()
+
+
+async def start(
+    config: ServerConfig,
+    *,
+    summarizer: Summarizer | None = None,
+    store: Store | None = None,
+) -> Sidecar:
+    """Open the store and start serving; returns once the ports are bound."""
+    store = store or open_store(config)
+    await store.open()
+    engine = SessionEngine(
+        store,
+        summarizer=summarizer or make_summarizer(config),
+        default_policy=config.policy(),
+        limits=Limits(
+            max_event_bytes=config.max_event_bytes,
+            max_events_per_append=config.max_events_per_append,
+        ),
+        summary_timeout_s=config.summary_timeout_s,
+    )
+    options: list[tuple[str, Any]] = [
+        ("grpc.max_receive_message_length", config.max_message_bytes),
+        ("grpc.max_send_message_length", config.max_message_bytes),
+        ("grpc.so_reuseport", 0),
+    ]
+    interceptors = []
+    if config.auth_token_file:
+        interceptors.append(BearerTokenInterceptor(read_tokens(config.auth_token_file)))
+    server = grpc.aio.server(options=options, interceptors=interceptors)
+    compaction_service_pb2_grpc.add_CompactionServiceServicer_to_server(
+        CompactionServicer(engine), server
+    )
+    health_servicer = health_aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+    )
+    credentials = _credentials(config)
+    if credentials is None:
+        port = server.add_insecure_port(config.listen)
+    else:
+        port = server.add_secure_port(config.listen, credentials)
+    if port == 0:
+        raise InvalidConfig("listen", f"cannot listen on {config.listen}")
+    health_server = None
+    health_port = None
+    if config.health_listen:
+        health_server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, health_server)
+        health_port = health_server.add_insecure_port(config.health_listen)
+        if health_port == 0:
+            raise InvalidConfig("health_listen", f"cannot listen on {config.health_listen}")
+        await health_server.start()
+    await server.start()
+    sidecar = Sidecar(config, engine, server, health_server, health_servicer, port, health_port)
+    await sidecar.set_serving(True)
+    sidecar._probe = asyncio.create_task(sidecar.probe_store())
+    log.info("serving %s on %s (port %d)", SERVICE, config.listen, port)
+    return sidecar
+
+
+async def serve(config: ServerConfig) -> None:
+    """Run until SIGTERM or SIGINT, then drain."""
+    sidecar = await start(config)
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(signum, lambda: asyncio.ensure_future(sidecar.stop()))
+    print(f"compaction-sidecar listening on {config.listen} (port {sidecar.port})", flush=True)
+    await sidecar.wait()
+    log.info("stopped")

@@ -1,0 +1,120 @@
+"""Server configuration: defaults that work on a laptop, knobs for production.
+
+Each setting comes from, in increasing priority: its default, a ``--config``
+YAML/JSON file, an environment variable (``COMPACTION_*``), a flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sidecar.compaction.policy import CompactionPolicy, policy_from_dict
+from sidecar.errors import InvalidConfig
+
+DEFAULT_POLICY: dict[str, Any] = {
+    "trigger": {"token_count": 8000},
+    "strategy": {"token_budget": {"max_tokens": 4000}, "boundary": "TURN"},
+}
+
+
+@dataclass(slots=True)
+class ServerConfig:
+    """Everything ``compaction-sidecar serve`` can be told."""
+
+    listen: str = "127.0.0.1:50051"
+    health_listen: str = ""
+    store: str = "sqlite:///./compaction.db"
+    default_policy: str = field(default_factory=lambda: json.dumps(DEFAULT_POLICY))
+    max_event_bytes: int = 1 << 20
+    max_message_bytes: int = 16 << 20
+    max_events_per_append: int = 1000
+    auth_token_file: str = ""
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_client_ca: str = ""
+    log_level: str = "INFO"
+    summarizer: str = "none"
+    summary_timeout_s: float = 60.0
+    shutdown_grace_s: float = 10.0
+    sqlite_synchronous: str = "NORMAL"
+
+    def policy(self) -> CompactionPolicy | None:
+        """The default policy document, parsed; "none" means no default."""
+        text = self.default_policy.strip()
+        if text.lower() in ("", "none", "null"):
+            return None
+        if not text.startswith(("{", "[")) and Path(text).is_file():
+            text = Path(text).read_text()
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise InvalidConfig("default_policy", f"is not JSON or YAML: {exc}") from None
+        try:
+            return policy_from_dict(data)
+        except InvalidConfig as exc:
+            raise InvalidConfig(f"default_policy.{exc.field}", exc.description) from None
+
+    def sqlite_path(self) -> str | None:
+        """The file of a ``sqlite:///path`` store, or None for another kind."""
+        if self.store.startswith("sqlite:///"):
+            return self.store.removeprefix("sqlite:///")
+        if self.store.startswith("sqlite://"):
+            raise InvalidConfig("store", "use sqlite:///relative/path or sqlite:////absolute/path")
+        return None
+
+
+def _env_name(name: str) -> str:
+    return "COMPACTION_" + name.upper()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per setting; defaults are left unset so that lower layers show through."""
+    parser.add_argument("--config", help="a YAML or JSON file with any of the settings below")
+    for f in fields(ServerConfig):
+        flag = "--" + f.name.replace("_", "-")
+        kind = {"int": int, "float": float}.get(str(f.type), str)
+        parser.add_argument(flag, type=kind, default=None, help=f"(env {_env_name(f.name)})")
+
+
+def load(args: argparse.Namespace, environ: dict[str, str] | None = None) -> ServerConfig:
+    """Merge defaults, the config file, the environment and the flags."""
+    environ = dict(os.environ) if environ is None else environ
+    config = ServerConfig()
+    known = {f.name: f for f in fields(ServerConfig)}
+
+    def put(name: str, value: Any, source: str) -> None:
+        kind = {"int": int, "float": float}.get(str(known[name].type), str)
+        try:
+            setattr(config, name, kind(value) if not isinstance(value, dict) else json.dumps(value))
+        except (TypeError, ValueError):
+            raise InvalidConfig(
+                name, f"from {source}: {value!r} is not a valid {kind.__name__}"
+            ) from None
+
+    if getattr(args, "config", None):
+        data = yaml.safe_load(Path(args.config).read_text()) or {}
+        if not isinstance(data, dict):
+            raise InvalidConfig("config", "must be a mapping of settings")
+        for key, value in data.items():
+            name = key.replace("-", "_")
+            if name not in known:
+                raise InvalidConfig(f"config.{key}", "unknown setting")
+            put(name, value, args.config)
+    for name in known:
+        env = environ.get(_env_name(name))
+        if env is not None:
+            put(name, env, _env_name(name))
+    for name in known:
+        value = getattr(args, name, None)
+        if value is not None:
+            put(name, value, "--" + name.replace("_", "-"))
+    if config.summarizer not in ("none", "extractive"):
+        raise InvalidConfig("summarizer", "must be none or extractive")
+    return config

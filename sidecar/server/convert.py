@@ -1,0 +1,177 @@
+"""Conversion between the protobuf messages and the domain model, in both directions.
+
+Events are converted by hand (the hot path); policies go through their
+plain-data form so that the one parser in ``sidecar.compaction.policy`` checks
+them and names the offending field.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from sidecar.compaction.policy import CompactionPolicy, policy_from_dict
+from sidecar.errors import InvalidArgument, InvalidConfig
+from sidecar.gen.compaction.v1 import (
+    event_pb2,
+    policy_pb2,
+    session_pb2,
+)
+from sidecar.model import (
+    CompactionResult,
+    Event,
+    Part,
+    Role,
+    Session,
+    ToolCall,
+    ToolResult,
+    utcnow,
+)
+
+_ROLE_IN = {
+    event_pb2.ROLE_USER: Role.USER,
+    event_pb2.ROLE_ASSISTANT: Role.ASSISTANT,
+    event_pb2.ROLE_SYSTEM: Role.SYSTEM,
+    event_pb2.ROLE_TOOL: Role.TOOL,
+}
+_ROLE_OUT = {role: value for value, role in _ROLE_IN.items()}
+
+
+def role_in(value: int, field: str) -> Role:
+    role: Role | None = _ROLE_IN.get(value)  # type: ignore[call-overload]
+    if role is None:
+        raise InvalidArgument(
+            field, f"must be ROLE_USER, ROLE_ASSISTANT, ROLE_SYSTEM or ROLE_TOOL, got {value}"
+        )
+    return role
+
+
+def role_out(role: Role) -> event_pb2.Role.ValueType:
+    return _ROLE_OUT[role]
+
+
+def time_in(ts: Timestamp) -> datetime:
+    if ts.seconds == 0 and ts.nanos == 0:
+        return utcnow()
+    return datetime.fromtimestamp(ts.seconds + ts.nanos / 1e9, UTC)
+
+
+def time_out(moment: datetime, into: Timestamp) -> None:
+    stamp = moment.timestamp()
+    seconds = int(stamp // 1)
+    into.seconds = seconds
+    into.nanos = round((stamp - seconds) * 1e6) * 1000
+
+
+def event_in(msg: event_pb2.Event, field: str) -> Event:
+    """A client's event; output-only fields (position, flags, token count) are ignored."""
+    return Event(
+        id=msg.id,
+        role=role_in(msg.role, f"{field}.role"),
+        text=msg.text,
+        tool_calls=tuple(ToolCall(c.id, c.name, c.arguments_json or "{}") for c in msg.tool_calls),
+        tool_results=tuple(
+            ToolResult(r.call_id, r.name, r.content, r.is_error) for r in msg.tool_results
+        ),
+        parts=tuple(Part(p.mime_type, p.data, p.uri) for p in msg.parts),
+        author=msg.author,
+        branch=msg.branch,
+        metadata=dict(msg.metadata),
+        create_time=time_in(msg.create_time),
+    )
+
+
+def events_in(msgs: Iterable[event_pb2.Event], field: str = "events") -> list[Event]:
+    return [event_in(m, f"{field}[{i}]") for i, m in enumerate(msgs)]
+
+
+def event_out(event: Event, into: event_pb2.Event) -> None:
+    into.id = event.id
+    into.position = event.position
+    into.role = _ROLE_OUT[event.role]
+    if event.text:
+        into.text = event.text
+    for call in event.tool_calls:
+        into.tool_calls.add(id=call.id, name=call.name, arguments_json=call.arguments_json)
+    for result in event.tool_results:
+        into.tool_results.add(
+            call_id=result.call_id,
+            name=result.name,
+            content=result.content,
+            is_error=result.is_error,
+        )
+    for part in event.parts:
+        into.parts.add(mime_type=part.mime_type, data=part.data, uri=part.uri)
+    if event.author:
+        into.author = event.author
+    if event.branch:
+        into.branch = event.branch
+    if event.metadata:
+        into.metadata.update(event.metadata)
+    time_out(event.create_time, into.create_time)
+    into.synthetic = event.synthetic
+    into.archived = event.archived
+    into.token_count = event.token_count
+
+
+def events_out(events: Iterable[Event], into: Any) -> None:
+    """Append ``events`` to a repeated Event field."""
+    for event in events:
+        event_out(event, into.add())
+
+
+def policy_in(msg: policy_pb2.CompactionPolicy, field: str = "policy") -> CompactionPolicy:
+    """A policy message, checked; errors name the field under ``field``."""
+    data = json_format.MessageToDict(msg, preserving_proto_field_name=True)
+    try:
+        return policy_from_dict(data)
+    except InvalidConfig as exc:
+        path = exc.field.removeprefix("policy").lstrip(".")
+        raise InvalidConfig(f"{field}.{path}" if path else field, exc.description) from None
+
+
+def policy_out(policy: CompactionPolicy, into: policy_pb2.CompactionPolicy) -> None:
+    data = policy.to_dict()
+    data["strategy"]["boundary"] = f"BOUNDARY_{data['strategy']['boundary']}"
+    json_format.ParseDict(data, into)
+
+
+def policy_json_out(policy_json: str | None, into: policy_pb2.CompactionPolicy) -> None:
+    if policy_json:
+        data = json.loads(policy_json)
+        data["strategy"]["boundary"] = f"BOUNDARY_{data['strategy'].get('boundary', 'TURN')}"
+        json_format.ParseDict(data, into)
+
+
+def session_out(session: Session, into: session_pb2.Session) -> None:
+    into.session_id = session.session_id
+    into.version = session.version
+    policy_json_out(session.policy_json, into.policy)
+    into.labels.update(session.labels)
+    time_out(session.create_time, into.create_time)
+    time_out(session.update_time, into.update_time)
+    counters = session.counters
+    into.active_event_count = counters.active_events
+    into.turn_count = counters.turns
+    into.active_tokens = counters.tokens
+    into.total_event_count = session.total_events
+    into.last_compaction_id = session.last_compaction_id
+
+
+def result_out(result: CompactionResult, into: session_pb2.CompactionResult) -> None:
+    into.compacted = result.compacted
+    if result.skipped_reason is not None:
+        into.skipped_reason = str(result.skipped_reason)
+    events_out(result.active_events, into.active_events)
+    events_out(result.archived_events, into.archived_events)
+    into.archived_event_count = result.archived_event_count
+    into.tokens_estimated_saved = result.tokens_estimated_saved
+    into.version = result.version
+    into.compaction_id = result.compaction_id
+    into.strategy = result.strategy
+    into.error = result.error

@@ -1,0 +1,365 @@
+"""The CompactionService servicer: protobuf in, engine call, protobuf out.
+
+Every handler converts its request to the model, calls the engine (or the
+store for plain reads), and converts back. Errors are mapped to status codes
+in ``status.py`` and nowhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+from grpc_status import rpc_status
+
+from sidecar.compaction.policy import CompactionPolicy
+from sidecar.engine.engine import SessionEngine, policy_json
+from sidecar.engine.validation import check_session_id
+from sidecar.engine.watchers import Lagged, Watcher
+from sidecar.errors import InvalidArgument
+from sidecar.gen.compaction.v1 import (
+    compaction_service_pb2 as pb,
+)
+from sidecar.gen.compaction.v1 import (
+    compaction_service_pb2_grpc as pb_grpc,
+)
+from sidecar.gen.compaction.v1 import (
+    session_pb2,
+)
+from sidecar.model import CompactionResult
+from sidecar.server import convert
+from sidecar.server.status import to_status
+from sidecar.store.protocol import SearchQuery, SessionFilter
+
+log = logging.getLogger(__name__)
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+STREAM_QUEUE_SIZE = 256
+STREAM_MAX_WATCHED_SESSIONS = 256
+
+
+def unary(
+    handler: Callable[[Any, Req, grpc.aio.ServicerContext[Req, Resp]], Awaitable[Resp]],
+) -> Callable[[Any, Req, grpc.aio.ServicerContext[Req, Resp]], Awaitable[Resp]]:
+    """Map any error a unary handler raises to its status, with details."""
+
+    @functools.wraps(handler)
+    async def wrapped(
+        self: Any, request: Req, context: grpc.aio.ServicerContext[Req, Resp]
+    ) -> Resp:
+        try:
+            return await handler(self, request, context)
+        except asyncio.CancelledError:
+            raise
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:
+            if not isinstance(exc, InvalidArgument):
+                log.log(
+                    logging.ERROR if to_status(exc).code == 13 else logging.INFO,
+                    "%s failed: %s",
+                    handler.__name__,
+                    exc,
+                    exc_info=to_status(exc).code == 13,
+                )
+            await abort(context, exc)
+            raise  # unreachable: abort raises
+
+    return wrapped
+
+
+async def abort(context: grpc.aio.ServicerContext[Any, Any], exc: BaseException) -> None:
+    """End the call with the error's status; details travel in grpc-status-details-bin."""
+    status = rpc_status.to_status(to_status(exc))
+    await context.abort(status.code, status.details, status.trailing_metadata)
+
+
+def _optional_version(value: int) -> int | None:
+    return value if value else None
+
+
+def _required(value: str, field: str) -> str:
+    if not value:
+        raise InvalidArgument(field, "is required")
+    return value
+
+
+class CompactionServicer(pb_grpc.CompactionServiceServicer):
+    """Serves the API over one SessionEngine."""
+
+    def __init__(self, engine: SessionEngine) -> None:
+        self.engine = engine
+        self.store = engine.store
+
+    # -- sessions ---------------------------------------------------------
+
+    @unary
+    async def CreateSession(
+        self, request: pb.CreateSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> session_pb2.Session:
+        policy = convert.policy_in(request.policy) if request.HasField("policy") else None
+        session = await self.engine.create_session(
+            _required(request.session_id, "session_id"), policy=policy, labels=dict(request.labels)
+        )
+        out = session_pb2.Session()
+        convert.session_out(session, out)
+        return out
+
+    @unary
+    async def GetSession(
+        self, request: pb.GetSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> session_pb2.Session:
+        check_session_id(request.session_id)
+        out = session_pb2.Session()
+        convert.session_out(await self.store.get_session(request.session_id), out)
+        return out
+
+    @unary
+    async def ListSessions(
+        self, request: pb.ListSessionsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.ListSessionsResponse:
+        page = await self.store.list_sessions(
+            SessionFilter(labels=dict(request.label_filter)),
+            page_size=request.page_size,
+            page_token=request.page_token,
+        )
+        out = pb.ListSessionsResponse(next_page_token=page.next_page_token)
+        for session in page.items:
+            convert.session_out(session, out.sessions.add())
+        return out
+
+    @unary
+    async def UpdateSession(
+        self, request: pb.UpdateSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> session_pb2.Session:
+        session_id = _required(request.session.session_id, "session.session_id")
+        check_session_id(session_id, "session.session_id")
+        paths = list(request.update_mask.paths)
+        if not paths:
+            raise InvalidArgument("update_mask", "name at least one of: policy, labels")
+        unknown = [p for p in paths if p not in ("policy", "labels")]
+        if unknown:
+            raise InvalidArgument("update_mask.paths", f"cannot update {unknown[0]!r}")
+        new_policy: CompactionPolicy | None = None
+        if "policy" in paths and request.session.HasField("policy"):
+            new_policy = convert.policy_in(request.session.policy, "session.policy")
+        session = await self.store.update_session(
+            session_id,
+            policy_json=policy_json(new_policy),
+            set_policy="policy" in paths,
+            labels=dict(request.session.labels) if "labels" in paths else None,
+            expected_version=_optional_version(request.expected_version),
+        )
+        out = session_pb2.Session()
+        convert.session_out(session, out)
+        return out
+
+    @unary
+    async def DeleteSession(
+        self, request: pb.DeleteSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.DeleteSessionResponse:
+        check_session_id(request.session_id)
+        await self.store.delete_session(request.session_id)
+        return pb.DeleteSessionResponse()
+
+    # -- appends ----------------------------------------------------------
+
+    async def _append(
+        self,
+        session_id: str,
+        events: Any,
+        expected_version: int,
+        create_if_missing: bool,
+    ) -> pb.AppendEventsResponse:
+        result = await self.engine.append(
+            _required(session_id, "session_id"),
+            convert.events_in(events),
+            expected_version=_optional_version(expected_version),
+            create_if_missing=create_if_missing,
+        )
+        out = pb.AppendEventsResponse(
+            version=result.session.version, compaction_scheduled=result.compaction_scheduled
+        )
+        convert.events_out(result.events, out.events)
+        if result.compaction is not None:
+            convert.result_out(result.compaction, out.compaction)
+        return out
+
+    @unary
+    async def AppendEvents(
+        self, request: pb.AppendEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.AppendEventsResponse:
+        return await self._append(
+            request.session_id, request.events, request.expected_version, request.create_if_missing
+        )
+
+    async def StreamEvents(
+        self,
+        request_iterator: AsyncIterator[pb.StreamEventsRequest],
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> AsyncIterator[pb.StreamEventsResponse]:
+        """Appends in order; acks, per-request errors and background results on one stream.
+
+        A bounded queue sits between reading and writing: when the client stops
+        reading, the queue fills, the reader stops taking requests, and HTTP/2
+        flow control pushes back on the client. Memory stays bounded.
+        """
+        queue: asyncio.Queue[pb.StreamEventsResponse | None] = asyncio.Queue(STREAM_QUEUE_SIZE)
+        watchers: dict[str, Watcher] = {}
+        forwarders: list[asyncio.Task[None]] = []
+
+        async def forward(watcher: Watcher) -> None:
+            while True:
+                update = await watcher.next()
+                if isinstance(update, Lagged):
+                    continue  # a stream only relays results; WatchSession reports lag
+                out = pb.StreamEventsResponse(session_id=watcher.session_id)
+                convert.result_out(update, out.compaction)
+                await queue.put(out)
+
+        def watch(session_id: str) -> None:
+            if session_id in watchers or len(watchers) >= STREAM_MAX_WATCHED_SESSIONS:
+                return
+            watcher = watchers[session_id] = self.engine.watch(session_id)
+            forwarders.append(asyncio.create_task(forward(watcher)))
+
+        async def read() -> None:
+            try:
+                async for request in request_iterator:
+                    out = pb.StreamEventsResponse(
+                        request_id=request.request_id, session_id=request.session_id
+                    )
+                    try:
+                        ack = await self._append(
+                            request.session_id,
+                            request.events,
+                            request.expected_version,
+                            request.create_if_missing,
+                        )
+                        out.append.CopyFrom(ack)
+                        watch(request.session_id)
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception as exc:
+                        out.error.CopyFrom(to_status(exc))
+                    await queue.put(out)
+            finally:
+                await queue.put(None)
+
+        reader = asyncio.create_task(read())
+        try:
+            while True:
+                item = await queue.get()
+                if item is None:
+                    break
+                yield item
+            await reader
+        finally:
+            reader.cancel()
+            for task in forwarders:
+                task.cancel()
+            for watcher in watchers.values():
+                watcher.close()
+
+    # -- context and compaction -------------------------------------------
+
+    @unary
+    async def GetContext(
+        self, request: pb.GetContextRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.GetContextResponse:
+        session, events = await self.engine.context(request.session_id)
+        out = pb.GetContextResponse(
+            version=session.version,
+            token_count=session.counters.tokens,
+            turn_count=session.counters.turns,
+        )
+        convert.events_out(events, out.events)
+        return out
+
+    @unary
+    async def Compact(
+        self, request: pb.CompactRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.CompactResponse:
+        policy = convert.policy_in(request.policy) if request.HasField("policy") else None
+        remaining = context.time_remaining()
+        result = await self.engine.compact(
+            _required(request.session_id, "session_id"),
+            policy=policy,
+            force=request.force,
+            expected_version=_optional_version(request.expected_version),
+            deadline_s=remaining,
+        )
+        out = pb.CompactResponse()
+        convert.result_out(result, out.result)
+        return out
+
+    async def WatchSession(
+        self, request: pb.WatchSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[pb.WatchSessionResponse]:
+        try:
+            check_session_id(request.session_id)
+            await self.store.get_session(request.session_id)
+        except Exception as exc:
+            await abort(context, exc)
+        watcher = self.engine.watch(request.session_id)
+        # Headers now, so a client knows the watch is in place before the first result.
+        await context.send_initial_metadata(())
+        try:
+            while True:
+                update: CompactionResult | Lagged = await watcher.next()
+                out = pb.WatchSessionResponse()
+                if isinstance(update, Lagged):
+                    out.missed = update.missed
+                else:
+                    convert.result_out(update, out.compaction)
+                yield out
+        finally:
+            watcher.close()
+
+    # -- the log ------------------------------------------------------------
+
+    @unary
+    async def ListEvents(
+        self, request: pb.ListEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.ListEventsResponse:
+        check_session_id(request.session_id)
+        page = await self.store.list_events(
+            request.session_id,
+            page_size=request.page_size,
+            page_token=request.page_token,
+            include_archived=not request.active_only,
+        )
+        out = pb.ListEventsResponse(next_page_token=page.next_page_token)
+        convert.events_out(page.items, out.events)
+        return out
+
+    @unary
+    async def SearchEvents(
+        self, request: pb.SearchEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.SearchEventsResponse:
+        if not request.query.strip():
+            raise InvalidArgument("query", "is required")
+        if request.session_id:
+            check_session_id(request.session_id)
+        query = SearchQuery(
+            text=request.query,
+            session_id=request.session_id or None,
+            roles=tuple(convert.role_in(r, f"roles[{i}]") for i, r in enumerate(request.roles)),
+            include_active=request.include_active,
+            since=convert.time_in(request.since) if request.HasField("since") else None,
+            until=convert.time_in(request.until) if request.HasField("until") else None,
+        )
+        page = await self.store.search(
+            query, page_size=request.page_size, page_token=request.page_token
+        )
+        out = pb.SearchEventsResponse(next_page_token=page.next_page_token)
+        for hit in page.items:
+            added = out.hits.add(session_id=hit.session_id, rank=hit.rank, snippet=hit.snippet)
+            convert.event_out(hit.event, added.event)
+        return out

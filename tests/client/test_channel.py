@@ -1,0 +1,80 @@
+"""Reaching the server over TLS, with and without a client certificate."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sidecar.client import AsyncClient, Tls, UnavailableError
+from tests.client.conftest import turn
+from tests.server.harness import address, running
+
+pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI")
+
+
+def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 that is its own CA, and its key."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    command = [
+        "openssl",
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-addext",
+        "subjectAltName=IP:127.0.0.1",
+    ]
+    subprocess.run(
+        [*command, "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+async def test_tls_with_the_server_certificate_as_root(tmp_path: Path) -> None:
+    cert, key = _self_signed(tmp_path)
+    async with running(tmp_path, tls_cert=str(cert), tls_key=str(key)) as sidecar:
+        trusted = Tls(root_certificates=cert.read_bytes())
+        async with AsyncClient(address(sidecar), tls=trusted) as client:
+            result = await client.session("s1").append(turn(0), create_if_missing=True)
+        async with AsyncClient(address(sidecar), retries=0) as plaintext:
+            with pytest.raises(UnavailableError):
+                await plaintext.get_session("s1")
+
+    assert result.version > 0
+
+
+async def test_mutual_tls_presents_the_client_certificate(tmp_path: Path) -> None:
+    cert, key = _self_signed(tmp_path)
+    async with running(
+        tmp_path, tls_cert=str(cert), tls_key=str(key), tls_client_ca=str(cert)
+    ) as sidecar:
+        mutual = Tls(
+            root_certificates=cert.read_bytes(),
+            private_key=key.read_bytes(),
+            certificate_chain=cert.read_bytes(),
+        )
+        async with AsyncClient(address(sidecar), tls=mutual) as client:
+            session = await client.create_session("s1")
+        server_only = Tls(root_certificates=cert.read_bytes())
+        async with AsyncClient(address(sidecar), tls=server_only, retries=0) as stranger:
+            with pytest.raises(UnavailableError):
+                await stranger.get_session("s1")
+
+    assert session.session_id == "s1"
+
+
+def test_tls_key_and_chain_go_together() -> None:
+    with pytest.raises(ValueError, match="go together"):
+        Tls(private_key=b"key")

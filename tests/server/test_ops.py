@@ -1,0 +1,244 @@
+"""Operations: auth, TLS, health (and during drain), reflection, the serve command."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import grpc
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+    ProtoReflectionDescriptorDatabase,
+)
+
+from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
+from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
+from tests.server.harness import address, running
+
+if TYPE_CHECKING:
+    pass
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# -- auth -----------------------------------------------------------------------
+
+
+async def test_bearer_token_required_except_for_health_and_reflection(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text("# agents\ns3cret-one\ns3cret-two\n")
+    async with running(tmp_path, auth_token_file=str(tokens)) as sidecar:
+        async with grpc.aio.insecure_channel(address(sidecar)) as channel:
+            stub = pb_grpc.CompactionServiceStub(channel)
+            request = pb.CreateSessionRequest(session_id="s")
+            for metadata in [
+                (),
+                (("authorization", "Bearer wrong"),),
+                (("authorization", "s3cret-one"),),
+            ]:
+                with pytest.raises(grpc.aio.AioRpcError) as info:
+                    await stub.CreateSession(request, metadata=metadata)
+                assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            session = await stub.CreateSession(
+                request, metadata=(("authorization", "Bearer s3cret-two"),)
+            )
+            assert session.session_id == "s"
+            call: Any = stub.StreamEvents(metadata=(("authorization", "Bearer nope"),))  # type: ignore[call-arg]
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await call.read()
+            assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            health = health_pb2_grpc.HealthStub(channel)
+            reply = await health.Check(health_pb2.HealthCheckRequest(service=""))
+            assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+# -- TLS --------------------------------------------------------------------------
+
+
+def make_cert(
+    name: str, issuer: tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None, *, ca: bool
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer[0].subject if issuer else subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+    if not ca:
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False
+        )
+    cert = builder.sign(issuer[1] if issuer else key, hashes.SHA256())
+    return cert, key
+
+
+def pem(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+async def test_mutual_tls_refuses_clients_without_a_valid_certificate(tmp_path: Path) -> None:
+    ca = make_cert("test-ca", None, ca=True)
+    server = make_cert("localhost", ca, ca=False)
+    client = make_cert("agent", ca, ca=False)
+    stranger_ca = make_cert("other-ca", None, ca=True)
+    stranger = make_cert("intruder", stranger_ca, ca=False)
+    files = {
+        "ca.pem": pem(ca[0]),
+        "server.pem": pem(server[0]),
+        "server.key": key_pem(server[1]),
+    }
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    async with running(
+        tmp_path,
+        listen="localhost:0",
+        tls_cert=str(tmp_path / "server.pem"),
+        tls_key=str(tmp_path / "server.key"),
+        tls_client_ca=str(tmp_path / "ca.pem"),
+    ) as sidecar:
+        target = f"localhost:{sidecar.port}"
+        good = grpc.ssl_channel_credentials(pem(ca[0]), key_pem(client[1]), pem(client[0]))
+        async with grpc.aio.secure_channel(target, good) as channel:
+            session = await pb_grpc.CompactionServiceStub(channel).CreateSession(
+                pb.CreateSessionRequest(session_id="tls")
+            )
+            assert session.session_id == "tls"
+        for credentials in [
+            grpc.ssl_channel_credentials(pem(ca[0])),  # no client certificate
+            grpc.ssl_channel_credentials(pem(ca[0]), key_pem(stranger[1]), pem(stranger[0])),
+        ]:
+            async with grpc.aio.secure_channel(target, credentials) as channel:
+                with pytest.raises(grpc.aio.AioRpcError) as info:
+                    await pb_grpc.CompactionServiceStub(channel).GetSession(
+                        pb.GetSessionRequest(session_id="tls"), timeout=5
+                    )
+                assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+        async with grpc.aio.insecure_channel(target) as channel:  # plaintext to a TLS port
+            with pytest.raises(grpc.aio.AioRpcError):
+                await pb_grpc.CompactionServiceStub(channel).GetSession(
+                    pb.GetSessionRequest(session_id="tls"), timeout=5
+                )
+
+
+# -- health and reflection ------------------------------------------------------------
+
+
+async def test_health_listener_reports_not_serving_while_draining(tmp_path: Path) -> None:
+    health_port = free_port()
+    async with running(tmp_path, health_listen=f"127.0.0.1:{health_port}") as sidecar:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{health_port}") as probe_channel:
+            probe = health_pb2_grpc.HealthStub(probe_channel)
+            for service in ("", "compaction.v1.CompactionService"):
+                reply = await probe.Check(health_pb2.HealthCheckRequest(service=service))
+                assert reply.status == health_pb2.HealthCheckResponse.SERVING
+            async with grpc.aio.insecure_channel(address(sidecar)) as channel:
+                stub = pb_grpc.CompactionServiceStub(channel)
+                await stub.CreateSession(pb.CreateSessionRequest(session_id="s"))
+                watch = stub.WatchSession(pb.WatchSessionRequest(session_id="s"))
+                await watch.wait_for_connection()  # a call in flight keeps the drain going
+                stopping = asyncio.create_task(sidecar.stop(grace_s=2.0))
+                await asyncio.sleep(0.3)
+                reply = await probe.Check(
+                    health_pb2.HealthCheckRequest(service="compaction.v1.CompactionService")
+                )
+                assert reply.status == health_pb2.HealthCheckResponse.NOT_SERVING
+                await stopping
+                with pytest.raises(grpc.aio.AioRpcError):
+                    await watch.read()
+
+
+async def test_reflection_lists_the_services(sidecar: object, tmp_path: Path) -> None:
+    from sidecar.server.app import Sidecar
+
+    assert isinstance(sidecar, Sidecar)
+    channel = grpc.insecure_channel(address(sidecar))
+    try:
+        database = ProtoReflectionDescriptorDatabase(channel)
+        services = await asyncio.to_thread(database.get_services)
+        assert "compaction.v1.CompactionService" in services
+        assert "grpc.health.v1.Health" in services
+        descriptor = await asyncio.to_thread(
+            database.FindFileContainingSymbol, "compaction.v1.CompactionService"
+        )
+        assert descriptor.package == "compaction.v1"
+    finally:
+        channel.close()
+
+
+# -- the serve command ----------------------------------------------------------------
+
+
+def test_serve_command_starts_on_defaults_and_stops_on_sigterm(tmp_path: Path) -> None:
+    port = free_port()
+    env = {**os.environ, "COMPACTION_LISTEN": f"127.0.0.1:{port}"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sidecar.cli", "serve"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:  # log lines first, then the banner
+            if "listening on" in line:
+                break
+        assert f"listening on 127.0.0.1:{port}" in line
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = pb_grpc.CompactionServiceStub(channel)
+            stub.CreateSession(pb.CreateSessionRequest(session_id="cli"), timeout=10)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+        assert (tmp_path / "compaction.db").exists()  # the embedded default store
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+def test_serve_rejects_a_bad_default_policy(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sidecar.cli",
+            "serve",
+            "--default-policy",
+            '{"strategy": {"nope": {}}}',
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "default_policy.strategy" in result.stderr
