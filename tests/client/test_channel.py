@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,39 +9,11 @@ import pytest
 from sidecar.client import AsyncClient, Tls, UnavailableError
 from tests.client.conftest import turn
 from tests.server.harness import address, running
-
-pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI")
-
-
-def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 that is its own CA, and its key."""
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    command = [
-        "openssl",
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=127.0.0.1",
-        "-addext",
-        "subjectAltName=IP:127.0.0.1",
-    ]
-    subprocess.run(
-        [*command, "-keyout", str(key), "-out", str(cert)],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
+from tests.tls import self_signed
 
 
 async def test_tls_with_the_server_certificate_as_root(tmp_path: Path) -> None:
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed(tmp_path)
     async with running(tmp_path, tls_cert=str(cert), tls_key=str(key)) as sidecar:
         trusted = Tls(root_certificates=cert.read_bytes())
         async with AsyncClient(address(sidecar), tls=trusted) as client:
@@ -56,7 +26,7 @@ async def test_tls_with_the_server_certificate_as_root(tmp_path: Path) -> None:
 
 
 async def test_mutual_tls_presents_the_client_certificate(tmp_path: Path) -> None:
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed(tmp_path)
     async with running(
         tmp_path, tls_cert=str(cert), tls_key=str(key), tls_client_ca=str(cert)
     ) as sidecar:

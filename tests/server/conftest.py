@@ -2,14 +2,19 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 import pytest
 
 from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
-from sidecar.gen.compaction.v1.compaction_service_pb2_grpc import CompactionServiceAsyncStub
 from sidecar.server.app import Sidecar
 from tests.server.harness import address, running
+
+if TYPE_CHECKING:  # the async stub type exists only in the generated .pyi
+    from sidecar.gen.compaction.v1.compaction_service_pb2_grpc import (
+        CompactionServiceAsyncStub,
+    )
 
 
 @pytest.fixture
