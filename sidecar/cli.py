@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -17,6 +18,18 @@ def build_parser() -> argparse.ArgumentParser:
     from sidecar.server.config import add_arguments
 
     add_arguments(serve)
+    inspect = commands.add_parser(
+        "inspect", help="render a session's log: kept, archived, summaries"
+    )
+    inspect.add_argument("session_id")
+    inspect.add_argument(
+        "--addr",
+        default=os.environ.get("COMPACTION_ADDR", "127.0.0.1:50051"),
+        help="the server (env COMPACTION_ADDR; default 127.0.0.1:50051)",
+    )
+    inspect.add_argument(
+        "--token-file", default=os.environ.get("COMPACTION_TOKEN_FILE"), help="bearer token file"
+    )
     demo = commands.add_parser(
         "demo", help="replay a realistic agent transcript through each strategy"
     )
@@ -32,6 +45,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
+    if args.command == "inspect":
+        from pathlib import Path
+
+        from sidecar import inspect
+
+        token = Path(args.token_file).read_text().strip() if args.token_file else None
+        return inspect.main(args.addr, args.session_id, token)
     if args.command == "demo":
         from sidecar import demo
 

@@ -1,4 +1,4 @@
-"""The README's main command on the embedded defaults: the demo prints a readable compaction."""
+"""The demo: a real server on a free port, the transcript replayed through the client."""
 
 from __future__ import annotations
 
@@ -21,5 +21,10 @@ def test_demo_prints_every_strategy_and_shrinks_the_prompt() -> None:
     assert len(totals) == 4
     for appended, kept in totals:
         assert int(kept) < int(appended) / 2
+    assert "compaction-sidecar serving on 127.0.0.1:" in out
+    assert re.search(r"after event +\d+: summarize archived \d+ events", out)
     # The summary turn is shown as such, and keeps the exact tool names first.
-    assert "S       Assistant: Tools used: query_metrics | search_logs | read_file" in out
+    assert re.search(
+        r"S +\d+ Assistant: Tools used: query_metrics \| search_logs \| read_file", out
+    )
+    assert re.search(r"\([1-9]\d* archived events mention commit a1b2c3\)", out)

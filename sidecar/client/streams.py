@@ -104,6 +104,13 @@ class Watch:
     def cancel(self) -> None:
         self._call.cancel()
 
+    async def started(self) -> None:
+        """Wait until the server has subscribed: no result landing after this is missed."""
+        try:
+            await self._call.wait_for_connection()
+        except grpc.RpcError as exc:
+            raise error_from_rpc(exc) from exc
+
     def __aiter__(self) -> Watch:
         return self
 
