@@ -100,7 +100,7 @@ class Sidecar:
         """Health follows the store: NOT_SERVING while it cannot be reached."""
         healthy = True
         while True:
-            await asyncio.sleep(HEALTH_PROBE_INTERVAL_S)
+            await asyncio.sleep(HEALTH_PROBE_INTERVAL_S)  # read each time: tests shorten it
             try:
                 await self.engine.store.ping()
                 ok = True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -204,3 +205,60 @@ def test_serve_rejects_a_bad_default_policy(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "default_policy.strategy" in result.stderr
+
+
+# -- faults -----------------------------------------------------------------------------
+
+
+async def test_health_goes_not_serving_while_the_store_is_unreachable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sidecar.errors import StoreUnavailable
+    from sidecar.server import app
+
+    monkeypatch.setattr(app, "HEALTH_PROBE_INTERVAL_S", 0.05)
+    async with running(tmp_path) as sidecar:
+        store = sidecar.engine.store
+        healthy_ping = store.ping
+
+        async def broken_ping() -> None:
+            raise StoreUnavailable("disk gone")
+
+        async def status() -> int:
+            async with grpc.aio.insecure_channel(address(sidecar)) as channel:
+                probe = health_pb2_grpc.HealthStub(channel)
+                reply = await probe.Check(health_pb2.HealthCheckRequest(service=""))
+                return int(reply.status)
+
+        monkeypatch.setattr(store, "ping", broken_ping)
+        await asyncio.sleep(0.3)
+        assert await status() == health_pb2.HealthCheckResponse.NOT_SERVING
+        monkeypatch.setattr(store, "ping", healthy_ping)
+        await asyncio.sleep(0.3)
+        assert await status() == health_pb2.HealthCheckResponse.SERVING
+
+
+async def test_a_cancelled_append_is_all_or_nothing(tmp_path: Path) -> None:
+    from sidecar.gen.compaction.v1 import event_pb2
+
+    async with running(tmp_path) as sidecar:
+        async with grpc.aio.insecure_channel(address(sidecar)) as channel:
+            stub = pb_grpc.CompactionServiceStub(channel)
+            await stub.CreateSession(pb.CreateSessionRequest(session_id="s"))
+            batch = 500
+            for attempt in range(6):
+                events = [
+                    event_pb2.Event(id=f"{attempt}-{i}", role=event_pb2.ROLE_USER, text="hi " * 50)
+                    for i in range(batch)
+                ]
+                with contextlib.suppress(grpc.aio.AioRpcError):
+                    await stub.AppendEvents(
+                        pb.AppendEventsRequest(session_id="s", events=events),
+                        timeout=0.002 * (attempt + 1),
+                    )
+            await asyncio.sleep(0.5)  # let any transaction already handed to SQLite finish
+            session = await stub.GetSession(pb.GetSessionRequest(session_id="s"))
+            assert session.total_event_count % batch == 0
+            log = await stub.ListEvents(pb.ListEventsRequest(session_id="s", page_size=1000))
+            positions = [e.position for e in log.events]
+            assert positions == list(range(1, len(positions) + 1))
