@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +51,29 @@ def open_store(config: ServerConfig) -> Store:
     raise InvalidConfig("store", f"unsupported store URL {config.store!r}; use sqlite:///PATH")
 
 
-def make_summarizer(config: ServerConfig) -> Summarizer | None:
+def make_summarizer(
+    config: ServerConfig, environ: Mapping[str, str] | None = None
+) -> Summarizer | None:
+    """The configured summarizer; Gemini's key or Vertex project come from the environment."""
     if config.summarizer == "extractive":
         from sidecar.summarizer.extractive import ExtractiveSummarizer
 
         return ExtractiveSummarizer()
+    if config.summarizer == "gemini":
+        from sidecar.summarizer.gemini import GeminiSettings, GeminiSummarizer
+
+        settings = GeminiSettings.from_env(os.environ if environ is None else environ)
+        overrides: dict[str, Any] = {
+            "timeout_s": config.gemini_timeout_s,
+            "max_retries": config.gemini_max_retries,
+        }
+        if config.gemini_model:
+            overrides["model"] = config.gemini_model
+        if config.gemini_base_url:
+            overrides["base_url"] = config.gemini_base_url
+        if config.gemini_api_version:
+            overrides["api_version"] = config.gemini_api_version
+        return GeminiSummarizer(replace(settings, **overrides))
     return None
 
 
@@ -126,6 +146,9 @@ class Sidecar:
         await self.engine.close(grace)
         if self.health_server is not None:
             await self.health_server.stop(0)
+        aclose = getattr(self.engine.summarizer, "aclose", None)
+        if aclose is not None:
+            await aclose()
         await self.engine.store.close()
         self._done.set()
 
@@ -141,12 +164,15 @@ async def start(
     store: Store | None = None,
 ) -> Sidecar:
     """Open the store and start serving; returns once the ports are bound."""
+    # Everything that can reject the configuration runs before the store opens.
+    summarizer = summarizer or make_summarizer(config)
+    default_policy = config.policy()
     store = store or open_store(config)
     await store.open()
     engine = SessionEngine(
         store,
-        summarizer=summarizer or make_summarizer(config),
-        default_policy=config.policy(),
+        summarizer=summarizer,
+        default_policy=default_policy,
         limits=Limits(
             max_event_bytes=config.max_event_bytes,
             max_events_per_append=config.max_events_per_append,

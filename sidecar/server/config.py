@@ -42,6 +42,11 @@ class ServerConfig:
     log_level: str = "INFO"
     summarizer: str = "none"
     summary_timeout_s: float = 60.0
+    gemini_model: str = ""
+    gemini_base_url: str = ""
+    gemini_api_version: str = ""
+    gemini_timeout_s: float = 30.0
+    gemini_max_retries: int = 3
     shutdown_grace_s: float = 10.0
     sqlite_synchronous: str = "NORMAL"
 
@@ -115,6 +120,6 @@ def load(args: argparse.Namespace, environ: dict[str, str] | None = None) -> Ser
         value = getattr(args, name, None)
         if value is not None:
             put(name, value, "--" + name.replace("_", "-"))
-    if config.summarizer not in ("none", "extractive"):
-        raise InvalidConfig("summarizer", "must be none or extractive")
+    if config.summarizer not in ("none", "extractive", "gemini"):
+        raise InvalidConfig("summarizer", "must be none, extractive or gemini")
     return config
