@@ -165,11 +165,17 @@ def strategy_from_dict(data: Any, field: str = "strategy") -> Strategy:
     for key, value in config.items():
         if key not in allowed:
             raise InvalidConfig(f"{field}.{kind}.{key}", "unknown field")
-        expected = int if allowed[key].type in ("int", int) else str
-        if expected is int:
-            _int(value, f"{field}.{kind}.{key}")
+        declared = str(allowed[key].type)
+        path = f"{field}.{kind}.{key}"
+        if value is None and declared.endswith("| None"):
+            continue
+        if declared.startswith("int"):
+            _int(value, path)
+        elif declared.startswith("float"):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise InvalidConfig(path, f"must be a number, got {value!r}")
         elif not isinstance(value, str):
-            raise InvalidConfig(f"{field}.{kind}.{key}", f"must be a string, got {value!r}")
+            raise InvalidConfig(path, f"must be a string, got {value!r}")
     boundary = parse_boundary(data.get("boundary", "TURN"), f"{field}.boundary")
     return cls(boundary=boundary, **config)
 

@@ -61,7 +61,9 @@ class Summarize:
 
     ``overlap`` kept events are shown to the summarizer as context; it must be
     smaller than ``max_events_to_keep``. ``max_summary_tokens`` caps the
-    summary, so a rolling summary cannot grow without bound.
+    summary, so a rolling summary cannot grow without bound; a pass that would
+    archive no more than the shadow prompt and a summary of that cap is
+    skipped as ``not_worth_it``, before any LLM call.
     """
 
     max_events_to_keep: int = DEFAULT_MAX_EVENTS_TO_KEEP
@@ -72,6 +74,8 @@ class Summarize:
     max_summary_tokens: int = DEFAULT_MAX_SUMMARY_TOKENS
     max_input_tokens: int = DEFAULT_MAX_INPUT_TOKENS
     max_tool_result_tokens: int = DEFAULT_MAX_TOOL_RESULT_TOKENS
+    temperature: float | None = None
+    thinking_budget: int | None = None
     boundary: Boundary = Boundary.TURN
     name = "summarize"
 
@@ -82,7 +86,7 @@ class Summarize:
 
         at_least("max_events_to_keep", self.max_events_to_keep, 1)
         at_least("overlap", self.overlap, 0)
-        at_least("max_summary_tokens", self.max_summary_tokens, 16)
+        at_least("max_summary_tokens", self.max_summary_tokens, 1)
         at_least("max_input_tokens", self.max_input_tokens, 256)
         at_least("max_tool_result_tokens", self.max_tool_result_tokens, 16)
         if self.overlap >= self.max_events_to_keep:
@@ -91,10 +95,22 @@ class Summarize:
                 f"must be smaller than max_events_to_keep ({self.max_events_to_keep}),"
                 f" got {self.overlap}",
             )
+        if self.temperature is not None and not 0.0 <= self.temperature <= 2.0:
+            raise InvalidConfig(
+                f"{_FIELD}.temperature", f"must be between 0 and 2, got {self.temperature}"
+            )
+        if self.thinking_budget is not None and self.thinking_budget < -1:
+            raise InvalidConfig(
+                f"{_FIELD}.thinking_budget", f"must be -1, 0 or more, got {self.thinking_budget}"
+            )
         if not self.shadow_prompt.strip():
             raise InvalidConfig(f"{_FIELD}.shadow_prompt", "must not be blank")
         if not self.system_prompt.strip():
             raise InvalidConfig(f"{_FIELD}.system_prompt", "must not be blank")
+
+    def shadow_tokens(self, estimator: TokenEstimator) -> int:
+        """Tokens of the summary turn's USER half, as the window will count them."""
+        return count_event(Event(id="", role=Role.USER, text=self.shadow_prompt), estimator)
 
     def prepare(
         self, events: Sequence[Event], estimator: TokenEstimator | None = None
@@ -108,6 +124,18 @@ class Summarize:
             # No turn boundary, or everything fits: no LLM call.
             return plan_for_cut(window, 0, strategy=self.name, proposed=proposed)
         previous = window.summaries
+        # The cost check (no LLM call when it cannot pay): at worst the new pair
+        # adds the shadow prompt and a summary of max_summary_tokens; if that is
+        # not less than what would leave the window, compacting could grow the
+        # context, and a session near its threshold would compact every turn.
+        leaving = sum(e.token_count for e in window.real[:cut]) + sum(
+            e.token_count for e in previous
+        )
+        adding = self.shadow_tokens(estimator) + self.max_summary_tokens
+        if leaving <= adding:
+            return plan_for_cut(
+                window, 0, strategy=self.name, proposed=proposed, skipped=SkipReason.NOT_WORTH_IT
+            )
         previous_text = next((e.text for e in reversed(previous) if e.role is Role.ASSISTANT), None)
         overlap = window.real[cut : cut + self.overlap]
         history = format_history(
@@ -123,6 +151,8 @@ class Summarize:
             history=history.text,
             model=self.model,
             max_output_tokens=self.max_summary_tokens,
+            temperature=self.temperature,
+            thinking_budget=self.thinking_budget,
         )
         return SummaryJob(window, cut, proposed, previous, request, history)
 

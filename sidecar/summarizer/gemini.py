@@ -178,14 +178,19 @@ class GeminiSummarizer:
 
     async def summarize(self, request: SummaryRequest) -> SummaryResponse:
         model = request.model or self.settings.model
+        # A session's policy may override temperature and thinking; else ours.
+        temperature = self.settings.temperature
+        if request.temperature is not None:
+            temperature = request.temperature
+        thinking = self.settings.thinking_budget
+        if request.thinking_budget is not None:
+            thinking = request.thinking_budget
         config = types.GenerateContentConfig(
             system_instruction=request.system_prompt or None,
             max_output_tokens=request.max_output_tokens,
-            temperature=self.settings.temperature,
+            temperature=temperature,
             thinking_config=(
-                None
-                if self.settings.thinking_budget is None
-                else types.ThinkingConfig(thinking_budget=self.settings.thinking_budget)
+                None if thinking is None else types.ThinkingConfig(thinking_budget=thinking)
             ),
             # No tools are offered; and one attempt is one request, so that a
             # retry is counted once and bounded once.

@@ -14,6 +14,9 @@ class SummaryRequest:
     history: str
     model: str = ""
     max_output_tokens: int = 1024
+    # None: the summarizer's own setting (low temperature, thinking off).
+    temperature: float | None = None
+    thinking_budget: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,14 @@ WINDOW: dict[str, Any] = {
 # Summarizes in the background once a session holds more than 3 turns.
 SUMMARIZE: dict[str, Any] = {
     "trigger": {"turn_count": 3},
-    "strategy": {"summarize": {"max_events_to_keep": 4, "overlap": 1}},
+    "strategy": {
+        "summarize": {
+            "max_events_to_keep": 4,
+            "overlap": 1,
+            "shadow_prompt": "Summary",
+            "max_summary_tokens": 1,
+        }
+    },
 }
 
 

@@ -15,7 +15,14 @@ from sidecar.model import Boundary
 def test_round_trip_keeps_every_setting() -> None:
     policy = CompactionPolicy(
         trigger=AnyOf((TurnCount(20), TokenCount(8000))),
-        strategy=Summarize(max_events_to_keep=6, overlap=1, model="m", boundary=Boundary.TOOL_PAIR),
+        strategy=Summarize(
+            max_events_to_keep=6,
+            overlap=1,
+            model="m",
+            temperature=0.5,
+            thinking_budget=-1,
+            boundary=Boundary.TOOL_PAIR,
+        ),
     )
     assert policy_from_dict(policy.to_dict()) == policy
 
@@ -46,6 +53,12 @@ def test_yaml_like_document_parses() -> None:
             "strategy.sliding_window.max_events",
         ),
         ({"strategy": {"sliding_window": {"colour": 1}}}, "strategy.sliding_window.colour"),
+        ({"strategy": {"summarize": {"temperature": "hot"}}}, "strategy.summarize.temperature"),
+        ({"strategy": {"summarize": {"temperature": 3.5}}}, "strategy.summarize.temperature"),
+        (
+            {"strategy": {"summarize": {"thinking_budget": -2}}},
+            "strategy.summarize.thinking_budget",
+        ),
         ({"strategy": {"sliding_window": {}, "boundary": "SIDEWAYS"}}, "strategy.boundary"),
         (
             {"strategy": {"summarize": {"max_events_to_keep": 3, "overlap": 3}}},

@@ -130,6 +130,7 @@ def summarize_strategies(draw: st.DrawFn) -> Summarize:
         max_events_to_keep=keep,
         overlap=draw(st.integers(0, keep - 1)),
         boundary=draw(st.sampled_from(list(Boundary))),
+        max_summary_tokens=draw(st.sampled_from([1, 64, 1024])),  # small caps pass the cost check
     )
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from sidecar.compaction.summarize import Summarize, SummaryJob
+from sidecar.compaction.tokens import default_estimator
 from sidecar.compaction.window import apply_plan
 from sidecar.errors import InvalidConfig, SummarizerUnavailable
 from sidecar.model import Role, SkipReason
-from tests.compaction.builders import a, ids, s, t, u
+from tests.compaction.builders import a, ids, s, summary_pair, t, u
 from tests.compaction.fakes import FakeSummarizer
 
 
@@ -26,7 +27,7 @@ def conversation() -> list:  # type: ignore[type-arg]
 
 async def test_summary_pair_goes_right_before_the_kept_window() -> None:
     events = conversation()
-    plan = await Summarize(max_events_to_keep=2, overlap=1).plan(
+    plan = await Summarize(max_events_to_keep=2, overlap=1, max_summary_tokens=1).plan(
         events, FakeSummarizer("Delhi, Oct 20")
     )
     result = apply_plan(events, plan)
@@ -42,7 +43,7 @@ async def test_summary_pair_goes_right_before_the_kept_window() -> None:
 async def test_summarizer_sees_previous_summary_archived_events_and_overlap_but_no_system() -> None:
     fake = FakeSummarizer()
     events = conversation()
-    await Summarize(max_events_to_keep=2, overlap=1).plan(events, fake)
+    await Summarize(max_events_to_keep=2, overlap=1, max_summary_tokens=1).plan(events, fake)
     (request,) = fake.requests
     history = request.history
     assert "I need a flight to Delhi." in history
@@ -54,10 +55,12 @@ async def test_summarizer_sees_previous_summary_archived_events_and_overlap_but_
 
 async def test_second_pass_folds_previous_summary_and_archives_the_old_pair() -> None:
     events = conversation()
-    first = apply_plan(events, await Summarize(2, 1).plan(events, FakeSummarizer("FIRST")))
+    first = apply_plan(
+        events, await Summarize(2, 1, max_summary_tokens=1).plan(events, FakeSummarizer("FIRST"))
+    )
     grown = [*first.active_events, u(id="u4", text="And a hotel."), a(id="a4", text="Which area?")]
     fake = FakeSummarizer("SECOND")
-    second = apply_plan(grown, await Summarize(2, 1).plan(grown, fake))
+    second = apply_plan(grown, await Summarize(2, 1, max_summary_tokens=1).plan(grown, fake))
     assert "<previous-summary>\nFIRST\n</previous-summary>" in fake.requests[0].history
     old_pair = [e.id for e in first.active_events if e.synthetic]
     assert set(old_pair) <= set(ids(second.archived_events))
@@ -68,7 +71,7 @@ async def test_second_pass_folds_previous_summary_and_archives_the_old_pair() ->
 
 async def test_blank_summary_skips_but_still_archives_superseded_systems() -> None:
     events = [s(id="old"), *conversation()]
-    plan = await Summarize(2, 1).plan(events, FakeSummarizer("   \n"))
+    plan = await Summarize(2, 1, max_summary_tokens=1).plan(events, FakeSummarizer("   \n"))
     assert plan.skipped_reason is SkipReason.BLANK_SUMMARY
     assert plan.archive_ids == ("old",)
     assert plan.inserts == ()
@@ -78,7 +81,7 @@ async def test_summarizer_that_raises_changes_nothing() -> None:
     events = conversation()
     boom = FakeSummarizer(error=SummarizerUnavailable("quota"))
     with pytest.raises(SummarizerUnavailable):
-        await Summarize(2, 1).plan(events, boom)
+        await Summarize(2, 1, max_summary_tokens=1).plan(events, boom)
     assert ids(events) == ["sys", "u1", "a1", "u2", "a2", "u3", "a3"]
     assert not any(e.archived for e in events)
 
@@ -86,7 +89,7 @@ async def test_summarizer_that_raises_changes_nothing() -> None:
 async def test_no_turn_boundary_means_no_llm_call() -> None:
     events = [u(id="u1"), *[a() for _ in range(30)]]
     fake = FakeSummarizer()
-    plan = await Summarize(5, 1).plan(events, fake)
+    plan = await Summarize(5, 1, max_summary_tokens=1).plan(events, fake)
     assert plan.is_empty
     assert plan.skipped_reason is SkipReason.NO_TURN_BOUNDARY
     assert fake.requests == []
@@ -101,21 +104,21 @@ async def test_within_limit_means_no_llm_call() -> None:
 
 async def test_tokens_saved_is_net_of_the_inserted_summary() -> None:
     events = [u(id="u1", tokens=500), a(tokens=500), u(id="u2", tokens=5), a(tokens=5)]
-    plan = await Summarize(2, 1).plan(events, FakeSummarizer("short"))
+    plan = await Summarize(2, 1, max_summary_tokens=1).plan(events, FakeSummarizer("short"))
     inserted = sum(e.token_count for e in plan.inserts)
     assert inserted > 0
     assert plan.tokens_estimated_saved == 1000 - inserted
 
 
 async def test_usage_is_recorded_on_the_plan() -> None:
-    plan = await Summarize(2, 1).plan(conversation(), FakeSummarizer())
+    plan = await Summarize(2, 1, max_summary_tokens=1).plan(conversation(), FakeSummarizer())
     assert plan.summary_input_tokens == 100
     assert plan.summary_output_tokens == 7
     assert plan.summarizer_latency_ms >= 0
 
 
 def test_prepare_returns_a_job_only_when_a_call_is_needed() -> None:
-    strategy = Summarize(2, 1)
+    strategy = Summarize(2, 1, max_summary_tokens=1)
     assert isinstance(strategy.prepare(conversation()), SummaryJob)
     assert not isinstance(strategy.prepare(conversation()[:3]), SummaryJob)
 
@@ -129,7 +132,9 @@ async def test_tool_pairs_survive_summarization() -> None:
         u(id="u2"),
         a(id="a2"),
     ]
-    result = apply_plan(events, await Summarize(3, 1).plan(events, FakeSummarizer()))
+    result = apply_plan(
+        events, await Summarize(3, 1, max_summary_tokens=1).plan(events, FakeSummarizer())
+    )
     assert ids([e for e in result.active_events if not e.synthetic]) == ["u2", "a2"]
 
 
@@ -148,3 +153,24 @@ def test_invalid_config_names_the_field(kwargs: dict[str, object], field: str) -
     with pytest.raises(InvalidConfig) as info:
         Summarize(**kwargs)  # type: ignore[arg-type]
     assert info.value.field == field
+
+
+async def test_cost_check_skips_a_pass_that_could_grow_the_context_without_a_call() -> None:
+    # 40 tokens would leave; the pair could add the shadow prompt and 1024 tokens.
+    fake = FakeSummarizer()
+    plan = await Summarize(2, 1).plan(conversation(), fake)
+    assert plan.skipped_reason is SkipReason.NOT_WORTH_IT
+    assert plan.is_empty
+    assert fake.requests == []
+
+
+async def test_cost_check_counts_the_previous_summary_as_leaving() -> None:
+    strategy = Summarize(2, 1, max_summary_tokens=100)
+    shadow = strategy.shadow_tokens(default_estimator())
+    # 4 archived events of 10 tokens: 40 <= shadow + 100, unless the old pair leaves too.
+    small = [*conversation()]
+    assert (await strategy.plan(small, FakeSummarizer())).skipped_reason is SkipReason.NOT_WORTH_IT
+    with_old = [*summary_pair(tokens=shadow + 60), *conversation()]
+    plan = await strategy.plan(with_old, FakeSummarizer())
+    assert plan.skipped_reason is None
+    assert plan.inserts

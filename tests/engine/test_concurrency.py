@@ -63,7 +63,9 @@ async def test_many_writers_one_session_with_inline_compaction(store: SqliteStor
 
 async def test_many_sessions_with_background_summaries(store: SqliteStore) -> None:
     engine = SessionEngine(store, summarizer=JitterySummarizer())
-    policy = CompactionPolicy(TurnCount(4), Summarize(max_events_to_keep=4, overlap=1))
+    policy = CompactionPolicy(
+        TurnCount(4), Summarize(4, 1, shadow_prompt="Summary", max_summary_tokens=1)
+    )
     sessions = [f"s{i}" for i in range(20)]
     for sid in sessions:
         await engine.create_session(sid, policy=policy)

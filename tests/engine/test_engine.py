@@ -26,7 +26,9 @@ from tests.compaction.fakes import FakeSummarizer
 from tests.engine.gates import GatedSummarizer
 
 WINDOW = CompactionPolicy(TurnCount(3), SlidingWindow(max_events=4))
-SUMMARY = CompactionPolicy(TurnCount(3), Summarize(max_events_to_keep=4, overlap=1))
+SUMMARY = CompactionPolicy(
+    TurnCount(3), Summarize(4, 1, shadow_prompt="Summary", max_summary_tokens=1)
+)
 
 
 def turn(n: int) -> list[Event]:

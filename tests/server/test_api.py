@@ -32,7 +32,11 @@ WINDOW = policy_pb2.CompactionPolicy(
 )
 SUMMARY = policy_pb2.CompactionPolicy(
     trigger=policy_pb2.Trigger(turn_count=3),
-    strategy=policy_pb2.Strategy(summarize=policy_pb2.Summarize(max_events_to_keep=4, overlap=1)),
+    strategy=policy_pb2.Strategy(
+        summarize=policy_pb2.Summarize(
+            max_events_to_keep=4, overlap=1, shadow_prompt="Summary", max_summary_tokens=1
+        )
+    ),
 )
 
 
@@ -423,7 +427,9 @@ async def test_summarizer_failures_map_to_their_codes_and_change_nothing(tmp_pat
 
     policy = policy_pb2.CompactionPolicy(
         strategy=policy_pb2.Strategy(
-            summarize=policy_pb2.Summarize(max_events_to_keep=2, overlap=1)
+            summarize=policy_pb2.Summarize(
+                max_events_to_keep=2, overlap=1, shadow_prompt="Summary", max_summary_tokens=1
+            )
         )
     )
     cases: list[tuple[Summarizer, grpc.StatusCode]] = [

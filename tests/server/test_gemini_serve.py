@@ -61,7 +61,12 @@ def test_serve_summarizes_with_gemini_end_to_end(tmp_path: Path) -> None:
                 stub = pb_grpc.CompactionServiceStub(channel)
                 policy = policy_pb2.CompactionPolicy(
                     strategy=policy_pb2.Strategy(
-                        summarize=policy_pb2.Summarize(max_events_to_keep=2, overlap=1)
+                        summarize=policy_pb2.Summarize(
+                            max_events_to_keep=2,
+                            overlap=1,
+                            max_summary_tokens=1,
+                            shadow_prompt="Summary",
+                        )
                     )
                 )
                 stub.CreateSession(pb.CreateSessionRequest(session_id="s", policy=policy))

@@ -31,7 +31,12 @@ async def run_inspect(*args: str) -> tuple[int, str]:
 async def test_inspect_shows_kept_archived_and_summary_events(tmp_path: Path) -> None:
     async with running(tmp_path, summarizer=FakeSummarizer("what happened so far")) as sidecar:
         async with AsyncClient(address(sidecar)) as client:
-            await client.create_session("chat", CompactionPolicy(None, Summarize(2, 1)))
+            await client.create_session(
+                "chat",
+                CompactionPolicy(
+                    None, Summarize(2, 1, shadow_prompt="Summary", max_summary_tokens=1)
+                ),
+            )
             session = client.session("chat")
             for n in range(4):
                 await session.append(

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from sidecar.compaction.policy import CompactionPolicy
-from sidecar.compaction.summarize import DEFAULT_MAX_SUMMARY_TOKENS, Summarize
+from sidecar.compaction.summarize import Summarize
 from sidecar.engine.engine import SessionEngine
 from sidecar.errors import InvalidConfig, SummarizerTimeout, SummarizerUnavailable
 from sidecar.model import Event, Role
@@ -408,7 +408,7 @@ async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
         await store.close()
 
 
-POLICY = CompactionPolicy(None, Summarize(max_events_to_keep=2, overlap=1))
+POLICY = CompactionPolicy(None, Summarize(2, 1, shadow_prompt="Summary", max_summary_tokens=1))
 
 
 async def four_turns(engine: SessionEngine) -> None:
@@ -440,7 +440,7 @@ async def test_engine_stores_the_gemini_summary_as_the_summary_turn(
     [sent] = fake.received
     assert sent.body["systemInstruction"]["parts"][0]["text"] == DEFAULT_SYSTEM_PROMPT
     assert "question 0" in sent.body["contents"][0]["parts"][0]["text"]
-    assert sent.body["generationConfig"]["maxOutputTokens"] == DEFAULT_MAX_SUMMARY_TOKENS
+    assert sent.body["generationConfig"]["maxOutputTokens"] == 1  # the policy's summary cap
 
 
 async def test_engine_leaves_the_session_unchanged_when_gemini_is_down(

@@ -315,6 +315,8 @@ class Summarize(_message.Message):
     MAX_SUMMARY_TOKENS_FIELD_NUMBER: _builtins.int
     MAX_INPUT_TOKENS_FIELD_NUMBER: _builtins.int
     MAX_TOOL_RESULT_TOKENS_FIELD_NUMBER: _builtins.int
+    TEMPERATURE_FIELD_NUMBER: _builtins.int
+    THINKING_BUDGET_FIELD_NUMBER: _builtins.int
     max_events_to_keep: _builtins.int
     """Conversation events kept verbatim; at least 1. Unset means 10."""
     overlap: _builtins.int
@@ -337,6 +339,14 @@ class Summarize(_message.Message):
     """Tool results longer than this are truncated in the summarizer's input.
     Unset means 2000.
     """
+    temperature: _builtins.float
+    """The summary call's temperature (0 to 2). Unset means the server's
+    (low: a summary condenses, it does not invent).
+    """
+    thinking_budget: _builtins.int
+    """The summary call's thinking budget in tokens: 0 turns thinking off, -1
+    lets the model decide. Unset means the server's (off).
+    """
     def __init__(
         self,
         *,
@@ -348,10 +358,12 @@ class Summarize(_message.Message):
         max_summary_tokens: _builtins.int | None = ...,
         max_input_tokens: _builtins.int | None = ...,
         max_tool_result_tokens: _builtins.int | None = ...,
+        temperature: _builtins.float | None = ...,
+        thinking_budget: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_events_to_keep", b"_max_events_to_keep", "_max_input_tokens", b"_max_input_tokens", "_max_summary_tokens", b"_max_summary_tokens", "_max_tool_result_tokens", b"_max_tool_result_tokens", "_overlap", b"_overlap", "max_events_to_keep", b"max_events_to_keep", "max_input_tokens", b"max_input_tokens", "max_summary_tokens", b"max_summary_tokens", "max_tool_result_tokens", b"max_tool_result_tokens", "overlap", b"overlap"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_events_to_keep", b"_max_events_to_keep", "_max_input_tokens", b"_max_input_tokens", "_max_summary_tokens", b"_max_summary_tokens", "_max_tool_result_tokens", b"_max_tool_result_tokens", "_overlap", b"_overlap", "_temperature", b"_temperature", "_thinking_budget", b"_thinking_budget", "max_events_to_keep", b"max_events_to_keep", "max_input_tokens", b"max_input_tokens", "max_summary_tokens", b"max_summary_tokens", "max_tool_result_tokens", b"max_tool_result_tokens", "overlap", b"overlap", "temperature", b"temperature", "thinking_budget", b"thinking_budget"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_events_to_keep", b"_max_events_to_keep", "_max_input_tokens", b"_max_input_tokens", "_max_summary_tokens", b"_max_summary_tokens", "_max_tool_result_tokens", b"_max_tool_result_tokens", "_overlap", b"_overlap", "max_events_to_keep", b"max_events_to_keep", "max_input_tokens", b"max_input_tokens", "max_summary_tokens", b"max_summary_tokens", "max_tool_result_tokens", b"max_tool_result_tokens", "model", b"model", "overlap", b"overlap", "shadow_prompt", b"shadow_prompt", "system_prompt", b"system_prompt"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_events_to_keep", b"_max_events_to_keep", "_max_input_tokens", b"_max_input_tokens", "_max_summary_tokens", b"_max_summary_tokens", "_max_tool_result_tokens", b"_max_tool_result_tokens", "_overlap", b"_overlap", "_temperature", b"_temperature", "_thinking_budget", b"_thinking_budget", "max_events_to_keep", b"max_events_to_keep", "max_input_tokens", b"max_input_tokens", "max_summary_tokens", b"max_summary_tokens", "max_tool_result_tokens", b"max_tool_result_tokens", "model", b"model", "overlap", b"overlap", "shadow_prompt", b"shadow_prompt", "system_prompt", b"system_prompt", "temperature", b"temperature", "thinking_budget", b"thinking_budget"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__max_events_to_keep: _TypeAlias = _typing.Literal["max_events_to_keep"]  # noqa: Y015
     _WhichOneofArgType__max_events_to_keep: _TypeAlias = _typing.Literal["_max_events_to_keep", b"_max_events_to_keep"]  # noqa: Y015
@@ -363,6 +375,10 @@ class Summarize(_message.Message):
     _WhichOneofArgType__max_tool_result_tokens: _TypeAlias = _typing.Literal["_max_tool_result_tokens", b"_max_tool_result_tokens"]  # noqa: Y015
     _WhichOneofReturnType__overlap: _TypeAlias = _typing.Literal["overlap"]  # noqa: Y015
     _WhichOneofArgType__overlap: _TypeAlias = _typing.Literal["_overlap", b"_overlap"]  # noqa: Y015
+    _WhichOneofReturnType__temperature: _TypeAlias = _typing.Literal["temperature"]  # noqa: Y015
+    _WhichOneofArgType__temperature: _TypeAlias = _typing.Literal["_temperature", b"_temperature"]  # noqa: Y015
+    _WhichOneofReturnType__thinking_budget: _TypeAlias = _typing.Literal["thinking_budget"]  # noqa: Y015
+    _WhichOneofArgType__thinking_budget: _TypeAlias = _typing.Literal["_thinking_budget", b"_thinking_budget"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_events_to_keep) -> _WhichOneofReturnType__max_events_to_keep | None: ...
     @_typing.overload
@@ -373,5 +389,9 @@ class Summarize(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_tool_result_tokens) -> _WhichOneofReturnType__max_tool_result_tokens | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__overlap) -> _WhichOneofReturnType__overlap | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__temperature) -> _WhichOneofReturnType__temperature | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__thinking_budget) -> _WhichOneofReturnType__thinking_budget | None: ...
 
 Global___Summarize: _TypeAlias = Summarize  # noqa: Y015
