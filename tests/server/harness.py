@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -32,6 +33,13 @@ async def running(
         yield sidecar
     finally:
         await sidecar.stop(0.5)
+
+
+def free_port() -> int:
+    """A port nothing listens on right now (for servers started as separate processes)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def address(sidecar: Sidecar) -> str:

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -21,17 +20,11 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
 
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
-from tests.server.harness import address, running
+from tests.server.harness import address, free_port, running
 from tests.tls import key_pem, make_cert, pem
 
 if TYPE_CHECKING:
     pass
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # -- auth -----------------------------------------------------------------------
