@@ -1,0 +1,60 @@
+"""Settings come from defaults < --config file < COMPACTION_* environment < flags."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from sidecar.compaction.sliding_window import SlidingWindow
+from sidecar.errors import InvalidConfig
+from sidecar.server.config import ServerConfig, add_arguments, load
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def test_layers_in_order_of_priority(tmp_path: Path) -> None:
+    config_file = tmp_path / "sidecar.yaml"
+    config_file.write_text(
+        "listen: 0.0.0.0:6000\n"
+        "max-event-bytes: 2048\n"
+        "log_level: DEBUG\n"
+        "default_policy:\n"
+        "  trigger: {turn_count: 5}\n"
+        "  strategy: {sliding_window: {max_events: 7}}\n"
+    )
+    environ = {"COMPACTION_LISTEN": "127.0.0.1:7000", "COMPACTION_MAX_EVENT_BYTES": "4096"}
+    config = load(parse("--config", str(config_file), "--max-event-bytes", "8192"), environ)
+    assert config.listen == "127.0.0.1:7000"  # env beats the file
+    assert config.max_event_bytes == 8192  # the flag beats env
+    assert config.log_level == "DEBUG"  # the file beats the default
+    policy = config.policy()
+    assert policy is not None
+    assert policy.strategy == SlidingWindow(max_events=7)
+    assert ServerConfig().listen == "127.0.0.1:50051"
+
+
+def test_bad_values_name_the_setting(tmp_path: Path) -> None:
+    with pytest.raises(InvalidConfig) as info:
+        load(parse(), {"COMPACTION_MAX_EVENT_BYTES": "lots"})
+    assert info.value.field == "max_event_bytes"
+    config_file = tmp_path / "bad.yaml"
+    config_file.write_text("lissen: 1\n")
+    with pytest.raises(InvalidConfig) as info:
+        load(parse("--config", str(config_file)), {})
+    assert info.value.field == "config.lissen"
+    with pytest.raises(InvalidConfig) as info:
+        load(parse("--summarizer", "gpt"), {})
+    assert info.value.field == "summarizer"
+    with pytest.raises(InvalidConfig) as info:
+        ServerConfig(default_policy="{not: [valid").policy()
+    assert info.value.field == "default_policy"
+
+
+def test_default_policy_none_means_no_default() -> None:
+    assert ServerConfig(default_policy="none").policy() is None
