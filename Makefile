@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo serve test lint typecheck unit protos proto-check clean
+.PHONY: setup demo serve bench bench-quick test lint typecheck unit protos proto-check clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,13 @@ demo: setup
 ## Run the server on the embedded defaults (SQLite file ./compaction.db, 127.0.0.1:50051).
 serve: setup
 	$(BIN)/compaction-sidecar serve
+
+## Benchmarks: each target measured against its baseline in the same run, as ratios.
+bench: setup
+	$(BIN)/python -m bench.run
+
+bench-quick: setup
+	$(BIN)/python -m bench.run --quick
 
 ## Every check: lint, types, the proto contract, tests.
 test: lint typecheck proto-check unit
@@ -41,8 +48,8 @@ protos: setup
 	$(BIN)/python scripts/gen_protos.py
 
 lint: setup
-	$(BIN)/ruff check sidecar tests scripts
-	$(BIN)/ruff format --check sidecar tests scripts
+	$(BIN)/ruff check sidecar tests scripts bench
+	$(BIN)/ruff format --check sidecar tests scripts bench
 
 typecheck: setup
 	$(BIN)/mypy

@@ -1,0 +1,1 @@
+"""Benchmarks of the sidecar against bare-transport baselines: ``python -m bench.run``."""
