@@ -41,7 +41,28 @@ Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
 STREAM_QUEUE_SIZE = 256
+STREAM_READ_AHEAD = 64
 STREAM_MAX_WATCHED_SESSIONS = 256
+
+
+def _split_ack(
+    group: list[pb.StreamEventsRequest], combined: pb.AppendEventsResponse
+) -> list[pb.StreamEventsResponse]:
+    """Per-request acks for a folded append: each its own events; the compaction on the last."""
+    answers = []
+    start = 0
+    for index, request in enumerate(group):
+        out = pb.StreamEventsResponse(request_id=request.request_id, session_id=request.session_id)
+        ack = out.append
+        ack.version = combined.version
+        ack.events.extend(combined.events[start : start + len(request.events)])
+        start += len(request.events)
+        if index == len(group) - 1:
+            if combined.HasField("compaction"):
+                ack.compaction.CopyFrom(combined.compaction)
+            ack.compaction_scheduled = combined.compaction_scheduled
+        answers.append(out)
+    return answers
 
 
 def unary(
@@ -229,29 +250,39 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             watcher = watchers[session_id] = self.engine.watch(session_id)
             forwarders.append(asyncio.create_task(forward(watcher)))
 
-        async def read() -> None:
+        inbox: asyncio.Queue[pb.StreamEventsRequest | None] = asyncio.Queue(STREAM_READ_AHEAD)
+
+        async def receive() -> None:
             try:
                 async for request in request_iterator:
-                    out = pb.StreamEventsResponse(
-                        request_id=request.request_id, session_id=request.session_id
-                    )
-                    try:
-                        ack = await self._append(
-                            request.session_id,
-                            request.events,
-                            request.expected_version,
-                            request.create_if_missing,
-                        )
-                        out.append.CopyFrom(ack)
-                        watch(request.session_id)
-                    except asyncio.CancelledError:
-                        raise
-                    except Exception as exc:
-                        out.error.CopyFrom(to_status(exc))
-                    await queue.put(out)
+                    await inbox.put(request)
+            finally:
+                await inbox.put(None)
+
+        async def read() -> None:
+            """Take what has arrived, fold consecutive appends to one session, answer each."""
+            try:
+                ended = False
+                while not ended:
+                    first = await inbox.get()
+                    if first is None:
+                        break
+                    arrived = [first]
+                    while not inbox.empty() and len(arrived) < STREAM_READ_AHEAD:
+                        more = inbox.get_nowait()
+                        if more is None:
+                            ended = True
+                            break
+                        arrived.append(more)
+                    for group in self._foldable(arrived):
+                        for out in await self._stream_group(group):
+                            if out.HasField("append"):
+                                watch(out.session_id)
+                            await queue.put(out)
             finally:
                 await queue.put(None)
 
+        receiver = asyncio.create_task(receive())
         reader = asyncio.create_task(read())
         try:
             while True:
@@ -262,10 +293,81 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             await reader
         finally:
             reader.cancel()
+            receiver.cancel()
             for task in forwarders:
                 task.cancel()
             for watcher in watchers.values():
                 watcher.close()
+
+    def _foldable(
+        self, requests: list[pb.StreamEventsRequest]
+    ) -> list[list[pb.StreamEventsRequest]]:
+        """Consecutive unchecked appends to one session, up to the per-append event limit.
+
+        A request with an expected version stands alone: its check is about
+        the session as that request alone would find it.
+        """
+        groups: list[list[pb.StreamEventsRequest]] = []
+        size = 0
+        limit = self.engine.limits.max_events_per_append
+        for request in requests:
+            last = groups[-1] if groups else None
+            if (
+                last is not None
+                and not request.expected_version
+                and not last[-1].expected_version
+                and request.session_id == last[-1].session_id
+                and request.create_if_missing == last[-1].create_if_missing
+                and size + len(request.events) <= limit
+            ):
+                last.append(request)
+                size += len(request.events)
+            else:
+                groups.append([request])
+                size = len(request.events)
+        return groups
+
+    async def _stream_group(
+        self, group: list[pb.StreamEventsRequest]
+    ) -> list[pb.StreamEventsResponse]:
+        """Answer a group: one transaction for all when they all succeed, else one by one.
+
+        A failed combined append stored nothing, so re-running the requests
+        alone gives each its own answer (and its own error, naming its field).
+        """
+        if len(group) > 1:
+            try:
+                combined = await self._append(
+                    group[0].session_id,
+                    [event for request in group for event in request.events],
+                    0,
+                    group[0].create_if_missing,
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                pass  # fall through to one by one
+            else:
+                return _split_ack(group, combined)
+        answers = []
+        for request in group:
+            out = pb.StreamEventsResponse(
+                request_id=request.request_id, session_id=request.session_id
+            )
+            try:
+                ack = await self._append(
+                    request.session_id,
+                    request.events,
+                    request.expected_version,
+                    request.create_if_missing,
+                )
+                out.append.CopyFrom(ack)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                out.error.CopyFrom(to_status(exc))
+            answers.append(out)
+        return answers
 
     # -- context and compaction -------------------------------------------
 

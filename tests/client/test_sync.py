@@ -142,7 +142,9 @@ async def test_sync_stream_and_watch_carry_background_compactions(tmp_path: Path
     assert update.compacted
     acks = [m for m in messages if isinstance(m, Ack)]
     assert [m.request_id for m in acks] == ["0", "1", "2", "3", "4"]
-    assert acks[3].result.compaction_scheduled
+    # The trigger fires with the 4th turn; when the server folds queued requests
+    # into one transaction, the flag rides on the last ack of that transaction.
+    assert any(a.result.compaction_scheduled for a in acks[3:])
     # The stream ends after the last ack; the compaction lands on it only if it came first.
     landed = [m for m in messages if isinstance(m, BackgroundCompaction)]
     assert all(m.result.compaction_id == update.compaction_id for m in landed)

@@ -479,3 +479,31 @@ async def test_search_finds_archived_events_and_survives_query_syntax(stub: Stub
     )
     assert field_violations(error) == ["query"]
     assert len((await stub.ListEvents(pb.ListEventsRequest(session_id="s"))).events) == 8
+
+
+async def test_stream_folds_queued_appends_but_answers_each_request(stub: Stub) -> None:
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="s"))
+    sent = 300
+
+    async def requests() -> AsyncIterator[pb.StreamEventsRequest]:
+        for n in range(sent):
+            bad = n == 150  # one bad request in the middle fails alone
+            role = event_pb2.ROLE_UNSPECIFIED if bad else event_pb2.ROLE_USER
+            event = event_pb2.Event(id=f"e{n}", role=role, text="hi")
+            yield pb.StreamEventsRequest(request_id=str(n), session_id="s", events=[event])
+
+    acks: dict[str, pb.StreamEventsResponse] = {}
+    async for response in stub.StreamEvents(requests()):
+        acks[response.request_id] = response
+    assert sorted(acks, key=int) == [str(n) for n in range(sent)]
+    assert acks["150"].WhichOneof("result") == "error"
+    good = [acks[str(n)] for n in range(sent) if n != 150]
+    assert all(a.WhichOneof("result") == "append" for a in good)
+    assert all(
+        a.append.events[0].id == f"e{n}"
+        for n, a in zip([n for n in range(sent) if n != 150], good, strict=True)
+    )
+    versions = [a.append.version for a in good]
+    assert versions == sorted(versions)  # folded requests share a version, never go back
+    log = await stub.ListEvents(pb.ListEventsRequest(session_id="s", page_size=1000))
+    assert [e.id for e in log.events] == [f"e{n}" for n in range(sent) if n != 150]
