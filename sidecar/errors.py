@@ -59,6 +59,17 @@ class LimitExceeded(SidecarError):
         self.limit = limit
 
 
+class NoSummarizer(SidecarError):
+    """A summarizing policy on a server started without a summarizer (--summarizer)."""
+
+    def __init__(self, field: str) -> None:
+        super().__init__(
+            f"{field}: this server has no summarizer configured; start it with"
+            " --summarizer gemini (or extractive), or choose a window strategy"
+        )
+        self.field = field
+
+
 class SummarizerUnavailable(SidecarError):
     """The summarizer could not produce a summary (network, quota, 5xx)."""
 

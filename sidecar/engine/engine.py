@@ -30,6 +30,7 @@ from sidecar.engine.locks import LockRegistry
 from sidecar.engine.validation import Limits, check_events, check_session_id
 from sidecar.engine.watchers import Watcher, WatcherHub
 from sidecar.errors import (
+    NoSummarizer,
     SummarizerTimeout,
     SummarizerUnavailable,
     VersionConflict,
@@ -106,11 +107,20 @@ class SessionEngine:
     ) -> Session:
         """Create a session; without a policy it gets the server's default."""
         check_session_id(session_id)
+        self.check_policy(policy)
         if policy is None and use_default_policy:
             policy = self.default_policy
         return await self.store.create_session(
             session_id, policy_json=policy_json(policy), labels=labels or {}
         )
+
+    def check_policy(self, policy: CompactionPolicy | None, field: str = "policy") -> None:
+        """Refuse a summarizing policy up front when there is nothing to summarize with.
+
+        Otherwise every append past the trigger would start a pass doomed to fail.
+        """
+        if policy is not None and isinstance(policy.strategy, Summarize) and not self.summarizer:
+            raise NoSummarizer(f"{field}.strategy.summarize")
 
     def policy_of(self, session: Session) -> CompactionPolicy | None:
         return parse_policy(session.policy_json) if session.policy_json else None
@@ -175,6 +185,7 @@ class SessionEngine:
         time) bounds the summarizer call.
         """
         check_session_id(session_id)
+        self.check_policy(policy)
         running = self._in_flight.get(session_id)
         if running is not None:
             await asyncio.wait({running})

@@ -167,6 +167,12 @@ async def start(
     # Everything that can reject the configuration runs before the store opens.
     summarizer = summarizer or make_summarizer(config)
     default_policy = config.policy()
+    if (
+        default_policy is not None
+        and default_policy.strategy.name == "summarize"
+        and not summarizer
+    ):
+        raise InvalidConfig("default_policy", "summarizes, but --summarizer is none")
     store = store or open_store(config)
     await store.open()
     engine = SessionEngine(

@@ -170,6 +170,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         new_policy: CompactionPolicy | None = None
         if "policy" in paths and request.session.HasField("policy"):
             new_policy = convert.policy_in(request.session.policy, "session.policy")
+            self.engine.check_policy(new_policy, "session.policy")
         session = await self.store.update_session(
             session_id,
             policy_json=policy_json(new_policy),

@@ -15,6 +15,7 @@ from sidecar.errors import (
     EventConflict,
     InvalidArgument,
     LimitExceeded,
+    NoSummarizer,
     SchemaTooNew,
     SessionExists,
     SessionNotFound,
@@ -66,6 +67,14 @@ def to_status(exc: BaseException) -> status_pb2.Status:
             status.code = code_pb2.DEADLINE_EXCEEDED
         case SummarizerUnavailable() | StoreUnavailable():
             status.code = code_pb2.UNAVAILABLE
+        case NoSummarizer():
+            status.code = code_pb2.FAILED_PRECONDITION
+            violation = error_details_pb2.PreconditionFailure.Violation(
+                type="SUMMARIZER", subject=exc.field, description=str(exc)
+            )
+            status.details.append(
+                _pack(error_details_pb2.PreconditionFailure(violations=[violation]))
+            )
         case SchemaTooNew():
             status.code = code_pb2.FAILED_PRECONDITION
         case TimeoutError():

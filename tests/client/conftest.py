@@ -12,6 +12,7 @@ from sidecar.client import AsyncClient
 from sidecar.compaction.policy import CompactionPolicy, policy_from_dict
 from sidecar.model import Event, Role, ToolCall, ToolResult
 from sidecar.server.app import Sidecar
+from tests.compaction.fakes import FakeSummarizer
 from tests.server.harness import address, running
 
 # Compacts inline once a session holds more than 3 turns, keeping the last 4 events.
@@ -72,7 +73,11 @@ async def until_watched(sidecar: Sidecar, session_id: str, watchers: int = 1) ->
 
 @pytest.fixture
 async def sidecar(tmp_path: Path) -> AsyncIterator[Sidecar]:
-    async with running(tmp_path, default_policy=json.dumps(WINDOW)) as server:
+    # A summarizer, so that sessions may carry summarizing policies.
+    summarizer = FakeSummarizer("recap")
+    async with running(
+        tmp_path, summarizer=summarizer, default_policy=json.dumps(WINDOW)
+    ) as server:
         yield server
 
 

@@ -10,11 +10,12 @@ from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.sliding_window import SlidingWindow
 from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.triggers import Always, TurnCount
-from sidecar.engine.engine import SessionEngine
+from sidecar.engine.engine import SessionEngine, policy_json
 from sidecar.engine.watchers import Lagged
 from sidecar.errors import (
     InvalidArgument,
     LimitExceeded,
+    NoSummarizer,
     SessionNotFound,
     SummarizerTimeout,
     SummarizerUnavailable,
@@ -126,13 +127,21 @@ async def test_summarizer_error_leaves_the_session_exactly_as_it_was(store: Sqli
     assert await store.active_window("s") == before
 
 
-async def test_no_summarizer_configured_is_unavailable(store: SqliteStore) -> None:
+async def test_a_summarizing_policy_needs_a_summarizer(store: SqliteStore) -> None:
     engine = SessionEngine(store)
-    await engine.create_session("s", policy=SUMMARY)
+    with pytest.raises(NoSummarizer) as info:
+        await engine.create_session("s", policy=SUMMARY)
+    assert info.value.field == "policy.strategy.summarize"
+    with pytest.raises(NoSummarizer):
+        await engine.compact("s", force=True, policy=SUMMARY)
+    # A policy stored by another replica that had one: the pass fails, nothing changes.
+    await store.create_session("s", policy_json=policy_json(SUMMARY), labels={})
     for n in range(6):
         await engine.append("s", turn(n))
+    before = await store.active_window("s")
     with pytest.raises(SummarizerUnavailable, match="no summarizer"):
         await engine.compact("s", force=True)
+    assert await store.active_window("s") == before
 
 
 async def test_summarizer_timeout(store: SqliteStore) -> None:

@@ -92,14 +92,17 @@ async def test_session_lifecycle(stub: Stub) -> None:
         )
     )
     assert [s.session_id for s in page.sessions] == ["s3"]
+    turns = policy_pb2.CompactionPolicy(
+        strategy=policy_pb2.Strategy(turn_window=policy_pb2.TurnWindow(max_turns=3))
+    )
     updated = await stub.UpdateSession(
         pb.UpdateSessionRequest(
-            session=session_pb2.Session(session_id="s1", labels={"team": "c"}, policy=SUMMARY),
+            session=session_pb2.Session(session_id="s1", labels={"team": "c"}, policy=turns),
             update_mask=field_mask_pb2.FieldMask(paths=["labels", "policy"]),
         )
     )
     assert dict(updated.labels) == {"team": "c"}
-    assert updated.policy.strategy.HasField("summarize")
+    assert updated.policy.strategy.turn_window.max_turns == 3
     assert updated.version == 2
     await stub.DeleteSession(pb.DeleteSessionRequest(session_id="s1"))
     await expect(grpc.StatusCode.NOT_FOUND, stub.GetSession(pb.GetSessionRequest(session_id="s1")))
@@ -507,3 +510,25 @@ async def test_stream_folds_queued_appends_but_answers_each_request(stub: Stub) 
     assert versions == sorted(versions)  # folded requests share a version, never go back
     log = await stub.ListEvents(pb.ListEventsRequest(session_id="s", page_size=1000))
     assert [e.id for e in log.events] == [f"e{n}" for n in range(sent) if n != 150]
+
+
+async def test_summarizing_policy_on_a_server_without_summarizer(stub: Stub) -> None:
+    """Refused up front, not by a failure on every append past the trigger."""
+    await expect(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        stub.CreateSession(pb.CreateSessionRequest(session_id="sum", policy=SUMMARY)),
+    )
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="sum"))
+    await expect(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        stub.UpdateSession(
+            pb.UpdateSessionRequest(
+                session=session_pb2.Session(session_id="sum", policy=SUMMARY),
+                update_mask=field_mask_pb2.FieldMask(paths=["policy"]),
+            )
+        ),
+    )
+    await expect(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        stub.Compact(pb.CompactRequest(session_id="sum", force=True, policy=SUMMARY)),
+    )

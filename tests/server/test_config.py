@@ -58,3 +58,13 @@ def test_bad_values_name_the_setting(tmp_path: Path) -> None:
 
 def test_default_policy_none_means_no_default() -> None:
     assert ServerConfig(default_policy="none").policy() is None
+
+
+async def test_a_summarizing_default_policy_needs_a_summarizer(tmp_path: Path) -> None:
+    from tests.server.harness import running
+
+    policy = '{"trigger": {"turn_count": 5}, "strategy": {"summarize": {}}}'
+    with pytest.raises(InvalidConfig) as info:
+        async with running(tmp_path, default_policy=policy):
+            pass
+    assert info.value.field == "default_policy"
