@@ -88,6 +88,7 @@ class SessionEngine:
         self.summarizer = summarizer
         self.estimator = estimator or default_estimator()
         self.default_policy = default_policy
+        self._default_policy_json = policy_json(default_policy)  # once, not per append
         self.limits = limits or Limits()
         self.summary_timeout_s = summary_timeout_s
         self.locks = LockRegistry()
@@ -152,7 +153,7 @@ class SessionEngine:
                 counted,
                 expected_version=expected_version,
                 create_if_missing=create_if_missing,
-                policy_json=policy_json(self.default_policy),
+                policy_json=self._default_policy_json,
             )
             session = outcome.session
             policy = self.policy_of(session)
