@@ -64,7 +64,7 @@ def _serve(args: argparse.Namespace) -> int:
     import asyncio
     import logging
 
-    from sidecar.errors import InvalidConfig
+    from sidecar.errors import InvalidConfig, SchemaTooNew, StoreUnavailable
     from sidecar.server import app, config
 
     try:
@@ -81,6 +81,9 @@ def _serve(args: argparse.Namespace) -> int:
     except (InvalidConfig, OSError) as exc:
         print(f"compaction-sidecar: {exc}", file=sys.stderr)
         return 2
+    except (StoreUnavailable, SchemaTooNew) as exc:
+        print(f"compaction-sidecar: cannot open the store: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

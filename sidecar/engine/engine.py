@@ -27,7 +27,7 @@ from sidecar.compaction.policy import CompactionPolicy, policy_from_dict
 from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.tokens import TokenEstimator, default_estimator, with_token_count
 from sidecar.engine.locks import LockRegistry
-from sidecar.engine.validation import Limits, check_events, check_session_id
+from sidecar.engine.validation import Limits, check_events, check_labels, check_session_id
 from sidecar.engine.watchers import Watcher, WatcherHub
 from sidecar.errors import (
     NoSummarizer,
@@ -108,6 +108,7 @@ class SessionEngine:
     ) -> Session:
         """Create a session; without a policy it gets the server's default."""
         check_session_id(session_id)
+        check_labels(labels or {}, self.limits)
         self.check_policy(policy)
         if policy is None and use_default_policy:
             policy = self.default_policy

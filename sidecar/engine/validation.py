@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sidecar.errors import InvalidArgument, LimitExceeded
@@ -23,6 +23,7 @@ class Limits:
     max_event_bytes: int = 1 << 20
     max_events_per_append: int = 1000
     max_metadata_entries: int = 64
+    max_labels: int = 64
 
 
 def check_session_id(session_id: str, field: str = "session_id") -> None:
@@ -30,6 +31,31 @@ def check_session_id(session_id: str, field: str = "session_id") -> None:
         raise InvalidArgument(
             field, "must be 1-128 characters of letters, digits and . _ : ~ @ / + = -"
         )
+
+
+_MAX_LABEL_KEY = 256
+_MAX_LABEL_VALUE = 1024
+
+
+def check_labels(labels: Mapping[str, str], limits: Limits, field: str = "labels") -> None:
+    """Labels are for filtering sessions: a bounded number of short, NUL-free strings.
+
+    NUL is refused because PostgreSQL text (and its jsonb label index) cannot
+    hold it; one rule for both stores keeps a session portable between them.
+    """
+    if len(labels) > limits.max_labels:
+        raise LimitExceeded(
+            "max_labels", f"{field} has {len(labels)} entries, the limit is {limits.max_labels}"
+        )
+    for key, value in labels.items():
+        if not key or len(key) > _MAX_LABEL_KEY or "\x00" in key:
+            raise InvalidArgument(
+                field, f"label key {key[:40]!r} must be 1-{_MAX_LABEL_KEY} characters, no NUL"
+            )
+        if len(value) > _MAX_LABEL_VALUE or "\x00" in value:
+            raise InvalidArgument(
+                f"{field}[{key}]", f"must be at most {_MAX_LABEL_VALUE} characters, no NUL"
+            )
 
 
 def event_size(event: Event) -> int:

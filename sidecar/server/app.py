@@ -26,12 +26,13 @@ from grpc_reflection.v1alpha import reflection
 
 from sidecar.engine.engine import SessionEngine
 from sidecar.engine.validation import Limits
-from sidecar.errors import InvalidConfig
+from sidecar.errors import InvalidConfig, StoreUnavailable
 from sidecar.gen.compaction.v1 import compaction_service_pb2, compaction_service_pb2_grpc
 from sidecar.server.auth import BearerTokenInterceptor, read_tokens
 from sidecar.server.config import ServerConfig
 from sidecar.server.servicer import CompactionServicer
 from sidecar.store.protocol import Store
+from sidecar.store.urls import redact
 from sidecar.summarizer.protocol import Summarizer
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,38 @@ def open_store(config: ServerConfig) -> Store:
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         return SqliteStore(path, synchronous=config.sqlite_synchronous)
-    raise InvalidConfig("store", f"unsupported store URL {config.store!r}; use sqlite:///PATH")
+    url = config.postgres_url()
+    if url is not None:
+        from sidecar.store.postgres import PostgresStore
+
+        if config.store_pool_size < 1:
+            raise InvalidConfig("store_pool_size", "must be at least 1")
+        return PostgresStore(url, pool_size=config.store_pool_size)
+    raise InvalidConfig(
+        "store",
+        f"unsupported store URL {redact(config.store)!r};"
+        " use sqlite:///PATH or postgresql://USER@HOST:PORT/DB",
+    )
+
+
+async def open_store_patiently(store: Store, timeout_s: float) -> None:
+    """Open ``store``, retrying while it is unavailable for up to ``timeout_s``.
+
+    A shared database may come up after the pods that use it (or be failing
+    over); waiting a little at start beats a crash loop. Errors other than
+    StoreUnavailable (a schema too new, bad credentials) fail at once.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while True:
+        try:
+            await store.open()
+            return
+        except StoreUnavailable as exc:
+            if loop.time() >= deadline:
+                raise
+            log.warning("store unavailable at start, retrying: %s", exc)
+            await asyncio.sleep(1.0)
 
 
 def make_summarizer(
@@ -174,7 +206,7 @@ async def start(
     ):
         raise InvalidConfig("default_policy", "summarizes, but --summarizer is none")
     store = store or open_store(config)
-    await store.open()
+    await open_store_patiently(store, config.store_open_timeout_s)
     engine = SessionEngine(
         store,
         summarizer=summarizer,

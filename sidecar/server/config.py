@@ -17,6 +17,7 @@ import yaml
 
 from sidecar.compaction.policy import CompactionPolicy, policy_from_dict
 from sidecar.errors import InvalidConfig
+from sidecar.store.urls import is_postgres_url
 
 DEFAULT_POLICY: dict[str, Any] = {
     "trigger": {"token_count": 8000},
@@ -49,6 +50,8 @@ class ServerConfig:
     gemini_max_retries: int = 3
     shutdown_grace_s: float = 10.0
     sqlite_synchronous: str = "NORMAL"
+    store_pool_size: int = 10
+    store_open_timeout_s: float = 30.0
 
     def policy(self) -> CompactionPolicy | None:
         """The default policy document, parsed; "none" means no default."""
@@ -73,6 +76,10 @@ class ServerConfig:
         if self.store.startswith("sqlite://"):
             raise InvalidConfig("store", "use sqlite:///relative/path or sqlite:////absolute/path")
         return None
+
+    def postgres_url(self) -> str | None:
+        """The URL of a ``postgres://`` / ``postgresql://`` store, or None for another kind."""
+        return self.store if is_postgres_url(self.store) else None
 
 
 def _env_name(name: str) -> str:

@@ -18,7 +18,7 @@ from grpc_status import rpc_status
 
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.engine.engine import SessionEngine, policy_json
-from sidecar.engine.validation import check_session_id
+from sidecar.engine.validation import check_labels, check_session_id
 from sidecar.engine.watchers import Lagged, Watcher
 from sidecar.errors import InvalidArgument
 from sidecar.gen.compaction.v1 import (
@@ -145,6 +145,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     async def ListSessions(
         self, request: pb.ListSessionsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.ListSessionsResponse:
+        check_labels(request.label_filter, self.engine.limits, "label_filter")
         page = await self.store.list_sessions(
             SessionFilter(labels=dict(request.label_filter)),
             page_size=request.page_size,
@@ -171,6 +172,8 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         if "policy" in paths and request.session.HasField("policy"):
             new_policy = convert.policy_in(request.session.policy, "session.policy")
             self.engine.check_policy(new_policy, "session.policy")
+        if "labels" in paths:
+            check_labels(request.session.labels, self.engine.limits, "session.labels")
         session = await self.store.update_session(
             session_id,
             policy_json=policy_json(new_policy),

@@ -289,6 +289,33 @@ async def test_append_stores_content_and_create_time_as_given(store: Store) -> N
         )
 
 
+async def test_text_holding_nul_and_control_characters_round_trips_and_is_searchable(
+    store: Store,
+) -> None:
+    odd = "before\x00after \x01\x1f tab\t line\nend \u2028 \ufeff"
+    tool = ToolResult("c1", "cat", "binary\x00junk keyword")
+    await seed(
+        store, "s", [u("u1", odd), a("a1", calls=[ToolCall("c1", "cat", "{}")]), t("t1", tool)]
+    )
+    _, window = await store.active_window("s")
+    assert window[0].text == odd
+    assert window[2].tool_results == (tool,)
+    await compact(store, "s", ["u1", "a1", "t1"])
+    found = await store.search(SearchQuery("keyword"), page_size=10, page_token="")
+    assert [h.event.id for h in found.items] == ["t1"]
+
+
+async def test_a_one_megabyte_event_stores_whole_and_its_start_is_searchable(store: Store) -> None:
+    words = " ".join(f"w{n}" for n in range(200_000))  # ~1.3 MB of distinct words
+    big = a("big", "needle " + words)
+    await seed(store, "s", [u("u1"), big, u("u2")])
+    await compact(store, "s", ["u1", "big"])
+    (read,) = [e for e in await whole_log(store, "s", page_size=10) if e.id == "big"]
+    assert read.text == big.text
+    found = await store.search(SearchQuery("needle"), page_size=10, page_token="")
+    assert [h.event.id for h in found.items] == ["big"]
+
+
 async def test_append_to_absent_session_creates_it_only_when_asked(store: Store) -> None:
     with pytest.raises(SessionNotFound):
         await store.append("s", [u("u1")])

@@ -1,0 +1,283 @@
+"""The PostgreSQL store: one database shared by every replica of the service.
+
+Selected by a ``postgres://`` or ``postgresql://`` store URL (any PostgreSQL
+13+ behind it: Cloud SQL, AlloyDB, RDS...). The URL is libpq's, read by
+asyncpg: ``postgresql://user:password@host:5432/db?sslmode=require``, and any
+other query parameter is a server setting, e.g. ``?search_path=compaction``
+to keep the tables in their own schema.
+
+Connections come from an asyncpg pool (``pool_size``). Each store call is one
+transaction on one pooled connection: writes in READ COMMITTED, serialized
+per session by a row lock (see ``postgres_writes``); reads that need one
+snapshot (a session and its window) in a REPEATABLE READ, READ ONLY one.
+
+Failures. Anything that means "the database cannot answer now" — refused or
+dropped connections, a shutdown or failover in progress, too many
+connections, a full disk, a statement timeout, a serialization failure — is
+StoreUnavailable (gRPC UNAVAILABLE), so clients retry and health turns
+NOT_SERVING. The pool replaces broken connections as they are returned, so
+service resumes by itself when the database is back. Reads and appends (which
+are idempotent by event id) are retried once at once on such a failure: the
+first call after a database restart usually meets a pooled connection the
+server has closed, and should not fail for that.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TypeVar
+
+import asyncpg
+
+from sidecar.errors import InvalidConfig, StoreUnavailable
+from sidecar.model import CompactionPlan, Event, Session, utcnow
+from sidecar.store import postgres_reads as reads
+from sidecar.store import postgres_writes as writes
+from sidecar.store.paging import page_size as effective_page_size
+from sidecar.store.postgres_schema import Db, migrate
+from sidecar.store.protocol import (
+    AppendOutcome,
+    ApplyOutcome,
+    CompactionRecord,
+    Page,
+    SearchHit,
+    SearchQuery,
+    SessionFilter,
+)
+from sidecar.store.urls import is_postgres_url, redact
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,  # refused, reset, unreachable, DNS
+    TimeoutError,
+    ssl.SSLError,
+    asyncpg.PostgresConnectionError,  # dropped connection, rejected login
+    asyncpg.InterfaceError,  # connection closed under us, pool closing
+    asyncpg.exceptions.InternalClientError,  # protocol state left behind by a dropped link
+    asyncpg.exceptions.OperatorInterventionError,  # shutdown, crash, statement timeout
+    asyncpg.exceptions.InsufficientResourcesError,  # disk full, too many connections
+    asyncpg.exceptions.TransactionRollbackError,  # serialization failure, deadlock
+    asyncpg.exceptions.ReadOnlySQLTransactionError,  # connected to a standby after failover
+)
+
+
+class PostgresStore:
+    """The Store protocol on a PostgreSQL database (see the module docstring)."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        pool_size: int = 10,
+        connect_timeout_s: float = 5.0,
+        statement_timeout_s: float = 30.0,
+    ) -> None:
+        if not is_postgres_url(dsn):
+            raise ValueError(f"not a PostgreSQL URL: {redact(dsn)!r}")
+        if pool_size < 1:
+            raise ValueError(f"pool_size must be at least 1, got {pool_size}")
+        self.dsn = dsn
+        self.where = redact(dsn)
+        self.pool_size = pool_size
+        self.connect_timeout_s = connect_timeout_s
+        self.statement_timeout_s = statement_timeout_s
+        self._pool: asyncpg.Pool | None = None
+
+    # -- lifecycle -----------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect, and run pending migrations (SchemaTooNew if the database is newer)."""
+        if self._pool is not None:
+            return
+        try:
+            pool = await asyncpg.create_pool(
+                self.dsn,
+                min_size=min(2, self.pool_size),
+                max_size=self.pool_size,
+                timeout=self.connect_timeout_s,
+                command_timeout=self.statement_timeout_s,
+                # Statements differ per batch size; a server-side cache per shape is
+                # cheap, and it is dropped with the connection.
+                statement_cache_size=256,
+            )
+        except UNAVAILABLE_ERRORS as exc:
+            raise StoreUnavailable(f"postgres {self.where}: {exc}") from exc
+        except asyncpg.PostgresError as exc:  # bad credentials, no such database
+            raise InvalidConfig("store", f"postgres {self.where}: {exc}") from exc
+        try:
+            async with pool.acquire() as db:
+                await migrate(db, self.where)
+        except BaseException:
+            await pool.close()
+            raise
+        self._pool = pool
+
+    async def close(self) -> None:
+        """Wait for the calls in flight, then disconnect."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    async def ping(self) -> None:
+        """A round trip through the pool; StoreUnavailable if the database does not answer."""
+        await self._run(lambda db: db.fetchval("SELECT 1"), retry=False)
+
+    # -- plumbing ------------------------------------------------------------
+
+    async def _run(self, body: Callable[[Db], Awaitable[T]], *, retry: bool) -> T:
+        """Run ``body`` on a pooled connection; map outages to StoreUnavailable."""
+        attempts = 2 if retry else 1
+        for attempt in range(1, attempts + 1):
+            pool = self._pool
+            if pool is None:
+                raise StoreUnavailable("postgres store is not open")
+            try:
+                async with pool.acquire(timeout=self.connect_timeout_s) as db:
+                    try:
+                        return await body(db)
+                    except UNAVAILABLE_ERRORS:
+                        # A connection in doubt is never handed to the next caller, and
+                        # its siblings likely died with it (a restart, a failover): the
+                        # pool reconnects each before its next use.
+                        db.terminate()
+                        await pool.expire_connections()
+                        raise
+            except UNAVAILABLE_ERRORS as exc:
+                if attempt < attempts:
+                    log.info("postgres call failed (%s), retrying once", exc)
+                    continue
+                raise StoreUnavailable(f"postgres {self.where}: {exc}") from exc
+        raise AssertionError("unreachable")
+
+    async def _write(self, body: Callable[[Db], Awaitable[T]], *, retry: bool = False) -> T:
+        """Run ``body`` as one READ COMMITTED transaction."""
+
+        async def in_transaction(db: Db) -> T:
+            async with db.transaction():
+                return await body(db)
+
+        return await self._run(in_transaction, retry=retry)
+
+    async def _read(self, body: Callable[[Db], Awaitable[T]]) -> T:
+        """Run ``body`` as one read-only snapshot (REPEATABLE READ)."""
+
+        async def in_snapshot(db: Db) -> T:
+            async with db.transaction(isolation="repeatable_read", readonly=True):
+                return await body(db)
+
+        return await self._run(in_snapshot, retry=True)
+
+    # -- sessions ------------------------------------------------------------
+
+    async def create_session(
+        self, session_id: str, *, policy_json: str | None, labels: Mapping[str, str]
+    ) -> Session:
+        _, session = await self._write(
+            lambda db: writes.create_session(
+                db, session_id, policy_json=policy_json, labels=labels, now=utcnow()
+            )
+        )
+        return session
+
+    async def get_session(self, session_id: str) -> Session:
+        _, session = await self._run(lambda db: reads.get_session(db, session_id), retry=True)
+        return session
+
+    async def update_session(
+        self,
+        session_id: str,
+        *,
+        policy_json: str | None = None,
+        set_policy: bool = False,
+        labels: Mapping[str, str] | None = None,
+        expected_version: int | None = None,
+    ) -> Session:
+        return await self._write(
+            lambda db: writes.update_session(
+                db,
+                session_id,
+                policy_json=policy_json,
+                set_policy=set_policy,
+                labels=labels,
+                expected_version=expected_version,
+                now=utcnow(),
+            )
+        )
+
+    async def list_sessions(
+        self, filter: SessionFilter, *, page_size: int, page_token: str
+    ) -> Page[Session]:
+        size = effective_page_size(page_size)
+        return await self._run(
+            lambda db: reads.list_sessions(db, filter, size=size, token=page_token), retry=True
+        )
+
+    async def delete_session(self, session_id: str) -> None:
+        await self._write(lambda db: writes.delete_session(db, session_id))
+
+    # -- the log -------------------------------------------------------------
+
+    async def append(
+        self,
+        session_id: str,
+        events: Sequence[Event],
+        *,
+        expected_version: int | None = None,
+        create_if_missing: bool = False,
+        policy_json: str | None = None,
+    ) -> AppendOutcome:
+        batch = tuple(events)
+        # Retried once on an outage: a batch that did land comes back as a retry.
+        return await self._write(
+            lambda db: writes.append(
+                db,
+                session_id,
+                batch,
+                expected_version=expected_version,
+                create_if_missing=create_if_missing,
+                policy_json=policy_json,
+                now=utcnow(),
+            ),
+            retry=True,
+        )
+
+    async def active_window(self, session_id: str) -> tuple[Session, tuple[Event, ...]]:
+        return await self._read(lambda db: reads.active_window(db, session_id))
+
+    async def apply(self, session_id: str, plan: CompactionPlan) -> ApplyOutcome:
+        if plan.is_empty:
+            raise ValueError("an empty compaction plan writes nothing; do not apply it")
+        return await self._write(lambda db: writes.apply(db, session_id, plan, now=utcnow()))
+
+    async def list_events(
+        self,
+        session_id: str,
+        *,
+        page_size: int,
+        page_token: str,
+        include_archived: bool = True,
+    ) -> Page[Event]:
+        size = effective_page_size(page_size)
+        return await self._read(
+            lambda db: reads.list_events(
+                db, session_id, size=size, token=page_token, include_archived=include_archived
+            )
+        )
+
+    async def search(
+        self, query: SearchQuery, *, page_size: int, page_token: str
+    ) -> Page[SearchHit]:
+        size = effective_page_size(page_size)
+        return await self._read(lambda db: reads.search(db, query, size=size, token=page_token))
+
+    async def list_compactions(
+        self, session_id: str, *, page_size: int, page_token: str
+    ) -> Page[CompactionRecord]:
+        size = effective_page_size(page_size)
+        return await self._read(
+            lambda db: reads.list_compactions(db, session_id, size=size, token=page_token)
+        )

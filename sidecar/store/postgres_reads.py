@@ -1,0 +1,265 @@
+"""The PostgreSQL store's queries: coroutines of one ``asyncpg`` connection.
+
+The SQL twin of ``sqlite_reads``: same results, same page tokens, same rules.
+Every value is a bound parameter; the only SQL assembled at run time joins
+fixed fragments chosen by which filters are set.
+"""
+
+from __future__ import annotations
+
+import json
+
+import asyncpg
+
+from sidecar.errors import SessionNotFound
+from sidecar.model import Event, Session, SessionCounters
+from sidecar.store.codec import decode_event, to_micros
+from sidecar.store.paging import decode_int_key, decode_str_key, encode_token, fingerprint
+from sidecar.store.postgres_schema import INDEXED_TEXT_CHARS, Db
+from sidecar.store.protocol import (
+    CompactionRecord,
+    Page,
+    SearchHit,
+    SearchQuery,
+    SessionFilter,
+)
+from sidecar.store.sqlite_reads import SNIPPET_END, SNIPPET_START
+
+SESSION_COLUMNS = """s.pk, s.id, s.version, s.policy_json, s.labels, s.create_time,
+    s.update_time, s.active_events, s.real_events, s.turns, s.tokens, s.system_tokens,
+    s.turns_since_compaction, s.total_events, s.last_compaction_id"""
+
+EVENT_COLUMNS = """e.id, e.role, e.content, e.position, e.token_count, e.synthetic,
+    e.archived, e.create_time"""
+_EVENT_WIDTH = 8
+
+# ``NOT archived`` spelled as in the partial index's predicate, so the planner uses it.
+ACTIVE_WINDOW_SQL = (
+    f"SELECT {EVENT_COLUMNS} FROM events e"
+    " WHERE e.session = $1 AND NOT e.archived ORDER BY e.sort_key, e.position"
+)
+
+_HEADLINE_OPTIONS = (
+    f"StartSel={SNIPPET_START}, StopSel={SNIPPET_END}, MaxWords=16, MinWords=6,"
+    ' MaxFragments=1, FragmentDelimiter=" … "'
+)
+
+
+def session_from_row(row: asyncpg.Record) -> tuple[int, Session]:
+    """The surrogate key and the Session of a row selected with SESSION_COLUMNS."""
+    return row[0], Session(
+        session_id=row[1],
+        version=row[2],
+        policy_json=row[3],
+        labels=json.loads(row[4]),
+        create_time=row[5],
+        update_time=row[6],
+        counters=SessionCounters(
+            active_events=row[7],
+            real_events=row[8],
+            turns=row[9],
+            tokens=row[10],
+            system_tokens=row[11],
+            turns_since_compaction=row[12],
+        ),
+        total_events=row[13],
+        last_compaction_id=row[14],
+    )
+
+
+def event_from_row(row: asyncpg.Record) -> Event:
+    """The Event of a row whose first columns are EVENT_COLUMNS."""
+    return decode_event(row[0], row[1], row[2], row[3], row[4], row[5], row[6], to_micros(row[7]))
+
+
+async def find_session(
+    db: Db, session_id: str, *, for_update: bool = False
+) -> tuple[int, Session] | None:
+    """The session row; ``for_update`` locks it until the transaction ends.
+
+    Every write transaction takes this lock first, so writes to one session
+    are serialized across every replica sharing the database, and no two
+    write transactions ever wait on each other in opposite orders.
+    """
+    lock = " FOR UPDATE" if for_update else ""
+    row = await db.fetchrow(
+        f"SELECT {SESSION_COLUMNS} FROM sessions s WHERE s.id = $1{lock}", session_id
+    )
+    return None if row is None else session_from_row(row)
+
+
+async def get_session(db: Db, session_id: str, *, for_update: bool = False) -> tuple[int, Session]:
+    found = await find_session(db, session_id, for_update=for_update)
+    if found is None:
+        raise SessionNotFound(session_id)
+    return found
+
+
+async def active_events(db: Db, session_pk: int) -> tuple[Event, ...]:
+    """The active window in log order, read through the partial index ``events_active``."""
+    rows = await db.fetch(ACTIVE_WINDOW_SQL, session_pk)
+    return tuple(event_from_row(row) for row in rows)
+
+
+async def active_window(db: Db, session_id: str) -> tuple[Session, tuple[Event, ...]]:
+    pk, session = await get_session(db, session_id)
+    return session, await active_events(db, pk)
+
+
+async def list_events(
+    db: Db,
+    session_id: str,
+    *,
+    size: int,
+    token: str,
+    include_archived: bool,
+) -> Page[Event]:
+    """A page of the log in log order; keyset on ``(sort_key, position)``."""
+    bound = fingerprint(session_id, include_archived)
+    after = (-1, -1)
+    if token:
+        sort_key, position = decode_int_key(token, kind="events", bound=bound, length=2)
+        after = (sort_key, position)
+    pk, _ = await get_session(db, session_id)
+    active_only = "" if include_archived else " AND NOT e.archived"
+    rows = await db.fetch(
+        f"SELECT {EVENT_COLUMNS}, e.sort_key FROM events e WHERE e.session = $1{active_only}"
+        " AND (e.sort_key, e.position) > ($2, $3) ORDER BY e.sort_key, e.position LIMIT $4",
+        pk,
+        *after,
+        size + 1,
+    )
+    items = tuple(event_from_row(row) for row in rows[:size])
+    next_token = ""
+    if len(rows) > size:
+        last = rows[size - 1]
+        next_token = encode_token("events", bound, (last[_EVENT_WIDTH], last[3]))
+    return Page(items, next_token)
+
+
+async def list_sessions(db: Db, filter: SessionFilter, *, size: int, token: str) -> Page[Session]:
+    """Sessions in id order whose labels include every pair of the filter; keyset on id."""
+    labels = sorted(filter.labels.items())
+    bound = fingerprint(labels)
+    after = decode_str_key(token, kind="sessions", bound=bound) if token else ""
+    # Every id is non-empty, so "" sorts before them all. ``@>`` uses the GIN index.
+    rows = await db.fetch(
+        f"SELECT {SESSION_COLUMNS} FROM sessions s WHERE s.id > $1 AND s.labels @> $2::jsonb"
+        " ORDER BY s.id LIMIT $3",
+        after,
+        json.dumps(dict(labels)),
+        size + 1,
+    )
+    items = tuple(session_from_row(row)[1] for row in rows[:size])
+    next_token = ""
+    if len(rows) > size:
+        next_token = encode_token("sessions", bound, (items[-1].session_id,))
+    return Page(items, next_token)
+
+
+async def list_compactions(
+    db: Db, session_id: str, *, size: int, token: str
+) -> Page[CompactionRecord]:
+    """The audit trail oldest first; keyset on the record's identity key, which only grows."""
+    bound = fingerprint(session_id)
+    after = decode_int_key(token, kind="compactions", bound=bound, length=1)[0] if token else 0
+    pk, _ = await get_session(db, session_id)
+    rows = await db.fetch(
+        """SELECT pk, id, version_before, version_after, strategy, archived_ids,
+               inserted_ids, tokens_saved, summarizer_latency_ms, summary_input_tokens,
+               summary_output_tokens, create_time
+           FROM compactions WHERE session = $1 AND pk > $2 ORDER BY pk LIMIT $3""",
+        pk,
+        after,
+        size + 1,
+    )
+    items = tuple(
+        CompactionRecord(
+            compaction_id=row[1],
+            session_id=session_id,
+            version_before=row[2],
+            version_after=row[3],
+            strategy=row[4],
+            archived_ids=tuple(row[5]),
+            inserted_ids=tuple(row[6]),
+            tokens_saved=row[7],
+            summarizer_latency_ms=row[8],
+            summary_input_tokens=row[9],
+            summary_output_tokens=row[10],
+            create_time=row[11],
+        )
+        for row in rows[:size]
+    )
+    next_token = ""
+    if len(rows) > size:
+        next_token = encode_token("compactions", bound, (rows[size - 1][0],))
+    return Page(items, next_token)
+
+
+def query_words(text: str) -> str:
+    """User text as ``plainto_tsquery`` input: NULs (which PostgreSQL refuses) become spaces.
+
+    ``plainto_tsquery`` reads its input as plain words, all required, and
+    ignores punctuation: ``"foo AND (`` finds events holding both foo and and,
+    as the SQLite store does. ``websearch_to_tsquery`` would read ``or``,
+    ``-`` and quotes as operators, so the same query would mean two things
+    depending on the store behind the API.
+    """
+    return text.replace("\x00", " ")
+
+
+async def search(db: Db, query: SearchQuery, *, size: int, token: str) -> Page[SearchHit]:
+    """Matches best first (``ts_rank``, ties by write order); paged by offset, like SQLite's."""
+    bound = fingerprint(
+        query.text,
+        query.session_id,
+        sorted(r.value for r in query.roles),
+        query.include_active,
+        query.since.isoformat() if query.since else None,
+        query.until.isoformat() if query.until else None,
+    )
+    offset = decode_int_key(token, kind="search", bound=bound, length=1)[0] if token else 0
+    words = query_words(query.text)
+    if not words.strip():
+        return Page(())
+    clauses = ["e.search @@ q.query"]
+    params: list[object] = [words]
+    if query.session_id is not None:
+        session_pk, _ = await get_session(db, query.session_id)
+        params.append(session_pk)
+        clauses.append(f"e.session = ${len(params)}")
+    if not query.include_active:
+        clauses.append("e.archived")
+    if query.roles:
+        params.append([role.value for role in query.roles])
+        clauses.append(f"e.role = ANY(${len(params)}::text[])")
+    if query.since is not None:  # inclusive
+        params.append(query.since)
+        clauses.append(f"e.create_time >= ${len(params)}")
+    if query.until is not None:  # exclusive: [since, until) tiles time without overlap
+        params.append(query.until)
+        clauses.append(f"e.create_time < ${len(params)}")
+    params += [size + 1, offset]
+    rows = await db.fetch(
+        f"""SELECT {EVENT_COLUMNS}, s.id, ts_rank(e.search, q.query),
+               ts_headline('simple', left(e.body, {INDEXED_TEXT_CHARS}), q.query,
+                           '{_HEADLINE_OPTIONS}')
+           FROM events e
+           JOIN sessions s ON s.pk = e.session
+           CROSS JOIN plainto_tsquery('simple', $1) AS q(query)
+           WHERE {" AND ".join(clauses)}
+           ORDER BY ts_rank(e.search, q.query) DESC, e.pk
+           LIMIT ${len(params) - 1} OFFSET ${len(params)}""",
+        *params,
+    )
+    items = tuple(
+        SearchHit(
+            session_id=row[_EVENT_WIDTH],
+            event=event_from_row(row),
+            rank=float(row[_EVENT_WIDTH + 1]),
+            snippet=row[_EVENT_WIDTH + 2],
+        )
+        for row in rows[:size]
+    )
+    next_token = encode_token("search", bound, (offset + size,)) if len(rows) > size else ""
+    return Page(items, next_token)

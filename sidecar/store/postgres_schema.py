@@ -1,0 +1,167 @@
+"""The PostgreSQL schema, as an ordered list of migrations kept in code.
+
+The same layout as the SQLite schema (see ``sqlite_schema``), in PostgreSQL's
+own types, and the same rules: ``schema_version`` holds one row per applied
+migration; a database above the newest known version was written by a newer
+release and is refused with SchemaTooNew; to change the schema, append a
+migration, never edit one that has shipped.
+
+Several replicas may start at once against one database. Migration runs in one
+transaction holding a transaction-scoped advisory lock keyed by the schema
+name, so exactly one replica migrates and the others wait, then find nothing
+left to do. Tables live in the first schema of the connection's
+``search_path`` (``?search_path=...`` in the store URL), so one database can
+hold several independent stores.
+
+What differs from SQLite, and why:
+
+- full-text search is a ``tsvector`` column generated from ``body`` (the
+  formatted event text: tool-call arguments and tool results included) with
+  a GIN index. It uses the ``simple`` configuration: no stemming and no stop
+  words, like SQLite's ``unicode61`` tokenizer, so a query finds the same
+  events on both stores. Only the first 256 KiB of an event's text are
+  indexed: a tsvector is capped at 1 MB, and a bigger event must still store.
+- labels are ``jsonb`` with a GIN index, so a label filter is an indexed
+  containment query (``labels @> '{"team": "sre"}'``) instead of a scan.
+- event content stays ``text`` holding the codec's compact JSON, not
+  ``jsonb``: jsonb cannot hold U+0000, which a model's output may contain.
+- times are ``timestamptz``: readable in ``psql``, microsecond precision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TypeAlias
+
+import asyncpg
+
+from sidecar.errors import SchemaTooNew
+from sidecar.store.sqlite_schema import Migration
+
+INDEXED_TEXT_CHARS = 262_144
+
+Db: TypeAlias = (
+    "asyncpg.Connection[asyncpg.Record] | asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
+)
+"""A connection, or the pool's proxy for one: every query function takes either."""
+
+_MIGRATION_1 = Migration(
+    1,
+    "sessions, events, compactions and full-text search",
+    (
+        """
+        CREATE TABLE sessions (
+            pk bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            id text NOT NULL UNIQUE,
+            version bigint NOT NULL,
+            policy_json text,
+            labels jsonb NOT NULL DEFAULT '{}',
+            create_time timestamptz NOT NULL,
+            update_time timestamptz NOT NULL,
+            active_events integer NOT NULL DEFAULT 0,
+            real_events integer NOT NULL DEFAULT 0,
+            turns integer NOT NULL DEFAULT 0,
+            tokens bigint NOT NULL DEFAULT 0,
+            system_tokens bigint NOT NULL DEFAULT 0,
+            turns_since_compaction integer NOT NULL DEFAULT 0,
+            total_events bigint NOT NULL DEFAULT 0,
+            last_compaction_id text NOT NULL DEFAULT ''
+        )
+        """,
+        "CREATE INDEX sessions_labels ON sessions USING gin (labels jsonb_path_ops)",
+        f"""
+        CREATE TABLE events (
+            pk bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            session bigint NOT NULL REFERENCES sessions (pk) ON DELETE CASCADE,
+            position bigint NOT NULL,
+            sort_key bigint NOT NULL,
+            id text NOT NULL,
+            role text NOT NULL,
+            content text NOT NULL,
+            token_count integer NOT NULL,
+            synthetic boolean NOT NULL DEFAULT false,
+            archived boolean NOT NULL DEFAULT false,
+            archived_by text,
+            written_by text,
+            create_time timestamptz NOT NULL,
+            body text NOT NULL,
+            search tsvector GENERATED ALWAYS AS
+                (to_tsvector('simple'::regconfig, left(body, {INDEXED_TEXT_CHARS}))) STORED,
+            UNIQUE (session, position),
+            UNIQUE (session, id)
+        )
+        """,
+        "CREATE INDEX events_log_order ON events (session, sort_key, position)",
+        """
+        CREATE INDEX events_active ON events (session, sort_key, position)
+        WHERE NOT archived
+        """,
+        "CREATE INDEX events_search ON events USING gin (search)",
+        """
+        CREATE TABLE compactions (
+            pk bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            id text NOT NULL UNIQUE,
+            session bigint NOT NULL REFERENCES sessions (pk) ON DELETE CASCADE,
+            version_before bigint NOT NULL,
+            version_after bigint NOT NULL,
+            strategy text NOT NULL,
+            archived_ids text[] NOT NULL,
+            inserted_ids text[] NOT NULL,
+            tokens_saved integer NOT NULL,
+            summarizer_latency_ms double precision NOT NULL,
+            summary_input_tokens integer NOT NULL,
+            summary_output_tokens integer NOT NULL,
+            create_time timestamptz NOT NULL
+        )
+        """,
+        "CREATE INDEX compactions_by_session ON compactions (session, pk)",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_MIGRATION_1,)
+"""Every migration, in order; versions are 1, 2, 3, ... with no gap."""
+
+_VERSION_TABLE = """
+    CREATE TABLE IF NOT EXISTS schema_version (
+        version integer PRIMARY KEY,
+        description text NOT NULL,
+        applied_at timestamptz NOT NULL DEFAULT now()
+    )
+"""
+
+
+async def migrate(db: Db, where: str, migrations: Sequence[Migration] | None = None) -> int:
+    """Bring the connection's schema up to the newest migration; return the version it ends at.
+
+    ``where`` names the database in errors. Safe to call from several
+    processes at once (see the module docstring).
+    """
+    migrations = MIGRATIONS if migrations is None else migrations
+    for expected, migration in enumerate(migrations, start=1):
+        if migration.version != expected:
+            raise RuntimeError(f"migration versions must be 1, 2, ...; got {migration.version}")
+    latest = migrations[-1].version if migrations else 0
+    async with db.transaction():
+        # Keyed by schema, so stores in different schemas of one database do not wait
+        # on each other; released at commit or rollback.
+        await db.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended('compaction-sidecar:'"
+            " || current_schema(), 0))"
+        )
+        await db.execute(_VERSION_TABLE)
+        found = await db.fetchval("SELECT coalesce(max(version), 0) FROM schema_version")
+        if found > latest:
+            raise SchemaTooNew(
+                f"database {where} has schema version {found}, but this build knows"
+                f" versions up to {latest}: it was written by a newer release."
+                " Upgrade the service, or point it at another database or schema."
+            )
+        for migration in migrations[found:]:
+            for statement in migration.statements:
+                await db.execute(statement)
+            await db.execute(
+                "INSERT INTO schema_version (version, description) VALUES ($1, $2)",
+                migration.version,
+                migration.description,
+            )
+    return latest

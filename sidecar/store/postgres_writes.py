@@ -1,0 +1,367 @@
+"""The PostgreSQL store's write transactions: coroutines of one ``asyncpg`` connection.
+
+The SQL twin of ``sqlite_writes``. Each runs inside one READ COMMITTED
+transaction opened by ``PostgresStore``, and its first statement locks the
+session's row (``SELECT ... FOR UPDATE``). That lock is what makes several
+replicas safe on one database: two sidecars appending to, or compacting, the
+same session queue on it, so positions are assigned one transaction at a
+time (dense, in commit order), the version check and the counters are read
+after the previous writer committed, and a plan made from a snapshot that
+another compaction has since replaced is refused. The header update also
+repeats the version check in its WHERE clause, and fails loudly if it ever
+matched no row.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime
+
+from sidecar.compaction.formatting import format_event
+from sidecar.errors import (
+    EventConflict,
+    InvalidArgument,
+    SessionExists,
+    SessionNotFound,
+    VersionConflict,
+)
+from sidecar.model import CompactionPlan, Event, Session, SessionCounters
+from sidecar.store.codec import encode_content, encode_labels
+from sidecar.store.postgres_reads import (
+    EVENT_COLUMNS,
+    active_events,
+    event_from_row,
+    find_session,
+    get_session,
+)
+from sidecar.store.postgres_schema import Db
+from sidecar.store.protocol import AppendOutcome, ApplyOutcome
+
+
+async def create_session(
+    db: Db,
+    session_id: str,
+    *,
+    policy_json: str | None,
+    labels: Mapping[str, str],
+    now: datetime,
+    version: int = 1,
+) -> tuple[int, Session]:
+    """Insert an empty session at ``version``; SessionExists if the id is taken.
+
+    ``ON CONFLICT DO NOTHING`` rather than a read first: two replicas creating
+    one id at once get one row and one SessionExists, never a unique violation.
+    """
+    if not session_id:
+        raise InvalidArgument("session_id", "must not be empty")
+    pk = await db.fetchval(
+        "INSERT INTO sessions (id, version, policy_json, labels, create_time, update_time)"
+        " VALUES ($1, $2, $3, $4::jsonb, $5, $5) ON CONFLICT (id) DO NOTHING RETURNING pk",
+        session_id,
+        version,
+        policy_json,
+        encode_labels(labels),
+        now,
+    )
+    if pk is None:
+        raise SessionExists(session_id)
+    return pk, Session(
+        session_id=session_id,
+        version=version,
+        policy_json=policy_json,
+        labels=dict(labels),
+        create_time=now,
+        update_time=now,
+        counters=SessionCounters(),
+        total_events=0,
+    )
+
+
+def _check_version(session: Session, expected_version: int | None) -> None:
+    if expected_version is not None and expected_version != session.version:
+        raise VersionConflict(
+            f"session {session.session_id!r} is at version {session.version},"
+            f" not {expected_version}",
+            current_version=session.version,
+        )
+
+
+async def _stored_events(db: Db, session_pk: int, ids: Sequence[str]) -> dict[str, Event]:
+    rows = await db.fetch(
+        f"SELECT {EVENT_COLUMNS} FROM events e WHERE e.session = $1 AND e.id = ANY($2::text[])",
+        session_pk,
+        list(dict.fromkeys(ids)),
+    )
+    return {row[0]: event_from_row(row) for row in rows}
+
+
+async def _insert_events(
+    db: Db,
+    session_pk: int,
+    events: Sequence[Event],
+    sort_keys: Sequence[int],
+    *,
+    synthetic: bool = False,
+    written_by: str | None = None,
+) -> None:
+    """Insert a batch in one statement (one round trip, however many events)."""
+    await db.execute(
+        """INSERT INTO events (session, position, sort_key, id, role, content, token_count,
+               synthetic, written_by, create_time, body)
+           SELECT $1, x.position, x.sort_key, x.id, x.role, x.content, x.token_count,
+               $2, $3, x.create_time, x.body
+           FROM unnest($4::bigint[], $5::bigint[], $6::text[], $7::text[], $8::text[],
+                       $9::integer[], $10::timestamptz[], $11::text[])
+               AS x(position, sort_key, id, role, content, token_count, create_time, body)""",
+        session_pk,
+        synthetic,
+        written_by,
+        [e.position for e in events],
+        list(sort_keys),
+        [e.id for e in events],
+        [e.role.value for e in events],
+        [encode_content(e) for e in events],
+        [e.token_count for e in events],
+        [e.create_time for e in events],
+        # PostgreSQL text cannot hold U+0000; the JSON content keeps it, escaped.
+        [format_event(e).replace("\x00", " ") for e in events],
+    )
+
+
+async def _save_header(db: Db, session_pk: int, session: Session, *, previous_version: int) -> None:
+    """Write the header fields a write changes, guarded by the version it was read at."""
+    c = session.counters
+    status = await db.execute(
+        """UPDATE sessions SET version = $1, policy_json = $2, labels = $3::jsonb,
+               update_time = $4, active_events = $5, real_events = $6, turns = $7,
+               tokens = $8, system_tokens = $9, turns_since_compaction = $10,
+               total_events = $11, last_compaction_id = $12
+           WHERE pk = $13 AND version = $14""",
+        session.version,
+        session.policy_json,
+        encode_labels(session.labels),
+        session.update_time,
+        c.active_events,
+        c.real_events,
+        c.turns,
+        c.tokens,
+        c.system_tokens,
+        c.turns_since_compaction,
+        session.total_events,
+        session.last_compaction_id,
+        session_pk,
+        previous_version,
+    )
+    if status != "UPDATE 1":  # the row lock makes this impossible; refuse to go on if not
+        raise VersionConflict(
+            f"session {session.session_id!r} changed under a held lock",
+            current_version=previous_version,
+        )
+
+
+async def append(
+    db: Db,
+    session_id: str,
+    events: Sequence[Event],
+    *,
+    expected_version: int | None,
+    create_if_missing: bool,
+    policy_json: str | None,
+    now: datetime,
+) -> AppendOutcome:
+    """Append a batch (see ``Store.append``); the returned events match ``events`` one to one.
+
+    A batch made only of events already stored (a client retry) returns them
+    without checking ``expected_version``, as in the SQLite store.
+    """
+    for index, event in enumerate(events):
+        if not event.id:
+            raise InvalidArgument(f"events[{index}].id", "must not be empty")
+    created = False
+    found = await find_session(db, session_id, for_update=True)
+    if found is None:
+        if not create_if_missing:
+            raise SessionNotFound(session_id)
+        if expected_version not in (None, 0):  # an absent session is at version 0
+            raise VersionConflict(
+                f"session {session_id!r} does not exist yet (version 0),"
+                f" not version {expected_version}",
+                current_version=0,
+            )
+        # Created at version 0 so that creation and the first batch are one write. A
+        # replica that created it first wins; this one then appends to that session.
+        pk = await db.fetchval(
+            "INSERT INTO sessions (id, version, policy_json, create_time, update_time)"
+            " VALUES ($1, 0, $2, $3, $3) ON CONFLICT (id) DO NOTHING RETURNING pk",
+            session_id,
+            policy_json,
+            now,
+        )
+        created = pk is not None
+        found = await get_session(db, session_id, for_update=True)
+    session_pk, session = found
+
+    stored = await _stored_events(db, session_pk, [e.id for e in events])
+    result: list[Event] = []
+    new: list[Event] = []
+    counters = session.counters
+    for event in events:
+        prior = stored.get(event.id)
+        if prior is not None:
+            if not prior.same_payload(event):
+                raise EventConflict(session_id, event.id)
+            result.append(prior)
+            continue
+        position = session.total_events + len(new) + 1
+        event = event.evolve(position=position, archived=False)
+        stored[event.id] = event  # a later duplicate in the batch is a retry of this one
+        new.append(event)
+        result.append(event)
+        counters = counters.after_append(event)
+    if not new and not created:
+        return AppendOutcome(tuple(result), session, 0)
+    _check_version(session, expected_version)
+
+    if new:
+        await _insert_events(db, session_pk, new, [2 * e.position + 1 for e in new])
+    previous = session.version
+    session = replace(
+        session,
+        version=previous + 1,
+        update_time=now,
+        counters=counters,
+        total_events=session.total_events + len(new),
+    )
+    await _save_header(db, session_pk, session, previous_version=previous)
+    return AppendOutcome(tuple(result), session, len(new))
+
+
+async def apply(db: Db, session_id: str, plan: CompactionPlan, *, now: datetime) -> ApplyOutcome:
+    """Apply a compaction plan (see ``Store.apply`` and ``sqlite_writes.apply``)."""
+    if plan.is_empty:
+        raise ValueError("an empty compaction plan writes nothing; do not apply it")
+    if plan.inserts and plan.insert_before is None:
+        raise ValueError("a plan with inserts must say which event they go before")
+    session_pk, session = await get_session(db, session_id, for_update=True)
+
+    def conflict(reason: str) -> VersionConflict:
+        return VersionConflict(
+            f"compaction plan for session {session_id!r} is stale: {reason}",
+            current_version=session.version,
+        )
+
+    if session.last_compaction_id != plan.base_compaction_id:
+        raise conflict(
+            f"compaction {session.last_compaction_id!r} landed after"
+            f" {plan.base_compaction_id!r}, which the plan was made from"
+        )
+    window = await active_events(db, session_pk)
+    wanted = set(plan.archive_ids)
+    archived = tuple(e.evolve(archived=True) for e in window if e.id in wanted)
+    if len(archived) != len(wanted):
+        missing = sorted(wanted - {e.id for e in archived})
+        raise conflict(f"events {missing[:5]} are no longer active")
+
+    target = next((e for e in window if e.id == plan.insert_before), None)
+    if plan.insert_before is not None and target is None:
+        raise conflict(f"event {plan.insert_before!r} to insert before is no longer active")
+
+    compaction_id = uuid.uuid4().hex
+    if plan.inserts:
+        assert target is not None  # inserts without insert_before were refused above
+        sort_key = await db.fetchval(
+            "SELECT sort_key FROM events WHERE session = $1 AND id = $2", session_pk, target.id
+        )
+        if sort_key != 2 * target.position + 1:
+            # Only an appended event has a free slot right before it (sort_key 2p).
+            raise ValueError(f"cannot insert before {target.id!r}: a compaction wrote it")
+        taken = await _stored_events(db, session_pk, [e.id for e in plan.inserts])
+        if taken or len({e.id for e in plan.inserts}) != len(plan.inserts):
+            raise EventConflict(session_id, next(iter(taken), plan.inserts[0].id))
+        inserts = [
+            event.evolve(position=session.total_events + offset, synthetic=True)
+            for offset, event in enumerate(plan.inserts, start=1)
+        ]
+        await _insert_events(
+            db,
+            session_pk,
+            inserts,
+            [2 * target.position] * len(inserts),
+            synthetic=True,
+            written_by=compaction_id,
+        )
+
+    archived_ids = [e.id for e in archived]
+    await db.execute(
+        "UPDATE events SET archived = true, archived_by = $1"
+        " WHERE session = $2 AND id = ANY($3::text[])",
+        compaction_id,
+        session_pk,
+        archived_ids,
+    )
+    active = await active_events(db, session_pk)
+    before = session.version
+    session = replace(
+        session,
+        version=before + 1,
+        update_time=now,
+        counters=SessionCounters.after_compaction(active),
+        total_events=session.total_events + len(plan.inserts),
+        last_compaction_id=compaction_id,
+    )
+    await _save_header(db, session_pk, session, previous_version=before)
+    await db.execute(
+        """INSERT INTO compactions (id, session, version_before, version_after, strategy,
+               archived_ids, inserted_ids, tokens_saved, summarizer_latency_ms,
+               summary_input_tokens, summary_output_tokens, create_time)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)""",
+        compaction_id,
+        session_pk,
+        before,
+        session.version,
+        plan.strategy,
+        archived_ids,
+        [e.id for e in plan.inserts],
+        plan.tokens_estimated_saved,
+        plan.summarizer_latency_ms,
+        plan.summary_input_tokens,
+        plan.summary_output_tokens,
+        now,
+    )
+    return ApplyOutcome(session, compaction_id, active, archived)
+
+
+async def update_session(
+    db: Db,
+    session_id: str,
+    *,
+    policy_json: str | None,
+    set_policy: bool,
+    labels: Mapping[str, str] | None,
+    expected_version: int | None,
+    now: datetime,
+) -> Session:
+    """Replace the policy and/or labels. Asking to change nothing writes nothing."""
+    session_pk, session = await get_session(db, session_id, for_update=True)
+    _check_version(session, expected_version)
+    if not set_policy and labels is None:
+        return session
+    previous = session.version
+    session = replace(
+        session,
+        version=previous + 1,
+        update_time=now,
+        policy_json=policy_json if set_policy else session.policy_json,
+        labels=dict(labels) if labels is not None else session.labels,
+    )
+    await _save_header(db, session_pk, session, previous_version=previous)
+    return session
+
+
+async def delete_session(db: Db, session_id: str) -> None:
+    """Delete the session; its log and compaction records go with it (ON DELETE CASCADE)."""
+    status = await db.execute("DELETE FROM sessions WHERE id = $1", session_id)
+    if status != "DELETE 1":
+        raise SessionNotFound(session_id)

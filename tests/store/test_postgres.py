@@ -1,0 +1,240 @@
+"""What only the PostgreSQL store promises: migrations under concurrency, schemas,
+several writers on one database, and surviving a database restart.
+
+The contract suite (test_contract.py) already runs every shared behaviour on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Iterator
+
+import asyncpg
+import pytest
+
+from sidecar.errors import (
+    InvalidConfig,
+    SchemaTooNew,
+    SessionNotFound,
+    StoreUnavailable,
+    VersionConflict,
+)
+from sidecar.model import CompactionPlan, Event, Role
+from sidecar.store.postgres import PostgresStore
+from sidecar.store.postgres_schema import MIGRATIONS
+from sidecar.store.urls import redact
+from tests.conftest import Postgres
+from tests.postgres_server import PostgresServer
+
+
+def u(id: str, text: str = "hi") -> Event:
+    return Event(id=id, role=Role.USER, text=text, token_count=3)
+
+
+def a(id: str, text: str = "ok") -> Event:
+    return Event(id=id, role=Role.ASSISTANT, text=text, token_count=3)
+
+
+@pytest.fixture
+async def store(postgres_database: str) -> AsyncIterator[PostgresStore]:
+    opened = PostgresStore(postgres_database, pool_size=4)
+    await opened.open()
+    yield opened
+    await opened.close()
+
+
+async def fetch(dsn: str, sql: str) -> list[asyncpg.Record]:
+    """Read the database with a plain connection, as an operator would."""
+    db = await asyncpg.connect(dsn)
+    try:
+        return await db.fetch(sql)
+    finally:
+        await db.close()
+
+
+# -- schema and migrations ------------------------------------------------------
+
+
+async def test_replicas_starting_at_once_migrate_exactly_once(postgres_database: str) -> None:
+    stores = [PostgresStore(postgres_database, pool_size=1) for _ in range(6)]
+    await asyncio.gather(*(s.open() for s in stores))
+    try:
+        rows = await fetch(postgres_database, "SELECT version FROM schema_version")
+        assert [r[0] for r in rows] == [m.version for m in MIGRATIONS]
+        await stores[0].create_session("s", policy_json=None, labels={})
+        assert (await stores[5].get_session("s")).version == 1
+    finally:
+        await asyncio.gather(*(s.close() for s in stores))
+
+
+async def test_a_database_from_a_newer_build_is_refused(postgres_database: str) -> None:
+    first = PostgresStore(postgres_database)
+    await first.open()
+    await first.close()
+    db = await asyncpg.connect(postgres_database)
+    await db.execute("INSERT INTO schema_version (version, description) VALUES (99, 'future')")
+    await db.close()
+    with pytest.raises(SchemaTooNew, match="version 99"):
+        await PostgresStore(postgres_database).open()
+
+
+async def test_stores_in_different_schemas_of_one_database_are_independent(
+    postgres_database: str,
+) -> None:
+    db = await asyncpg.connect(postgres_database)
+    await db.execute("CREATE SCHEMA team_a; CREATE SCHEMA team_b")
+    await db.close()
+    a_store = PostgresStore(postgres_database + "?search_path=team_a")
+    b_store = PostgresStore(postgres_database + "?search_path=team_b")
+    await a_store.open()
+    await b_store.open()
+    try:
+        await a_store.append("s", [u("u1")], create_if_missing=True)
+        with pytest.raises(SessionNotFound):
+            await b_store.get_session("s")
+        tables = await fetch(
+            postgres_database,
+            "SELECT table_schema FROM information_schema.tables WHERE table_name = 'events'"
+            " ORDER BY 1",
+        )
+        assert [r[0] for r in tables] == ["team_a", "team_b"]
+    finally:
+        await a_store.close()
+        await b_store.close()
+
+
+async def test_a_missing_database_is_a_configuration_error(postgres: Postgres) -> None:
+    with pytest.raises(InvalidConfig, match="does not exist") as info:
+        await PostgresStore(postgres.dsn("no_such_database")).open()
+    assert info.value.field == "store"
+
+
+def test_urls_in_messages_never_show_the_password() -> None:
+    assert redact("postgresql://app:s3cret@db:5432/x") == "postgresql://app:***@db:5432/x"
+    assert redact("postgresql://app@db/x") == "postgresql://app@db/x"
+    store = PostgresStore("postgresql://app:s3cret@127.0.0.1:1/x")
+    assert "s3cret" not in store.where
+
+
+async def test_labels_are_jsonb_behind_a_gin_index(
+    postgres_database: str, store: PostgresStore
+) -> None:
+    await store.create_session("s", policy_json=None, labels={"team": "sre", "tier": "1"})
+    rows = await fetch(postgres_database, "SELECT labels->>'team' FROM sessions")
+    assert rows[0][0] == "sre"
+    index = await fetch(
+        postgres_database, "SELECT indexdef FROM pg_indexes WHERE indexname = 'sessions_labels'"
+    )
+    assert "gin" in index[0][0]
+
+
+# -- several writers on one database -----------------------------------------------
+
+
+async def test_two_stores_writing_one_session_keep_one_dense_order(
+    postgres_database: str,
+) -> None:
+    """Two pools stand for two replicas: appends and compactions race on one session."""
+    left = PostgresStore(postgres_database, pool_size=4)
+    right = PostgresStore(postgres_database, pool_size=4)
+    await left.open()
+    await right.open()
+    acked: list[tuple[int, str]] = []  # (version after the write, event id)
+    compactions = 0
+
+    async def appender(store: PostgresStore, name: str) -> None:
+        for n in range(40):
+            event = u(f"{name}-{n}") if n % 2 == 0 else a(f"{name}-{n}")
+            outcome = await store.append("s", [event], create_if_missing=True)
+            acked.append((outcome.session.version, event.id))
+
+    async def compactor(store: PostgresStore) -> None:
+        nonlocal compactions
+        for _ in range(15):
+            session, window = await store.active_window("s")
+            if len(window) > 4:
+                plan = CompactionPlan(
+                    strategy="test",
+                    archive_ids=tuple(e.id for e in window[:2]),
+                    base_compaction_id=session.last_compaction_id,
+                )
+                try:
+                    await store.apply("s", plan)
+                    compactions += 1
+                except VersionConflict:
+                    pass  # the other replica compacted from the same snapshot first
+            await asyncio.sleep(random.uniform(0, 0.01))
+
+    try:
+        await left.create_session("s", policy_json=None, labels={})
+        await asyncio.gather(
+            appender(left, "l"),
+            appender(right, "r"),
+            appender(left, "l2"),
+            compactor(left),
+            compactor(right),
+        )
+        log: list[Event] = []
+        token = ""
+        while True:
+            page = await left.list_events("s", page_size=50, page_token=token)
+            log += page.items
+            token = page.next_page_token
+            if not token:
+                break
+        assert sorted(e.id for e in log) == sorted(event_id for _, event_id in acked)
+        assert [e.position for e in log] == list(range(1, len(log) + 1))
+        versions = [version for version, _ in acked]
+        assert len(set(versions)) == len(versions)  # every write got its own version
+        session = await right.get_session("s")
+        assert session.version == 1 + len(acked) + compactions
+        # Each event's position follows the version order its write committed in.
+        by_version = [event_id for _, event_id in sorted(acked)]
+        assert by_version == [e.id for e in sorted(log, key=lambda e: e.position)]
+        records = await left.list_compactions("s", page_size=100, page_token="")
+        assert len(records.items) == compactions
+        archived = [i for r in records.items for i in r.archived_ids]
+        assert len(archived) == len(set(archived))  # never archived twice
+    finally:
+        await left.close()
+        await right.close()
+
+
+# -- a database restart -------------------------------------------------------------
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[PostgresServer]:
+    """A private server this test may stop and start without disturbing the others."""
+    server = PostgresServer()
+    try:
+        server.init()
+        server.start()
+        yield server
+    finally:
+        server.destroy()
+
+
+async def test_calls_fail_unavailable_while_the_database_is_down_then_recover(
+    own_postgres: PostgresServer,
+) -> None:
+    store = PostgresStore(own_postgres.dsn(), pool_size=3, connect_timeout_s=2)
+    await store.open()
+    try:
+        await store.append("s", [u("u1")], create_if_missing=True)
+        own_postgres.stop()
+        with pytest.raises(StoreUnavailable):
+            await store.ping()
+        with pytest.raises(StoreUnavailable):
+            await store.append("s", [a("a1")])
+        with pytest.raises(StoreUnavailable):
+            await store.active_window("s")
+        own_postgres.start()
+        # The same store, not reopened: the pool replaces its dead connections.
+        await store.ping()
+        await store.append("s", [a("a1")])
+        _, window = await store.active_window("s")
+        assert [e.id for e in window] == ["u1", "a1"]
+    finally:
+        await store.close()
