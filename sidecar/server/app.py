@@ -38,7 +38,6 @@ from sidecar.summarizer.protocol import Summarizer
 log = logging.getLogger(__name__)
 
 SERVICE = compaction_service_pb2.DESCRIPTOR.services_by_name["CompactionService"].full_name
-HEALTH_PROBE_INTERVAL_S = 5.0
 
 
 def open_store(config: ServerConfig) -> Store:
@@ -152,7 +151,7 @@ class Sidecar:
         """Health follows the store: NOT_SERVING while it cannot be reached."""
         healthy = True
         while True:
-            await asyncio.sleep(HEALTH_PROBE_INTERVAL_S)  # read each time: tests shorten it
+            await asyncio.sleep(self.config.store_probe_interval_s)
             try:
                 await self.engine.store.ping()
                 ok = True

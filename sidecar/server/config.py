@@ -52,6 +52,7 @@ class ServerConfig:
     sqlite_synchronous: str = "NORMAL"
     store_pool_size: int = 10
     store_open_timeout_s: float = 30.0
+    store_probe_interval_s: float = 5.0
 
     def policy(self) -> CompactionPolicy | None:
         """The default policy document, parsed; "none" means no default."""

@@ -207,10 +207,8 @@ async def test_health_goes_not_serving_while_the_store_is_unreachable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from sidecar.errors import StoreUnavailable
-    from sidecar.server import app
 
-    monkeypatch.setattr(app, "HEALTH_PROBE_INTERVAL_S", 0.05)
-    async with running(tmp_path) as sidecar:
+    async with running(tmp_path, store_probe_interval_s=0.05) as sidecar:
         store = sidecar.engine.store
         healthy_ping = store.ping
 
