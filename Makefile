@@ -4,7 +4,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo serve bench bench-quick test lint typecheck unit protos proto-check clean
+.PHONY: setup demo serve bench bench-quick test lint typecheck unit protos proto-check clean \
+	clients-ts protos-ts
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +31,7 @@ bench-quick: setup
 	$(BIN)/python -m bench.run --quick
 
 ## Every check: lint, types, the proto contract, tests.
-test: lint typecheck proto-check unit
+test: lint typecheck proto-check unit clients-ts
 
 NODE_STAMP := node_modules/.installed
 
@@ -47,6 +48,22 @@ proto-check: $(NODE_STAMP)
 protos: setup
 	$(BIN)/python scripts/gen_protos.py
 
+TS_DIR := clients/typescript
+TS_STAMP := $(TS_DIR)/node_modules/.installed
+
+$(TS_STAMP): $(TS_DIR)/package.json $(TS_DIR)/package-lock.json
+	cd $(TS_DIR) && npm ci --silent --no-audit --no-fund
+	touch $(TS_STAMP)
+
+## TypeScript client: strict build, generated-code staleness check, its tests and the
+## conformance suite against a real server from .venv.
+clients-ts: setup $(TS_STAMP)
+	cd $(TS_DIR) && npm run check-gen && SIDECAR_BIN=$(abspath $(BIN))/compaction-sidecar npm test
+
+## Regenerate clients/typescript/src/gen from protos/.
+protos-ts: $(TS_STAMP)
+	cd $(TS_DIR) && npm run generate
+
 lint: setup
 	$(BIN)/ruff check sidecar tests scripts bench
 	$(BIN)/ruff format --check sidecar tests scripts bench
@@ -58,4 +75,5 @@ unit: setup
 	$(BIN)/pytest -q
 
 clean:
-	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache \
+		$(TS_DIR)/node_modules $(TS_DIR)/dist

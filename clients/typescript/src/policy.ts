@@ -1,0 +1,53 @@
+/**
+ * Builders for compaction policies, so a caller writes
+ * `policy(strategies.slidingWindow(20), { trigger: triggers.turnCount(30) })`
+ * instead of spelling out protobuf oneof cases.
+ */
+
+import type { MessageInitShape } from "@bufbuild/protobuf";
+
+import {
+  Boundary,
+  type CompactionPolicySchema,
+  type StrategySchema,
+  type SummarizeSchema,
+  type TriggerSchema,
+} from "./gen/compaction/v1/policy_pb.js";
+
+export type TriggerInit = MessageInitShape<typeof TriggerSchema>;
+export type StrategyInit = MessageInitShape<typeof StrategySchema>;
+export type SummarizeInit = MessageInitShape<typeof SummarizeSchema>;
+
+/** When a session compacts on its own (checked after every append). */
+export const triggers = {
+  /** More than `n` turns in the active window (the one in progress counts). */
+  turnCount: (n: number): TriggerInit => ({ kind: { case: "turnCount", value: n } }),
+  /** The system message, summaries and conversation reach `n` tokens. */
+  tokenCount: (n: number): TriggerInit => ({ kind: { case: "tokenCount", value: n } }),
+  /** More than `n` conversation events in the active window. */
+  eventCount: (n: number): TriggerInit => ({ kind: { case: "eventCount", value: n } }),
+  /** Every `n` completed turns since the last compaction. */
+  intervalTurns: (n: number): TriggerInit => ({ kind: { case: "intervalTurns", value: n } }),
+  anyOf: (...list: TriggerInit[]): TriggerInit => ({ kind: { case: "anyOf", value: { triggers: list } } }),
+  allOf: (...list: TriggerInit[]): TriggerInit => ({ kind: { case: "allOf", value: { triggers: list } } }),
+  always: (): TriggerInit => ({ kind: { case: "always", value: true } }),
+};
+
+/** How a session is compacted; an omitted limit is the server's default. */
+export const strategies = {
+  slidingWindow: (maxEvents?: number): StrategyInit => ({ kind: { case: "slidingWindow", value: { maxEvents } } }),
+  turnWindow: (maxTurns?: number): StrategyInit => ({ kind: { case: "turnWindow", value: { maxTurns } } }),
+  tokenBudget: (maxTokens?: number): StrategyInit => ({ kind: { case: "tokenBudget", value: { maxTokens } } }),
+  summarize: (options: SummarizeInit = {}): StrategyInit => ({ kind: { case: "summarize", value: options } }),
+};
+
+/** A policy: a strategy, an optional trigger, and where cuts may land (default TURN). */
+export function policy(
+  strategy: StrategyInit,
+  options: { readonly trigger?: TriggerInit; readonly boundary?: Boundary } = {},
+): MessageInitShape<typeof CompactionPolicySchema> {
+  return {
+    trigger: options.trigger,
+    strategy: { ...strategy, boundary: options.boundary ?? Boundary.UNSPECIFIED },
+  };
+}

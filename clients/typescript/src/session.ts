@@ -1,0 +1,143 @@
+/**
+ * `SessionHandle`: one session's log — append, stream, context, compact, watch, events, search.
+ */
+
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { Code } from "@connectrpc/connect";
+
+import type { CallOptions, PolicyInit, SearchOptions, SidecarClient } from "./client.js";
+import type {
+  AppendEventsResponse,
+  GetContextResponse,
+  SearchHit,
+  StreamEventsRequestSchema,
+} from "./gen/compaction/v1/compaction_service_pb.js";
+import type { Event } from "./gen/compaction/v1/event_pb.js";
+import type { CompactionResult, Session } from "./gen/compaction/v1/session_pb.js";
+import { SidecarError } from "./errors.js";
+import { withIds, type EventInit } from "./ids.js";
+import { EventStream, Watch } from "./streams.js";
+
+/** Options of `append`. */
+export interface AppendOptions extends CallOptions {
+  /** Fail with FAILED_PRECONDITION unless the session is at this version. */
+  readonly expectedVersion?: bigint | number;
+  /** Create the session (with the server's default policy) if it is absent. */
+  readonly createIfMissing?: boolean;
+}
+
+/** Options of `compact`. */
+export interface CompactOptions extends CallOptions {
+  /** Overrides the session's policy for this pass. */
+  readonly policy?: PolicyInit;
+  /** Skip the trigger: run the strategy now. */
+  readonly force?: boolean;
+  /** Fail with FAILED_PRECONDITION unless the session is at this version. */
+  readonly expectedVersion?: bigint | number;
+}
+
+/** Options of `events`. */
+export interface EventsOptions extends CallOptions {
+  /** Only the active window (archived events left out). */
+  readonly activeOnly?: boolean;
+  /** Events per page fetched (default: the server's, 100). */
+  readonly pageSize?: number;
+}
+
+export class SessionHandle {
+  constructor(
+    private readonly client: SidecarClient,
+    readonly sessionId: string,
+  ) {}
+
+  /** The session's header. */
+  get(options?: CallOptions): Promise<Session> {
+    return this.client.getSession(this.sessionId, options);
+  }
+
+  /**
+   * Store a batch in one transaction; compacts if the session's trigger fires.
+   *
+   * Events without an id get one here, before the first attempt, so a retry
+   * after a lost answer (UNAVAILABLE) stores nothing twice. The response holds
+   * the events as stored, the new version, and any inline compaction.
+   */
+  append(events: Iterable<EventInit>, options: AppendOptions = {}): Promise<AppendEventsResponse> {
+    const request = {
+      sessionId: this.sessionId,
+      events: withIds(events),
+      expectedVersion: BigInt(options.expectedVersion ?? 0),
+      createIfMissing: options.createIfMissing ?? false,
+    };
+    return this.client.unary((o) => this.client.raw.appendEvents(request, o), true, options);
+  }
+
+  /**
+   * Open the fast path: `send()` appends, iterate for acks, per-request errors
+   * and background compactions. `close()` and drain to wait for every ack;
+   * `cancel()` (or the signal) ends it at once. `timeoutMs` bounds the whole stream.
+   */
+  stream(options?: CallOptions): EventStream {
+    return new EventStream(
+      (requests: AsyncIterable<MessageInitShape<typeof StreamEventsRequestSchema>>, o) =>
+        this.client.raw.streamEvents(requests, o),
+      this.sessionId,
+      this.client.streamOptions(options),
+    );
+  }
+
+  /** The compacted context to send to the model: the active window, in log order. */
+  context(options?: CallOptions): Promise<GetContextResponse> {
+    return this.client.unary((o) => this.client.raw.getContext({ sessionId: this.sessionId }, o), true, options);
+  }
+
+  /**
+   * Run a compaction pass now and wait for it; `policy` overrides the session's.
+   * Without `force` the trigger decides. Not retried: a lost answer may hide a pass that landed.
+   */
+  async compact(options: CompactOptions = {}): Promise<CompactionResult> {
+    const request = {
+      sessionId: this.sessionId,
+      policy: options.policy,
+      force: options.force ?? false,
+      expectedVersion: BigInt(options.expectedVersion ?? 0),
+    };
+    const response = await this.client.unary((o) => this.client.raw.compact(request, o), false, options);
+    if (response.result === undefined) {
+      throw new SidecarError(Code.Internal, "Compact answered without a result");
+    }
+    return response.result;
+  }
+
+  /**
+   * Every compaction result of the session as it lands, and `missed` notices
+   * when the watcher fell behind. Results that landed before the call are not
+   * replayed; not retried (a silent reconnect would hide lost results).
+   * End it with the signal, or by leaving the `for await` loop.
+   */
+  watch(options?: CallOptions): Watch {
+    return new Watch(this.client.raw.watchSession({ sessionId: this.sessionId }, this.client.streamOptions(options)));
+  }
+
+  /** The whole log in log order, archived events included unless `activeOnly`, page after page. */
+  events(options: EventsOptions = {}): AsyncIterable<Event> {
+    const request = {
+      sessionId: this.sessionId,
+      activeOnly: options.activeOnly ?? false,
+      pageSize: options.pageSize ?? 0,
+    };
+    return this.client.paged(async (pageToken) => {
+      const page = await this.client.unary(
+        (o) => this.client.raw.listEvents({ ...request, pageToken }, o),
+        true,
+        options,
+      );
+      return [page.events, page.nextPageToken];
+    });
+  }
+
+  /** Full-text search of this session's archive; see `SidecarClient.search`. */
+  search(query: string, options: Omit<SearchOptions, "sessionId"> = {}): AsyncIterable<SearchHit> {
+    return this.client.search(query, { ...options, sessionId: this.sessionId });
+  }
+}

@@ -1,0 +1,210 @@
+/**
+ * The two long-lived calls: `EventStream` (StreamEvents, appends in and acks out)
+ * and `Watch` (WatchSession, compaction results out).
+ *
+ * Both turn the raw protobuf messages into a small tagged union and every
+ * failure into a SidecarError, so a caller switches on `kind` and never on
+ * a oneof case name.
+ */
+
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { Code, type CallOptions as ConnectCallOptions } from "@connectrpc/connect";
+
+import type {
+  AppendEventsResponse,
+  StreamEventsRequestSchema,
+  StreamEventsResponse,
+  WatchSessionResponse,
+} from "./gen/compaction/v1/compaction_service_pb.js";
+import type { CompactionResult } from "./gen/compaction/v1/session_pb.js";
+import type { Status } from "./gen/google/rpc/status_pb.js";
+import { SidecarError } from "./errors.js";
+import { withIds, type EventInit } from "./ids.js";
+
+type StreamRequest = MessageInitShape<typeof StreamEventsRequestSchema>;
+
+/** A stream's append of `requestId` succeeded. */
+export interface Ack {
+  readonly kind: "ack";
+  readonly requestId: string;
+  readonly sessionId: string;
+  readonly result: AppendEventsResponse;
+}
+
+/** A stream's append of `requestId` failed; nothing of it was stored, the stream goes on. */
+export interface RequestFailed {
+  readonly kind: "error";
+  readonly requestId: string;
+  readonly sessionId: string;
+  readonly error: SidecarError;
+  /** The google.rpc.Status as the server sent it. */
+  readonly status: Status;
+}
+
+/** A background compaction of a session the stream appended to landed (or failed: `result.error`). */
+export interface BackgroundCompaction {
+  readonly kind: "compaction";
+  readonly sessionId: string;
+  readonly result: CompactionResult;
+}
+
+export type StreamMessage = Ack | RequestFailed | BackgroundCompaction;
+
+/** Options of `EventStream.send`. */
+export interface SendOptions {
+  /** Echoed on the answer; default: "1", "2", ... in send order. */
+  readonly requestId?: string;
+  /** Append to another session on the same stream (default: the handle's). */
+  readonly sessionId?: string;
+  /** Fail this request unless the session is at this version. */
+  readonly expectedVersion?: bigint | number;
+  /** Create the session (with the server's default policy) if it is absent. */
+  readonly createIfMissing?: boolean;
+}
+
+/** A queue read as an async iterable: the request side of a client stream. */
+class Outbox<T> implements AsyncIterable<T> {
+  private readonly items: T[] = [];
+  private wake: (() => void) | undefined;
+  private closed = false;
+
+  push(item: T): void {
+    if (this.closed) throw new Error("the stream is closed");
+    this.items.push(item);
+    this.wake?.();
+  }
+
+  close(): void {
+    this.closed = true;
+    this.wake?.();
+  }
+
+  async *[Symbol.asyncIterator](): AsyncGenerator<T> {
+    for (;;) {
+      const item = this.items.shift();
+      if (item !== undefined) {
+        yield item;
+        continue;
+      }
+      if (this.closed) return;
+      await new Promise<void>((resolve) => (this.wake = resolve));
+      this.wake = undefined;
+    }
+  }
+}
+
+export function streamMessage(message: StreamEventsResponse): StreamMessage {
+  const { requestId, sessionId } = message;
+  switch (message.result.case) {
+    case "append":
+      return { kind: "ack", requestId, sessionId, result: message.result.value };
+    case "error":
+      return {
+        kind: "error",
+        requestId,
+        sessionId,
+        error: SidecarError.fromStatus(message.result.value),
+        status: message.result.value,
+      };
+    case "compaction":
+      return { kind: "compaction", sessionId, result: message.result.value };
+    default:
+      throw new SidecarError(Code.Unknown, "a StreamEvents response without a result (newer server?)");
+  }
+}
+
+/**
+ * StreamEvents: `send()` queues an append (events get their ids here) and
+ * returns its request id; iterate the stream for the answers, in request
+ * order, with background compaction results interleaved.
+ */
+export class EventStream implements AsyncIterable<StreamMessage> {
+  private readonly outbox = new Outbox<StreamRequest>();
+  private readonly abort = new AbortController();
+  private readonly responses: AsyncIterable<StreamEventsResponse>;
+  private sent = 0;
+
+  constructor(
+    open: (requests: AsyncIterable<StreamRequest>, options: ConnectCallOptions) => AsyncIterable<StreamEventsResponse>,
+    readonly sessionId: string,
+    options: ConnectCallOptions,
+  ) {
+    const signal = options.signal ? AbortSignal.any([options.signal, this.abort.signal]) : this.abort.signal;
+    this.responses = open(this.outbox, { ...options, signal });
+  }
+
+  /** Queue an append; returns its request id, echoed on its answer. */
+  send(events: Iterable<EventInit>, options: SendOptions = {}): string {
+    this.sent += 1;
+    const requestId = options.requestId ?? String(this.sent);
+    this.outbox.push({
+      requestId,
+      sessionId: options.sessionId ?? this.sessionId,
+      events: withIds(events),
+      expectedVersion: BigInt(options.expectedVersion ?? 0),
+      createIfMissing: options.createIfMissing ?? false,
+    });
+    return requestId;
+  }
+
+  /** Half-close: no more sends; the answers to what was sent still arrive, then the iteration ends. */
+  close(): void {
+    this.outbox.close();
+  }
+
+  /** End the call now; the iteration rejects with CANCELLED. */
+  cancel(): void {
+    this.outbox.close();
+    this.abort.abort();
+  }
+
+  async *[Symbol.asyncIterator](): AsyncGenerator<StreamMessage> {
+    try {
+      for await (const message of this.responses) {
+        yield streamMessage(message);
+      }
+    } catch (reason) {
+      throw SidecarError.from(reason);
+    } finally {
+      this.outbox.close();
+    }
+  }
+}
+
+/** The watcher fell behind and `count` compaction results were dropped for it. */
+export interface Missed {
+  readonly kind: "missed";
+  readonly count: number;
+}
+
+/** A compaction of the watched session landed (or a background pass failed: `result.error`). */
+export interface Compaction {
+  readonly kind: "compaction";
+  readonly result: CompactionResult;
+}
+
+export type WatchUpdate = Compaction | Missed;
+
+/** WatchSession as an async iterable of updates; failures (deadline, abort) reject as SidecarError. */
+export class Watch implements AsyncIterable<WatchUpdate> {
+  constructor(private readonly responses: AsyncIterable<WatchSessionResponse>) {}
+
+  async *[Symbol.asyncIterator](): AsyncGenerator<WatchUpdate> {
+    try {
+      for await (const message of this.responses) {
+        switch (message.update.case) {
+          case "compaction":
+            yield { kind: "compaction", result: message.update.value };
+            break;
+          case "missed":
+            yield { kind: "missed", count: message.update.value };
+            break;
+          default:
+            break; // an update kind added by a newer server
+        }
+      }
+    } catch (reason) {
+      throw SidecarError.from(reason);
+    }
+  }
+}

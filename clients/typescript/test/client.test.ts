@@ -1,0 +1,277 @@
+/**
+ * The wrapper's own behaviour against a real server: ids and retries, deadlines,
+ * cancellation, error details, streams and watches.
+ */
+
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+
+import type { Interceptor } from "@connectrpc/connect";
+
+import {
+  Code,
+  ConnectErrorForTests,
+  Role,
+  SidecarClient,
+  SidecarError,
+  policy,
+  strategies,
+  triggers,
+  type StreamMessage,
+  type WatchUpdate,
+} from "./support.js";
+import { quickstart } from "../examples/quickstart.js";
+import { freePort, startServer, type RunningServer } from "./server.js";
+
+const turn = (n: number) => [
+  { id: `u${n}`, role: Role.USER, text: `question ${n} about invoices and the billing export` },
+  { id: `a${n}`, role: Role.ASSISTANT, text: `answer ${n}: the export ran at 0${n}:00 and produced ${n}00 rows` },
+];
+
+async function rejects(promise: Promise<unknown>, code: Code): Promise<SidecarError> {
+  try {
+    await promise;
+  } catch (reason) {
+    assert.ok(reason instanceof SidecarError, `expected a SidecarError, got ${String(reason)}`);
+    assert.equal(reason.code, code, reason.message);
+    return reason;
+  }
+  assert.fail(`expected ${Code[code]}, the call succeeded`);
+}
+
+async function drain<T>(items: AsyncIterable<T>): Promise<T[]> {
+  const all: T[] = [];
+  for await (const item of items) all.push(item);
+  return all;
+}
+
+/** Records the event ids each AppendEvents attempt carried. */
+function recordAppends(log: string[][]): Interceptor {
+  return (next) => async (request) => {
+    if (request.method.name === "AppendEvents" && !request.stream) {
+      const message = request.message as unknown as { events: { id: string }[] };
+      log.push(message.events.map((e) => e.id));
+    }
+    return next(request);
+  };
+}
+
+describe("SidecarClient against a running server", () => {
+  let server: RunningServer;
+  let client: SidecarClient;
+
+  before(async () => {
+    server = await startServer({ args: ["--summarizer", "extractive"] });
+    client = new SidecarClient({ address: server.address });
+  });
+  after(async () => {
+    client?.close();
+    await server?.stop();
+  });
+
+  it("gives events without an id one before the first attempt, and re-sends it after a lost answer", async () => {
+    const attempts: string[][] = [];
+    let lose = true;
+    // The first answer is lost on its way back, as when a connection drops after the commit.
+    const loseFirstAnswer: Interceptor = (next) => async (request) => {
+      const response = await next(request);
+      if (request.method.name === "AppendEvents" && lose) {
+        lose = false;
+        throw new ConnectErrorForTests("connection reset", Code.Unavailable);
+      }
+      return response;
+    };
+    const flaky = new SidecarClient({
+      address: server.address,
+      interceptors: [recordAppends(attempts), loseFirstAnswer],
+      retry: { initialBackoffMs: 10 },
+    });
+    try {
+      const session = flaky.session("retry-lost-answer");
+      const result = await session.append(
+        [{ role: Role.USER, text: "hello" }, { role: Role.ASSISTANT, text: "hi" }],
+        { createIfMissing: true },
+      );
+      assert.equal(attempts.length, 2);
+      assert.deepEqual(attempts[1], attempts[0]);
+      assert.match(attempts[0]?.[0] ?? "", /^[0-9a-f]{32}$/);
+      assert.deepEqual(result.events.map((e) => e.id), attempts[0]);
+      const log = await drain(session.events());
+      assert.deepEqual(log.map((e) => e.id), attempts[0], "stored once, not twice");
+      assert.equal((await session.get()).version, 1n);
+    } finally {
+      flaky.close();
+    }
+  });
+
+  it("exposes BadRequest, ErrorInfo and the status code of a failed call", async () => {
+    const bad = await rejects(
+      client.createSession("bad-policy", { policy: policy(strategies.summarize({ maxEventsToKeep: 2, overlap: 2 })) }),
+      Code.InvalidArgument,
+    );
+    assert.equal(bad.codeName, "INVALID_ARGUMENT");
+    assert.equal(bad.field, "policy.strategy.summarize.overlap");
+    assert.match(bad.fieldViolations[0]?.description ?? "", /smaller than max_events_to_keep/);
+    assert.match(bad.rawMessage, /^policy\.strategy\.summarize\.overlap: /);
+    assert.ok(bad.message.startsWith("INVALID_ARGUMENT: "));
+
+    const session = client.session("errors-version");
+    await session.append(turn(0), { createIfMissing: true });
+    const stale = await rejects(session.append(turn(1), { expectedVersion: 7 }), Code.FailedPrecondition);
+    assert.equal(stale.currentVersion, 1n);
+    assert.equal(stale.reason, "VERSION_MISMATCH");
+
+    const missing = await rejects(client.session("no-such-session").context(), Code.NotFound);
+    assert.deepEqual(missing.fieldViolations, []);
+  });
+
+  it("streams appends: acks in order, a failed request with its details, background summaries", async () => {
+    await client.createSession("stream-summary", {
+      policy: policy(strategies.summarize({ maxEventsToKeep: 2, overlap: 1, maxSummaryTokens: 20 }), {
+        trigger: triggers.turnCount(2),
+      }),
+    });
+    const stream = client.session("stream-summary").stream({ timeoutMs: 20_000 });
+    const ids = [0, 1, 2].map((n) => stream.send(turn(n)));
+    const bad = stream.send([{ id: "x", text: "no role" }]);
+    const messages: StreamMessage[] = [];
+    for await (const message of stream) {
+      messages.push(message);
+      if (message.kind === "compaction") stream.close();
+    }
+    const acks = messages.filter((m) => m.kind === "ack");
+    assert.deepEqual(acks.map((m) => m.requestId), ids);
+    const failed = messages.find((m) => m.kind === "error");
+    assert.equal(failed?.kind, "error");
+    if (failed?.kind === "error") {
+      assert.equal(failed.requestId, bad);
+      assert.equal(failed.error.code, Code.InvalidArgument);
+      assert.equal(failed.error.field, "events[0].role");
+    }
+    const compaction = messages.find((m) => m.kind === "compaction");
+    assert.ok(compaction?.kind === "compaction" && compaction.result.compacted, "a background summary landed");
+    const context = await client.session("stream-summary").context();
+    assert.ok(context.events.some((e) => e.synthetic), "the summary turn is in the context");
+  });
+
+  it("watches a session's compactions until aborted", async () => {
+    const session = client.session("watched");
+    await session.append([...turn(0), ...turn(1), ...turn(2)], { createIfMissing: true });
+    const abort = new AbortController();
+    const updates: WatchUpdate[] = [];
+    const watching = rejects(
+      (async () => {
+        for await (const update of session.watch({ signal: abort.signal })) {
+          updates.push(update);
+          abort.abort();
+        }
+      })(),
+      Code.Canceled,
+    );
+    // The server subscribes when the call arrives; compact until the watcher has seen one.
+    for (let i = 0; i < 50 && updates.length === 0; i++) {
+      await session.compact({ policy: policy(strategies.turnWindow(1)), force: true });
+      await new Promise((done) => setTimeout(done, 50));
+    }
+    await watching;
+    const first = updates[0];
+    assert.ok(first?.kind === "compaction" && first.result.strategy === "turn_window");
+  });
+
+  it("ends a watch at its deadline with DEADLINE_EXCEEDED", async () => {
+    await client.session("deadline").append(turn(0), { createIfMissing: true });
+    const started = Date.now();
+    await rejects(drain(client.session("deadline").watch({ timeoutMs: 300 })), Code.DeadlineExceeded);
+    assert.ok(Date.now() - started < 5_000);
+  });
+
+  it("runs the README example", async () => {
+    const texts = await quickstart(server.address);
+    // turn_count(3) fired on the 4th turn; sliding_window(4) kept the last two turns.
+    assert.deepEqual(texts, ["check disk 3", "disk 3 ok", "check disk 4", "disk 4 ok"]);
+  });
+});
+
+describe("SidecarClient retries, deadlines and cancellation without a server", () => {
+  it("retries an append on UNAVAILABLE until the server comes up, with the same ids", async () => {
+    const port = await freePort();
+    const attempts: string[][] = [];
+    const client = new SidecarClient({
+      address: `127.0.0.1:${port}`,
+      interceptors: [recordAppends(attempts)],
+      retry: { retries: 30, initialBackoffMs: 100, maxBackoffMs: 400 },
+      timeoutMs: 30_000,
+    });
+    let server: RunningServer | undefined;
+    try {
+      const appended = client.session("late-server").append(turn(0), { createIfMissing: true });
+      while (attempts.length === 0) await new Promise((done) => setTimeout(done, 10));
+      server = await startServer({ port });
+      const result = await appended;
+      assert.ok(attempts.length >= 2, `expected retries, saw ${attempts.length} attempt(s)`);
+      assert.ok(attempts.every((ids) => ids.join() === "u0,a0"));
+      assert.deepEqual(result.events.map((e) => e.id), ["u0", "a0"]);
+    } finally {
+      client.close();
+      await server?.stop();
+    }
+  });
+
+  it("never retries Compact", async () => {
+    const port = await freePort();
+    let attempts = 0;
+    const count: Interceptor = (next) => (request) => {
+      attempts += 1;
+      return next(request);
+    };
+    const client = new SidecarClient({ address: `127.0.0.1:${port}`, interceptors: [count], retry: { initialBackoffMs: 10 } });
+    try {
+      await rejects(client.session("s").compact({ force: true }), Code.Unavailable);
+      assert.equal(attempts, 1);
+    } finally {
+      client.close();
+    }
+  });
+
+  it("bounds all attempts of a retried call by its timeoutMs", async () => {
+    const port = await freePort();
+    let attempts = 0;
+    const count: Interceptor = (next) => (request) => {
+      attempts += 1;
+      return next(request);
+    };
+    const client = new SidecarClient({
+      address: `127.0.0.1:${port}`,
+      interceptors: [count],
+      retry: { retries: 1000, initialBackoffMs: 50 },
+    });
+    try {
+      const started = Date.now();
+      const error = await client.session("s").context({ timeoutMs: 600 }).then(
+        () => assert.fail("no server, yet the call succeeded"),
+        (reason: unknown) => reason,
+      );
+      // The last attempt's UNAVAILABLE, or DEADLINE_EXCEEDED if the budget ran out mid-attempt.
+      assert.ok(error instanceof SidecarError);
+      assert.ok([Code.Unavailable, Code.DeadlineExceeded].includes(error.code), error.message);
+      assert.ok(Date.now() - started < 3_000, `took ${Date.now() - started} ms`);
+      assert.ok(attempts > 1 && attempts < 1000, `${attempts} attempts`);
+    } finally {
+      client.close();
+    }
+  });
+
+  it("cancels a call and its retries when the signal aborts", async () => {
+    const port = await freePort();
+    const client = new SidecarClient({ address: `127.0.0.1:${port}`, retry: { retries: 1000, initialBackoffMs: 100 } });
+    try {
+      const abort = new AbortController();
+      setTimeout(() => abort.abort(), 300);
+      const started = Date.now();
+      await rejects(client.session("s").append(turn(0), { signal: abort.signal }), Code.Canceled);
+      assert.ok(Date.now() - started < 2_000, `took ${Date.now() - started} ms`);
+    } finally {
+      client.close();
+    }
+  });
+});

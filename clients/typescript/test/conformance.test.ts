@@ -1,0 +1,64 @@
+/**
+ * The shared conformance scenarios (tests/conformance/scenarios.json) against a
+ * real `compaction-sidecar serve`, through SidecarClient: one test per scenario.
+ */
+
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+
+import { SidecarClient } from "../src/index.js";
+import { check, loadScenarios, match, runScenario, scenarioPath, type Json } from "./conformance.js";
+import { startServer, type RunningServer } from "./server.js";
+
+const doc = loadScenarios();
+
+describe(`conformance (${scenarioPath()})`, () => {
+  let server: RunningServer;
+  let client: SidecarClient;
+
+  before(async () => {
+    server = await startServer({ args: doc.server_args });
+    client = new SidecarClient({ address: server.address, timeoutMs: 30_000 });
+  });
+
+  after(async () => {
+    client?.close();
+    await server?.stop();
+  });
+
+  for (const scenario of doc.scenarios) {
+    it(scenario.name, async () => {
+      const failures = await runScenario(client, scenario);
+      assert.deepEqual(failures, [], failures.join("\n"));
+    });
+  }
+});
+
+describe("conformance matching rules", () => {
+  const cases: [Json, Json, boolean][] = [
+    [{ version: "2" }, { version: 2, other: 1 }, true],
+    [{ version: "2" }, { version: "3" }, false],
+    [{ compacted: false }, {}, true],
+    [{ events: [] }, {}, true],
+    [{ version: "0" }, {}, true],
+    [{ compacted: true }, {}, false],
+    [{ events: [{ id: "*" }] }, { events: [{ id: "x" }, { id: "y" }] }, false],
+    [["*", "b"], ["a", "b"], true],
+    [{ a: { b: "c" } }, { a: { b: "c", d: "e" } }, true],
+    [{ tokenCount: "1.0" }, { tokenCount: 1 }, true],
+    [{ text: "yes" }, { text: "no" }, false],
+  ];
+  for (const [expected, actual, ok] of cases) {
+    it(`${JSON.stringify(expected)} vs ${JSON.stringify(actual)} -> ${ok}`, () => {
+      assert.equal(match(expected, actual).length === 0, ok);
+    });
+  }
+
+  it("reports a wrong expectation with the path and both sides", () => {
+    const outcome = { code: "OK", message: "", fieldViolations: [], response: { events: [{ id: "u1" }], version: "1" } };
+    assert.deepEqual(check({ event_ids: ["u2"], response: { version: "1" } }, outcome), [
+      'event_ids[0]: expected "u2", got "u1"',
+    ]);
+    assert.deepEqual(check({ code: "NOT_FOUND" }, outcome), ["code: expected NOT_FOUND, got OK ()"]);
+  });
+});
