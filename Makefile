@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: setup demo serve bench bench-quick test lint typecheck unit protos proto-check clean \
-	clients-ts protos-ts
+	clients-ts protos-ts clients-go protos-go
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +31,7 @@ bench-quick: setup
 	$(BIN)/python -m bench.run --quick
 
 ## Every check: lint, types, the proto contract, tests.
-test: lint typecheck proto-check unit clients-ts
+test: lint typecheck proto-check unit clients-ts clients-go
 
 NODE_STAMP := node_modules/.installed
 
@@ -63,6 +63,18 @@ clients-ts: setup $(TS_STAMP)
 ## Regenerate clients/typescript/src/gen from protos/.
 protos-ts: $(TS_STAMP)
 	cd $(TS_DIR) && npm run generate
+
+## Go client: pinned plugins, stubs up to date, gofmt/vet, its tests and the conformance
+## suite against a real server from .venv.
+clients-go: setup $(NODE_STAMP)
+	clients/go/scripts/check-gen.sh
+	cd clients/go && test -z "$$(gofmt -l .)" || { gofmt -l .; exit 1; }
+	cd clients/go && go vet ./...
+	cd clients/go && SIDECAR_BIN=$(abspath $(BIN))/compaction-sidecar go test -count=1 ./...
+
+## Regenerate the Go stubs in clients/go/compactionv1 from protos/.
+protos-go: $(NODE_STAMP)
+	clients/go/scripts/gen.sh
 
 lint: setup
 	$(BIN)/ruff check sidecar tests scripts bench

@@ -1,0 +1,117 @@
+package compaction
+
+import (
+	"context"
+	"iter"
+
+	pb "github.com/compaction-sidecar/compaction-sidecar/clients/go/compactionv1"
+)
+
+// Session is one session's log: append, stream, read the context, compact,
+// watch, list and search. Get one from Client.Session; it is safe for
+// concurrent use.
+type Session struct {
+	client *Client
+	// ID is the session id.
+	ID string
+}
+
+// Get returns the session's header.
+func (s *Session) Get(ctx context.Context) (*pb.Session, error) {
+	return s.client.GetSession(ctx, s.ID)
+}
+
+// AppendOptions qualify an append; nil means none.
+type AppendOptions struct {
+	// ExpectedVersion, when non-zero, makes the append fail with
+	// ErrFailedPrecondition (CurrentVersion set) unless the session is at
+	// this version.
+	ExpectedVersion int64
+	// CreateIfMissing creates the session, with the server's default
+	// policy, if it is absent.
+	CreateIfMissing bool
+}
+
+// Append stores a batch of events in one transaction; the server compacts
+// if the session's trigger fires (the response's Compaction, or
+// CompactionScheduled for a summarizing pass in the background).
+//
+// Events without an id get a random one here, before the first attempt, so
+// a retry after a lost answer stores nothing twice (the caller's events are
+// not modified; the response holds them as stored).
+func (s *Session) Append(ctx context.Context, events []*pb.Event, opts *AppendOptions) (*pb.AppendEventsResponse, error) {
+	req := &pb.AppendEventsRequest{SessionId: s.ID, Events: WithIDs(events)}
+	if opts != nil {
+		req.ExpectedVersion = opts.ExpectedVersion
+		req.CreateIfMissing = opts.CreateIfMissing
+	}
+	c := s.client
+	return unary(ctx, c, true, func(ctx context.Context) (*pb.AppendEventsResponse, error) {
+		return c.stub.AppendEvents(ctx, req)
+	})
+}
+
+// Context returns the compacted context to send to the model: the active
+// window in log order, with its version, tokens and turns.
+func (s *Session) Context(ctx context.Context) (*pb.GetContextResponse, error) {
+	req := &pb.GetContextRequest{SessionId: s.ID}
+	c := s.client
+	return unary(ctx, c, true, func(ctx context.Context) (*pb.GetContextResponse, error) {
+		return c.stub.GetContext(ctx, req)
+	})
+}
+
+// CompactOptions qualify a compaction pass; nil means "if the trigger fires,
+// with the session's policy".
+type CompactOptions struct {
+	// Force skips the trigger: the strategy runs now.
+	Force bool
+	// Policy overrides the session's policy for this pass.
+	Policy *pb.CompactionPolicy
+	// ExpectedVersion, when non-zero, fails the pass with
+	// ErrFailedPrecondition unless the session is at this version.
+	ExpectedVersion int64
+}
+
+// Compact runs a compaction pass now and waits for its result. A
+// summarizing pass may take a while: give ctx a deadline that also suits
+// the summarizer.
+//
+// Not retried: a lost answer may hide a pass that landed.
+func (s *Session) Compact(ctx context.Context, opts *CompactOptions) (*pb.CompactionResult, error) {
+	req := &pb.CompactRequest{SessionId: s.ID}
+	if opts != nil {
+		req.Force = opts.Force
+		req.Policy = opts.Policy
+		req.ExpectedVersion = opts.ExpectedVersion
+	}
+	c := s.client
+	resp, err := unary(ctx, c, false, func(ctx context.Context) (*pb.CompactResponse, error) {
+		return c.stub.Compact(ctx, req)
+	})
+	return resp.GetResult(), err
+}
+
+// Events yields the whole log in log order, archived events included
+// unless activeOnly, page after page.
+func (s *Session) Events(ctx context.Context, activeOnly bool) iter.Seq2[*pb.Event, error] {
+	c := s.client
+	return paged(func(token string) ([]*pb.Event, string, error) {
+		req := &pb.ListEventsRequest{SessionId: s.ID, ActiveOnly: activeOnly, PageToken: token}
+		page, err := unary(ctx, c, true, func(ctx context.Context) (*pb.ListEventsResponse, error) {
+			return c.stub.ListEvents(ctx, req)
+		})
+		return page.GetEvents(), page.GetNextPageToken(), err
+	})
+}
+
+// Search is Client.Search restricted to this session (opts.SessionID is
+// ignored).
+func (s *Session) Search(ctx context.Context, query string, opts *SearchOptions) iter.Seq2[*pb.SearchHit, error] {
+	scoped := SearchOptions{}
+	if opts != nil {
+		scoped = *opts
+	}
+	scoped.SessionID = s.ID
+	return s.client.Search(ctx, query, &scoped)
+}
