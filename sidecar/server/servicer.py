@@ -264,7 +264,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
                 await inbox.put(None)
 
         async def read() -> None:
-            """Take what has arrived, fold consecutive appends to one session, answer each."""
+            """Take what has arrived, answer it as a batch (see ``_stream_batch``), in order."""
             try:
                 ended = False
                 while not ended:
@@ -278,11 +278,10 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
                             ended = True
                             break
                         arrived.append(more)
-                    for group in self._foldable(arrived):
-                        for out in await self._stream_group(group):
-                            if out.HasField("append"):
-                                watch(out.session_id)
-                            await queue.put(out)
+                    for out in await self._stream_batch(arrived):
+                        if out.HasField("append"):
+                            watch(out.session_id)
+                        await queue.put(out)
             finally:
                 await queue.put(None)
 
@@ -302,6 +301,38 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
                 task.cancel()
             for watcher in watchers.values():
                 watcher.close()
+
+    async def _stream_batch(
+        self, requests: list[pb.StreamEventsRequest]
+    ) -> list[pb.StreamEventsResponse]:
+        """Answer requests that arrived together; the answers come back in request order.
+
+        Each session's requests run in order, folded where they can be; the
+        sessions run side by side, so appends to many sessions meet in the
+        store and commit together (group commit) instead of one after another.
+        """
+        by_session: dict[str, list[tuple[int, pb.StreamEventsRequest]]] = {}
+        for index, request in enumerate(requests):
+            by_session.setdefault(request.session_id, []).append((index, request))
+
+        async def answer(
+            items: list[tuple[int, pb.StreamEventsRequest]],
+        ) -> list[tuple[int, pb.StreamEventsResponse]]:
+            answers: list[pb.StreamEventsResponse] = []
+            for group in self._foldable([request for _, request in items]):
+                answers += await self._stream_group(group)
+            return list(zip((index for index, _ in items), answers, strict=True))
+
+        if len(by_session) == 1:
+            (items,) = by_session.values()
+            return [out for _, out in await answer(items)]
+        answered = await asyncio.gather(*(answer(items) for items in by_session.values()))
+        return [
+            out
+            for _, out in sorted(
+                (pair for pairs in answered for pair in pairs), key=lambda pair: pair[0]
+            )
+        ]
 
     def _foldable(
         self, requests: list[pb.StreamEventsRequest]

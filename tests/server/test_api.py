@@ -354,6 +354,39 @@ async def test_stream_acks_in_order_with_errors_and_background_compactions(tmp_p
             assert any(e.synthetic and e.text == "rolling summary" for e in context.events)
 
 
+async def test_stream_interleaving_sessions_answers_in_request_order(tmp_path: Path) -> None:
+    """Requests for many sessions, sent back to back, run side by side in the server;
+    the answers still come in request order, each session's events in its order,
+    and a bad request fails alone."""
+    async with running(tmp_path) as sidecar:
+        async with grpc.aio.insecure_channel(address(sidecar)) as channel:
+            stub = pb_grpc.CompactionServiceStub(channel)
+            requests = [
+                pb.StreamEventsRequest(
+                    request_id=f"r{n}",
+                    session_id=f"s{n % 5}",
+                    create_if_missing=True,
+                    events=[event_pb2.Event(id=f"e{n}", role=event_pb2.ROLE_USER, text="hi")],
+                )
+                for n in range(60)
+            ]
+            requests[31].expected_version = 99  # s1 is never at 99
+
+            async def send() -> AsyncIterator[pb.StreamEventsRequest]:
+                for request in requests:
+                    yield request
+
+            answers = [r async for r in stub.StreamEvents(send())]
+            assert [a.request_id for a in answers] == [r.request_id for r in requests]
+            assert answers[31].WhichOneof("result") == "error"
+            assert answers[31].error.code == grpc.StatusCode.FAILED_PRECONDITION.value[0]
+            for session in range(5):
+                listed = await stub.ListEvents(pb.ListEventsRequest(session_id=f"s{session}"))
+                expected = [f"e{n}" for n in range(session, 60, 5) if n != 31]
+                assert [e.id for e in listed.events] == expected
+                assert [e.position for e in listed.events] == list(range(1, len(expected) + 1))
+
+
 async def test_stream_whose_client_stops_reading_is_held_back(tmp_path: Path) -> None:
     async with running(tmp_path) as sidecar:
         async with grpc.aio.insecure_channel(address(sidecar)) as channel:

@@ -235,3 +235,37 @@ async def test_concurrent_appends_lose_nothing_and_keep_positions_dense(
         for w in range(writers_per_session):
             mine = [e.id for e in window if e.id.startswith(f"{w}-")]
             assert mine == [f"{w}-{b}-{r}" for b in range(batches_per_writer) for r in "qa"]
+
+
+async def test_writes_queued_together_commit_together_and_fail_alone(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sidecar.errors import VersionConflict
+    from sidecar.store import sqlite
+
+    groups: list[int] = []
+    real_in_group = sqlite._in_group
+
+    def counting(bodies):  # type: ignore[no-untyped-def]
+        groups.append(len(bodies))
+        return real_in_group(bodies)
+
+    monkeypatch.setattr(sqlite, "_in_group", counting)
+    for n in range(10):
+        await store.create_session(f"s{n}", policy_json=None, labels={})
+    outcomes = await asyncio.gather(
+        *(store.append(f"s{n}", [u(f"e{n}")]) for n in range(10)),
+        store.append("s0", [u("stale")], expected_version=1),  # s0 is at 2 by then
+        store.append("missing", [u("x")]),
+        return_exceptions=True,
+    )
+    assert sum(groups) >= 11 and len(groups) < 12  # queued writes shared transactions
+    assert all(not isinstance(o, BaseException) for o in outcomes[:10])
+    assert isinstance(outcomes[10], VersionConflict)
+    assert isinstance(outcomes[11], SessionNotFound)
+    for n in range(10):
+        session, window = await store.active_window(f"s{n}")
+        assert [e.id for e in window] == [f"e{n}"]
+        assert session.version == 2
+    with pytest.raises(SessionNotFound):
+        await store.get_session("missing")
