@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: setup demo serve bench bench-quick test lint typecheck unit protos proto-check clean \
-	clients-ts protos-ts clients-go protos-go
+	clients-ts protos-ts clients-go protos-go clients-java clients-java-gen clients-java-gen-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +31,7 @@ bench-quick: setup
 	$(BIN)/python -m bench.run --quick
 
 ## Every check: lint, types, the proto contract, tests.
-test: lint typecheck proto-check unit clients-ts clients-go
+test: lint typecheck proto-check unit clients-ts clients-go clients-java-gen-check clients-java
 
 NODE_STAMP := node_modules/.installed
 
@@ -75,6 +75,20 @@ clients-go: setup $(NODE_STAMP)
 ## Regenerate the Go stubs in clients/go/compactionv1 from protos/.
 protos-go: $(NODE_STAMP)
 	clients/go/scripts/gen.sh
+
+## Java client: its tests and the conformance suite, each test class against a real server.
+clients-java: setup
+	cd clients/java && SIDECAR_BIN=$(abspath $(BIN))/compaction-sidecar \
+		mvn -B --no-transfer-progress -q test
+
+## Regenerate clients/java/src/generated/java from protos/ (buf; protoc from Maven Central;
+## grpc_java_plugin from Debian, apt-installed by the script when missing).
+clients-java-gen: $(NODE_STAMP)
+	clients/java/scripts/gen.sh
+
+## Fail when the committed Java stubs are stale.
+clients-java-gen-check: $(NODE_STAMP)
+	clients/java/scripts/gen.sh --check
 
 lint: setup
 	$(BIN)/ruff check sidecar tests scripts bench

@@ -1,0 +1,156 @@
+package dev.compactionsidecar.client;
+
+import dev.compactionsidecar.v1.AppendEventsRequest;
+import dev.compactionsidecar.v1.AppendEventsResponse;
+import dev.compactionsidecar.v1.CompactRequest;
+import dev.compactionsidecar.v1.CompactionResult;
+import dev.compactionsidecar.v1.Event;
+import dev.compactionsidecar.v1.GetContextRequest;
+import dev.compactionsidecar.v1.GetContextResponse;
+import dev.compactionsidecar.v1.ListEventsRequest;
+import dev.compactionsidecar.v1.ListEventsResponse;
+import dev.compactionsidecar.v1.SearchEventsRequest;
+import dev.compactionsidecar.v1.SearchHit;
+import dev.compactionsidecar.v1.Session;
+import java.time.Duration;
+import java.util.List;
+import java.util.stream.Stream;
+
+/**
+ * One session's log: append, stream, read the compacted context, compact, watch, list, search.
+ *
+ * <p>Made by {@link SidecarClient#session(String)}; holds no state but the id, so it is cheap and
+ * thread-safe.
+ */
+public final class SessionHandle {
+  private final SidecarClient client;
+  private final String sessionId;
+
+  SessionHandle(SidecarClient client, String sessionId) {
+    this.client = client;
+    this.sessionId = sessionId;
+  }
+
+  /** The session's id. */
+  public String id() {
+    return sessionId;
+  }
+
+  /** The session's header: version, policy, counters. */
+  public Session get() {
+    return client.getSession(sessionId);
+  }
+
+  /** Store {@code events} in one transaction; see {@link #append(List, AppendOptions)}. */
+  public AppendEventsResponse append(Event... events) {
+    return append(List.of(events), AppendOptions.DEFAULT);
+  }
+
+  /** Store {@code events} in one transaction; see {@link #append(List, AppendOptions)}. */
+  public AppendEventsResponse append(List<Event> events) {
+    return append(events, AppendOptions.DEFAULT);
+  }
+
+  /**
+   * Store {@code events} in one transaction, in order, then compact if the session's trigger fires
+   * (the response's {@code compaction}, or {@code compaction_scheduled} for a summarizing pass).
+   *
+   * <p>Events without an id get one before the first attempt, so the retries on UNAVAILABLE
+   * re-send the same ids and the server, answering a re-sent id with the stored event, stores each
+   * once.
+   */
+  public AppendEventsResponse append(List<Event> events, AppendOptions options) {
+    AppendEventsRequest request =
+        AppendEventsRequest.newBuilder()
+            .setSessionId(sessionId)
+            .addAllEvents(Events.withIds(events))
+            .setExpectedVersion(options.expectedVersion())
+            .setCreateIfMissing(options.createIfMissing())
+            .build();
+    return client.unary(stub -> stub.appendEvents(request), true);
+  }
+
+  /** A StreamEvents call for appending to this session; no deadline. Close it when done. */
+  public EventStream stream() {
+    return new EventStream(client, sessionId, null);
+  }
+
+  /** A StreamEvents call that ends with DEADLINE_EXCEEDED after {@code deadline}. */
+  public EventStream stream(Duration deadline) {
+    return new EventStream(client, sessionId, deadline);
+  }
+
+  /** The compacted context to send to the model: the active window, in log order. */
+  public GetContextResponse context() {
+    GetContextRequest request = GetContextRequest.newBuilder().setSessionId(sessionId).build();
+    return client.unary(stub -> stub.getContext(request), true);
+  }
+
+  /** Run a compaction pass now if the session's trigger fires, and wait for its result. */
+  public CompactionResult compact() {
+    return compact(CompactOptions.DEFAULT);
+  }
+
+  /**
+   * Run a compaction pass now and wait for its result. Never retried: a lost answer leaves no way
+   * to tell "done" from "not done". A summarizing pass can take a while: use {@code
+   * client.withDeadline(...)} for a longer deadline.
+   */
+  public CompactionResult compact(CompactOptions options) {
+    CompactRequest.Builder request =
+        CompactRequest.newBuilder()
+            .setSessionId(sessionId)
+            .setForce(options.force())
+            .setExpectedVersion(options.expectedVersion());
+    if (options.policy() != null) {
+      request.setPolicy(options.policy());
+    }
+    CompactRequest built = request.build();
+    return client.unary(stub -> stub.compact(built), false).getResult();
+  }
+
+  /** Watch the session's compaction results; no deadline. Close it to stop. */
+  public Watch watch() {
+    return new Watch(client, sessionId, null);
+  }
+
+  /** Watch the session's compaction results; the call ends with DEADLINE_EXCEEDED after it. */
+  public Watch watch(Duration deadline) {
+    return new Watch(client, sessionId, deadline);
+  }
+
+  /** The whole log, archived events included, in log order, page by page. */
+  public Stream<Event> events() {
+    return events(false);
+  }
+
+  /** The log in order; with {@code activeOnly}, only the active window. */
+  public Stream<Event> events(boolean activeOnly) {
+    return Pages.stream(
+        token -> {
+          ListEventsRequest request =
+              ListEventsRequest.newBuilder()
+                  .setSessionId(sessionId)
+                  .setActiveOnly(activeOnly)
+                  .setPageToken(token)
+                  .build();
+          ListEventsResponse page = client.unary(stub -> stub.listEvents(request), true);
+          return new Pages.Page<>(page.getEventsList(), page.getNextPageToken());
+        });
+  }
+
+  /** Full-text search over this session's archived events, best first. */
+  public Stream<SearchHit> search(String query) {
+    return search(SearchEventsRequest.newBuilder().setQuery(query).build());
+  }
+
+  /** Search this session with every filter of the API (roles, active events too, time range). */
+  public Stream<SearchHit> search(SearchEventsRequest request) {
+    return client.search(request.toBuilder().setSessionId(sessionId).build());
+  }
+
+  /** Delete the session and its whole log. Not retried. */
+  public void delete() {
+    client.deleteSession(sessionId);
+  }
+}

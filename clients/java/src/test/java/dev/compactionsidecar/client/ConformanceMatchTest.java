@@ -1,0 +1,49 @@
+package dev.compactionsidecar.client;
+
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+
+import com.google.protobuf.InvalidProtocolBufferException;
+import com.google.protobuf.Value;
+import com.google.protobuf.util.JsonFormat;
+import org.junit.jupiter.api.Test;
+
+/** The conformance format's matching rules, so a runner bug cannot pass every scenario. */
+class ConformanceMatchTest {
+  private static Value json(String text) throws InvalidProtocolBufferException {
+    Value.Builder v = Value.newBuilder();
+    JsonFormat.parser().merge(text, v);
+    return v.build();
+  }
+
+  private static String match(String expected, String actual) throws Exception {
+    return ConformanceTest.match(json(expected), json(actual), "$");
+  }
+
+  @Test
+  void objectsMatchOnExpectedKeysOnly() throws Exception {
+    assertNull(match("{\"a\": 1}", "{\"a\": 1, \"b\": 2}"));
+    assertNotNull(match("{\"a\": 1}", "{\"a\": 2}"));
+  }
+
+  @Test
+  void numbersAndNumericStringsCompareByValue() throws Exception {
+    assertNull(match("{\"version\": \"2\"}", "{\"version\": 2}"));
+    assertNull(match("{\"version\": 2}", "{\"version\": \"2\"}"));
+    assertNotNull(match("{\"version\": \"2\"}", "{\"version\": \"3\"}"));
+  }
+
+  @Test
+  void arraysNeedEqualLengthAndMatchElementWise() throws Exception {
+    assertNull(match("[\"e1\", \"*\"]", "[\"e1\", \"x\"]"));
+    assertNotNull(match("[\"e1\"]", "[\"e1\", \"e2\"]"));
+    assertNotNull(match("[\"e2\", \"e1\"]", "[\"e1\", \"e2\"]"));
+  }
+
+  @Test
+  void absentKeysMatchDefaultsOnly() throws Exception {
+    assertNull(match("{\"compacted\": false, \"n\": \"0\", \"s\": \"\", \"l\": [], \"o\": {}}", "{}"));
+    assertNotNull(match("{\"compacted\": true}", "{}"));
+    assertNull(match("{\"id\": \"*\"}", "{}"));
+  }
+}

@@ -1,0 +1,427 @@
+package dev.compactionsidecar.client;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.DynamicTest.dynamicTest;
+
+import com.google.protobuf.InvalidProtocolBufferException;
+import com.google.protobuf.ListValue;
+import com.google.protobuf.Message;
+import com.google.protobuf.Struct;
+import com.google.protobuf.TypeRegistry;
+import com.google.protobuf.Value;
+import com.google.protobuf.util.JsonFormat;
+import com.google.rpc.BadRequest;
+import com.google.rpc.ErrorInfo;
+import com.google.rpc.PreconditionFailure;
+import com.google.rpc.QuotaFailure;
+import dev.compactionsidecar.v1.AppendEventsRequest;
+import dev.compactionsidecar.v1.CompactRequest;
+import dev.compactionsidecar.v1.CompactResponse;
+import dev.compactionsidecar.v1.CreateSessionRequest;
+import dev.compactionsidecar.v1.DeleteSessionRequest;
+import dev.compactionsidecar.v1.DeleteSessionResponse;
+import dev.compactionsidecar.v1.GetContextRequest;
+import dev.compactionsidecar.v1.GetSessionRequest;
+import dev.compactionsidecar.v1.ListEventsRequest;
+import dev.compactionsidecar.v1.ListEventsResponse;
+import dev.compactionsidecar.v1.ListSessionsRequest;
+import dev.compactionsidecar.v1.SearchEventsRequest;
+import dev.compactionsidecar.v1.SearchEventsResponse;
+import dev.compactionsidecar.v1.StreamEventsRequest;
+import dev.compactionsidecar.v1.StreamEventsResponse;
+import dev.compactionsidecar.v1.UpdateSessionRequest;
+import dev.compactionsidecar.v1.WatchSessionRequest;
+import io.grpc.StatusRuntimeException;
+import java.io.IOException;
+import java.math.BigDecimal;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.function.Supplier;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.DynamicTest;
+import org.junit.jupiter.api.TestFactory;
+
+/**
+ * The shared conformance suite ({@code tests/conformance/scenarios.json}, format 1, described in
+ * {@code tests/conformance/README.md}) replayed through this client: one dynamic test per
+ * scenario, one server for all of them.
+ *
+ * <p>Requests are parsed with {@link JsonFormat#parser()}, made through the wrapper where it has a
+ * method (create, get, update, delete, append, context, compact, events, search, stream), else
+ * through the generated stub; responses are printed with {@link JsonFormat#printer()} and matched
+ * by the format's rules.
+ */
+class ConformanceTest {
+  private static final TypeRegistry DETAILS =
+      TypeRegistry.newBuilder()
+          .add(BadRequest.getDescriptor())
+          .add(ErrorInfo.getDescriptor())
+          .add(QuotaFailure.getDescriptor())
+          .add(PreconditionFailure.getDescriptor())
+          .build();
+  private static final JsonFormat.Printer PRINTER = JsonFormat.printer().usingTypeRegistry(DETAILS);
+  private static final JsonFormat.Parser PARSER = JsonFormat.parser();
+
+  private static Struct suite;
+  private static SidecarProcess server;
+  private static SidecarClient client;
+
+  @BeforeAll
+  static void start() throws Exception {
+    Path file =
+        Path.of(System.getProperty("conformance.scenarios", "../../tests/conformance/scenarios.json"));
+    Struct.Builder parsed = Struct.newBuilder();
+    PARSER.merge(Files.readString(file), parsed);
+    suite = parsed.build();
+    assertEquals(1, (int) field(suite, "format").getNumberValue(), "scenario format");
+    List<String> serverArgs = new ArrayList<>();
+    for (Value arg : list(field(suite, "server_args"))) {
+      serverArgs.add(arg.getStringValue());
+    }
+    server = SidecarProcess.start(serverArgs);
+    client = SidecarClient.builder(server.target()).build();
+  }
+
+  @AfterAll
+  static void stop() throws Exception {
+    if (client != null) {
+      client.close();
+    }
+    if (server != null) {
+      server.close();
+    }
+  }
+
+  @TestFactory
+  Stream<DynamicTest> scenarios() {
+    List<Value> scenarios = list(field(suite, "scenarios"));
+    assertFalse(scenarios.isEmpty(), "no scenario in the file");
+    return scenarios.stream()
+        .map(Value::getStructValue)
+        .map(s -> dynamicTest(field(s, "name").getStringValue(), () -> run(s)));
+  }
+
+  /** The outcome of one step: status code name, message, BadRequest fields, response JSON. */
+  private record Outcome(String code, String message, List<String> fieldViolations, Value response) {}
+
+  private static void run(Struct scenario) throws Exception {
+    List<Value> steps = list(field(scenario, "steps"));
+    for (int i = 0; i < steps.size(); i++) {
+      Struct step = steps.get(i).getStructValue();
+      Outcome outcome = call(step);
+      Struct expect =
+          step.containsFields("expect") ? field(step, "expect").getStructValue() : Struct.getDefaultInstance();
+      String mismatch = check(expect, outcome);
+      if (mismatch != null) {
+        throw new AssertionError(
+            String.format(
+                "scenario %s, step %d (%s): %s%n  expected: %s%n  actual: code=%s message=%s response=%s",
+                field(scenario, "name").getStringValue(),
+                i,
+                field(step, "call").getStringValue(),
+                mismatch,
+                PRINTER.omittingInsignificantWhitespace().print(expect),
+                outcome.code(),
+                outcome.message(),
+                outcome.response() == null ? "-" : PRINTER.omittingInsignificantWhitespace().print(outcome.response())));
+      }
+    }
+  }
+
+  // -- making the call ------------------------------------------------------
+
+  private static Outcome call(Struct step) throws IOException {
+    String name = field(step, "call").getStringValue();
+    try {
+      Message response = name.equals("StreamEvents") ? null : unary(name, field(step, "request"));
+      Value json = response != null ? toValue(response) : stream(list(field(step, "requests")));
+      return new Outcome("OK", "", List.of(), json);
+    } catch (SidecarException e) {
+      List<String> fields =
+          e.fieldViolations().stream().map(BadRequest.FieldViolation::getField).toList();
+      return new Outcome(e.getCode().name(), e.getStatusMessage(), fields, null);
+    }
+  }
+
+  private static Message unary(String name, Value request) throws IOException {
+    switch (name) {
+      case "CreateSession":
+        return client.createSession(parse(request, CreateSessionRequest.newBuilder()).build());
+      case "GetSession":
+        return client.getSession(parse(request, GetSessionRequest.newBuilder()).build().getSessionId());
+      case "ListSessions":
+        ListSessionsRequest list = parse(request, ListSessionsRequest.newBuilder()).build();
+        return raw(() -> client.blockingStub().listSessions(list));
+      case "UpdateSession":
+        return client.updateSession(parse(request, UpdateSessionRequest.newBuilder()).build());
+      case "DeleteSession":
+        client.deleteSession(parse(request, DeleteSessionRequest.newBuilder()).build().getSessionId());
+        return DeleteSessionResponse.getDefaultInstance();
+      case "AppendEvents":
+        AppendEventsRequest append = parse(request, AppendEventsRequest.newBuilder()).build();
+        return client
+            .session(append.getSessionId())
+            .append(
+                append.getEventsList(),
+                new AppendOptions(append.getExpectedVersion(), append.getCreateIfMissing()));
+      case "GetContext":
+        return client.session(parse(request, GetContextRequest.newBuilder()).build().getSessionId()).context();
+      case "Compact":
+        CompactRequest compact = parse(request, CompactRequest.newBuilder()).build();
+        CompactOptions options =
+            new CompactOptions(
+                compact.hasPolicy() ? compact.getPolicy() : null,
+                compact.getForce(),
+                compact.getExpectedVersion());
+        return CompactResponse.newBuilder()
+            .setResult(client.session(compact.getSessionId()).compact(options))
+            .build();
+      case "ListEvents":
+        ListEventsRequest events = parse(request, ListEventsRequest.newBuilder()).build();
+        if (events.getPageSize() != 0 || !events.getPageToken().isEmpty()) {
+          return raw(() -> client.blockingStub().listEvents(events));
+        }
+        return ListEventsResponse.newBuilder()
+            .addAllEvents(client.session(events.getSessionId()).events(events.getActiveOnly()).toList())
+            .build();
+      case "SearchEvents":
+        SearchEventsRequest search = parse(request, SearchEventsRequest.newBuilder()).build();
+        if (search.getPageSize() != 0 || !search.getPageToken().isEmpty()) {
+          return raw(() -> client.blockingStub().searchEvents(search));
+        }
+        return SearchEventsResponse.newBuilder().addAllHits(client.search(search).toList()).build();
+      case "WatchSession":
+        WatchSessionRequest watch = parse(request, WatchSessionRequest.newBuilder()).build();
+        throw new IllegalArgumentException("WatchSession is not a unary step: " + watch);
+      default:
+        throw new IllegalArgumentException("unknown call " + name);
+    }
+  }
+
+  /** One StreamEvents call: send every request, half-close, read every answer. */
+  private static Value stream(List<Value> requests) throws IOException {
+    List<StreamEventsRequest> parsed = new ArrayList<>();
+    for (Value request : requests) {
+      parsed.add(parse(request, StreamEventsRequest.newBuilder()).build());
+    }
+    ListValue.Builder answers = ListValue.newBuilder();
+    try (EventStream stream = client.session(parsed.get(0).getSessionId()).stream()) {
+      parsed.forEach(stream::send);
+      for (StreamEventsResponse response : stream.drain()) {
+        answers.addValues(toValue(response));
+      }
+    }
+    return Value.newBuilder().setListValue(answers).build();
+  }
+
+  private static <T extends Message> T raw(Supplier<T> call) {
+    try {
+      return call.get();
+    } catch (StatusRuntimeException e) {
+      throw SidecarException.from(e);
+    }
+  }
+
+  /** The proto3 JSON {@code json} merged into {@code into} by the standard parser. */
+  private static <B extends Message.Builder> B parse(Value json, B into)
+      throws InvalidProtocolBufferException {
+    PARSER.merge(PRINTER.print(json), into);
+    return into;
+  }
+
+  private static Value toValue(Message message) throws InvalidProtocolBufferException {
+    Value.Builder value = Value.newBuilder();
+    PARSER.merge(PRINTER.print(message), value);
+    return value.build();
+  }
+
+  // -- checking the outcome -------------------------------------------------
+
+  /** The first mismatch between {@code expect} and the outcome, or null. */
+  private static String check(Struct expect, Outcome outcome) {
+    String code = expect.containsFields("code") ? field(expect, "code").getStringValue() : "OK";
+    if (!code.equals(outcome.code())) {
+      return "code " + outcome.code() + ", expected " + code;
+    }
+    if (expect.containsFields("message_contains")) {
+      String part = field(expect, "message_contains").getStringValue();
+      if (!outcome.message().contains(part)) {
+        return "message does not contain \"" + part + "\"";
+      }
+    }
+    if (expect.containsFields("field_violations")) {
+      String m = match(field(expect, "field_violations"), strings(outcome.fieldViolations()), "field_violations");
+      if (m != null) {
+        return m;
+      }
+    }
+    if (outcome.response() == null) {
+      return null;
+    }
+    Value response = outcome.response();
+    if (expect.containsFields("response")) {
+      String m = match(field(expect, "response"), response, "response");
+      if (m != null) {
+        return m;
+      }
+    }
+    if (expect.containsFields("responses")) {
+      String m = match(field(expect, "responses"), response, "responses");
+      if (m != null) {
+        return m;
+      }
+    }
+    List<Value> events = list(get(response, "events"));
+    if (expect.containsFields("event_ids")) {
+      List<String> ids = events.stream().map(e -> text(get(e, "id"))).toList();
+      String m = match(field(expect, "event_ids"), strings(ids), "event_ids");
+      if (m != null) {
+        return m;
+      }
+    }
+    if (expect.containsFields("archived_ids")) {
+      List<String> ids =
+          events.stream()
+              .filter(e -> get(e, "archived") != null && get(e, "archived").getBoolValue())
+              .map(e -> text(get(e, "id")))
+              .toList();
+      String m = match(field(expect, "archived_ids"), strings(ids), "archived_ids");
+      if (m != null) {
+        return m;
+      }
+    }
+    if (expect.containsFields("hit_event_ids")) {
+      List<String> ids =
+          list(get(response, "hits")).stream().map(h -> text(get(get(h, "event"), "id"))).toList();
+      String m = match(field(expect, "hit_event_ids"), strings(ids), "hit_event_ids");
+      if (m != null) {
+        return m;
+      }
+    }
+    return null;
+  }
+
+  /**
+   * The format's subset match: objects on the expected keys, arrays element-wise with equal
+   * length, "*" matches anything, numbers and numeric strings by value, an absent key matches a
+   * default. Returns the first mismatch (with its path), or null.
+   */
+  static String match(Value expected, Value actual, String path) {
+    if (expected.hasStringValue() && expected.getStringValue().equals("*")) {
+      return null;
+    }
+    if (actual == null) {
+      return isDefault(expected) ? null : path + ": missing, expected " + brief(expected);
+    }
+    switch (expected.getKindCase()) {
+      case STRUCT_VALUE:
+        if (!actual.hasStructValue()) {
+          return path + ": expected an object, got " + brief(actual);
+        }
+        for (var entry : expected.getStructValue().getFieldsMap().entrySet()) {
+          String m =
+              match(entry.getValue(), get(actual, entry.getKey()), path + "." + entry.getKey());
+          if (m != null) {
+            return m;
+          }
+        }
+        return null;
+      case LIST_VALUE:
+        if (!actual.hasListValue()) {
+          return path + ": expected an array, got " + brief(actual);
+        }
+        List<Value> want = expected.getListValue().getValuesList();
+        List<Value> got = actual.getListValue().getValuesList();
+        if (want.size() != got.size()) {
+          return path + ": " + got.size() + " items, expected " + want.size() + ": " + brief(actual);
+        }
+        for (int i = 0; i < want.size(); i++) {
+          String m = match(want.get(i), got.get(i), path + "[" + i + "]");
+          if (m != null) {
+            return m;
+          }
+        }
+        return null;
+      default:
+        BigDecimal a = number(expected);
+        BigDecimal b = number(actual);
+        boolean same = a != null && b != null ? a.compareTo(b) == 0 : expected.equals(actual);
+        return same ? null : path + ": " + brief(actual) + ", expected " + brief(expected);
+    }
+  }
+
+  private static boolean isDefault(Value v) {
+    switch (v.getKindCase()) {
+      case BOOL_VALUE:
+        return !v.getBoolValue();
+      case NUMBER_VALUE:
+        return v.getNumberValue() == 0;
+      case STRING_VALUE:
+        BigDecimal n = number(v);
+        return v.getStringValue().isEmpty() || (n != null && n.signum() == 0);
+      case LIST_VALUE:
+        return v.getListValue().getValuesCount() == 0;
+      case STRUCT_VALUE:
+        return v.getStructValue().getFieldsCount() == 0;
+      default:
+        return v.hasNullValue();
+    }
+  }
+
+  private static BigDecimal number(Value v) {
+    if (v.hasNumberValue()) {
+      return new BigDecimal(Double.toString(v.getNumberValue()));
+    }
+    if (v.hasStringValue()) {
+      try {
+        return new BigDecimal(v.getStringValue());
+      } catch (NumberFormatException notANumber) {
+        return null;
+      }
+    }
+    return null;
+  }
+
+  // -- JSON helpers ---------------------------------------------------------
+
+  private static Value field(Struct s, String key) {
+    Value v = s.getFieldsMap().get(key);
+    if (v == null) {
+      throw new IllegalArgumentException("scenario file: missing \"" + key + "\" in " + s);
+    }
+    return v;
+  }
+
+  /** The member {@code key} of an object value, or null when absent (or not an object). */
+  private static Value get(Value v, String key) {
+    return v != null && v.hasStructValue() ? v.getStructValue().getFieldsMap().get(key) : null;
+  }
+
+  private static List<Value> list(Value v) {
+    return v != null && v.hasListValue() ? v.getListValue().getValuesList() : List.of();
+  }
+
+  private static String text(Value v) {
+    return v == null ? "" : v.getStringValue();
+  }
+
+  private static Value strings(List<String> items) {
+    ListValue.Builder out = ListValue.newBuilder();
+    items.forEach(s -> out.addValues(Value.newBuilder().setStringValue(s)));
+    return Value.newBuilder().setListValue(out).build();
+  }
+
+  private static String brief(Value v) {
+    try {
+      String json = PRINTER.omittingInsignificantWhitespace().print(v);
+      return json.length() > 300 ? json.substring(0, 300) + "..." : json;
+    } catch (InvalidProtocolBufferException e) {
+      return v.toString();
+    }
+  }
+}
