@@ -38,6 +38,8 @@ from sidecar.summarizer.protocol import Summarizer
 log = logging.getLogger(__name__)
 
 SERVICE = compaction_service_pb2.DESCRIPTOR.services_by_name["CompactionService"].full_name
+LIVENESS = "liveness"
+"""The health service name that reports the process alone, not the store behind it."""
 
 
 def open_store(config: ServerConfig) -> Store:
@@ -252,6 +254,9 @@ async def start(
     await server.start()
     sidecar = Sidecar(config, engine, server, health_server, health_servicer, port, health_port)
     await sidecar.set_serving(True)
+    # For liveness probes: SERVING for as long as the process serves, whatever the
+    # store does (restarting every pod during a database outage helps no one).
+    await health_servicer.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)
     sidecar._probe = asyncio.create_task(sidecar.probe_store())
     log.info("serving %s on %s (port %d)", SERVICE, config.listen, port)
     return sidecar

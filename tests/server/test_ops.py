@@ -215,15 +215,17 @@ async def test_health_goes_not_serving_while_the_store_is_unreachable(
         async def broken_ping() -> None:
             raise StoreUnavailable("disk gone")
 
-        async def status() -> int:
+        async def status(service: str = "") -> int:
             async with grpc.aio.insecure_channel(address(sidecar)) as channel:
                 probe = health_pb2_grpc.HealthStub(channel)
-                reply = await probe.Check(health_pb2.HealthCheckRequest(service=""))
+                reply = await probe.Check(health_pb2.HealthCheckRequest(service=service))
                 return int(reply.status)
 
         monkeypatch.setattr(store, "ping", broken_ping)
         await asyncio.sleep(0.3)
         assert await status() == health_pb2.HealthCheckResponse.NOT_SERVING
+        # Liveness is about the process: an outage of the store restarts no pod.
+        assert await status("liveness") == health_pb2.HealthCheckResponse.SERVING
         monkeypatch.setattr(store, "ping", healthy_ping)
         await asyncio.sleep(0.3)
         assert await status() == health_pb2.HealthCheckResponse.SERVING
