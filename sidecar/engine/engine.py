@@ -27,6 +27,7 @@ from sidecar.compaction.policy import CompactionPolicy, policy_from_dict
 from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.tokens import TokenEstimator, default_estimator, with_token_count
 from sidecar.engine.locks import LockRegistry
+from sidecar.engine.observer import EngineObserver, NoObserver
 from sidecar.engine.validation import Limits, check_events, check_labels, check_session_id
 from sidecar.engine.watchers import Watcher, WatcherHub
 from sidecar.errors import (
@@ -83,8 +84,10 @@ class SessionEngine:
         default_policy: CompactionPolicy | None = None,
         limits: Limits | None = None,
         summary_timeout_s: float = DEFAULT_SUMMARY_TIMEOUT_S,
+        observer: EngineObserver | None = None,
     ) -> None:
         self.store = store
+        self.observer: EngineObserver = observer or NoObserver()
         self.summarizer = summarizer
         self.estimator = estimator or default_estimator()
         self.default_policy = default_policy
@@ -157,6 +160,8 @@ class SessionEngine:
                 policy_json=self._default_policy_json,
             )
             session = outcome.session
+            if outcome.written:
+                self.observer.appended(outcome.written)
             policy = self.policy_of(session)
             if outcome.written == 0 or policy is None or policy.trigger is None:
                 return AppendResult(outcome.events, session)
@@ -199,9 +204,11 @@ class SessionEngine:
             )
         policy = policy or self.policy_of(session)
         if policy is None:
-            return skipped("none", SkipReason.NO_POLICY, session.version)
+            return self._observed(skipped("none", SkipReason.NO_POLICY, session.version))
         if not force and (policy.trigger is None or not policy.trigger.fires(session.counters)):
-            return skipped(policy.strategy.name, SkipReason.TRIGGER_NOT_FIRED, session.version)
+            return self._observed(
+                skipped(policy.strategy.name, SkipReason.TRIGGER_NOT_FIRED, session.version)
+            )
         if isinstance(policy.strategy, Summarize):
             # Registered as the session's in-flight pass, so a trigger firing
             # meanwhile does not start a second LLM call.
@@ -211,7 +218,13 @@ class SessionEngine:
             task = self._start_summary(
                 session_id, policy.strategy, background=False, timeout_s=timeout
             )
-            return await task
+            try:
+                return await task
+            except Exception as exc:  # the caller gets the error; metrics get a FAILED pass
+                self._observed(
+                    skipped(policy.strategy.name, SkipReason.FAILED, 0, error=type(exc).__name__)
+                )
+                raise
         async with self.locks.hold(session_id):
             result, _ = await self._compact_window_locked(session_id, policy, expected_version)
             return result
@@ -259,7 +272,7 @@ class SessionEngine:
             return await self._run_summary(session_id, strategy, timeout_s)
         except Exception as exc:  # the pass failed; the session is unchanged
             log.warning("background compaction of %s failed: %s", session_id, exc)
-            result = skipped(strategy.name, SkipReason.FAILED, 0, error=str(exc))
+            result = self._observed(skipped(strategy.name, SkipReason.FAILED, 0, error=str(exc)))
             self.watchers.publish(session_id, result)
             return result
 
@@ -281,10 +294,19 @@ class SessionEngine:
         try:
             response = await asyncio.wait_for(self.summarizer.summarize(job.request), timeout_s)
         except TimeoutError:
+            self.observer.summarizer_failed("timeout")
             raise SummarizerTimeout(
                 f"the summarizer did not answer within {timeout_s:g} s"
             ) from None
-        latency_ms = (time.perf_counter() - started) * 1000
+        except SummarizerUnavailable:
+            self.observer.summarizer_failed("unavailable")
+            raise
+        except Exception:
+            self.observer.summarizer_failed("error")
+            raise
+        elapsed = time.perf_counter() - started
+        self.observer.summarized(elapsed, response.input_tokens, response.output_tokens)
+        latency_ms = elapsed * 1000
         plan = strategy.finish(job, response, self.estimator, latency_ms)
         plan = replace(plan, base_compaction_id=session.last_compaction_id)
         async with self.locks.hold(session_id):
@@ -298,13 +320,15 @@ class SessionEngine:
         Returns the result and the session header after it.
         """
         if plan.is_empty:
-            return skipped(plan.strategy, plan.skipped_reason, session.version), session
+            result = skipped(plan.strategy, plan.skipped_reason, session.version)
+            return self._observed(result), session
         try:
             outcome = await self.store.apply(session_id, plan)
         except VersionConflict:
             # Another compaction landed first, or what we archive is gone: ours is a no-op.
             current = await self.store.get_session(session_id)
-            return skipped(plan.strategy, SkipReason.SUPERSEDED, current.version), current
+            result = skipped(plan.strategy, SkipReason.SUPERSEDED, current.version)
+            return self._observed(result), current
         result = CompactionResult(
             compacted=True,
             strategy=plan.strategy,
@@ -315,8 +339,13 @@ class SessionEngine:
             version=outcome.session.version,
             compaction_id=outcome.compaction_id,
         )
+        self._observed(result)
         self.watchers.publish(session_id, result)
         return result, outcome.session
+
+    def _observed(self, result: CompactionResult) -> CompactionResult:
+        self.observer.compaction(result)
+        return result
 
     # -- reads ------------------------------------------------------------
 

@@ -37,6 +37,7 @@ class Watcher:
             self._queue.put_nowait(result)
         except asyncio.QueueFull:
             self._missed += 1
+            self._hub.dropped += 1
 
     async def next(self) -> CompactionResult | Lagged:
         """The next result; once the queued ones are read, a Lagged notice if any were lost."""
@@ -59,6 +60,9 @@ class WatcherHub:
     def __init__(self, queue_size: int = DEFAULT_QUEUE_SIZE) -> None:
         self._by_session: dict[str, set[Watcher]] = {}
         self._queue_size = queue_size
+        self.watchers = 0
+        self.dropped = 0
+        """Results lost by watchers that fell behind, since start."""
 
     def __len__(self) -> int:
         return len(self._by_session)
@@ -66,13 +70,15 @@ class WatcherHub:
     def subscribe(self, session_id: str) -> Watcher:
         watcher = Watcher(self, session_id, self._queue_size)
         self._by_session.setdefault(session_id, set()).add(watcher)
+        self.watchers += 1
         return watcher
 
     def remove(self, watcher: Watcher) -> None:
         watchers = self._by_session.get(watcher.session_id)
-        if watchers is None:
+        if watchers is None or watcher not in watchers:
             return
         watchers.discard(watcher)
+        self.watchers -= 1
         if not watchers:
             del self._by_session[watcher.session_id]
 

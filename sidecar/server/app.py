@@ -17,7 +17,7 @@ import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from grpc_health.v1 import _async as health_aio  # health.aio, importable for the type checker
@@ -30,10 +30,14 @@ from sidecar.errors import InvalidConfig, StoreUnavailable
 from sidecar.gen.compaction.v1 import compaction_service_pb2, compaction_service_pb2_grpc
 from sidecar.server.auth import BearerTokenInterceptor, read_tokens
 from sidecar.server.config import ServerConfig
+from sidecar.server.metrics import Metrics, RpcMetricsInterceptor, TimedStore
 from sidecar.server.servicer import CompactionServicer
 from sidecar.store.protocol import Store
 from sidecar.store.urls import redact
 from sidecar.summarizer.protocol import Summarizer
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +140,8 @@ class Sidecar:
     health: health_aio.HealthServicer
     port: int
     health_port: int | None
+    metrics: Metrics
+    metrics_server: WSGIServer | None = None
     _probe: asyncio.Task[None] | None = None
     _stopped: asyncio.Event = field(default_factory=asyncio.Event)
     _done: asyncio.Event = field(default_factory=asyncio.Event)
@@ -179,6 +185,9 @@ class Sidecar:
         await self.engine.close(grace)
         if self.health_server is not None:
             await self.health_server.stop(0)
+        if self.metrics_server is not None:
+            self.metrics_server.shutdown()
+            self.metrics_server.server_close()
         aclose = getattr(self.engine.summarizer, "aclose", None)
         if aclose is not None:
             await aclose()
@@ -208,8 +217,10 @@ async def start(
         raise InvalidConfig("default_policy", "summarizes, but --summarizer is none")
     store = store or open_store(config)
     await open_store_patiently(store, config.store_open_timeout_s)
+    metrics = Metrics()
     engine = SessionEngine(
-        store,
+        TimedStore.wrap(store, metrics),
+        observer=metrics,
         summarizer=summarizer,
         default_policy=default_policy,
         limits=Limits(
@@ -223,7 +234,8 @@ async def start(
         ("grpc.max_send_message_length", config.max_message_bytes),
         ("grpc.so_reuseport", 0),
     ]
-    interceptors = []
+    metrics.bind_engine(engine)
+    interceptors: list[grpc.aio.ServerInterceptor[Any, Any]] = [RpcMetricsInterceptor(metrics)]
     if config.auth_token_file:
         interceptors.append(BearerTokenInterceptor(read_tokens(config.auth_token_file)))
     server = grpc.aio.server(options=options, interceptors=interceptors)
@@ -251,8 +263,27 @@ async def start(
         if health_port == 0:
             raise InvalidConfig("health_listen", f"cannot listen on {config.health_listen}")
         await health_server.start()
+    metrics_server = None
+    if config.metrics_listen:
+        try:
+            metrics_server = metrics.serve(config.metrics_listen)
+        except (OSError, ValueError) as exc:
+            await store.close()
+            raise InvalidConfig(
+                "metrics_listen", f"cannot listen on {config.metrics_listen}: {exc}"
+            ) from exc
     await server.start()
-    sidecar = Sidecar(config, engine, server, health_server, health_servicer, port, health_port)
+    sidecar = Sidecar(
+        config,
+        engine,
+        server,
+        health_server,
+        health_servicer,
+        port,
+        health_port,
+        metrics,
+        metrics_server,
+    )
     await sidecar.set_serving(True)
     # For liveness probes: SERVING for as long as the process serves, whatever the
     # store does (restarting every pod during a database outage helps no one).

@@ -31,6 +31,7 @@ class ServerConfig:
 
     listen: str = "127.0.0.1:50051"
     health_listen: str = ""
+    metrics_listen: str = ""
     store: str = "sqlite:///./compaction.db"
     default_policy: str = field(default_factory=lambda: json.dumps(DEFAULT_POLICY))
     max_event_bytes: int = 1 << 20

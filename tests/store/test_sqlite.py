@@ -259,7 +259,8 @@ async def test_writes_queued_together_commit_together_and_fail_alone(
         store.append("missing", [u("x")]),
         return_exceptions=True,
     )
-    assert sum(groups) >= 11 and len(groups) < 12  # queued writes shared transactions
+    assert sum(groups) >= 11  # queued writes shared transactions
+    assert len(groups) < 12
     assert all(not isinstance(o, BaseException) for o in outcomes[:10])
     assert isinstance(outcomes[10], VersionConflict)
     assert isinstance(outcomes[11], SessionNotFound)

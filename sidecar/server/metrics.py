@@ -1,0 +1,352 @@
+"""Prometheus metrics: what the service did, how long it took, what it saved.
+
+Collected always (each update is a few microseconds), exported only when
+``--metrics-listen`` names an address: a plain HTTP listener, separate from
+the gRPC port, serving ``/metrics`` in the Prometheus text format. Every
+metric lives in the service's own registry, so two servers in one process
+(the tests) never mix their numbers.
+
+Names follow the Prometheus conventions (``_total`` counters, ``_seconds``
+histograms). RPC metrics use the labels of go-grpc-prometheus
+(``grpc_service``, ``grpc_method``, ``grpc_code``), which dashboards and
+alerts for gRPC services already expect. No label ever holds a session id:
+cardinality stays bounded however many sessions there are.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, cast
+
+import grpc
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from sidecar.errors import StoreUnavailable
+from sidecar.model import CompactionResult
+from sidecar.store.protocol import Store
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
+    from sidecar.engine.engine import SessionEngine
+
+_RPC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+_STORE_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1)
+_SUMMARY_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120)
+
+STORE_OPERATIONS = frozenset(
+    {
+        "create_session",
+        "get_session",
+        "update_session",
+        "list_sessions",
+        "delete_session",
+        "append",
+        "active_window",
+        "apply",
+        "list_events",
+        "search",
+        "list_compactions",
+        "ping",
+    }
+)
+
+
+class Metrics:
+    """Every metric of one server, in its own registry; also the engine's observer."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.rpc_started = Counter(
+            "grpc_server_started_total",
+            "RPCs started, by method.",
+            ["grpc_service", "grpc_method"],
+            registry=r,
+        )
+        self.rpc_handled = Counter(
+            "grpc_server_handled_total",
+            "RPCs completed, by method and status code.",
+            ["grpc_service", "grpc_method", "grpc_code"],
+            registry=r,
+        )
+        self.rpc_seconds = Histogram(
+            "grpc_server_handling_seconds",
+            "Time from the start of an RPC to its end (a stream's whole life).",
+            ["grpc_service", "grpc_method"],
+            buckets=_RPC_BUCKETS,
+            registry=r,
+        )
+        self.events_appended = Counter(
+            "compaction_events_appended_total",
+            "Events stored by appends (a retry of stored events adds nothing).",
+            registry=r,
+        )
+        self.compactions = Counter(
+            "compaction_passes_total",
+            "Compaction passes by strategy and outcome (compacted, skipped, failed),"
+            " with the skip reason.",
+            ["strategy", "outcome", "reason"],
+            registry=r,
+        )
+        self.tokens_saved = Counter(
+            "compaction_tokens_saved_total",
+            "Estimated tokens taken out of the active windows by compactions.",
+            ["strategy"],
+            registry=r,
+        )
+        self.events_archived = Counter(
+            "compaction_events_archived_total",
+            "Events moved out of the active windows (still in the log, still searchable).",
+            ["strategy"],
+            registry=r,
+        )
+        self.summarizer_seconds = Histogram(
+            "compaction_summarizer_duration_seconds",
+            "Latency of answered summarizer calls, retries included.",
+            buckets=_SUMMARY_BUCKETS,
+            registry=r,
+        )
+        self.summarizer_tokens = Counter(
+            "compaction_summarizer_tokens_total",
+            "Tokens the summarizer reported using, by direction (input, output).",
+            ["direction"],
+            registry=r,
+        )
+        self.summarizer_failures = Counter(
+            "compaction_summarizer_failures_total",
+            "Summarizer calls that failed, by kind (timeout, unavailable, error).",
+            ["kind"],
+            registry=r,
+        )
+        self.store_seconds = Histogram(
+            "compaction_store_operation_duration_seconds",
+            "Latency of store operations.",
+            ["operation"],
+            buckets=_STORE_BUCKETS,
+            registry=r,
+        )
+        self.store_unavailable = Counter(
+            "compaction_store_unavailable_total",
+            "Store operations that failed because the store could not be reached.",
+            ["operation"],
+            registry=r,
+        )
+        self.open_streams = Gauge(
+            "compaction_open_streams",
+            "StreamEvents and WatchSession calls open now.",
+            ["grpc_method"],
+            registry=r,
+        )
+        self._engine_bound = False
+
+    def bind_engine(self, engine: SessionEngine) -> None:
+        """Report the engine's own tallies (locks, summaries, watchers) at scrape time."""
+        if not self._engine_bound:
+            self._engine_bound = True
+            self.registry.register(_EngineCollector(engine))
+
+    # -- the engine's observer ---------------------------------------------------
+
+    def appended(self, events: int) -> None:
+        self.events_appended.inc(events)
+
+    def compaction(self, result: CompactionResult) -> None:
+        if result.compacted:
+            outcome, reason = "compacted", ""
+            self.tokens_saved.labels(result.strategy).inc(max(0, result.tokens_estimated_saved))
+            self.events_archived.labels(result.strategy).inc(len(result.archived_events))
+        else:
+            reason = result.skipped_reason.value if result.skipped_reason else ""
+            outcome = "failed" if reason == "failed" else "skipped"
+        self.compactions.labels(result.strategy, outcome, reason).inc()
+
+    def summarized(self, seconds: float, input_tokens: int, output_tokens: int) -> None:
+        self.summarizer_seconds.observe(seconds)
+        self.summarizer_tokens.labels("input").inc(max(0, input_tokens))
+        self.summarizer_tokens.labels("output").inc(max(0, output_tokens))
+
+    def summarizer_failed(self, kind: str) -> None:
+        self.summarizer_failures.labels(kind).inc()
+
+    # -- export ------------------------------------------------------------------
+
+    def serve(self, listen: str) -> WSGIServer:
+        """Serve ``/metrics`` on ``host:port`` from a background thread; returns the server."""
+        host, _, port = listen.rpartition(":")
+        server, _ = start_http_server(
+            int(port), addr=host.strip("[]") or "0.0.0.0", registry=self.registry
+        )
+        return server
+
+
+class _EngineCollector(Collector):
+    """Values the engine keeps anyway, read when Prometheus scrapes, not on every change."""
+
+    def __init__(self, engine: SessionEngine) -> None:
+        self._engine = engine
+
+    def collect(self) -> Iterable[Metric]:
+        engine = self._engine
+        yield GaugeMetricFamily(
+            "compaction_sessions_in_flight",
+            "Sessions with an append or compaction running or waiting: the lock registry's"
+            " size, back to zero when they go idle.",
+            value=len(engine.locks),
+        )
+        yield GaugeMetricFamily(
+            "compaction_summaries_in_flight",
+            "Summarizing passes running now.",
+            value=engine.in_flight(),
+        )
+        yield GaugeMetricFamily(
+            "compaction_watchers",
+            "Watchers subscribed to compaction results.",
+            value=engine.watchers.watchers,
+        )
+        yield CounterMetricFamily(
+            "compaction_watcher_dropped",
+            "Compaction results dropped for watchers that fell behind (they are told how many).",
+            value=engine.watchers.dropped,
+        )
+
+
+class TimedStore:
+    """A Store that times each operation into ``compaction_store_operation_duration_seconds``.
+
+    Wraps any Store by delegation; attributes that are not store operations
+    pass through untouched.
+    """
+
+    def __init__(self, inner: Store, metrics: Metrics) -> None:
+        self.inner = inner
+        self._metrics = metrics
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self.inner, name)
+        if name not in STORE_OPERATIONS:
+            return attribute
+        histogram = self._metrics.store_seconds.labels(name)
+        unavailable = self._metrics.store_unavailable.labels(name)
+
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return await attribute(*args, **kwargs)
+            except StoreUnavailable:
+                unavailable.inc()
+                raise
+            finally:
+                histogram.observe(time.perf_counter() - started)
+
+        return timed
+
+    @classmethod
+    def wrap(cls, inner: Store, metrics: Metrics) -> Store:
+        return cast(Store, cls(inner, metrics))
+
+
+if TYPE_CHECKING:  # generic in the type stubs only
+    _Interceptor = grpc.aio.ServerInterceptor[Any, Any]
+else:
+    _Interceptor = grpc.aio.ServerInterceptor
+
+_STREAMING = frozenset({"StreamEvents", "WatchSession"})
+
+
+class RpcMetricsInterceptor(_Interceptor):
+    """Counts and times every RPC, with the status code it ended with.
+
+    Installed first, so calls refused by authentication are counted too
+    (as UNAUTHENTICATED).
+    """
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    async def intercept_service(
+        self,
+        continuation: Callable[
+            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any]]
+        ],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        service, _, method = handler_call_details.method.lstrip("/").rpartition("/")
+        return _instrumented(handler, self._metrics, service, method)
+
+
+def _code_name(context: grpc.aio.ServicerContext[Any, Any], failed: bool) -> str:
+    code = context.code()
+    if isinstance(code, grpc.StatusCode):
+        return code.name
+    if isinstance(code, int):  # the aio context may keep the raw integer
+        for candidate in grpc.StatusCode:
+            if candidate.value[0] == code:
+                return candidate.name
+    return "UNKNOWN" if failed else "OK"
+
+
+def _instrumented(
+    handler: grpc.RpcMethodHandler[Any, Any], metrics: Metrics, service: str, method: str
+) -> grpc.RpcMethodHandler[Any, Any]:
+    started_total = metrics.rpc_started.labels(service, method)
+    seconds = metrics.rpc_seconds.labels(service, method)
+    open_streams = metrics.open_streams.labels(method) if method in _STREAMING else None
+
+    def finish(context: grpc.aio.ServicerContext[Any, Any], began: float, failed: bool) -> None:
+        seconds.observe(time.perf_counter() - began)
+        metrics.rpc_handled.labels(service, method, _code_name(context, failed)).inc()
+
+    if handler.response_streaming:
+        # The stubs type behaviors for the sync server; under grpc.aio they are coroutines.
+        behavior: Any = handler.stream_stream or handler.unary_stream
+
+        async def streaming(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            started_total.inc()
+            began = time.perf_counter()
+            failed = True
+            if open_streams is not None:
+                open_streams.inc()
+            try:
+                async for response in cast(AsyncIterator[Any], behavior(request, context)):
+                    yield response
+                failed = False
+            finally:
+                if open_streams is not None:
+                    open_streams.dec()
+                finish(context, began, failed)
+
+        if handler.request_streaming:
+            return grpc.stream_stream_rpc_method_handler(
+                streaming, handler.request_deserializer, handler.response_serializer
+            )
+        return grpc.unary_stream_rpc_method_handler(
+            streaming, handler.request_deserializer, handler.response_serializer
+        )
+
+    unary_behavior: Any = handler.unary_unary or handler.stream_unary
+
+    async def unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        started_total.inc()
+        began = time.perf_counter()
+        failed = True
+        try:
+            response = await unary_behavior(request, context)
+            failed = False
+            return response
+        finally:
+            finish(context, began, failed)
+
+    if handler.request_streaming:
+        return grpc.stream_unary_rpc_method_handler(
+            unary, handler.request_deserializer, handler.response_serializer
+        )
+    return grpc.unary_unary_rpc_method_handler(
+        unary, handler.request_deserializer, handler.response_serializer
+    )

@@ -1,0 +1,141 @@
+"""Prometheus metrics, scraped over HTTP from a running server as Prometheus would."""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.request
+from pathlib import Path
+
+import grpc
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
+from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
+from sidecar.gen.compaction.v1 import event_pb2
+from tests.compaction.fakes import FakeSummarizer
+from tests.server.harness import address, free_port, running
+from tests.server.test_api import SUMMARY, WINDOW, turn
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def scrape(port: int) -> tuple[str, Samples]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    samples: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[(sample.name, frozenset(sample.labels.items()))] = sample.value
+    return text, samples
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    """The sum over every series of ``name`` whose labels include ``labels``."""
+    wanted = set(labels.items())
+    return sum(v for (n, ls), v in samples.items() if n == name and wanted <= ls)
+
+
+async def test_metrics_count_rpcs_appends_compactions_store_and_summaries(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    summarizer = FakeSummarizer("the summary")
+    async with running(
+        tmp_path, summarizer=summarizer, metrics_listen=f"127.0.0.1:{port}"
+    ) as sidecar:
+        async with grpc.aio.insecure_channel(address(sidecar)) as channel:
+            stub = pb_grpc.CompactionServiceStub(channel)
+            await stub.CreateSession(
+                pb.CreateSessionRequest(session_id="secret-session-w", policy=WINDOW)
+            )
+            await stub.CreateSession(
+                pb.CreateSessionRequest(session_id="secret-session-s", policy=SUMMARY)
+            )
+            for n in range(6):
+                await stub.AppendEvents(
+                    pb.AppendEventsRequest(session_id="secret-session-w", events=turn(n))
+                )
+                await stub.AppendEvents(
+                    pb.AppendEventsRequest(session_id="secret-session-s", events=turn(n))
+                )
+            # A retry stores nothing and counts no event.
+            await stub.AppendEvents(
+                pb.AppendEventsRequest(session_id="secret-session-w", events=turn(5))
+            )
+            with pytest.raises(grpc.aio.AioRpcError) as bad:
+                await stub.AppendEvents(
+                    pb.AppendEventsRequest(
+                        session_id="secret-session-w", events=[event_pb2.Event(id="bad")]
+                    )
+                )
+            assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            await sidecar.engine.wait_idle()
+            watch = stub.WatchSession(pb.WatchSessionRequest(session_id="secret-session-w"))
+            await watch.initial_metadata()
+            text, samples = await asyncio.to_thread(scrape, port)
+            assert value(samples, "compaction_open_streams", grpc_method="WatchSession") == 1
+            watch.cancel()
+
+    append = {"grpc_service": "compaction.v1.CompactionService", "grpc_method": "AppendEvents"}
+    assert value(samples, "grpc_server_handled_total", grpc_code="OK", **append) == 13
+    assert value(samples, "grpc_server_handled_total", grpc_code="INVALID_ARGUMENT", **append) == 1
+    assert value(samples, "grpc_server_started_total", **append) == 14
+    assert value(samples, "grpc_server_handling_seconds_count", **append) == 14
+    assert value(samples, "compaction_events_appended_total") == 24
+    assert (
+        value(samples, "compaction_passes_total", strategy="sliding_window", outcome="compacted")
+        >= 1
+    )
+    assert value(samples, "compaction_passes_total", strategy="summarize", outcome="compacted") >= 1
+    assert value(samples, "compaction_tokens_saved_total", strategy="sliding_window") > 0
+    assert value(samples, "compaction_events_archived_total") > 0
+    assert value(samples, "compaction_summarizer_duration_seconds_count") == len(
+        summarizer.requests
+    )
+    assert value(samples, "compaction_summarizer_tokens_total", direction="input") == 100 * len(
+        summarizer.requests
+    )
+    assert value(samples, "compaction_store_operation_duration_seconds_count", operation="append")
+    assert value(samples, "compaction_sessions_in_flight") == 0  # idle: the registry shrank
+    assert value(samples, "compaction_watchers") == 1
+    # Bounded cardinality: no session id ever becomes a label.
+    assert "secret-session" not in text
+
+
+async def test_failed_summaries_and_refused_calls_are_counted(tmp_path: Path) -> None:
+    from sidecar.errors import SummarizerUnavailable
+
+    port = free_port()
+    tokens = tmp_path / "tokens"
+    tokens.write_text("right-token\n")
+    summarizer = FakeSummarizer(error=SummarizerUnavailable("provider down"))
+    async with running(
+        tmp_path,
+        summarizer=summarizer,
+        metrics_listen=f"127.0.0.1:{port}",
+        auth_token_file=str(tokens),
+    ) as sidecar:
+        good = (("authorization", "Bearer right-token"),)
+        async with grpc.aio.insecure_channel(address(sidecar)) as channel:
+            stub = pb_grpc.CompactionServiceStub(channel)
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stub.GetSession(pb.GetSessionRequest(session_id="x"))
+            assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            await stub.CreateSession(
+                pb.CreateSessionRequest(session_id="s", policy=SUMMARY), metadata=good
+            )
+            for n in range(4):
+                await stub.AppendEvents(
+                    pb.AppendEventsRequest(session_id="s", events=turn(n)), metadata=good
+                )
+            await sidecar.engine.wait_idle()
+            _, samples = await asyncio.to_thread(scrape, port)
+    assert value(samples, "grpc_server_handled_total", grpc_code="UNAUTHENTICATED") == 1
+    assert value(samples, "compaction_summarizer_failures_total", kind="unavailable") >= 1
+    assert value(samples, "compaction_passes_total", outcome="failed", reason="failed") >= 1
+
+
+async def test_metrics_are_off_unless_asked(tmp_path: Path) -> None:
+    async with running(tmp_path) as sidecar:
+        assert sidecar.metrics_server is None
