@@ -15,6 +15,7 @@ cardinality stays bounded however many sessions there are.
 
 from __future__ import annotations
 
+import collections
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, cast
@@ -212,6 +213,16 @@ class _EngineCollector(Collector):
             "Compaction results dropped for watchers that fell behind (they are told how many).",
             value=engine.watchers.dropped,
         )
+        outcomes = getattr(engine.summarizer, "outcomes", None)  # the Gemini summarizer's
+        if isinstance(outcomes, collections.Counter):
+            calls = CounterMetricFamily(
+                "compaction_summarizer_calls",
+                "Summarizer calls by how they ended (ok, blank, blocked, rate_limited, ...).",
+                labels=["outcome"],
+            )
+            for outcome, count in sorted(outcomes.items()):
+                calls.add_metric([str(outcome)], count)
+            yield calls
 
 
 class TimedStore:

@@ -139,3 +139,18 @@ async def test_failed_summaries_and_refused_calls_are_counted(tmp_path: Path) ->
 async def test_metrics_are_off_unless_asked(tmp_path: Path) -> None:
     async with running(tmp_path) as sidecar:
         assert sidecar.metrics_server is None
+
+
+async def test_the_gemini_summarizers_outcomes_are_exported(tmp_path: Path) -> None:
+    import collections
+
+    from prometheus_client import generate_latest
+
+    from sidecar.summarizer.gemini import Outcome
+
+    summarizer = FakeSummarizer()
+    summarizer.outcomes = collections.Counter({Outcome.OK: 3, Outcome.UNAVAILABLE: 1})  # type: ignore[attr-defined]
+    async with running(tmp_path, summarizer=summarizer) as sidecar:
+        text = generate_latest(sidecar.metrics.registry).decode()
+    assert 'compaction_summarizer_calls_total{outcome="ok"} 3.0' in text
+    assert 'compaction_summarizer_calls_total{outcome="unavailable"} 1.0' in text
