@@ -62,10 +62,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     import asyncio
-    import logging
 
     from sidecar.errors import InvalidConfig, SchemaTooNew, StoreUnavailable
-    from sidecar.server import app, config
+    from sidecar.server import app, config, logs
 
     try:
         settings = config.load(args)
@@ -73,9 +72,11 @@ def _serve(args: argparse.Namespace) -> int:
     except (InvalidConfig, OSError) as exc:
         print(f"compaction-sidecar: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
-    )
+    try:
+        logs.configure_logging(settings.log_level, settings.log_format)
+    except ValueError as exc:
+        print(f"compaction-sidecar: log_format: {exc}", file=sys.stderr)
+        return 2
     try:
         asyncio.run(app.serve(settings))
     except (InvalidConfig, OSError) as exc:

@@ -23,6 +23,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from sidecar.compaction.formatting import format_event
 from sidecar.compaction.policy import CompactionPolicy, policy_from_dict
 from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.tokens import TokenEstimator, default_estimator, with_token_count
@@ -85,9 +86,11 @@ class SessionEngine:
         limits: Limits | None = None,
         summary_timeout_s: float = DEFAULT_SUMMARY_TIMEOUT_S,
         observer: EngineObserver | None = None,
+        log_event_content: bool = False,
     ) -> None:
         self.store = store
         self.observer: EngineObserver = observer or NoObserver()
+        self.log_event_content = log_event_content
         self.summarizer = summarizer
         self.estimator = estimator or default_estimator()
         self.default_policy = default_policy
@@ -162,6 +165,8 @@ class SessionEngine:
             session = outcome.session
             if outcome.written:
                 self.observer.appended(outcome.written)
+                if log.isEnabledFor(logging.DEBUG):
+                    self._log_append(session_id, outcome.events, session.version)
             policy = self.policy_of(session)
             if outcome.written == 0 or policy is None or policy.trigger is None:
                 return AppendResult(outcome.events, session)
@@ -271,7 +276,12 @@ class SessionEngine:
         try:
             return await self._run_summary(session_id, strategy, timeout_s)
         except Exception as exc:  # the pass failed; the session is unchanged
-            log.warning("background compaction of %s failed: %s", session_id, exc)
+            log.warning(
+                "background compaction of %s failed: %s",
+                session_id,
+                exc,
+                extra={"session_id": session_id, "strategy": strategy.name},
+            )
             result = self._observed(skipped(strategy.name, SkipReason.FAILED, 0, error=str(exc)))
             self.watchers.publish(session_id, result)
             return result
@@ -340,8 +350,34 @@ class SessionEngine:
             compaction_id=outcome.compaction_id,
         )
         self._observed(result)
+        log.info(
+            "compacted %s: %d events archived, ~%d tokens saved",
+            session_id,
+            len(outcome.archived),
+            plan.tokens_estimated_saved,
+            extra={
+                "session_id": session_id,
+                "compaction_id": outcome.compaction_id,
+                "strategy": plan.strategy,
+                "archived": len(outcome.archived),
+                "tokens_saved": plan.tokens_estimated_saved,
+                "version": outcome.session.version,
+            },
+        )
         self.watchers.publish(session_id, result)
         return result, outcome.session
+
+    def _log_append(self, session_id: str, events: Sequence[Event], version: int) -> None:
+        """A DEBUG record per append: ids and sizes; the content only if asked for."""
+        fields: dict[str, object] = {
+            "session_id": session_id,
+            "version": version,
+            "event_ids": [e.id for e in events],
+            "tokens": sum(e.token_count for e in events),
+        }
+        if self.log_event_content:
+            fields["content"] = [format_event(e) for e in events]
+        log.debug("appended %d events to %s", len(events), session_id, extra=fields)
 
     def _observed(self, result: CompactionResult) -> CompactionResult:
         self.observer.compaction(result)

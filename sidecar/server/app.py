@@ -221,6 +221,7 @@ async def start(
     engine = SessionEngine(
         TimedStore.wrap(store, metrics),
         observer=metrics,
+        log_event_content=config.log_event_content,
         summarizer=summarizer,
         default_policy=default_policy,
         limits=Limits(

@@ -42,6 +42,8 @@ class ServerConfig:
     tls_key: str = ""
     tls_client_ca: str = ""
     log_level: str = "INFO"
+    log_format: str = "text"
+    log_event_content: bool = False
     summarizer: str = "none"
     summary_timeout_s: float = 60.0
     gemini_model: str = ""
@@ -88,12 +90,27 @@ def _env_name(name: str) -> str:
     return "COMPACTION_" + name.upper()
 
 
+def _to_bool(value: object) -> bool:
+    """true/false, yes/no, on/off, 1/0 (any case), or a YAML/JSON boolean."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "yes", "on", "1"):
+        return True
+    if text in ("false", "no", "off", "0"):
+        return False
+    raise ValueError(f"{value!r} is not a boolean")
+
+
+_KINDS: dict[str, Any] = {"int": int, "float": float, "bool": _to_bool}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """One flag per setting; defaults are left unset so that lower layers show through."""
     parser.add_argument("--config", help="a YAML or JSON file with any of the settings below")
     for f in fields(ServerConfig):
         flag = "--" + f.name.replace("_", "-")
-        kind = {"int": int, "float": float}.get(str(f.type), str)
+        kind = _KINDS.get(str(f.type), str)
         parser.add_argument(flag, type=kind, default=None, help=f"(env {_env_name(f.name)})")
 
 
@@ -104,12 +121,13 @@ def load(args: argparse.Namespace, environ: dict[str, str] | None = None) -> Ser
     known = {f.name: f for f in fields(ServerConfig)}
 
     def put(name: str, value: Any, source: str) -> None:
-        kind = {"int": int, "float": float}.get(str(known[name].type), str)
+        kind = _KINDS.get(str(known[name].type), str)
         try:
             setattr(config, name, kind(value) if not isinstance(value, dict) else json.dumps(value))
         except (TypeError, ValueError):
+            expected = str(known[name].type)
             raise InvalidConfig(
-                name, f"from {source}: {value!r} is not a valid {kind.__name__}"
+                name, f"from {source}: {value!r} is not a valid {expected}"
             ) from None
 
     if getattr(args, "config", None):
@@ -129,6 +147,8 @@ def load(args: argparse.Namespace, environ: dict[str, str] | None = None) -> Ser
         value = getattr(args, name, None)
         if value is not None:
             put(name, value, "--" + name.replace("_", "-"))
+    if config.log_format not in ("text", "json"):
+        raise InvalidConfig("log_format", "must be text or json")
     if config.summarizer not in ("none", "extractive", "gemini"):
         raise InvalidConfig("summarizer", "must be none, extractive or gemini")
     return config

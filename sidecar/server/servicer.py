@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
+from google.rpc import code_pb2
 from grpc_status import rpc_status
 
 from sidecar.compaction.policy import CompactionPolicy
@@ -82,12 +83,18 @@ def unary(
             raise
         except Exception as exc:
             if not isinstance(exc, InvalidArgument):
+                code = to_status(exc).code
                 log.log(
-                    logging.ERROR if to_status(exc).code == 13 else logging.INFO,
+                    logging.ERROR if code == code_pb2.INTERNAL else logging.INFO,
                     "%s failed: %s",
                     handler.__name__,
                     exc,
-                    exc_info=to_status(exc).code == 13,
+                    exc_info=code == code_pb2.INTERNAL,
+                    extra={
+                        "method": handler.__name__,
+                        "code": code_pb2.Code.Name(code),
+                        "session_id": getattr(request, "session_id", "") or None,
+                    },
                 )
             await abort(context, exc)
             raise  # unreachable: abort raises

@@ -408,8 +408,17 @@ def test_metrics_annotations_only_when_enabled(service: list[Manifest]) -> None:
     annotations = server_pod_deployment(service)["spec"]["template"]["metadata"]["annotations"]
     assert annotations["prometheus.io/scrape"] == "true"
     assert annotations["prometheus.io/port"] == "9090"
+    pod = server_pod_deployment(service)["spec"]["template"]["spec"]
+    assert "--metrics-listen=0.0.0.0:9090" in args_of(sidecar_container(pod))
     off = render(["service-postgres.yaml"], sets=["metrics.enabled=false"])
     assert "annotations" not in server_pod_deployment(off)["spec"]["template"]["metadata"]
+    off_pod = server_pod_deployment(off)["spec"]["template"]["spec"]
+    assert not any(a.startswith("--metrics-listen") for a in args_of(sidecar_container(off_pod)))
+
+
+def test_logs_are_json_lines_by_default() -> None:
+    pod = next(pod_specs(render(["sidecar-native.yaml"])))
+    assert "--log-format=json" in args_of(sidecar_container(pod))
 
 
 def test_scheduling_values_reach_the_pod() -> None:

@@ -123,6 +123,10 @@ listener is always on every address: the kubelet probes the pod IP.
 - --sqlite-synchronous={{ $v.store.sqlite.synchronous }}
 {{- end }}
 - --log-level={{ $v.server.logLevel }}
+- --log-format={{ $v.server.logFormat }}
+{{- if $v.metrics.enabled }}
+- --metrics-listen=0.0.0.0:{{ $v.metrics.port }}
+{{- end }}
 - --shutdown-grace-s={{ $v.server.shutdownGraceSeconds }}
 {{- with $v.server.defaultPolicy }}
 - {{ printf "--default-policy=%s" (kindIs "map" . | ternary (toJson .) .) | toJson }}
