@@ -29,7 +29,7 @@ from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.tokens import TokenEstimator, default_estimator, with_token_count
 from sidecar.engine.locks import LockRegistry
 from sidecar.engine.observer import EngineObserver, NoObserver
-from sidecar.engine.validation import Limits, check_events, check_labels, check_session_id
+from sidecar.engine.validation import Limits, check_events, check_labels, check_stored_session_id
 from sidecar.engine.watchers import Watcher, WatcherHub
 from sidecar.errors import (
     NoSummarizer,
@@ -113,7 +113,7 @@ class SessionEngine:
         labels: dict[str, str] | None = None,
     ) -> Session:
         """Create a session; without a policy it gets the server's default."""
-        check_session_id(session_id)
+        check_stored_session_id(session_id)
         check_labels(labels or {}, self.limits)
         self.check_policy(policy)
         if policy is None and use_default_policy:
@@ -148,7 +148,7 @@ class SessionEngine:
         Token counts are computed here, outside the lock; ids are assigned to
         events that came without one.
         """
-        check_session_id(session_id)
+        check_stored_session_id(session_id)
         check_events(events, self.limits)
         counted = [
             with_token_count(e if e.id else e.evolve(id=new_event_id()), self.estimator)
@@ -196,7 +196,7 @@ class SessionEngine:
         session is waited for first. ``deadline_s`` (the caller's remaining
         time) bounds the summarizer call.
         """
-        check_session_id(session_id)
+        check_stored_session_id(session_id)
         self.check_policy(policy)
         running = self._in_flight.get(session_id)
         if running is not None:
@@ -387,11 +387,11 @@ class SessionEngine:
 
     async def context(self, session_id: str) -> tuple[Session, tuple[Event, ...]]:
         """The active window to send to the model, in log order."""
-        check_session_id(session_id)
+        check_stored_session_id(session_id)
         return await self.store.active_window(session_id)
 
     def watch(self, session_id: str) -> Watcher:
-        check_session_id(session_id)
+        check_stored_session_id(session_id)
         return self.watchers.subscribe(session_id)
 
     def in_flight(self) -> int:

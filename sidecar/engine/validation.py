@@ -14,6 +14,8 @@ from sidecar.errors import InvalidArgument, LimitExceeded
 from sidecar.model import Event, Role
 
 _ID = re.compile(r"^[A-Za-z0-9._:~@/+=-]{1,128}$")
+# What the engine accepts: a client's id, in a tenant's namespace or not (see tenancy.py).
+_STORED_ID = re.compile(r"^(?:[A-Za-z0-9._-]{1,64}#)?[A-Za-z0-9._:~@/+=-]{1,128}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +29,16 @@ class Limits:
 
 
 def check_session_id(session_id: str, field: str = "session_id") -> None:
+    """A session id as a client sends it."""
     if not _ID.match(session_id):
+        raise InvalidArgument(
+            field, "must be 1-128 characters of letters, digits and . _ : ~ @ / + = -"
+        )
+
+
+def check_stored_session_id(session_id: str, field: str = "session_id") -> None:
+    """A session id as the engine stores it: a client's, possibly in a tenant's namespace."""
+    if not _STORED_ID.match(session_id):
         raise InvalidArgument(
             field, "must be 1-128 characters of letters, digits and . _ : ~ @ / + = -"
         )

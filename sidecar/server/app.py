@@ -28,7 +28,7 @@ from sidecar.engine.engine import SessionEngine
 from sidecar.engine.validation import Limits
 from sidecar.errors import InvalidConfig, StoreUnavailable
 from sidecar.gen.compaction.v1 import compaction_service_pb2, compaction_service_pb2_grpc
-from sidecar.server.auth import BearerTokenInterceptor, read_tokens
+from sidecar.server.auth import BearerTokenInterceptor, TokenFile
 from sidecar.server.config import ServerConfig
 from sidecar.server.metrics import Metrics, RpcMetricsInterceptor, TimedStore
 from sidecar.server.servicer import CompactionServicer
@@ -237,11 +237,17 @@ async def start(
     ]
     metrics.bind_engine(engine)
     interceptors: list[grpc.aio.ServerInterceptor[Any, Any]] = [RpcMetricsInterceptor(metrics)]
+    tokens = None
     if config.auth_token_file:
-        interceptors.append(BearerTokenInterceptor(read_tokens(config.auth_token_file)))
+        try:
+            tokens = TokenFile(config.auth_token_file)
+        except (OSError, ValueError) as exc:
+            await store.close()
+            raise InvalidConfig("auth_token_file", str(exc)) from exc
+        interceptors.append(BearerTokenInterceptor(tokens))
     server = grpc.aio.server(options=options, interceptors=interceptors)
     compaction_service_pb2_grpc.add_CompactionServiceServicer_to_server(
-        CompactionServicer(engine), server
+        CompactionServicer(engine, tokens), server
     )
     health_servicer = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -14,12 +14,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
-from google.rpc import code_pb2
+from google.rpc import code_pb2, status_pb2
 from grpc_status import rpc_status
 
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.engine.engine import SessionEngine, policy_json
-from sidecar.engine.validation import check_labels, check_session_id
+from sidecar.engine.validation import check_labels
 from sidecar.engine.watchers import Lagged, Watcher
 from sidecar.errors import InvalidArgument
 from sidecar.gen.compaction.v1 import (
@@ -31,9 +31,11 @@ from sidecar.gen.compaction.v1 import (
 from sidecar.gen.compaction.v1 import (
     session_pb2,
 )
-from sidecar.model import CompactionResult
+from sidecar.model import CompactionResult, Session
 from sidecar.server import convert
+from sidecar.server.auth import TokenFile
 from sidecar.server.status import to_status
+from sidecar.server.tenancy import UNSCOPED, Scope, current_scope
 from sidecar.store.protocol import SearchQuery, SessionFilter
 
 log = logging.getLogger(__name__)
@@ -75,6 +77,7 @@ def unary(
     async def wrapped(
         self: Any, request: Req, context: grpc.aio.ServicerContext[Req, Resp]
     ) -> Resp:
+        current_scope.set(self.scope_of(context))  # this call's own task and context
         try:
             return await handler(self, request, context)
         except asyncio.CancelledError:
@@ -102,9 +105,16 @@ def unary(
     return wrapped
 
 
+def status_of(exc: BaseException) -> status_pb2.Status:
+    """The error's status, its message in the caller's own session ids."""
+    status = to_status(exc)
+    status.message = current_scope.get().scrub(status.message)
+    return status
+
+
 async def abort(context: grpc.aio.ServicerContext[Any, Any], exc: BaseException) -> None:
     """End the call with the error's status; details travel in grpc-status-details-bin."""
-    status = rpc_status.to_status(to_status(exc))
+    status = rpc_status.to_status(status_of(exc))
     await context.abort(status.code, status.details, status.trailing_metadata)
 
 
@@ -118,12 +128,33 @@ def _required(value: str, field: str) -> str:
     return value
 
 
+def _stored(session_id: str, field: str = "session_id") -> str:
+    """The stored id of the session a request names, in the caller's namespace."""
+    return current_scope.get().inside(_required(session_id, field), field)
+
+
+def _session_out(session: Session, out: session_pb2.Session) -> session_pb2.Session:
+    convert.session_out(session, out)
+    out.session_id = current_scope.get().outside(session.session_id)
+    return out
+
+
 class CompactionServicer(pb_grpc.CompactionServiceServicer):
     """Serves the API over one SessionEngine."""
 
-    def __init__(self, engine: SessionEngine) -> None:
+    def __init__(self, engine: SessionEngine, tokens: TokenFile | None = None) -> None:
         self.engine = engine
         self.store = engine.store
+        self.tokens = tokens
+
+    def scope_of(self, context: grpc.aio.ServicerContext[Any, Any]) -> Scope:
+        """The caller's namespace: its tenant's in multi-tenant mode, else every session."""
+        if self.tokens is None or not self.tokens.current().multi_tenant:
+            return UNSCOPED
+        tenant = self.tokens.tenant_of(context.invocation_metadata())
+        if not isinstance(tenant, str):  # the interceptor lets no such call through
+            raise PermissionError("call without a tenant reached the servicer")
+        return Scope(tenant)
 
     # -- sessions ---------------------------------------------------------
 
@@ -133,20 +164,16 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     ) -> session_pb2.Session:
         policy = convert.policy_in(request.policy) if request.HasField("policy") else None
         session = await self.engine.create_session(
-            _required(request.session_id, "session_id"), policy=policy, labels=dict(request.labels)
+            _stored(request.session_id), policy=policy, labels=dict(request.labels)
         )
-        out = session_pb2.Session()
-        convert.session_out(session, out)
-        return out
+        return _session_out(session, session_pb2.Session())
 
     @unary
     async def GetSession(
         self, request: pb.GetSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> session_pb2.Session:
-        check_session_id(request.session_id)
-        out = session_pb2.Session()
-        convert.session_out(await self.store.get_session(request.session_id), out)
-        return out
+        session = await self.store.get_session(_stored(request.session_id))
+        return _session_out(session, session_pb2.Session())
 
     @unary
     async def ListSessions(
@@ -154,21 +181,20 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     ) -> pb.ListSessionsResponse:
         check_labels(request.label_filter, self.engine.limits, "label_filter")
         page = await self.store.list_sessions(
-            SessionFilter(labels=dict(request.label_filter)),
+            SessionFilter(labels=dict(request.label_filter), id_prefix=current_scope.get().prefix),
             page_size=request.page_size,
             page_token=request.page_token,
         )
         out = pb.ListSessionsResponse(next_page_token=page.next_page_token)
         for session in page.items:
-            convert.session_out(session, out.sessions.add())
+            _session_out(session, out.sessions.add())
         return out
 
     @unary
     async def UpdateSession(
         self, request: pb.UpdateSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> session_pb2.Session:
-        session_id = _required(request.session.session_id, "session.session_id")
-        check_session_id(session_id, "session.session_id")
+        session_id = _stored(request.session.session_id, "session.session_id")
         paths = list(request.update_mask.paths)
         if not paths:
             raise InvalidArgument("update_mask", "name at least one of: policy, labels")
@@ -188,16 +214,13 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             labels=dict(request.session.labels) if "labels" in paths else None,
             expected_version=_optional_version(request.expected_version),
         )
-        out = session_pb2.Session()
-        convert.session_out(session, out)
-        return out
+        return _session_out(session, session_pb2.Session())
 
     @unary
     async def DeleteSession(
         self, request: pb.DeleteSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.DeleteSessionResponse:
-        check_session_id(request.session_id)
-        await self.store.delete_session(request.session_id)
+        await self.store.delete_session(_stored(request.session_id))
         return pb.DeleteSessionResponse()
 
     # -- appends ----------------------------------------------------------
@@ -210,7 +233,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         create_if_missing: bool,
     ) -> pb.AppendEventsResponse:
         result = await self.engine.append(
-            _required(session_id, "session_id"),
+            _stored(session_id),
             convert.events_in(events),
             expected_version=_optional_version(expected_version),
             create_if_missing=create_if_missing,
@@ -242,24 +265,26 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         reading, the queue fills, the reader stops taking requests, and HTTP/2
         flow control pushes back on the client. Memory stays bounded.
         """
+        # Set before the tasks below are made, so they inherit it.
+        current_scope.set(self.scope_of(context))
         queue: asyncio.Queue[pb.StreamEventsResponse | None] = asyncio.Queue(STREAM_QUEUE_SIZE)
         watchers: dict[str, Watcher] = {}
         forwarders: list[asyncio.Task[None]] = []
 
-        async def forward(watcher: Watcher) -> None:
+        async def forward(watcher: Watcher, session_id: str) -> None:
             while True:
                 update = await watcher.next()
                 if isinstance(update, Lagged):
                     continue  # a stream only relays results; WatchSession reports lag
-                out = pb.StreamEventsResponse(session_id=watcher.session_id)
+                out = pb.StreamEventsResponse(session_id=session_id)
                 convert.result_out(update, out.compaction)
                 await queue.put(out)
 
         def watch(session_id: str) -> None:
             if session_id in watchers or len(watchers) >= STREAM_MAX_WATCHED_SESSIONS:
                 return
-            watcher = watchers[session_id] = self.engine.watch(session_id)
-            forwarders.append(asyncio.create_task(forward(watcher)))
+            watcher = watchers[session_id] = self.engine.watch(_stored(session_id))
+            forwarders.append(asyncio.create_task(forward(watcher, session_id)))
 
         inbox: asyncio.Queue[pb.StreamEventsRequest | None] = asyncio.Queue(STREAM_READ_AHEAD)
 
@@ -407,7 +432,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                out.error.CopyFrom(to_status(exc))
+                out.error.CopyFrom(status_of(exc))
             answers.append(out)
         return answers
 
@@ -417,7 +442,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     async def GetContext(
         self, request: pb.GetContextRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.GetContextResponse:
-        session, events = await self.engine.context(request.session_id)
+        session, events = await self.engine.context(_stored(request.session_id))
         out = pb.GetContextResponse(
             version=session.version,
             token_count=session.counters.tokens,
@@ -433,7 +458,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         policy = convert.policy_in(request.policy) if request.HasField("policy") else None
         remaining = context.time_remaining()
         result = await self.engine.compact(
-            _required(request.session_id, "session_id"),
+            _stored(request.session_id),
             policy=policy,
             force=request.force,
             expected_version=_optional_version(request.expected_version),
@@ -446,12 +471,14 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     async def WatchSession(
         self, request: pb.WatchSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[pb.WatchSessionResponse]:
+        current_scope.set(self.scope_of(context))
         try:
-            check_session_id(request.session_id)
-            await self.store.get_session(request.session_id)
+            session_id = _stored(request.session_id)
+            await self.store.get_session(session_id)
         except Exception as exc:
             await abort(context, exc)
-        watcher = self.engine.watch(request.session_id)
+            raise  # unreachable: abort raises
+        watcher = self.engine.watch(session_id)
         # Headers now, so a client knows the watch is in place before the first result.
         await context.send_initial_metadata(())
         try:
@@ -472,9 +499,8 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     async def ListEvents(
         self, request: pb.ListEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.ListEventsResponse:
-        check_session_id(request.session_id)
         page = await self.store.list_events(
-            request.session_id,
+            _stored(request.session_id),
             page_size=request.page_size,
             page_token=request.page_token,
             include_archived=not request.active_only,
@@ -489,11 +515,11 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     ) -> pb.SearchEventsResponse:
         if not request.query.strip():
             raise InvalidArgument("query", "is required")
-        if request.session_id:
-            check_session_id(request.session_id)
+        scope = current_scope.get()
         query = SearchQuery(
             text=request.query,
-            session_id=request.session_id or None,
+            session_id=_stored(request.session_id) if request.session_id else None,
+            session_prefix=scope.prefix,
             roles=tuple(convert.role_in(r, f"roles[{i}]") for i, r in enumerate(request.roles)),
             include_active=request.include_active,
             since=convert.time_in(request.since) if request.HasField("since") else None,
@@ -504,6 +530,8 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         )
         out = pb.SearchEventsResponse(next_page_token=page.next_page_token)
         for hit in page.items:
-            added = out.hits.add(session_id=hit.session_id, rank=hit.rank, snippet=hit.snippet)
+            added = out.hits.add(
+                session_id=scope.outside(hit.session_id), rank=hit.rank, snippet=hit.snippet
+            )
             convert.event_out(hit.event, added.event)
         return out

@@ -140,14 +140,16 @@ async def list_events(
 async def list_sessions(db: Db, filter: SessionFilter, *, size: int, token: str) -> Page[Session]:
     """Sessions in id order whose labels include every pair of the filter; keyset on id."""
     labels = sorted(filter.labels.items())
-    bound = fingerprint(labels)
+    bound = fingerprint(labels, filter.id_prefix)
     after = decode_str_key(token, kind="sessions", bound=bound) if token else ""
-    # Every id is non-empty, so "" sorts before them all. ``@>`` uses the GIN index.
+    # Every id is non-empty, so "" sorts before them all. ``@>`` uses the GIN index;
+    # ``starts_with`` holds whatever the database's collation.
     rows = await db.fetch(
         f"SELECT {SESSION_COLUMNS} FROM sessions s WHERE s.id > $1 AND s.labels @> $2::jsonb"
-        " ORDER BY s.id LIMIT $3",
+        " AND starts_with(s.id, $3) ORDER BY s.id LIMIT $4",
         after,
         json.dumps(dict(labels)),
+        filter.id_prefix,
         size + 1,
     )
     items = tuple(session_from_row(row)[1] for row in rows[:size])
@@ -213,6 +215,7 @@ async def search(db: Db, query: SearchQuery, *, size: int, token: str) -> Page[S
     bound = fingerprint(
         query.text,
         query.session_id,
+        query.session_prefix,
         sorted(r.value for r in query.roles),
         query.include_active,
         query.since.isoformat() if query.since else None,
@@ -228,6 +231,9 @@ async def search(db: Db, query: SearchQuery, *, size: int, token: str) -> Page[S
         session_pk, _ = await get_session(db, query.session_id)
         params.append(session_pk)
         clauses.append(f"e.session = ${len(params)}")
+    if query.session_prefix:
+        params.append(query.session_prefix)
+        clauses.append(f"starts_with(s.id, ${len(params)})")
     if not query.include_active:
         clauses.append("e.archived")
     if query.roles:

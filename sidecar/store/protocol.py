@@ -67,6 +67,8 @@ class SearchQuery:
 
     text: str
     session_id: str | None = None
+    session_prefix: str = ""
+    """Only sessions whose id starts with this (a tenant's namespace); "" for all."""
     roles: tuple[Role, ...] = ()
     include_active: bool = False
     since: datetime | None = None
@@ -85,9 +87,11 @@ class SearchHit:
 
 @dataclass(frozen=True, slots=True)
 class SessionFilter:
-    """Sessions whose labels include every pair of ``labels``."""
+    """Sessions whose labels include every pair of ``labels`` (and whose id starts with
+    ``id_prefix``: a tenant's namespace)."""
 
     labels: Mapping[str, str] = field(default_factory=dict)
+    id_prefix: str = ""
 
 
 class Store(Protocol):

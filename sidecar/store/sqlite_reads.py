@@ -135,10 +135,13 @@ def list_sessions(
 ) -> Page[Session]:
     """Sessions in id order whose labels include every pair of the filter; keyset on id."""
     labels = sorted(filter.labels.items())
-    bound = fingerprint(labels)
+    bound = fingerprint(labels, filter.id_prefix)
     after = decode_str_key(token, kind="sessions", bound=bound) if token else None
     clauses = ["1"]
     params: list[object] = []
+    if filter.id_prefix:
+        clauses.append("substr(s.id, 1, ?) = ?")
+        params += [len(filter.id_prefix), filter.id_prefix]
     if after is not None:
         clauses.append("s.id > ?")
         params.append(after)
@@ -220,6 +223,7 @@ def search(db: sqlite3.Connection, query: SearchQuery, *, size: int, token: str)
     bound = fingerprint(
         query.text,
         query.session_id,
+        query.session_prefix,
         sorted(r.value for r in query.roles),
         query.include_active,
         query.since.isoformat() if query.since else None,
@@ -235,6 +239,9 @@ def search(db: sqlite3.Connection, query: SearchQuery, *, size: int, token: str)
         session_pk, _ = get_session(db, query.session_id)
         clauses.append("e.session = ?")
         params.append(session_pk)
+    if query.session_prefix:
+        clauses.append("substr(s.id, 1, ?) = ?")
+        params += [len(query.session_prefix), query.session_prefix]
     if not query.include_active:
         clauses.append("e.archived = 1")
     if query.roles:

@@ -718,3 +718,21 @@ async def test_search_reads_quotes_and_operators_as_plain_words(store: Store) ->
     await searchable(store)
     assert set(await hit_ids(store, SearchQuery('"sunny"'))) == {"w/t1", "w/a1b"}
     assert await hit_ids(store, SearchQuery("sunny NEAR")) == []
+
+
+async def test_listing_and_search_can_be_held_to_an_id_prefix(store: Store) -> None:
+    """How one tenant's namespace is kept apart from another's."""
+    for session_id in ["acme#a", "acme#b", "acmex#c", "globex#a", "plain"]:
+        await seed(store, session_id, [u(f"{session_id}-1", "quarterly numbers"), u("last")])
+        await compact(store, session_id, [f"{session_id}-1"])
+    page = await store.list_sessions(SessionFilter(id_prefix="acme#"), page_size=1, page_token="")
+    listed = [s.session_id for s in page.items]
+    while page.next_page_token:
+        page = await store.list_sessions(
+            SessionFilter(id_prefix="acme#"), page_size=1, page_token=page.next_page_token
+        )
+        listed += [s.session_id for s in page.items]
+    assert listed == ["acme#a", "acme#b"]
+    hits = await hit_ids(store, SearchQuery("quarterly", session_prefix="acme#"))
+    assert sorted(hits) == ["acme#a/acme#a-1", "acme#b/acme#b-1"]
+    assert len(await hit_ids(store, SearchQuery("quarterly"))) == 5
