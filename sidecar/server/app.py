@@ -247,7 +247,10 @@ async def start(
         interceptors.append(BearerTokenInterceptor(tokens))
     server = grpc.aio.server(options=options, interceptors=interceptors)
     compaction_service_pb2_grpc.add_CompactionServiceServicer_to_server(
-        CompactionServicer(engine, tokens), server
+        CompactionServicer(
+            engine, tokens, max_streams_per_connection=config.max_streams_per_connection
+        ),
+        server,
     )
     health_servicer = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

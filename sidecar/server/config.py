@@ -37,6 +37,7 @@ class ServerConfig:
     max_event_bytes: int = 1 << 20
     max_message_bytes: int = 16 << 20
     max_events_per_append: int = 1000
+    max_streams_per_connection: int = 100
     auth_token_file: str = ""
     tls_cert: str = ""
     tls_key: str = ""

@@ -21,7 +21,7 @@ from sidecar.compaction.policy import CompactionPolicy
 from sidecar.engine.engine import SessionEngine, policy_json
 from sidecar.engine.validation import check_labels
 from sidecar.engine.watchers import Lagged, Watcher
-from sidecar.errors import InvalidArgument
+from sidecar.errors import InvalidArgument, LimitExceeded
 from sidecar.gen.compaction.v1 import (
     compaction_service_pb2 as pb,
 )
@@ -142,10 +142,43 @@ def _session_out(session: Session, out: session_pb2.Session) -> session_pb2.Sess
 class CompactionServicer(pb_grpc.CompactionServiceServicer):
     """Serves the API over one SessionEngine."""
 
-    def __init__(self, engine: SessionEngine, tokens: TokenFile | None = None) -> None:
+    def __init__(
+        self,
+        engine: SessionEngine,
+        tokens: TokenFile | None = None,
+        *,
+        max_streams_per_connection: int = 100,
+    ) -> None:
         self.engine = engine
         self.store = engine.store
         self.tokens = tokens
+        self.max_streams_per_connection = max_streams_per_connection
+        self._streams: dict[str, int] = {}  # open StreamEvents/WatchSession calls per peer
+
+    def _open_stream(self, context: grpc.aio.ServicerContext[Any, Any]) -> str:
+        """Count a long-lived call against its connection; LimitExceeded past the cap.
+
+        HTTP/2's own stream limit would queue the extra calls on the client
+        without a word; a clear RESOURCE_EXHAUSTED naming the limit is better.
+        Returns the peer, for ``_close_stream``.
+        """
+        peer = context.peer()
+        open_now = self._streams.get(peer, 0)
+        if open_now >= self.max_streams_per_connection:
+            raise LimitExceeded(
+                "max_streams_per_connection",
+                f"{open_now} streams already open on this connection,"
+                f" the limit is {self.max_streams_per_connection}",
+            )
+        self._streams[peer] = open_now + 1
+        return peer
+
+    def _close_stream(self, peer: str) -> None:
+        left = self._streams[peer] - 1
+        if left:
+            self._streams[peer] = left
+        else:
+            del self._streams[peer]
 
     def scope_of(self, context: grpc.aio.ServicerContext[Any, Any]) -> Scope:
         """The caller's namespace: its tenant's in multi-tenant mode, else every session."""
@@ -267,6 +300,11 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         """
         # Set before the tasks below are made, so they inherit it.
         current_scope.set(self.scope_of(context))
+        try:
+            peer = self._open_stream(context)
+        except LimitExceeded as exc:
+            await abort(context, exc)
+            raise  # unreachable: abort raises
         queue: asyncio.Queue[pb.StreamEventsResponse | None] = asyncio.Queue(STREAM_QUEUE_SIZE)
         watchers: dict[str, Watcher] = {}
         forwarders: list[asyncio.Task[None]] = []
@@ -327,6 +365,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
                 yield item
             await reader
         finally:
+            self._close_stream(peer)
             reader.cancel()
             receiver.cancel()
             for task in forwarders:
@@ -475,13 +514,14 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         try:
             session_id = _stored(request.session_id)
             await self.store.get_session(session_id)
+            peer = self._open_stream(context)
         except Exception as exc:
             await abort(context, exc)
             raise  # unreachable: abort raises
         watcher = self.engine.watch(session_id)
-        # Headers now, so a client knows the watch is in place before the first result.
-        await context.send_initial_metadata(())
         try:
+            # Headers now, so a client knows the watch is in place before the first result.
+            await context.send_initial_metadata(())
             while True:
                 update: CompactionResult | Lagged = await watcher.next()
                 out = pb.WatchSessionResponse()
@@ -492,6 +532,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
                 yield out
         finally:
             watcher.close()
+            self._close_stream(peer)
 
     # -- the log ------------------------------------------------------------
 

@@ -255,3 +255,32 @@ async def test_a_cancelled_append_is_all_or_nothing(tmp_path: Path) -> None:
             log = await stub.ListEvents(pb.ListEventsRequest(session_id="s", page_size=1000))
             positions = [e.position for e in log.events]
             assert positions == list(range(1, len(positions) + 1))
+
+
+async def test_streams_past_the_per_connection_limit_are_refused_by_name(tmp_path: Path) -> None:
+    async with running(tmp_path, max_streams_per_connection=2) as sidecar:
+        async with grpc.aio.insecure_channel(address(sidecar)) as channel:
+            stub = pb_grpc.CompactionServiceStub(channel)
+            await stub.CreateSession(pb.CreateSessionRequest(session_id="s"))
+            watches = [stub.WatchSession(pb.WatchSessionRequest(session_id="s")) for _ in range(2)]
+            for watch in watches:
+                await watch.initial_metadata()
+            third = stub.WatchSession(pb.WatchSessionRequest(session_id="s"))
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await third.read()
+            assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "max_streams_per_connection" in (refused.value.details() or "")
+            watches[0].cancel()
+            await asyncio.sleep(0.1)
+            fourth = stub.WatchSession(pb.WatchSessionRequest(session_id="s"))
+            await fourth.initial_metadata()
+            with pytest.raises(TimeoutError):  # a slot came free: it stays open
+                await asyncio.wait_for(asyncio.shield(fourth.code()), 0.3)
+            fourth.cancel()
+            watches[1].cancel()
+        # Another connection has its own allowance.
+        async with grpc.aio.insecure_channel(address(sidecar)) as other:
+            stub = pb_grpc.CompactionServiceStub(other)
+            again = stub.WatchSession(pb.WatchSessionRequest(session_id="s"))
+            await again.initial_metadata()
+            again.cancel()

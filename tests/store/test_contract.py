@@ -736,3 +736,28 @@ async def test_listing_and_search_can_be_held_to_an_id_prefix(store: Store) -> N
     hits = await hit_ids(store, SearchQuery("quarterly", session_prefix="acme#"))
     assert sorted(hits) == ["acme#a/acme#a-1", "acme#b/acme#b-1"]
     assert len(await hit_ids(store, SearchQuery("quarterly"))) == 5
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "'; DROP TABLE sessions; --",
+        "x' OR '1'='1",
+        '{"a": 1}',
+        "a & b | !c <-> d:*",  # tsquery syntax
+        'NEAR("a" "b")',  # FTS5 syntax
+        "%_\\",
+    ],
+)
+async def test_labels_holding_sql_or_query_syntax_are_plain_data(
+    store: Store, hostile: str
+) -> None:
+    await store.create_session("s", policy_json=None, labels={hostile: hostile, "k": hostile})
+    await store.create_session("t", policy_json=None, labels={"k": "other"})
+    assert (await store.get_session("s")).labels == {hostile: hostile, "k": hostile}
+    page = await store.list_sessions(
+        SessionFilter(labels={"k": hostile}), page_size=10, page_token=""
+    )
+    assert [s.session_id for s in page.items] == ["s"]
+    all_sessions = await store.list_sessions(SessionFilter(), page_size=10, page_token="")
+    assert [s.session_id for s in all_sessions.items] == ["s", "t"]
