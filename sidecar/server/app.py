@@ -28,6 +28,7 @@ from sidecar.engine.engine import SessionEngine
 from sidecar.engine.validation import Limits
 from sidecar.errors import InvalidConfig, StoreUnavailable
 from sidecar.gen.compaction.v1 import compaction_service_pb2, compaction_service_pb2_grpc
+from sidecar.server import tracing
 from sidecar.server.auth import BearerTokenInterceptor, TokenFile
 from sidecar.server.config import ServerConfig
 from sidecar.server.metrics import Metrics, RpcMetricsInterceptor, TimedStore
@@ -215,6 +216,8 @@ async def start(
         and not summarizer
     ):
         raise InvalidConfig("default_policy", "summarizes, but --summarizer is none")
+    if summarizer is not None and tracing.enabled():
+        summarizer = tracing.TracedSummarizer(summarizer)
     store = store or open_store(config)
     await open_store_patiently(store, config.store_open_timeout_s)
     metrics = Metrics()
@@ -237,6 +240,8 @@ async def start(
     ]
     metrics.bind_engine(engine)
     interceptors: list[grpc.aio.ServerInterceptor[Any, Any]] = [RpcMetricsInterceptor(metrics)]
+    if tracing.enabled():
+        interceptors.insert(0, tracing.TracingInterceptor())
     tokens = None
     if config.auth_token_file:
         try:
