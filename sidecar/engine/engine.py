@@ -33,6 +33,8 @@ from sidecar.engine.validation import Limits, check_events, check_labels, check_
 from sidecar.engine.watchers import Watcher, WatcherHub
 from sidecar.errors import (
     NoSummarizer,
+    SessionNotFound,
+    StoreUnavailable,
     SummarizerTimeout,
     SummarizerUnavailable,
     VersionConflict,
@@ -100,6 +102,7 @@ class SessionEngine:
         self.locks = LockRegistry()
         self.watchers = WatcherHub()
         self._in_flight: dict[str, asyncio.Task[CompactionResult]] = {}
+        self._relays: set[asyncio.Task[None]] = set()
         self._closing = False
 
     # -- sessions ---------------------------------------------------------
@@ -394,6 +397,26 @@ class SessionEngine:
         check_stored_session_id(session_id)
         return self.watchers.subscribe(session_id)
 
+    def relay_compaction(self, session_id: str, compaction_id: str) -> None:
+        """Tell this replica's watchers of a compaction another replica landed.
+
+        Called by a shared store as the news arrives; costs nothing for
+        sessions nobody here watches.
+        """
+        if self._closing or not self.watchers.watched(session_id):
+            return
+        task = asyncio.create_task(self._relay(session_id, compaction_id))
+        self._relays.add(task)
+        task.add_done_callback(self._relays.discard)
+
+    async def _relay(self, session_id: str, compaction_id: str) -> None:
+        try:
+            result = await self.store.compaction_result(session_id, compaction_id)
+        except (KeyError, SessionNotFound, StoreUnavailable) as exc:
+            log.info("compaction %s of %s not relayed: %r", compaction_id, session_id, exc)
+            return
+        self.watchers.publish(session_id, result)
+
     def in_flight(self) -> int:
         return len(self._in_flight)
 
@@ -411,6 +434,8 @@ class SessionEngine:
         transaction after the summary arrives.
         """
         self._closing = True
+        for relay in list(self._relays):
+            relay.cancel()
         tasks = list(self._in_flight.values())
         if not tasks:
             return

@@ -67,6 +67,9 @@ class WatcherHub:
     def __len__(self) -> int:
         return len(self._by_session)
 
+    def watched(self, session_id: str) -> bool:
+        return session_id in self._by_session
+
     def subscribe(self, session_id: str) -> Watcher:
         watcher = Watcher(self, session_id, self._queue_size)
         self._by_session.setdefault(session_id, set()).add(watcher)

@@ -51,6 +51,7 @@ STORE_OPERATIONS = frozenset(
         "list_events",
         "search",
         "list_compactions",
+        "compaction_result",
         "ping",
     }
 )

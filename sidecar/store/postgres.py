@@ -24,15 +24,18 @@ server has closed, and should not fail for that.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import ssl
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TypeVar
 
 import asyncpg
 
 from sidecar.errors import InvalidConfig, StoreUnavailable
-from sidecar.model import CompactionPlan, Event, Session, utcnow
+from sidecar.model import CompactionPlan, CompactionResult, Event, Session, utcnow
 from sidecar.store import postgres_reads as reads
 from sidecar.store import postgres_writes as writes
 from sidecar.store.paging import page_size as effective_page_size
@@ -86,6 +89,12 @@ class PostgresStore:
         self.connect_timeout_s = connect_timeout_s
         self.statement_timeout_s = statement_timeout_s
         self._pool: asyncpg.Pool | None = None
+        self.origin = uuid.uuid4().hex
+        """This store's id in compaction notices, so it can skip its own."""
+        self._compaction_callbacks: list[Callable[[str, str], None]] = []
+        self._listener: asyncio.Task[None] | None = None
+        self.listening = asyncio.Event()
+        """Set while the notice connection is up (tests wait on it)."""
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -118,9 +127,66 @@ class PostgresStore:
 
     async def close(self) -> None:
         """Wait for the calls in flight, then disconnect."""
+        if self._listener is not None:
+            self._listener.cancel()
+            await asyncio.gather(self._listener, return_exceptions=True)
+            self._listener = None
         pool, self._pool = self._pool, None
         if pool is not None:
             await pool.close()
+
+    # -- compactions made by other replicas ------------------------------------
+
+    def on_compaction_elsewhere(self, callback: Callable[[str, str], None]) -> None:
+        """Call ``callback(session_id, compaction_id)`` for compactions other replicas land.
+
+        Each compaction is announced with NOTIFY in the transaction that
+        applies it; one connection per replica LISTENs, reconnecting after
+        an outage. Delivery is best effort: a notice sent while this replica
+        was disconnected is not replayed.
+        """
+        self._compaction_callbacks.append(callback)
+        if self._listener is None:
+            self._listener = asyncio.create_task(self._listen())
+
+    async def _listen(self) -> None:
+        while True:
+            try:
+                await self._listen_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # down, or refused: try again shortly
+                log.info("postgres notice connection lost (%s); reconnecting", exc)
+            await asyncio.sleep(1.0)
+
+    async def _listen_once(self) -> None:
+        """One LISTEN connection, until it drops."""
+        connection = await asyncpg.connect(self.dsn, timeout=self.connect_timeout_s)
+        try:
+            schema = await connection.fetchval("SELECT current_schema()")
+            lost = asyncio.Event()
+            connection.add_termination_listener(lambda _: lost.set())
+
+            def notice(_conn: object, _pid: int, _channel: str, payload: object) -> None:
+                self._notice(str(payload), schema)
+
+            await connection.add_listener(writes.NOTIFY_CHANNEL, notice)
+            self.listening.set()
+            await lost.wait()
+        finally:
+            self.listening.clear()
+            if not connection.is_closed():
+                connection.terminate()
+
+    def _notice(self, payload: str, schema: str) -> None:
+        try:
+            notice = json.loads(payload)
+        except ValueError:
+            return
+        if notice.get("schema") != schema or notice.get("origin") == self.origin:
+            return
+        for callback in self._compaction_callbacks:
+            callback(str(notice["session"]), str(notice["compaction"]))
 
     async def ping(self) -> None:
         """A round trip through the pool; StoreUnavailable if the database does not answer."""
@@ -251,7 +317,9 @@ class PostgresStore:
     async def apply(self, session_id: str, plan: CompactionPlan) -> ApplyOutcome:
         if plan.is_empty:
             raise ValueError("an empty compaction plan writes nothing; do not apply it")
-        return await self._write(lambda db: writes.apply(db, session_id, plan, now=utcnow()))
+        return await self._write(
+            lambda db: writes.apply(db, session_id, plan, now=utcnow(), origin=self.origin)
+        )
 
     async def list_events(
         self,
@@ -273,6 +341,9 @@ class PostgresStore:
     ) -> Page[SearchHit]:
         size = effective_page_size(page_size)
         return await self._read(lambda db: reads.search(db, query, size=size, token=page_token))
+
+    async def compaction_result(self, session_id: str, compaction_id: str) -> CompactionResult:
+        return await self._read(lambda db: reads.compaction_result(db, session_id, compaction_id))
 
     async def list_compactions(
         self, session_id: str, *, page_size: int, page_token: str

@@ -12,7 +12,7 @@ import json
 import asyncpg
 
 from sidecar.errors import SessionNotFound
-from sidecar.model import Event, Session, SessionCounters
+from sidecar.model import CompactionResult, Event, Session, SessionCounters
 from sidecar.store.codec import decode_event, to_micros
 from sidecar.store.paging import decode_int_key, decode_str_key, encode_token, fingerprint
 from sidecar.store.postgres_schema import INDEXED_TEXT_CHARS, Db
@@ -196,6 +196,33 @@ async def list_compactions(
     if len(rows) > size:
         next_token = encode_token("compactions", bound, (rows[size - 1][0],))
     return Page(items, next_token)
+
+
+async def compaction_result(db: Db, session_id: str, compaction_id: str) -> CompactionResult:
+    pk, _ = await get_session(db, session_id)
+    row = await db.fetchrow(
+        "SELECT strategy, tokens_saved, version_after FROM compactions"
+        " WHERE session = $1 AND id = $2",
+        pk,
+        compaction_id,
+    )
+    if row is None:
+        raise KeyError(compaction_id)
+    archived = await db.fetch(
+        f"SELECT {EVENT_COLUMNS} FROM events e WHERE e.session = $1 AND e.archived_by = $2"
+        " ORDER BY e.sort_key, e.position",
+        pk,
+        compaction_id,
+    )
+    return CompactionResult(
+        compacted=True,
+        strategy=row[0],
+        active_events=await active_events(db, pk),
+        archived_events=tuple(event_from_row(r) for r in archived),
+        tokens_estimated_saved=row[1],
+        version=row[2],
+        compaction_id=compaction_id,
+    )
 
 
 def query_words(text: str) -> str:

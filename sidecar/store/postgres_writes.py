@@ -238,7 +238,13 @@ async def append(
     return AppendOutcome(tuple(result), session, len(new))
 
 
-async def apply(db: Db, session_id: str, plan: CompactionPlan, *, now: datetime) -> ApplyOutcome:
+NOTIFY_CHANNEL = "compaction_sidecar"
+"""Where each landed compaction is announced, for the watchers of the other replicas."""
+
+
+async def apply(
+    db: Db, session_id: str, plan: CompactionPlan, *, now: datetime, origin: str = ""
+) -> ApplyOutcome:
     """Apply a compaction plan (see ``Store.apply`` and ``sqlite_writes.apply``)."""
     if plan.is_empty:
         raise ValueError("an empty compaction plan writes nothing; do not apply it")
@@ -329,6 +335,15 @@ async def apply(db: Db, session_id: str, plan: CompactionPlan, *, now: datetime)
         plan.summary_input_tokens,
         plan.summary_output_tokens,
         now,
+    )
+    # Delivered to listeners when (and only if) this transaction commits.
+    await db.execute(
+        "SELECT pg_notify($1, json_build_object('schema', current_schema(), 'session', $2::text,"
+        " 'compaction', $3::text, 'origin', $4::text)::text)",
+        NOTIFY_CHANNEL,
+        session_id,
+        compaction_id,
+        origin,
     )
     return ApplyOutcome(session, compaction_id, active, archived)
 

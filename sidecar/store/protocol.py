@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Generic, Protocol, TypeVar
 
-from sidecar.model import CompactionPlan, Event, Role, Session
+from sidecar.model import CompactionPlan, CompactionResult, Event, Role, Session
 
 T = TypeVar("T")
 
@@ -190,3 +190,9 @@ class Store(Protocol):
         self, session_id: str, *, page_size: int, page_token: str
     ) -> Page[CompactionRecord]:
         """The session's compaction audit trail, oldest first."""
+
+    async def compaction_result(self, session_id: str, compaction_id: str) -> CompactionResult:
+        """A landed compaction as a result: what it archived, and the active window now.
+
+        SessionNotFound if the session is absent; KeyError if it has no such compaction.
+        """

@@ -49,7 +49,7 @@ from typing import Any, TypeVar, cast
 import aiosqlite
 
 from sidecar.errors import StoreUnavailable
-from sidecar.model import CompactionPlan, Event, Session, utcnow
+from sidecar.model import CompactionPlan, CompactionResult, Event, Session, utcnow
 from sidecar.store import sqlite_reads as reads
 from sidecar.store import sqlite_writes as writes
 from sidecar.store.paging import page_size as effective_page_size
@@ -380,6 +380,9 @@ class SqliteStore:
     ) -> Page[SearchHit]:
         size = effective_page_size(page_size)
         return await self._read(lambda db: reads.search(db, query, size=size, token=page_token))
+
+    async def compaction_result(self, session_id: str, compaction_id: str) -> CompactionResult:
+        return await self._read(lambda db: reads.compaction_result(db, session_id, compaction_id))
 
     async def list_compactions(
         self, session_id: str, *, page_size: int, page_token: str

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sidecar.errors import SessionNotFound
-from sidecar.model import Event, Session, SessionCounters
+from sidecar.model import CompactionResult, Event, Session, SessionCounters
 from sidecar.store.codec import decode_event, decode_labels, from_micros, to_micros
 from sidecar.store.paging import (
     decode_int_key,
@@ -198,6 +198,33 @@ def list_compactions(
     if len(rows) > size:
         next_token = encode_token("compactions", bound, (rows[size - 1][0],))
     return Page(items, next_token)
+
+
+def compaction_result(
+    db: sqlite3.Connection, session_id: str, compaction_id: str
+) -> CompactionResult:
+    pk, _ = get_session(db, session_id)
+    row = db.execute(
+        "SELECT strategy, tokens_saved, version_after FROM compactions"
+        " WHERE session = ? AND id = ?",
+        (pk, compaction_id),
+    ).fetchone()
+    if row is None:
+        raise KeyError(compaction_id)
+    archived = db.execute(
+        f"SELECT {EVENT_COLUMNS} FROM events e WHERE e.session = ? AND e.archived_by = ?"
+        " ORDER BY e.sort_key, e.position",
+        (pk, compaction_id),
+    )
+    return CompactionResult(
+        compacted=True,
+        strategy=row[0],
+        active_events=active_events(db, pk),
+        archived_events=tuple(event_from_row(r) for r in archived),
+        tokens_estimated_saved=row[1],
+        version=row[2],
+        compaction_id=compaction_id,
+    )
 
 
 def fts_match(text: str) -> str:

@@ -317,3 +317,35 @@ async def test_a_database_restart_mid_load_loses_nothing_acknowledged(
         assert history.unavailable > 0  # the outage was seen by the clients
         assert await health(one.address) == health_pb2.HealthCheckResponse.SERVING
         await check(one.address, history)
+
+
+async def test_a_watcher_on_one_replica_sees_compactions_landed_by_another(
+    postgres_database: str,
+) -> None:
+    async with replica(postgres_database) as left, replica(postgres_database) as right:
+        async with (
+            grpc.aio.insecure_channel(left.address) as to_left,
+            grpc.aio.insecure_channel(right.address) as to_right,
+        ):
+            on_left = pb_grpc.CompactionServiceStub(to_left)
+            on_right = pb_grpc.CompactionServiceStub(to_right)
+            await on_left.CreateSession(pb.CreateSessionRequest(session_id="w"))
+            for n in range(3):
+                await on_left.AppendEvents(
+                    pb.AppendEventsRequest(session_id="w", events=turn("c", n))
+                )
+            watch = on_right.WatchSession(pb.WatchSessionRequest(session_id="w"))
+            await watch.initial_metadata()
+            await asyncio.sleep(1.0)  # the right replica's LISTEN connection comes up
+            done = await on_left.Compact(pb.CompactRequest(session_id="w", force=True))
+            assert done.result.compacted
+            update = await asyncio.wait_for(watch.read(), 10)
+            assert isinstance(update, pb.WatchSessionResponse)
+            assert update.compaction.compaction_id == done.result.compaction_id
+            assert [e.id for e in update.compaction.archived_events] == [
+                e.id for e in done.result.archived_events
+            ]
+            assert [e.id for e in update.compaction.active_events] == [
+                e.id for e in done.result.active_events
+            ]
+            watch.cancel()

@@ -761,3 +761,24 @@ async def test_labels_holding_sql_or_query_syntax_are_plain_data(
     assert [s.session_id for s in page.items] == ["s"]
     all_sessions = await store.list_sessions(SessionFilter(), page_size=10, page_token="")
     assert [s.session_id for s in all_sessions.items] == ["s", "t"]
+
+
+async def test_a_landed_compaction_reads_back_as_its_result(store: Store) -> None:
+    await seed(store, "s", conversation())
+    landed = await compact(
+        store, "s", ["u1", "a1"], inserts=summary("sum", "they asked twice"), before="u2"
+    )
+    await store.append("s", [u("u4")])  # after the compaction: in the window now
+    result = await store.compaction_result("s", landed.compaction_id)
+    assert result.compacted
+    assert result.strategy == "test"
+    assert result.compaction_id == landed.compaction_id
+    assert result.version == landed.session.version
+    assert result.tokens_estimated_saved == 7
+    assert ids(result.archived_events) == ["u1", "a1"]
+    assert all(e.archived for e in result.archived_events)
+    assert ids(result.active_events) == ["sys", "sum-q", "sum-a", "u2", "a2", "u3", "a3", "u4"]
+    with pytest.raises(KeyError):
+        await store.compaction_result("s", "no-such-compaction")
+    with pytest.raises(SessionNotFound):
+        await store.compaction_result("absent", landed.compaction_id)
