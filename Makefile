@@ -5,12 +5,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: setup demo serve bench bench-quick test lint typecheck unit protos proto-check clean \
-	clients-ts protos-ts clients-go protos-go clients-java clients-java-gen clients-java-gen-check helm
+	clients-ts protos-ts clients-go protos-go clients-java clients-java-gen clients-java-gen-check helm bench-adk-venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip==25.3
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,bench]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -23,12 +23,26 @@ demo: setup
 serve: setup
 	$(BIN)/compaction-sidecar serve
 
-## Benchmarks: each target measured against its baseline in the same run, as ratios.
-bench: setup
-	$(BIN)/python -m bench.run
+ADK_VENV ?= .venv-adk
+ADK_STAMP := $(ADK_VENV)/.installed
 
-bench-quick: setup
-	$(BIN)/python -m bench.run --quick
+## google-adk in a venv of its own: the in-process baseline of `make bench`.
+$(ADK_STAMP): bench/requirements-adk.txt
+	$(PYTHON) -m venv $(ADK_VENV)
+	$(ADK_VENV)/bin/pip install --quiet --upgrade pip==25.3
+	$(ADK_VENV)/bin/pip install --quiet -r bench/requirements-adk.txt
+	touch $(ADK_STAMP)
+
+bench-adk-venv: $(ADK_STAMP)
+
+## Benchmarks: each target measured against its baseline in the same run, as ratios
+## (JSON in bench/results.json), then the plot in docs/bench.png.
+bench: setup bench-adk-venv
+	$(BIN)/python -m bench.run --json bench/results.json
+	$(BIN)/python -m bench.plot bench/results.json --out docs/bench.png
+
+bench-quick: setup bench-adk-venv
+	$(BIN)/python -m bench.run --quick --json bench/results-quick.json
 
 ## Every check: lint, types, the proto contract, tests.
 test: lint typecheck proto-check unit clients-ts clients-go clients-java-gen-check clients-java
@@ -102,7 +116,7 @@ typecheck: setup
 helm:
 	bash scripts/install_helm.sh
 
-unit: setup helm
+unit: setup helm bench-adk-venv
 	$(BIN)/pytest -q
 
 clean:

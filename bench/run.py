@@ -22,7 +22,16 @@ from typing import Any
 
 import grpc
 
-from bench import appends, compaction_cost, context
+from bench import (
+    adk_appends,
+    adk_context,
+    appends,
+    compaction_cost,
+    context,
+    latency,
+    memory,
+    tokens,
+)
 from bench.common import FULL, QUICK, TINY, Log, Outcome, Scale, Target
 
 Benchmark = Callable[[Scale, Path, Log], Awaitable[Outcome]]
@@ -31,6 +40,11 @@ BENCHMARKS: dict[str, Benchmark] = {
     "appends": appends.run,
     "context": context.run,
     "compaction_cost": compaction_cost.run,
+    "adk_appends": adk_appends.run,
+    "adk_context": adk_context.run,
+    "tokens": tokens.run,
+    "memory": memory.run,
+    "latency": latency.run,
 }
 
 DEFAULT_JSON = Path(__file__).parent / "results.json"
@@ -50,9 +64,12 @@ def say(line: str) -> None:
     print(line, flush=True)
 
 
-async def run_all(scale: Scale, only: list[str]) -> tuple[dict[str, Any], list[Target]]:
+async def run_all(
+    scale: Scale, only: list[str]
+) -> tuple[dict[str, Any], list[Target], dict[str, str]]:
     figures: dict[str, Any] = {}
     targets: list[Target] = []
+    skipped: dict[str, str] = {}
     for name in only:
         with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as tmp:
             started = time.perf_counter()
@@ -62,9 +79,12 @@ async def run_all(scale: Scale, only: list[str]) -> tuple[dict[str, Any], list[T
         figures[name] = outcome.figures
         for target in outcome.targets:
             say(target.line())
+        for target_name, reason in outcome.skipped.items():
+            say(f"SKIP {target_name}: {reason}")
+            skipped[target_name] = reason
         targets += outcome.targets
         say(f"  ({name} took {elapsed:.1f} s)")
-    return figures, targets
+    return figures, targets, skipped
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     say(f"mode: {scale.name}")
     started = time.perf_counter()
-    figures, targets = asyncio.run(run_all(scale, only))
+    figures, targets, skipped = asyncio.run(run_all(scale, only))
     total = time.perf_counter() - started
     say(f"total {total:.1f} s")
     result = {
@@ -95,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         "total_s": total,
         "benchmarks": figures,
         "targets": {t.name: t.to_json() for t in targets},
+        "skipped": skipped,
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=2) + "\n")

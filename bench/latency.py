@@ -1,0 +1,178 @@
+"""Target 7: unary AppendEvents latency, quiet and while 8 clients stream to other sessions.
+
+The server is a child process (``bench.server_process``); the load is another
+(``python -m bench.latency ADDRESS CLIENTS SECONDS``): each of its clients
+keeps one StreamEvents stream busy on a session of its own with up to
+``WINDOW`` unacknowledged messages, for at most ``SECONDS``. This process only
+probes: sequential unary AppendEvents (one 300-2000 byte event each) on a
+session of its own, first with no load, then under it. Keeping the load out of
+the probing process means its event loop measures the server, not itself.
+
+The bound is this benchmark's proposal: p99 under load within 20x the quiet p50
+(the server is one Python process: a probe waits behind the streams' work).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import grpc
+
+from bench.common import Log, Outcome, Scale, Target, median, pb_event, percentile
+from bench.server_process import server_process
+from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
+from sidecar.gen.compaction.v1.compaction_service_pb2_grpc import CompactionServiceStub
+
+if TYPE_CHECKING:
+    from sidecar.gen.compaction.v1.compaction_service_pb2_grpc import CompactionServiceAsyncStub
+
+TARGET_RATIO = 20.0
+WINDOW = 16
+LOAD_MAX_S = 300.0
+ROOT = Path(__file__).resolve().parent.parent
+
+
+async def _probe(stub: CompactionServiceAsyncStub, count: int, session: str) -> list[float]:
+    out: list[float] = []
+    for i in range(count):
+        request = pb.AppendEventsRequest(
+            session_id=session, events=[pb_event(i)], create_if_missing=True
+        )
+        began = time.perf_counter()
+        await stub.AppendEvents(request)
+        out.append(time.perf_counter() - began)
+    return out
+
+
+# --- the load generator (child process) -------------------------------------------------
+
+
+async def _load_client(stub: CompactionServiceAsyncStub, client: int, stop: asyncio.Event) -> int:
+    window = asyncio.Semaphore(WINDOW)
+    acks = 0
+
+    async def requests() -> AsyncIterator[pb.StreamEventsRequest]:
+        i = 0
+        while not stop.is_set():
+            await window.acquire()
+            yield pb.StreamEventsRequest(
+                request_id=str(i),
+                session_id=f"load-{client}",
+                events=[pb_event(i)],
+                create_if_missing=True,
+            )
+            i += 1
+
+    call = stub.StreamEvents(requests())
+    async for reply in call:
+        if reply.WhichOneof("result") == "error":
+            raise RuntimeError(f"load append failed: {reply.error.message}")
+        acks += 1
+        window.release()
+        if stop.is_set():
+            call.cancel()  # type: ignore[no-untyped-call, unused-ignore]
+            break
+    return acks
+
+
+async def load_main(address: str, clients: int, seconds: float) -> None:
+    """Stream from ``clients`` clients until stdin closes or ``seconds`` pass; print acks."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = CompactionServiceStub(channel)
+        tasks = [asyncio.create_task(_load_client(stub, c, stop)) for c in range(clients)]
+        print("started", flush=True)
+        reader = loop.run_in_executor(None, sys.stdin.readline)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(reader, min(seconds, LOAD_MAX_S))
+        started = time.perf_counter()
+        stop.set()
+        acks = 0
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
+                acks += await task
+        print(json.dumps({"acks": acks, "stop_s": time.perf_counter() - started}), flush=True)
+
+
+# --- the benchmark (parent process) -----------------------------------------------------
+
+
+async def run(scale: Scale, workdir: Path, log: Log) -> Outcome:
+    calls, clients = scale.probe_calls, scale.load_clients
+    async with server_process(workdir) as server:
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            stub = CompactionServiceStub(channel)
+            await _probe(stub, 50, "warm")
+            quiet = await _probe(stub, calls, "probe-quiet")
+            load = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "bench.latency",
+                server.address,
+                str(clients),
+                str(LOAD_MAX_S),
+                cwd=ROOT,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+            )
+            assert load.stdin is not None
+            assert load.stdout is not None
+            try:
+                if (await load.stdout.readline()).strip() != b"started":
+                    raise RuntimeError("load generator did not start")
+                await asyncio.sleep(0.5)  # let the streams reach a steady state
+                began = time.perf_counter()
+                loaded = await _probe(stub, calls, "probe-loaded")
+                probe_s = time.perf_counter() - began
+                load.stdin.write(b"stop\n")
+                await load.stdin.drain()
+                summary = json.loads(await asyncio.wait_for(load.stdout.readline(), 30))
+                await asyncio.wait_for(load.wait(), 30)
+            finally:
+                if load.returncode is None:
+                    load.kill()
+                    await load.wait()
+    q50, q99 = percentile(quiet, 50) * 1000, percentile(quiet, 99) * 1000
+    l50, l99 = percentile(loaded, 50) * 1000, percentile(loaded, 99) * 1000
+    load_rate = summary["acks"] / (probe_s + 0.5)
+    log(
+        f"latency: unary AppendEvents, {calls} calls each; "
+        f"quiet p50 {q50:.2f} ms p99 {q99:.2f} ms; "
+        f"with {clients} streaming clients (~{load_rate:.0f} appends/s) "
+        f"p50 {l50:.2f} ms p99 {l99:.2f} ms"
+    )
+    return Outcome(
+        figures={
+            "calls": calls,
+            "load_clients": clients,
+            "load_window": WINDOW,
+            "quiet_p50_ms": q50,
+            "quiet_p99_ms": q99,
+            "quiet_median_ms": median(quiet) * 1000,
+            "loaded_p50_ms": l50,
+            "loaded_p99_ms": l99,
+            "load_appends_per_s": load_rate,
+        },
+        targets=[
+            Target(
+                "append_p99_under_load_vs_quiet_p50",
+                l99 / q50,
+                TARGET_RATIO,
+                False,
+                f"unary AppendEvents p99 with {clients} clients streaming / p50 with none "
+                "(proposed bound)",
+            ),
+        ],
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(load_main(sys.argv[1], int(sys.argv[2]), float(sys.argv[3])))
