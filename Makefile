@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: setup demo serve bench bench-quick test lint typecheck unit protos proto-check clean \
-	clients-ts protos-ts clients-go protos-go clients-java clients-java-gen clients-java-gen-check helm bench-adk-venv
+	clients-ts protos-ts clients-go protos-go clients-java clients-java-gen clients-java-gen-check helm bench-adk-venv reliability
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -110,6 +110,12 @@ lint: setup
 
 typecheck: setup
 	$(BIN)/mypy
+
+## Faults and load, long mode: fuzz every RPC, 30 SIGKILLs under load, summarizer and
+## full-disk faults, history checks; prints the figures for the README at the end.
+## (make test runs the same suite in its quick mode.)
+reliability: setup
+	RELIABILITY=long $(BIN)/pytest -q -p no:cacheprovider -o faulthandler_timeout=1800 tests/reliability
 
 ## Helm v3.22.0 into .tools/bin, built through the Go module proxy (about three minutes
 ## the first time on a machine, instant once the pinned version is there).

@@ -31,6 +31,7 @@ from sidecar.gen.compaction.v1 import compaction_service_pb2, compaction_service
 from sidecar.server import tracing
 from sidecar.server.auth import BearerTokenInterceptor, TokenFile
 from sidecar.server.config import ServerConfig
+from sidecar.server.decoding import DecodeErrorInterceptor
 from sidecar.server.metrics import Metrics, RpcMetricsInterceptor, TimedStore
 from sidecar.server.servicer import CompactionServicer
 from sidecar.store.protocol import Store
@@ -253,6 +254,8 @@ async def start(
             await store.close()
             raise InvalidConfig("auth_token_file", str(exc)) from exc
         interceptors.append(BearerTokenInterceptor(tokens))
+    # Innermost, so the safe deserializer it installs is the one the outer ones pass on.
+    interceptors.append(DecodeErrorInterceptor())
     server = grpc.aio.server(options=options, interceptors=interceptors)
     compaction_service_pb2_grpc.add_CompactionServiceServicer_to_server(
         CompactionServicer(

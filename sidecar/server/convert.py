@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from google.protobuf import json_format
@@ -55,10 +55,23 @@ def role_out(role: Role) -> event_pb2.Role.ValueType:
     return _ROLE_OUT[role]
 
 
-def time_in(ts: Timestamp) -> datetime:
+# The range a Timestamp may hold (google.protobuf.Timestamp's own), which is datetime's.
+_MIN_SECONDS = -62_135_596_800  # 0001-01-01T00:00:00Z
+_MAX_SECONDS = 253_402_300_799  # 9999-12-31T23:59:59Z
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def time_in(ts: Timestamp, field: str = "time") -> datetime:
+    """A client's time; unset means now. Outside years 1-9999: InvalidArgument(field).
+
+    Built from whole seconds and microseconds, never a float sum, so the last
+    instant of 9999 does not round over into an impossible year.
+    """
     if ts.seconds == 0 and ts.nanos == 0:
         return utcnow()
-    return datetime.fromtimestamp(ts.seconds + ts.nanos / 1e9, UTC)
+    if not (_MIN_SECONDS <= ts.seconds <= _MAX_SECONDS and 0 <= ts.nanos < 1_000_000_000):
+        raise InvalidArgument(field, "must be a time between years 1 and 9999")
+    return _EPOCH + timedelta(seconds=ts.seconds, microseconds=ts.nanos // 1000)
 
 
 def time_out(moment: datetime, into: Timestamp) -> None:
@@ -82,7 +95,7 @@ def event_in(msg: event_pb2.Event, field: str) -> Event:
         author=msg.author,
         branch=msg.branch,
         metadata=dict(msg.metadata),
-        create_time=time_in(msg.create_time),
+        create_time=time_in(msg.create_time, f"{field}.create_time"),
     )
 
 
@@ -125,9 +138,46 @@ def events_out(events: Iterable[Event], into: Any) -> None:
         event_out(event, into.add())
 
 
+def _triggers_in(trigger: Any) -> Any:
+    """The proto's ``any_of: {triggers: [...]}`` as the policy document's ``any_of: [...]``."""
+    if not isinstance(trigger, dict):
+        return trigger
+    return {
+        key: [_triggers_in(t) for t in value.get("triggers", [])]
+        if key in ("any_of", "all_of") and isinstance(value, dict)
+        else value
+        for key, value in trigger.items()
+    }
+
+
+def _triggers_out(trigger: Any) -> Any:
+    """The policy document's ``any_of: [...]`` as the proto's ``any_of: {triggers: [...]}``."""
+    if not isinstance(trigger, dict):
+        return trigger
+    return {
+        key: {"triggers": [_triggers_out(t) for t in value]}
+        if key in ("any_of", "all_of") and isinstance(value, list)
+        else value
+        for key, value in trigger.items()
+    }
+
+
+def _policy_message(data: dict[str, Any], into: policy_pb2.CompactionPolicy) -> None:
+    """Fill ``into`` from a policy document (``CompactionPolicy.to_dict``'s shape)."""
+    data = dict(data)
+    strategy = dict(data["strategy"])
+    strategy["boundary"] = f"BOUNDARY_{strategy.get('boundary', 'TURN')}"
+    data["strategy"] = strategy
+    if "trigger" in data:
+        data["trigger"] = _triggers_out(data["trigger"])
+    json_format.ParseDict(data, into)
+
+
 def policy_in(msg: policy_pb2.CompactionPolicy, field: str = "policy") -> CompactionPolicy:
     """A policy message, checked; errors name the field under ``field``."""
     data = json_format.MessageToDict(msg, preserving_proto_field_name=True)
+    if "trigger" in data:
+        data["trigger"] = _triggers_in(data["trigger"])
     try:
         return policy_from_dict(data)
     except InvalidConfig as exc:
@@ -136,16 +186,12 @@ def policy_in(msg: policy_pb2.CompactionPolicy, field: str = "policy") -> Compac
 
 
 def policy_out(policy: CompactionPolicy, into: policy_pb2.CompactionPolicy) -> None:
-    data = policy.to_dict()
-    data["strategy"]["boundary"] = f"BOUNDARY_{data['strategy']['boundary']}"
-    json_format.ParseDict(data, into)
+    _policy_message(policy.to_dict(), into)
 
 
 def policy_json_out(policy_json: str | None, into: policy_pb2.CompactionPolicy) -> None:
     if policy_json:
-        data = json.loads(policy_json)
-        data["strategy"]["boundary"] = f"BOUNDARY_{data['strategy'].get('boundary', 'TURN')}"
-        json_format.ParseDict(data, into)
+        _policy_message(json.loads(policy_json), into)
 
 
 def session_out(session: Session, into: session_pb2.Session) -> None:

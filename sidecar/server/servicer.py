@@ -563,8 +563,8 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             session_prefix=scope.prefix,
             roles=tuple(convert.role_in(r, f"roles[{i}]") for i, r in enumerate(request.roles)),
             include_active=request.include_active,
-            since=convert.time_in(request.since) if request.HasField("since") else None,
-            until=convert.time_in(request.until) if request.HasField("until") else None,
+            since=convert.time_in(request.since, "since") if request.HasField("since") else None,
+            until=convert.time_in(request.until, "until") if request.HasField("until") else None,
         )
         page = await self.store.search(
             query, page_size=request.page_size, page_token=request.page_token

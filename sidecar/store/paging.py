@@ -51,7 +51,7 @@ def _decode(token: str, kind: str, bound: str) -> list[object]:
     try:
         padded = token + "=" * (-len(token) % 4)
         payload = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
-    except (ValueError, binascii.Error, UnicodeError) as exc:
+    except (ValueError, binascii.Error, UnicodeError, RecursionError) as exc:
         raise InvalidArgument(_FIELD, "malformed page token") from exc
     if not isinstance(payload, list) or len(payload) < 2 or payload[0] != kind:
         raise InvalidArgument(_FIELD, f"not a page token of this listing ({kind})")
@@ -63,8 +63,9 @@ def _decode(token: str, kind: str, bound: str) -> list[object]:
 def decode_int_key(token: str, *, kind: str, bound: str, length: int) -> tuple[int, ...]:
     """The integer sort key ``after`` of a token made by ``encode_token``."""
     after = _decode(token, kind, bound)
+    # Keys are 64-bit integers in both stores: anything else was not issued by them.
     if len(after) != length or not all(
-        isinstance(v, int) and not isinstance(v, bool) for v in after
+        isinstance(v, int) and not isinstance(v, bool) and -(2**63) <= v < 2**63 for v in after
     ):
         raise InvalidArgument(_FIELD, "malformed page token")
     return tuple(v for v in after if isinstance(v, int))

@@ -1,0 +1,69 @@
+"""How hard the reliability suite pushes, and the figures it reports.
+
+Quick mode (the default) runs inside the normal ``pytest -q`` and stays well
+under a minute on two shared cores. ``RELIABILITY=long`` (``make reliability``)
+runs the same tests with far more requests, clients and kills, and prints the
+figures for the README at the end of the run.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass
+
+LONG = os.environ.get("RELIABILITY", "quick").strip().lower() == "long"
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """Sizes of every test in one mode."""
+
+    fuzz_examples: int  # hypothesis examples per RPC
+    garbage_connections: int  # raw-socket garbage connections per kind
+    clients: int  # concurrent clients in the history test
+    sessions: int
+    ops_per_client: int
+    kills: int  # SIGKILLs of the serve subprocess
+    load_between_kills_s: tuple[float, float]
+    summarizer_load_s: float
+
+
+QUICK = Budget(
+    fuzz_examples=30,
+    garbage_connections=4,
+    clients=8,
+    sessions=3,
+    ops_per_client=30,
+    kills=3,
+    load_between_kills_s=(0.6, 1.2),
+    summarizer_load_s=2.0,
+)
+
+FULL = Budget(
+    fuzz_examples=600,
+    garbage_connections=60,
+    clients=32,
+    sessions=8,
+    ops_per_client=250,
+    kills=30,
+    load_between_kills_s=(0.5, 3.0),
+    summarizer_load_s=10.0,
+)
+
+BUDGET = FULL if LONG else QUICK
+
+FIGURES: Counter[str] = Counter()
+"""What this run did, summed over the tests: printed at the end (see conftest.py)."""
+
+LABELS = {
+    "requests_fuzzed": "requests fuzzed (every RPC; valid, boundary, malformed)",
+    "garbage_connections": "connections of raw garbage bytes",
+    "histories_checked": "session histories checked",
+    "operations_checked": "client operations checked",
+    "snapshots_checked": "GetContext snapshots checked",
+    "acknowledged_events": "acknowledged events, every one found exactly once",
+    "crashes_survived": "SIGKILLs survived",
+    "lost_acks_retried": "lost acknowledgements retried",
+    "disk_full_rejections": "appends refused while the disk was full",
+}
