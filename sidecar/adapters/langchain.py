@@ -1,0 +1,292 @@
+"""LangChain v1 agents on the compaction sidecar: an ``AgentMiddleware``.
+
+``SessionCompactionMiddleware`` mirrors the agent state's messages into a
+session before each model call (``before_model`` / ``abefore_model``,
+idempotent by message id), and hands the model the session's compacted
+context instead of the whole history (``wrap_model_call``). Unlike
+LangChain's ``SummarizationMiddleware`` it never removes messages from the
+graph's state — the checkpointed history stays whole, and so does the
+service's log — and the service never keeps a tool result without the call
+that requested it. The system prompt is the agent's own, sent first as
+always; the summary is a user/assistant pair after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import re
+import weakref
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from langchain.agents.middleware.types import (
+    AgentMiddleware,
+    AgentState,
+    ModelCallResult,
+    ModelRequest,
+    ModelResponse,
+)
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langgraph.config import get_config
+from langgraph.runtime import Runtime
+
+from sidecar.client import AlreadyExistsError, AsyncClient, Client
+from sidecar.compaction.policy import CompactionPolicy
+from sidecar.compaction.sliding_window import SlidingWindow
+from sidecar.model import Event, Role, ToolCall, ToolResult
+
+_ID = re.compile(r"^[A-Za-z0-9._:~@/+=-]{1,128}$")
+_SAFE_ID = re.compile(r"[^A-Za-z0-9._~@+=-]")
+_APPEND_BATCH = 500
+# A compaction "pass" that never fires: Compact waits for a summary in flight first.
+_BARRIER = CompactionPolicy(trigger=None, strategy=SlidingWindow())
+
+SessionIdFn = Callable[[Runtime[Any]], str]
+
+
+def _text(message: BaseMessage) -> str:
+    """The text of a message; non-text blocks (images...) are not sent to the service."""
+    if isinstance(message.content, str):
+        return message.content
+    parts: list[str] = []
+    for block in message.content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, Mapping) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+    return "".join(parts)
+
+
+def event_id(message: BaseMessage) -> str:
+    """The message's id when the service accepts it, else a stable hash of the message."""
+    if message.id and _ID.match(message.id):
+        return message.id
+    basis = message.id or json.dumps(message.model_dump(mode="json"), sort_keys=True)
+    return "lc-" + hashlib.sha256(basis.encode()).hexdigest()[:40]
+
+
+def message_to_event(message: BaseMessage) -> Event | None:
+    """Our event for a LangChain message (None for kinds the service has no role for)."""
+    common: dict[str, Any] = {"id": event_id(message), "text": _text(message)}
+    common["metadata"] = {"lc.type": message.type}
+    if isinstance(message, HumanMessage):
+        return Event(role=Role.USER, **common)
+    if isinstance(message, SystemMessage):
+        return Event(role=Role.SYSTEM, **common)
+    if isinstance(message, AIMessage):
+        calls = tuple(
+            ToolCall(
+                id=call.get("id") or f"{common['id']}-{i}",
+                name=call["name"],
+                arguments_json=json.dumps(call.get("args", {}), ensure_ascii=False),
+            )
+            for i, call in enumerate(message.tool_calls)
+        )
+        return Event(role=Role.ASSISTANT, tool_calls=calls, author=message.name or "", **common)
+    if isinstance(message, ToolMessage):
+        result = ToolResult(
+            call_id=message.tool_call_id,
+            name=message.name or "",
+            content=common.pop("text"),
+            is_error=message.status == "error",
+        )
+        return Event(role=Role.TOOL, tool_results=(result,), **common)
+    return None
+
+
+def event_to_message(event: Event) -> AnyMessage:
+    """A LangChain message for one of ours: the summary turn, or an event not in the state."""
+    match event.role:
+        case Role.USER:
+            return HumanMessage(content=event.text, id=event.id)
+        case Role.SYSTEM:
+            return SystemMessage(content=event.text, id=event.id)
+        case Role.TOOL:
+            result = event.tool_results[0]
+            return ToolMessage(
+                content=result.content,
+                tool_call_id=result.call_id,
+                name=result.name or None,
+                status="error" if result.is_error else "success",
+                id=event.id,
+            )
+        case Role.ASSISTANT:
+            calls = [
+                {"id": c.id, "name": c.name, "args": json.loads(c.arguments_json or "{}")}
+                for c in event.tool_calls
+            ]
+            return AIMessage(content=event.text, tool_calls=calls, id=event.id)
+    raise ValueError(f"unknown role {event.role!r}")
+
+
+def compacted_messages(window: Sequence[Event], messages: Sequence[AnyMessage]) -> list[AnyMessage]:
+    """The model's messages: the window in log order, each kept event as the state's own message.
+
+    Messages that reached the state after the window was read (another
+    middleware's) follow it, in state order.
+    """
+    by_id = {event_id(m): m for m in messages}
+    out: list[AnyMessage] = []
+    used: set[str] = set()
+    for event in window:
+        if event.role is Role.SYSTEM and not event.synthetic:
+            continue  # the agent's system prompt goes first, on its own
+        message = by_id.get(event.id) if not event.synthetic else None
+        out.append(message if message is not None else event_to_message(event))
+        used.add(event.id)
+    last = max((i for i, m in enumerate(messages) if event_id(m) in used), default=-1)
+    out.extend(m for m in messages[last + 1 :] if event_id(m) not in used)
+    return out
+
+
+def _thread_session_id(runtime: Runtime[Any]) -> str:
+    """The default session id: the graph run's ``thread_id``."""
+    thread = get_config().get("configurable", {}).get("thread_id")
+    if thread is None:
+        raise ValueError("no thread_id in the run's config: pass session_id= to the middleware")
+    return str(thread)
+
+
+class SessionCompactionMiddleware(AgentMiddleware):
+    """Mirror the agent's messages into a session; give the model the compacted context.
+
+    ``target``: an address, a ``Client`` (sync agents) or an ``AsyncClient``
+    (async agents). ``session_id``: a fixed id, a function of the runtime, or
+    (default) the run's ``thread_id``; the service's id is
+    ``<namespace>/<id>``. New sessions get ``policy`` (None: the server's
+    default). With ``await_compaction`` a mirror that started a background
+    summary waits for it, so this very call sees it.
+    """
+
+    def __init__(
+        self,
+        target: str | Client | AsyncClient,
+        *,
+        policy: CompactionPolicy | None = None,
+        session_id: str | SessionIdFn | None = None,
+        namespace: str = "langchain",
+        await_compaction: bool = False,
+        **client_options: Any,
+    ) -> None:
+        super().__init__()
+        self._address = target if isinstance(target, str) else ""
+        self._sync = target if isinstance(target, Client) else None
+        self._async = target if isinstance(target, AsyncClient) else None
+        self._options = client_options
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncClient] = (
+            weakref.WeakKeyDictionary()
+        )
+        self.policy = policy
+        self.session_id = session_id
+        self.namespace = namespace
+        self.await_compaction = await_compaction
+        self._sent: dict[str, set[str]] = {}
+        self._windows: dict[str, tuple[Event, ...]] = {}
+
+    # -- clients and keys --
+
+    def _client(self) -> Client:
+        if self._sync is None:
+            if not self._address:
+                raise TypeError("a sync agent needs a Client or an address, not an AsyncClient")
+            self._sync = Client(self._address, **self._options)
+        return self._sync
+
+    def _aclient(self) -> AsyncClient:
+        if self._async is not None:
+            return self._async
+        if not self._address:
+            raise TypeError("an async agent needs an AsyncClient or an address, not a Client")
+        loop = asyncio.get_running_loop()
+        client = self._by_loop.get(loop)
+        if client is None:  # a grpc.aio channel belongs to the loop that made it
+            client = self._by_loop[loop] = AsyncClient(self._address, **self._options)
+        return client
+
+    def key(self, runtime: Runtime[Any]) -> str:
+        """The service's session id for this run."""
+        if isinstance(self.session_id, str):
+            raw = self.session_id
+        elif self.session_id is not None:
+            raw = self.session_id(runtime)
+        else:
+            raw = _thread_session_id(runtime)
+        return f"{self.namespace}/{_SAFE_ID.sub(lambda m: f':{ord(m.group()):02X}', raw)}"
+
+    def _new_events(self, key: str, messages: Sequence[AnyMessage]) -> list[Event]:
+        sent = self._sent.setdefault(key, set())
+        events = [e for m in messages if (e := message_to_event(m)) is not None]
+        return [e for e in events if e.id not in sent]
+
+    # -- the hooks --
+
+    def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Mirror the new messages, read the compacted window; never changes the state."""
+        key = self.key(runtime)
+        client = self._client()
+        if key not in self._sent:
+            with contextlib.suppress(AlreadyExistsError):
+                client.create_session(key, self.policy, {"adapter": "langchain"})
+        handle = client.session(key)
+        new = self._new_events(key, state["messages"])
+        scheduled = False
+        for start in range(0, len(new), _APPEND_BATCH):
+            batch = new[start : start + _APPEND_BATCH]
+            scheduled = handle.append(batch).compaction_scheduled or scheduled
+            self._sent[key].update(e.id for e in batch)
+        if self.await_compaction and scheduled:
+            handle.compact(_BARRIER)
+        self._windows[key] = handle.context().events
+        return None
+
+    async def abefore_model(
+        self, state: AgentState[Any], runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """``before_model`` for async agents."""
+        key = self.key(runtime)
+        client = self._aclient()
+        if key not in self._sent:
+            with contextlib.suppress(AlreadyExistsError):
+                await client.create_session(key, self.policy, {"adapter": "langchain"})
+        handle = client.session(key)
+        new = self._new_events(key, state["messages"])
+        scheduled = False
+        for start in range(0, len(new), _APPEND_BATCH):
+            batch = new[start : start + _APPEND_BATCH]
+            scheduled = (await handle.append(batch)).compaction_scheduled or scheduled
+            self._sent[key].update(e.id for e in batch)
+        if self.await_compaction and scheduled:
+            await handle.compact(_BARRIER)
+        self._windows[key] = (await handle.context()).events
+        return None
+
+    def _compacted(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+        window = self._windows.pop(self.key(request.runtime), None)
+        if window is None:  # before_model did not run for this call: leave it alone
+            return request
+        return request.override(messages=compacted_messages(window, request.messages))
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelCallResult[Any]:
+        """Call the model with the compacted messages; the state keeps every message."""
+        return handler(self._compacted(request))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelCallResult[Any]:
+        return await handler(self._compacted(request))

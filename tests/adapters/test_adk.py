@@ -1,0 +1,315 @@
+"""The ADK adapters end to end: a real Runner and agent, a scripted model, a real server.
+
+Each turn the user asks for a city's weather; the scripted model calls the
+``get_weather`` tool, then answers from its result. The model records every
+request it gets, so the tests assert what the model actually saw.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from google.adk.agents.llm_agent import LlmAgent
+from google.adk.events.event import Event as AdkEvent
+from google.adk.events.event_actions import EventActions
+from google.adk.models.base_llm import BaseLlm
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
+from google.adk.runners import Runner
+from google.adk.sessions.base_session_service import BaseSessionService, GetSessionConfig
+from google.adk.sessions.in_memory_session_service import InMemorySessionService
+from google.adk.tools.tool_context import ToolContext
+from google.genai import types
+
+from sidecar.adapters.adk import (
+    CompactingModelCallback,
+    CompactionSessionService,
+    adk_policy,
+    event_from_sidecar,
+    event_to_sidecar,
+    session_key,
+)
+from sidecar.client import AsyncClient
+from sidecar.model import Event
+from sidecar.summarizer.prompts import DEFAULT_SHADOW_PROMPT
+
+APP = "weather-app"
+USER = "ana@example.com"
+INSTRUCTION = "You are a weather assistant. Always call get_weather before answering."
+CITIES = ["Lisbon", "Oslo", "Quito", "Hanoi", "Lagos", "Perth", "Lima", "Turin", "Riga", "Cork"]
+TURNS = 30
+INTERVAL = 4  # compact every 4 turns, ADK-style
+
+
+def get_weather(city: str, tool_context: ToolContext) -> dict[str, str]:
+    """Returns today's weather report for a city."""
+    tool_context.state["last_city"] = city
+    report = f"{city}: sunny, 21 C, light wind from the west, humidity 40 percent. " * 6
+    return {"city": city, "report": report}
+
+
+@dataclass
+class Seen:
+    """What one model call received."""
+
+    system: str
+    contents: list[types.Content]
+
+
+@dataclass
+class Script:
+    calls: list[Seen] = field(default_factory=list)
+
+
+class ScriptedLlm(BaseLlm):
+    """A model with a script: a user question gets a tool call, a tool result gets an answer."""
+
+    model: str = "scripted"
+    script: Script
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        system = llm_request.config.system_instruction
+        self.script.calls.append(
+            Seen(
+                system=system if isinstance(system, str) else str(system),
+                contents=[c.model_copy(deep=True) for c in llm_request.contents],
+            )
+        )
+        last = llm_request.contents[-1]
+        responses = [p.function_response for p in last.parts or [] if p.function_response]
+        if responses:
+            city = (responses[0].response or {})["city"]
+            text = f"The weather in {city} is sunny and 21 C."
+            yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text=text)]))
+            return
+        question = "".join(p.text or "" for p in last.parts or [])
+        found = re.search(r"weather in (\w+)", question)
+        assert found, f"the last content is not a question: {last}"
+        call = types.FunctionCall(name="get_weather", args={"city": found.group(1)})
+        yield LlmResponse(
+            content=types.Content(role="model", parts=[types.Part(function_call=call)])
+        )
+
+
+def make_agent(script: Script, **kwargs: Any) -> LlmAgent:
+    return LlmAgent(
+        name="forecaster",
+        model=ScriptedLlm(script=script),
+        instruction=INSTRUCTION,
+        tools=[get_weather],
+        **kwargs,
+    )
+
+
+def question(turn: int) -> types.Content:
+    city = CITIES[turn % len(CITIES)]
+    text = f"Turn {turn}: what is the weather in {city} today?"
+    return types.Content(role="user", parts=[types.Part(text=text)])
+
+
+async def run_turns(runner: Runner, session_id: str, turns: int) -> list[AdkEvent]:
+    produced: list[AdkEvent] = []
+    for turn in range(turns):
+        async for event in runner.run_async(
+            user_id=USER, session_id=session_id, new_message=question(turn)
+        ):
+            produced.append(event)
+    return produced
+
+
+def assert_tool_pairs_intact(contents: list[types.Content]) -> None:
+    """Every function response directly follows the model content that called it."""
+    for i, content in enumerate(contents):
+        responses = [p.function_response.name for p in content.parts or [] if p.function_response]
+        if not responses:
+            continue
+        assert i > 0, "a tool result opens the context"
+        before = contents[i - 1]
+        calls = [p.function_call.name for p in before.parts or [] if p.function_call]
+        assert before.role == "model", (i, before)
+        assert calls == responses, (i, before, content)
+
+
+def texts(content: types.Content) -> str:
+    return "".join(p.text or "" for p in content.parts or [])
+
+
+@pytest.fixture
+async def client(sidecar_address: str) -> AsyncIterator[AsyncClient]:
+    async with AsyncClient(sidecar_address) as client:
+        yield client
+
+
+async def test_runner_sees_compacted_window_and_the_log_keeps_everything(
+    client: AsyncClient,
+) -> None:
+    script = Script()
+    service = CompactionSessionService(
+        client,
+        policy=adk_policy(compaction_interval=INTERVAL, overlap_size=1, max_summary_tokens=96),
+        await_compaction=True,
+    )
+    runner = Runner(app_name=APP, agent=make_agent(script), session_service=service)
+    await service.create_session(
+        app_name=APP, user_id=USER, session_id="s1", state={"user:units": "metric", "visits": 1}
+    )
+
+    produced = await run_turns(runner, "s1", TURNS)
+
+    # Two model calls per turn: the tool call, then the answer.
+    assert len(script.calls) == 2 * TURNS
+    for seen in script.calls:
+        assert INSTRUCTION in seen.system  # the system instruction goes first, every call
+        assert seen.contents[0].role == "user"
+        assert_tool_pairs_intact(seen.contents)
+    # Compacted after the trigger: later calls open with the summary turn and stay
+    # bounded (summary pair + at most INTERVAL + 1 turns of 4 events), while an
+    # uncompacted run would send 4 * 29 + 3 contents on its last call.
+    compacted = [s for s in script.calls if texts(s.contents[0]) == DEFAULT_SHADOW_PROMPT.strip()]
+    first = next(i for i, s in enumerate(script.calls) if s in compacted)
+    assert first <= 2 * (INTERVAL + 2)
+    for seen in script.calls[first:]:
+        assert seen in compacted
+        assert seen.contents[1].role == "model"
+        assert "get_weather" in texts(seen.contents[1])
+        assert len(seen.contents) <= 2 + 4 * (INTERVAL + 1)
+    assert "Turn 29" in texts(script.calls[-1].contents[-3])
+
+    # The service's log has the whole history, archived events included.
+    key = session_key("adk", APP, USER, "s1")
+    log = [e async for e in client.session(key).events()]
+    real = [e for e in log if not e.synthetic]
+    assert len(real) == 4 * TURNS
+    assert sum(e.archived for e in real) >= 4 * (TURNS - INTERVAL - 1)
+    stored = {e.id: e for e in real}
+    for event in produced:
+        if event.partial:
+            continue
+        back = event_from_sidecar(stored[event.id], author="unused")
+        assert back.model_dump(exclude_none=True) == event.model_dump(exclude_none=True)
+
+    # get_session returns the active window, with state (session, user) intact.
+    session = await service.get_session(app_name=APP, user_id=USER, session_id="s1")
+    assert session is not None
+    assert len(session.events) <= 2 + 4 * (INTERVAL + 1) < len(real)
+    assert session.state["last_city"] == CITIES[(TURNS - 1) % len(CITIES)]
+    assert session.state["user:units"] == "metric"
+    assert session.state["visits"] == 1
+    recent = await service.get_session(
+        app_name=APP, user_id=USER, session_id="s1", config=GetSessionConfig(num_recent_events=3)
+    )
+    assert recent is not None
+    assert [e.id for e in recent.events] == [e.id for e in session.events[-3:]]
+
+
+async def test_events_round_trip_without_loss() -> None:
+    call = types.FunctionCall(id="adk-1", name="lookup", args={"q": "x", "n": [1, 2]})
+    cases = [
+        AdkEvent(
+            invocation_id="inv-1",
+            author="user",
+            content=types.Content(role="user", parts=[types.Part(text="hola")]),
+            actions=EventActions(state_delta={"k": {"nested": True}}),
+        ),
+        AdkEvent(
+            invocation_id="inv-1",
+            author="agent",
+            content=types.Content(
+                role="model", parts=[types.Part(text="let me see"), types.Part(function_call=call)]
+            ),
+            branch="root.agent",
+        ),
+        AdkEvent(
+            invocation_id="inv-1",
+            author="agent",
+            content=types.Content(
+                role="user",
+                parts=[
+                    types.Part(
+                        function_response=types.FunctionResponse(
+                            id="adk-1", name="lookup", response={"error": "boom"}
+                        )
+                    )
+                ],
+            ),
+        ),
+        # What the field mapping alone would lose: a thought, two texts, inline bytes first.
+        AdkEvent(
+            author="agent",
+            content=types.Content(
+                role="model",
+                parts=[
+                    types.Part(inline_data=types.Blob(mime_type="image/png", data=b"\x89PNG")),
+                    types.Part(text="thinking", thought=True),
+                    types.Part(text="a"),
+                    types.Part(text="b"),
+                ],
+            ),
+        ),
+        AdkEvent(author="agent", actions=EventActions(transfer_to_agent="other")),
+    ]
+    for event in cases:
+        ours = event_to_sidecar(event)
+        back = event_from_sidecar(ours, author="unused")
+        assert back.model_dump(exclude_none=True) == event.model_dump(exclude_none=True)
+    roles = [event_to_sidecar(e).role.name for e in cases]
+    assert roles == ["USER", "ASSISTANT", "TOOL", "ASSISTANT", "ASSISTANT"]
+    assert event_to_sidecar(cases[2]).tool_results[0].is_error
+
+
+async def test_session_crud_and_state(client: AsyncClient) -> None:
+    service = CompactionSessionService(client, namespace="crud")
+    made = await service.create_session(
+        app_name=APP, user_id="bo", state={"app:theme": "dark", "user:lang": "pt", "x": 1}
+    )
+    assert made.state == {"app:theme": "dark", "user:lang": "pt", "x": 1}
+    other = await service.create_session(app_name=APP, user_id="bo", session_id="second")
+    assert other.state == {"app:theme": "dark", "user:lang": "pt"}  # shared scopes only
+    with pytest.raises(Exception, match="already exists"):
+        await service.create_session(app_name=APP, user_id="bo", session_id="second")
+    listed = await service.list_sessions(app_name=APP, user_id="bo")
+    assert sorted(s.id for s in listed.sessions) == sorted([made.id, "second"])
+    assert await service.get_user_state(app_name=APP, user_id="bo") == {"lang": "pt"}
+    await service.delete_session(app_name=APP, user_id="bo", session_id="second")
+    assert await service.get_session(app_name=APP, user_id="bo", session_id="second") is None
+    await service.delete_session(app_name=APP, user_id="bo", session_id="second")  # no error
+    listed = await service.list_sessions(app_name=APP)
+    assert [s.id for s in listed.sessions] == [made.id]
+
+
+async def test_callback_compacts_requests_of_an_agent_with_its_own_session_service(
+    client: AsyncClient,
+) -> None:
+    script = Script()
+    callback = CompactingModelCallback(
+        client,
+        policy=adk_policy(compaction_interval=3, overlap_size=1, max_summary_tokens=96),
+        await_compaction=True,
+    )
+    sessions: BaseSessionService = InMemorySessionService()
+    agent = make_agent(script, before_model_callback=callback)
+    runner = Runner(app_name=APP, agent=agent, session_service=sessions)
+    await sessions.create_session(app_name=APP, user_id=USER, session_id="own")
+    turns = 12
+    await run_turns(runner, "own", turns)
+
+    for seen in script.calls:
+        assert INSTRUCTION in seen.system
+        assert_tool_pairs_intact(seen.contents)
+    last = script.calls[-1].contents
+    assert texts(last[0]) == DEFAULT_SHADOW_PROMPT.strip()
+    assert len(last) <= 2 + 4 * 4
+    # The agent's own session service still has everything; so does the service's log.
+    kept = await sessions.get_session(app_name=APP, user_id=USER, session_id="own")
+    assert kept is not None
+    assert len(kept.events) == 4 * turns
+    key = session_key("adk-mirror", APP, USER, "own")
+    log: list[Event] = [e async for e in client.session(key).events()]
+    # Mirrored before each model call: all but the last answer, which no call followed.
+    assert len([e for e in log if not e.synthetic]) == 4 * turns - 1

@@ -1,0 +1,194 @@
+"""The LangChain middleware end to end: a real ``create_agent`` graph, a scripted model, a server.
+
+Each turn the user asks for a city's weather; the scripted model calls the
+``get_weather`` tool, then answers from its result. The model records the
+messages of every call, so the tests assert what the model actually saw.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool, tool
+from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import Field
+
+from sidecar.adapters.langchain import SessionCompactionMiddleware
+from sidecar.client import AsyncClient, Client
+from sidecar.compaction.policy import policy_from_dict
+from sidecar.summarizer.prompts import DEFAULT_SHADOW_PROMPT
+
+SYSTEM = "You are a weather assistant. Always call get_weather before answering."
+CITIES = ["Lisbon", "Oslo", "Quito", "Hanoi", "Lagos", "Perth", "Lima", "Turin", "Riga", "Cork"]
+TURNS = 30
+POLICY = policy_from_dict(
+    {
+        "trigger": {"interval_turns": 4},
+        "strategy": {
+            "summarize": {"max_events_to_keep": 2, "overlap": 1, "max_summary_tokens": 96}
+        },
+    }
+)
+# The summary pair, plus at most 5 turns of 4 messages: 4 since the last compaction, 1 kept.
+BOUND = 2 + 4 * 5
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Returns today's weather report for a city."""
+    return f"{city}: sunny, 21 C, light wind from the west, humidity 40 percent. " * 6
+
+
+class ScriptedChatModel(BaseChatModel):
+    """A chat model with a script: a question gets a tool call, a tool result gets an answer."""
+
+    seen: list[list[BaseMessage]] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+        *,
+        tool_choice: str | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        return self
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.seen.append(list(messages))
+        last = messages[-1]
+        if isinstance(last, ToolMessage):
+            city = str(last.content).split(":", 1)[0]
+            reply = AIMessage(content=f"The weather in {city} is sunny and 21 C.")
+        else:
+            found = re.search(r"weather in (\w+)", str(last.content))
+            assert found, f"the last message is not a question: {last!r}"
+            call = {
+                "id": f"call-{len(self.seen)}",
+                "name": "get_weather",
+                "args": {"city": found.group(1)},
+            }
+            reply = AIMessage(content="", tool_calls=[call])
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+def question(turn: int) -> Any:  # the graph's input state
+    text = f"Turn {turn}: what is the weather in {CITIES[turn % len(CITIES)]} today?"
+    return {"messages": [HumanMessage(content=text)]}
+
+
+def assert_well_formed(messages: list[BaseMessage]) -> None:
+    """System prompt first, then no tool result without the call right before it."""
+    assert isinstance(messages[0], SystemMessage)
+    assert messages[0].content == SYSTEM
+    assert not any(isinstance(m, SystemMessage) for m in messages[1:])
+    for i, message in enumerate(messages):
+        if isinstance(message, ToolMessage):
+            before = messages[i - 1]
+            assert isinstance(before, AIMessage), (i, messages)
+            assert message.tool_call_id in {c["id"] for c in before.tool_calls}
+
+
+def assert_compacted(calls: list[list[BaseMessage]]) -> int:
+    """Calls open with the summary turn once compaction started, and stay bounded after."""
+    first = next(i for i, m in enumerate(calls) if m[1].content == DEFAULT_SHADOW_PROMPT.strip())
+    assert first <= 2 * 6
+    for messages in calls[first:]:
+        assert messages[1].content == DEFAULT_SHADOW_PROMPT.strip()
+        assert isinstance(messages[2], AIMessage)
+        assert "get_weather" in str(messages[2].content)
+        assert len(messages) <= 1 + BOUND
+    return first
+
+
+@pytest.fixture
+def model() -> ScriptedChatModel:
+    return ScriptedChatModel()
+
+
+async def test_async_agent_gets_compacted_context_and_keeps_its_history(
+    sidecar_address: str, model: ScriptedChatModel
+) -> None:
+    async with AsyncClient(sidecar_address) as client:
+        middleware = SessionCompactionMiddleware(client, policy=POLICY, await_compaction=True)
+        agent = create_agent(
+            model,
+            [get_weather],
+            system_prompt=SYSTEM,
+            middleware=[middleware],
+            checkpointer=InMemorySaver(),
+        )
+        config: Any = {"configurable": {"thread_id": "t-async"}}
+        for turn in range(TURNS):
+            await agent.ainvoke(question(turn), config)
+
+        assert len(model.seen) == 2 * TURNS
+        for messages in model.seen:
+            assert_well_formed(messages)
+        assert_compacted(model.seen)
+        assert "Turn 29" in str(model.seen[-1][-3].content)
+
+        # The graph's state still has every message: nothing was removed from it.
+        state = await agent.aget_state(config)
+        assert len(state.values["messages"]) == 4 * TURNS
+        # The service's log has them too (the last answer came after the last call).
+        log = [e async for e in client.session("langchain/t-async").events()]
+        real = [e for e in log if not e.synthetic]
+        assert len(real) == 4 * TURNS - 1
+        assert [e.id for e in real] == [m.id for m in state.values["messages"][:-1]]
+        assert sum(e.archived for e in real) >= 4 * (TURNS - 6)
+
+
+def test_sync_agent_is_mirrored_idempotently(
+    sidecar_address: str, model: ScriptedChatModel
+) -> None:
+    with Client(sidecar_address) as client:
+        middleware = SessionCompactionMiddleware(
+            client, policy=POLICY, session_id="fixed", await_compaction=True
+        )
+        agent = create_agent(
+            model,
+            [get_weather],
+            system_prompt=SYSTEM,
+            middleware=[middleware],
+            checkpointer=InMemorySaver(),
+        )
+        config: Any = {"configurable": {"thread_id": "t-sync"}}
+        turns = 12
+        for turn in range(turns):
+            agent.invoke(question(turn), config)
+        for messages in model.seen:
+            assert_well_formed(messages)
+        assert_compacted(model.seen)
+        # A fresh middleware (a restarted process) re-sends the whole state: ids make it a no-op.
+        again = SessionCompactionMiddleware(client, policy=POLICY, session_id="fixed")
+        agent = create_agent(
+            model,
+            [get_weather],
+            system_prompt=SYSTEM,
+            middleware=[again],
+            checkpointer=agent.checkpointer,
+        )
+        agent.invoke(question(turns), config)
+        real = [e for e in client.session("langchain/fixed").events() if not e.synthetic]
+        # Every earlier message once, plus the new turn's question, call and result.
+        assert len(real) == 4 * turns + 3
+        assert len({e.id for e in real}) == len(real)
