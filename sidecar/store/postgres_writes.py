@@ -21,13 +21,13 @@ from datetime import datetime
 
 from sidecar.compaction.formatting import format_event
 from sidecar.errors import (
-    EventConflict,
     InvalidArgument,
     SessionExists,
     SessionNotFound,
     VersionConflict,
 )
 from sidecar.model import CompactionPlan, Event, Session, SessionCounters
+from sidecar.store import rules
 from sidecar.store.codec import encode_content, encode_labels
 from sidecar.store.postgres_reads import (
     EVENT_COLUMNS,
@@ -77,15 +77,6 @@ async def create_session(
         counters=SessionCounters(),
         total_events=0,
     )
-
-
-def _check_version(session: Session, expected_version: int | None) -> None:
-    if expected_version is not None and expected_version != session.version:
-        raise VersionConflict(
-            f"session {session.session_id!r} is at version {session.version},"
-            f" not {expected_version}",
-            current_version=session.version,
-        )
 
 
 async def _stored_events(db: Db, session_pk: int, ids: Sequence[str]) -> dict[str, Event]:
@@ -176,20 +167,13 @@ async def append(
     A batch made only of events already stored (a client retry) returns them
     without checking ``expected_version``, as in the SQLite store.
     """
-    for index, event in enumerate(events):
-        if not event.id:
-            raise InvalidArgument(f"events[{index}].id", "must not be empty")
+    rules.require_ids(events)
     created = False
     found = await find_session(db, session_id, for_update=True)
     if found is None:
         if not create_if_missing:
             raise SessionNotFound(session_id)
-        if expected_version not in (None, 0):  # an absent session is at version 0
-            raise VersionConflict(
-                f"session {session_id!r} does not exist yet (version 0),"
-                f" not version {expected_version}",
-                current_version=0,
-            )
+        rules.check_absent_version(session_id, expected_version)
         # Created at version 0 so that creation and the first batch are one write. A
         # replica that created it first wins; this one then appends to that session.
         pk = await db.fetchval(
@@ -204,38 +188,16 @@ async def append(
     session_pk, session = found
 
     stored = await _stored_events(db, session_pk, [e.id for e in events])
-    result: list[Event] = []
-    new: list[Event] = []
-    counters = session.counters
-    for event in events:
-        prior = stored.get(event.id)
-        if prior is not None:
-            if not prior.same_payload(event):
-                raise EventConflict(session_id, event.id)
-            result.append(prior)
-            continue
-        position = session.total_events + len(new) + 1
-        event = event.evolve(position=position, archived=False)
-        stored[event.id] = event  # a later duplicate in the batch is a retry of this one
-        new.append(event)
-        result.append(event)
-        counters = counters.after_append(event)
-    if not new and not created:
-        return AppendOutcome(tuple(result), session, 0)
-    _check_version(session, expected_version)
-
-    if new:
-        await _insert_events(db, session_pk, new, [2 * e.position + 1 for e in new])
+    batch = rules.sort_batch(session, events, stored)
+    if not batch.new and not created:
+        return AppendOutcome(batch.result, session, 0)
+    rules.check_version(session, expected_version)
+    if batch.new:
+        await _insert_events(db, session_pk, batch.new, [2 * e.position + 1 for e in batch.new])
     previous = session.version
-    session = replace(
-        session,
-        version=previous + 1,
-        update_time=now,
-        counters=counters,
-        total_events=session.total_events + len(new),
-    )
+    session = rules.after_append(session, batch, now)
     await _save_header(db, session_pk, session, previous_version=previous)
-    return AppendOutcome(tuple(result), session, len(new))
+    return AppendOutcome(batch.result, session, len(batch.new))
 
 
 NOTIFY_CHANNEL = "compaction_sidecar"
@@ -246,50 +208,19 @@ async def apply(
     db: Db, session_id: str, plan: CompactionPlan, *, now: datetime, origin: str = ""
 ) -> ApplyOutcome:
     """Apply a compaction plan (see ``Store.apply`` and ``sqlite_writes.apply``)."""
-    if plan.is_empty:
-        raise ValueError("an empty compaction plan writes nothing; do not apply it")
-    if plan.inserts and plan.insert_before is None:
-        raise ValueError("a plan with inserts must say which event they go before")
+    rules.check_plan_shape(plan)
     session_pk, session = await get_session(db, session_id, for_update=True)
-
-    def conflict(reason: str) -> VersionConflict:
-        return VersionConflict(
-            f"compaction plan for session {session_id!r} is stale: {reason}",
-            current_version=session.version,
-        )
-
-    if session.last_compaction_id != plan.base_compaction_id:
-        raise conflict(
-            f"compaction {session.last_compaction_id!r} landed after"
-            f" {plan.base_compaction_id!r}, which the plan was made from"
-        )
-    window = await active_events(db, session_pk)
-    wanted = set(plan.archive_ids)
-    archived = tuple(e.evolve(archived=True) for e in window if e.id in wanted)
-    if len(archived) != len(wanted):
-        missing = sorted(wanted - {e.id for e in archived})
-        raise conflict(f"events {missing[:5]} are no longer active")
-
-    target = next((e for e in window if e.id == plan.insert_before), None)
-    if plan.insert_before is not None and target is None:
-        raise conflict(f"event {plan.insert_before!r} to insert before is no longer active")
+    archived, target = rules.check_plan(session, plan, await active_events(db, session_pk))
 
     compaction_id = uuid.uuid4().hex
     if plan.inserts:
-        assert target is not None  # inserts without insert_before were refused above
+        assert target is not None  # check_plan_shape refused inserts without a target
         sort_key = await db.fetchval(
             "SELECT sort_key FROM events WHERE session = $1 AND id = $2", session_pk, target.id
         )
-        if sort_key != 2 * target.position + 1:
-            # Only an appended event has a free slot right before it (sort_key 2p).
-            raise ValueError(f"cannot insert before {target.id!r}: a compaction wrote it")
+        rules.check_insert_slot(target, sort_key)
         taken = await _stored_events(db, session_pk, [e.id for e in plan.inserts])
-        if taken or len({e.id for e in plan.inserts}) != len(plan.inserts):
-            raise EventConflict(session_id, next(iter(taken), plan.inserts[0].id))
-        inserts = [
-            event.evolve(position=session.total_events + offset, synthetic=True)
-            for offset, event in enumerate(plan.inserts, start=1)
-        ]
+        inserts = rules.placed_inserts(session, plan, taken)
         await _insert_events(
             db,
             session_pk,
@@ -309,14 +240,7 @@ async def apply(
     )
     active = await active_events(db, session_pk)
     before = session.version
-    session = replace(
-        session,
-        version=before + 1,
-        update_time=now,
-        counters=SessionCounters.after_compaction(active),
-        total_events=session.total_events + len(plan.inserts),
-        last_compaction_id=compaction_id,
-    )
+    session = rules.after_compaction(session, plan, active, compaction_id, now)
     await _save_header(db, session_pk, session, previous_version=before)
     await db.execute(
         """INSERT INTO compactions (id, session, version_before, version_after, strategy,
@@ -360,7 +284,7 @@ async def update_session(
 ) -> Session:
     """Replace the policy and/or labels. Asking to change nothing writes nothing."""
     session_pk, session = await get_session(db, session_id, for_update=True)
-    _check_version(session, expected_version)
+    rules.check_version(session, expected_version)
     if not set_policy and labels is None:
         return session
     previous = session.version

@@ -1,0 +1,167 @@
+"""The rules every store applies to a write, free of SQL: one place, both stores.
+
+An append sorts its batch into retries and new events and checks the
+version; a compaction plan is checked against the window it is applied to;
+each write produces the session header that follows it. The stores only read
+what these functions need and write what they return.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from sidecar.errors import EventConflict, InvalidArgument, VersionConflict
+from sidecar.model import CompactionPlan, Event, Session, SessionCounters
+
+
+def require_ids(events: Sequence[Event]) -> None:
+    """Every event of a batch reaching a store has its id (the engine assigns missing ones)."""
+    for index, event in enumerate(events):
+        if not event.id:
+            raise InvalidArgument(f"events[{index}].id", "must not be empty")
+
+
+def check_version(session: Session, expected_version: int | None) -> None:
+    if expected_version is not None and expected_version != session.version:
+        raise VersionConflict(
+            f"session {session.session_id!r} is at version {session.version},"
+            f" not {expected_version}",
+            current_version=session.version,
+        )
+
+
+def check_absent_version(session_id: str, expected_version: int | None) -> None:
+    """An absent session, about to be created by an append, is at version 0."""
+    if expected_version not in (None, 0):
+        raise VersionConflict(
+            f"session {session_id!r} does not exist yet (version 0),"
+            f" not version {expected_version}",
+            current_version=0,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SortedBatch:
+    """A batch split into what is already stored and what is new."""
+
+    result: tuple[Event, ...]
+    """The batch as stored, one to one with the request: retries as first stored."""
+    new: tuple[Event, ...]
+    """The events to insert, with their positions."""
+    counters: SessionCounters
+    """The session's counters once ``new`` is stored."""
+
+
+def sort_batch(
+    session: Session, events: Sequence[Event], stored: Mapping[str, Event]
+) -> SortedBatch:
+    """Retries and new events (see ``Store.append``); EventConflict for a changed payload.
+
+    ``stored`` holds the session's events with the batch's ids. A later event
+    of the batch with the id of an earlier one is a retry of it.
+    """
+    known = dict(stored)
+    result: list[Event] = []
+    new: list[Event] = []
+    counters = session.counters
+    for event in events:
+        prior = known.get(event.id)
+        if prior is not None:
+            if not prior.same_payload(event):
+                raise EventConflict(session.session_id, event.id)
+            result.append(prior)
+            continue
+        event = event.evolve(position=session.total_events + len(new) + 1, archived=False)
+        known[event.id] = event
+        new.append(event)
+        result.append(event)
+        counters = counters.after_append(event)
+    return SortedBatch(tuple(result), tuple(new), counters)
+
+
+def after_append(session: Session, batch: SortedBatch, now: datetime) -> Session:
+    return replace(
+        session,
+        version=session.version + 1,
+        update_time=now,
+        counters=batch.counters,
+        total_events=session.total_events + len(batch.new),
+    )
+
+
+def check_plan_shape(plan: CompactionPlan) -> None:
+    """Plans a store cannot place are a caller's bug, not a conflict."""
+    if plan.is_empty:
+        raise ValueError("an empty compaction plan writes nothing; do not apply it")
+    if plan.inserts and plan.insert_before is None:
+        raise ValueError("a plan with inserts must say which event they go before")
+
+
+def check_plan(
+    session: Session, plan: CompactionPlan, window: Sequence[Event]
+) -> tuple[tuple[Event, ...], Event | None]:
+    """What the plan archives (as archived events) and the event it inserts before.
+
+    Rejected with VersionConflict when another compaction landed since the
+    plan's base, an event it archives is no longer active, or its
+    ``insert_before`` is not. Only the plan's own events are checked, so
+    events appended after the plan was made do not make it fail.
+    """
+
+    def conflict(reason: str) -> VersionConflict:
+        return VersionConflict(
+            f"compaction plan for session {session.session_id!r} is stale: {reason}",
+            current_version=session.version,
+        )
+
+    if session.last_compaction_id != plan.base_compaction_id:
+        raise conflict(
+            f"compaction {session.last_compaction_id!r} landed after"
+            f" {plan.base_compaction_id!r}, which the plan was made from"
+        )
+    wanted = set(plan.archive_ids)
+    archived = tuple(e.evolve(archived=True) for e in window if e.id in wanted)
+    if len(archived) != len(wanted):
+        missing = sorted(wanted - {e.id for e in archived})
+        raise conflict(f"events {missing[:5]} are no longer active")
+    target = next((e for e in window if e.id == plan.insert_before), None)
+    if plan.insert_before is not None and target is None:
+        raise conflict(f"event {plan.insert_before!r} to insert before is no longer active")
+    return archived, target
+
+
+def check_insert_slot(target: Event, sort_key: int) -> None:
+    """Only an appended event (sort key 2p+1) has a free slot right before it (2p)."""
+    if sort_key != 2 * target.position + 1:
+        raise ValueError(f"cannot insert before {target.id!r}: a compaction wrote it")
+
+
+def placed_inserts(
+    session: Session, plan: CompactionPlan, taken: Collection[str]
+) -> tuple[Event, ...]:
+    """The plan's new events with their positions; EventConflict if an id is taken."""
+    if taken or len({e.id for e in plan.inserts}) != len(plan.inserts):
+        raise EventConflict(session.session_id, next(iter(taken), plan.inserts[0].id))
+    return tuple(
+        event.evolve(position=session.total_events + offset, synthetic=True)
+        for offset, event in enumerate(plan.inserts, start=1)
+    )
+
+
+def after_compaction(
+    session: Session,
+    plan: CompactionPlan,
+    active: Sequence[Event],
+    compaction_id: str,
+    now: datetime,
+) -> Session:
+    return replace(
+        session,
+        version=session.version + 1,
+        update_time=now,
+        counters=SessionCounters.after_compaction(active),
+        total_events=session.total_events + len(plan.inserts),
+        last_compaction_id=compaction_id,
+    )
