@@ -38,9 +38,11 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
+
+from sidecar.server.interceptors import ServerInterceptor
 
 log = logging.getLogger(__name__)
 
@@ -177,13 +179,7 @@ def _deny(kind: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, A
     return grpc.unary_unary_rpc_method_handler(unary)
 
 
-if TYPE_CHECKING:  # generic in the type stubs only
-    _Interceptor = grpc.aio.ServerInterceptor[Any, Any]
-else:
-    _Interceptor = grpc.aio.ServerInterceptor
-
-
-class BearerTokenInterceptor(_Interceptor):
+class BearerTokenInterceptor(ServerInterceptor):
     """Rejects calls without ``authorization: Bearer <token>`` matching a known token."""
 
     def __init__(self, tokens: TokenFile) -> None:

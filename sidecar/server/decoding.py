@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError
+
+from sidecar.server.interceptors import Behavior, ServerInterceptor, rebuilt
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,13 +54,7 @@ async def _checked(
         yield request
 
 
-if TYPE_CHECKING:  # generic in the type stubs only
-    _Interceptor = grpc.aio.ServerInterceptor[Any, Any]
-else:
-    _Interceptor = grpc.aio.ServerInterceptor
-
-
-class DecodeErrorInterceptor(_Interceptor):
+class DecodeErrorInterceptor(ServerInterceptor):
     """Answers requests that do not decode with INVALID_ARGUMENT (see the module docstring)."""
 
     async def intercept_service(
@@ -75,43 +71,32 @@ class DecodeErrorInterceptor(_Interceptor):
 
 
 def _guarded(handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
-    deserializer = _safe(handler.request_deserializer)
-    serializer = handler.response_serializer
-    # The stubs type behaviors for the sync server; under grpc.aio they are coroutines.
-    if handler.request_streaming:
-        streaming: Any = handler.stream_stream or handler.stream_unary
+    streamed_requests = handler.request_streaming
 
-        if handler.response_streaming:
-
-            async def stream_stream(
-                requests: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]
-            ) -> Any:
-                async for response in streaming(_checked(requests, context), context):
-                    yield response
-
-            return grpc.stream_stream_rpc_method_handler(stream_stream, deserializer, serializer)
-
-        async def stream_unary(
-            requests: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]
-        ) -> Any:
-            return await streaming(_checked(requests, context), context)
-
-        return grpc.stream_unary_rpc_method_handler(stream_unary, deserializer, serializer)
-
-    single: Any = handler.unary_unary or handler.unary_stream
-    if handler.response_streaming:
-
-        async def unary_stream(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            if isinstance(request, Undecodable):
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _message(request))
-            async for response in single(request, context):
-                yield response
-
-        return grpc.unary_stream_rpc_method_handler(unary_stream, deserializer, serializer)
-
-    async def unary_unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+    async def checked(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        """The request as the behavior expects it, or the call aborted."""
+        if streamed_requests:
+            return _checked(request, context)
         if isinstance(request, Undecodable):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _message(request))
-        return await single(request, context)
+        return request
 
-    return grpc.unary_unary_rpc_method_handler(unary_unary, deserializer, serializer)
+    def around_stream(behavior: Behavior) -> Behavior:
+        async def streaming(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            async for response in behavior(await checked(request, context), context):
+                yield response
+
+        return streaming
+
+    def around_unary(behavior: Behavior) -> Behavior:
+        async def unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            return await behavior(await checked(request, context), context)
+
+        return unary
+
+    return rebuilt(
+        handler,
+        around_unary=around_unary,
+        around_stream=around_stream,
+        request_deserializer=_safe(handler.request_deserializer),
+    )

@@ -27,6 +27,7 @@ from prometheus_client.registry import Collector
 
 from sidecar.errors import StoreUnavailable
 from sidecar.model import CompactionResult
+from sidecar.server.interceptors import Behavior, ServerInterceptor, rebuilt
 from sidecar.store.protocol import Store
 
 if TYPE_CHECKING:
@@ -261,15 +262,10 @@ class TimedStore:
         return cast(Store, cls(inner, metrics))
 
 
-if TYPE_CHECKING:  # generic in the type stubs only
-    _Interceptor = grpc.aio.ServerInterceptor[Any, Any]
-else:
-    _Interceptor = grpc.aio.ServerInterceptor
-
 _STREAMING = frozenset({"StreamEvents", "WatchSession"})
 
 
-class RpcMetricsInterceptor(_Interceptor):
+class RpcMetricsInterceptor(ServerInterceptor):
     """Counts and times every RPC, with the status code it ended with.
 
     Installed first, so calls refused by authentication are counted too
@@ -315,10 +311,7 @@ def _instrumented(
         seconds.observe(time.perf_counter() - began)
         metrics.rpc_handled.labels(service, method, _code_name(context, failed)).inc()
 
-    if handler.response_streaming:
-        # The stubs type behaviors for the sync server; under grpc.aio they are coroutines.
-        behavior: Any = handler.stream_stream or handler.unary_stream
-
+    def around_stream(behavior: Behavior) -> Behavior:
         async def streaming(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             started_total.inc()
             began = time.perf_counter()
@@ -334,31 +327,20 @@ def _instrumented(
                     open_streams.dec()
                 finish(context, began, failed)
 
-        if handler.request_streaming:
-            return grpc.stream_stream_rpc_method_handler(
-                streaming, handler.request_deserializer, handler.response_serializer
-            )
-        return grpc.unary_stream_rpc_method_handler(
-            streaming, handler.request_deserializer, handler.response_serializer
-        )
+        return streaming
 
-    unary_behavior: Any = handler.unary_unary or handler.stream_unary
+    def around_unary(behavior: Behavior) -> Behavior:
+        async def unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            started_total.inc()
+            began = time.perf_counter()
+            failed = True
+            try:
+                response = await behavior(request, context)
+                failed = False
+                return response
+            finally:
+                finish(context, began, failed)
 
-    async def unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        started_total.inc()
-        began = time.perf_counter()
-        failed = True
-        try:
-            response = await unary_behavior(request, context)
-            failed = False
-            return response
-        finally:
-            finish(context, began, failed)
+        return unary
 
-    if handler.request_streaming:
-        return grpc.stream_unary_rpc_method_handler(
-            unary, handler.request_deserializer, handler.response_serializer
-        )
-    return grpc.unary_unary_rpc_method_handler(
-        unary, handler.request_deserializer, handler.response_serializer
-    )
+    return rebuilt(handler, around_unary=around_unary, around_stream=around_stream)

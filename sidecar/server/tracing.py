@@ -19,10 +19,11 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import grpc
 
+from sidecar.server.interceptors import Behavior, ServerInterceptor, rebuilt
 from sidecar.summarizer.protocol import Summarizer, SummaryRequest, SummaryResponse
 
 TRACER_NAME = "compaction-sidecar"
@@ -52,13 +53,7 @@ def enabled(environ: Mapping[str, str] | None = None) -> bool:
     return importlib.util.find_spec("opentelemetry") is not None
 
 
-if TYPE_CHECKING:  # generic in the type stubs only
-    _Interceptor = grpc.aio.ServerInterceptor[Any, Any]
-else:
-    _Interceptor = grpc.aio.ServerInterceptor
-
-
-class TracingInterceptor(_Interceptor):
+class TracingInterceptor(ServerInterceptor):
     """One SERVER span per RPC, continuing the trace the caller's metadata carries."""
 
     def __init__(self) -> None:
@@ -113,10 +108,7 @@ class TracingInterceptor(_Interceptor):
             if number != 0:
                 span.set_status(trace.Status(trace.StatusCode.ERROR))
 
-        # The stubs type behaviors for the sync server; under grpc.aio they are coroutines.
-        if handler.response_streaming:
-            behavior: Any = handler.stream_stream or handler.unary_stream
-
+        def around_stream(behavior: Behavior) -> Behavior:
             async def streaming(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
                 with start() as span:
                     failed = True
@@ -127,31 +119,22 @@ class TracingInterceptor(_Interceptor):
                     finally:
                         finish(span, context, failed)
 
-            make = (
-                grpc.stream_stream_rpc_method_handler
-                if handler.request_streaming
-                else grpc.unary_stream_rpc_method_handler
-            )
-            return make(streaming, handler.request_deserializer, handler.response_serializer)
+            return streaming
 
-        unary_behavior: Any = handler.unary_unary or handler.stream_unary
+        def around_unary(behavior: Behavior) -> Behavior:
+            async def unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+                with start() as span:
+                    failed = True
+                    try:
+                        response = await behavior(request, context)
+                        failed = False
+                        return response
+                    finally:
+                        finish(span, context, failed)
 
-        async def unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            with start() as span:
-                failed = True
-                try:
-                    response = await unary_behavior(request, context)
-                    failed = False
-                    return response
-                finally:
-                    finish(span, context, failed)
+            return unary
 
-        make_unary = (
-            grpc.stream_unary_rpc_method_handler
-            if handler.request_streaming
-            else grpc.unary_unary_rpc_method_handler
-        )
-        return make_unary(unary, handler.request_deserializer, handler.response_serializer)
+        return rebuilt(handler, around_unary=around_unary, around_stream=around_stream)
 
 
 class TracedSummarizer:

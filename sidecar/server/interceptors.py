@@ -1,0 +1,47 @@
+"""What every server interceptor here shares: the base class and the handler rebuild.
+
+grpc.aio lets an interceptor swap a method's handler for another; metrics,
+tracing and the decode-error guard each wrap the handler's behavior (a
+coroutine for unary responses, an async generator for streamed ones) and
+rebuild a handler of the same kind around it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+if TYPE_CHECKING:  # generic in the type stubs only
+    ServerInterceptor = grpc.aio.ServerInterceptor[Any, Any]
+else:
+    ServerInterceptor = grpc.aio.ServerInterceptor
+
+Behavior = Any
+"""A handler's behavior: the stubs type it for the sync server; under grpc.aio it is async."""
+
+
+def rebuilt(
+    handler: grpc.RpcMethodHandler[Any, Any],
+    *,
+    around_unary: Callable[[Behavior], Behavior],
+    around_stream: Callable[[Behavior], Behavior],
+    request_deserializer: Callable[[bytes], Any] | None = None,
+) -> grpc.RpcMethodHandler[Any, Any]:
+    """``handler`` with its behavior wrapped: ``around_stream`` when the response streams.
+
+    Keeps the handler's kind and serializers; ``request_deserializer``, when
+    given, replaces the handler's.
+    """
+    deserializer = request_deserializer or handler.request_deserializer
+    serializer = handler.response_serializer
+    if handler.response_streaming:
+        behavior = around_stream(handler.stream_stream or handler.unary_stream)
+        if handler.request_streaming:
+            return grpc.stream_stream_rpc_method_handler(behavior, deserializer, serializer)
+        return grpc.unary_stream_rpc_method_handler(behavior, deserializer, serializer)
+    behavior = around_unary(handler.unary_unary or handler.stream_unary)
+    if handler.request_streaming:
+        return grpc.stream_unary_rpc_method_handler(behavior, deserializer, serializer)
+    return grpc.unary_unary_rpc_method_handler(behavior, deserializer, serializer)
