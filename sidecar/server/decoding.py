@@ -5,20 +5,23 @@ string field, a corrupt length, nesting past protobuf's recursion limit) with
 ``UNKNOWN "Unexpected <class DecodeError>"``: to a client that reads as a
 server fault worth retrying. This interceptor gives every handler a
 deserializer that returns a marker instead of raising, and a behaviour that
-answers the marker with INVALID_ARGUMENT (for a stream: the whole call, since
-a message that does not decode has no request id to answer by).
+answers the marker with INVALID_ARGUMENT. Streamed requests reach the
+servicer with the marker in their place: StreamEvents answers that one
+message with an error and goes on, as it does for any bad request (aborting
+the call from inside the request iterator, another task, would race the
+answers already on their way).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError
 
-from sidecar.server.interceptors import Behavior, ServerInterceptor, rebuilt
+from sidecar.server.interceptors import Behavior, HandlerCache, ServerInterceptor, rebuilt
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +31,7 @@ class Undecodable:
     error: str
 
 
-def _message(marker: Undecodable) -> str:
+def undecodable_message(marker: Undecodable) -> str:
     return f"request does not decode as protobuf: {marker.error}"
 
 
@@ -45,17 +48,11 @@ def _safe(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any]
     return deserialize
 
 
-async def _checked(
-    requests: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]
-) -> AsyncIterator[Any]:
-    async for request in requests:
-        if isinstance(request, Undecodable):
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _message(request))
-        yield request
-
-
 class DecodeErrorInterceptor(ServerInterceptor):
     """Answers requests that do not decode with INVALID_ARGUMENT (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._handlers = HandlerCache()
 
     async def intercept_service(
         self,
@@ -67,7 +64,7 @@ class DecodeErrorInterceptor(ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None or handler.request_deserializer is None:
             return handler
-        return _guarded(handler)
+        return self._handlers.get(handler_call_details.method, handler, lambda: _guarded(handler))
 
 
 def _guarded(handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
@@ -75,10 +72,10 @@ def _guarded(handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[
 
     async def checked(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         """The request as the behavior expects it, or the call aborted."""
-        if streamed_requests:
-            return _checked(request, context)
+        if streamed_requests:  # markers pass through, one per message (see the docstring)
+            return request
         if isinstance(request, Undecodable):
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _message(request))
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, undecodable_message(request))
         return request
 
     def around_stream(behavior: Behavior) -> Behavior:

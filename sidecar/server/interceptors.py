@@ -45,3 +45,28 @@ def rebuilt(
     if handler.request_streaming:
         return grpc.stream_unary_rpc_method_handler(behavior, deserializer, serializer)
     return grpc.unary_unary_rpc_method_handler(behavior, deserializer, serializer)
+
+
+class HandlerCache:
+    """Wrapped handlers by method, so a wrapper is built once per method, not per call.
+
+    A cached wrapper is reused only while the inner handler is the very same
+    object (another interceptor may hand out a fresh one per call, e.g. a
+    refusal), so caching never changes what a call gets.
+    """
+
+    def __init__(self) -> None:
+        self._by_method: dict[str, tuple[object, grpc.RpcMethodHandler[Any, Any]]] = {}
+
+    def get(
+        self,
+        method: str,
+        handler: grpc.RpcMethodHandler[Any, Any],
+        build: Callable[[], grpc.RpcMethodHandler[Any, Any]],
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        cached = self._by_method.get(method)
+        if cached is not None and cached[0] is handler:
+            return cached[1]
+        wrapped = build()
+        self._by_method[method] = (handler, wrapped)
+        return wrapped

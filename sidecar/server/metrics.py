@@ -27,7 +27,7 @@ from prometheus_client.registry import Collector
 
 from sidecar.errors import StoreUnavailable
 from sidecar.model import CompactionResult
-from sidecar.server.interceptors import Behavior, ServerInterceptor, rebuilt
+from sidecar.server.interceptors import Behavior, HandlerCache, ServerInterceptor, rebuilt
 from sidecar.store.protocol import Store
 
 if TYPE_CHECKING:
@@ -274,6 +274,7 @@ class RpcMetricsInterceptor(ServerInterceptor):
 
     def __init__(self, metrics: Metrics) -> None:
         self._metrics = metrics
+        self._handlers = HandlerCache()
 
     async def intercept_service(
         self,
@@ -285,8 +286,11 @@ class RpcMetricsInterceptor(ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler
-        service, _, method = handler_call_details.method.lstrip("/").rpartition("/")
-        return _instrumented(handler, self._metrics, service, method)
+        path = handler_call_details.method
+        service, _, method = path.lstrip("/").rpartition("/")
+        return self._handlers.get(
+            path, handler, lambda: _instrumented(handler, self._metrics, service, method)
+        )
 
 
 def _code_name(context: grpc.aio.ServicerContext[Any, Any], failed: bool) -> str:

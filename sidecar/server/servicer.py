@@ -34,6 +34,7 @@ from sidecar.gen.compaction.v1 import (
 from sidecar.model import CompactionResult, Session
 from sidecar.server import convert
 from sidecar.server.auth import TokenFile
+from sidecar.server.decoding import Undecodable, undecodable_message
 from sidecar.server.status import to_status
 from sidecar.server.tenancy import UNSCOPED, Scope, current_scope
 from sidecar.store.protocol import SearchQuery, SessionFilter
@@ -324,7 +325,9 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             watcher = watchers[session_id] = self.engine.watch(_stored(session_id))
             forwarders.append(asyncio.create_task(forward(watcher, session_id)))
 
-        inbox: asyncio.Queue[pb.StreamEventsRequest | None] = asyncio.Queue(STREAM_READ_AHEAD)
+        inbox: asyncio.Queue[pb.StreamEventsRequest | Undecodable | None] = asyncio.Queue(
+            STREAM_READ_AHEAD
+        )
 
         async def receive() -> None:
             try:
@@ -374,17 +377,26 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
                 watcher.close()
 
     async def _stream_batch(
-        self, requests: list[pb.StreamEventsRequest]
+        self, requests: list[pb.StreamEventsRequest | Undecodable]
     ) -> list[pb.StreamEventsResponse]:
         """Answer requests that arrived together; the answers come back in request order.
 
         Each session's requests run in order, folded where they can be; the
         sessions run side by side, so appends to many sessions meet in the
         store and commit together (group commit) instead of one after another.
+        A message that does not decode gets its own INVALID_ARGUMENT answer
+        (it has no request id to carry) and the stream goes on.
         """
+        answered: list[tuple[int, pb.StreamEventsResponse]] = []
         by_session: dict[str, list[tuple[int, pb.StreamEventsRequest]]] = {}
         for index, request in enumerate(requests):
-            by_session.setdefault(request.session_id, []).append((index, request))
+            if isinstance(request, Undecodable):
+                out = pb.StreamEventsResponse()
+                out.error.code = code_pb2.INVALID_ARGUMENT
+                out.error.message = undecodable_message(request)
+                answered.append((index, out))
+            else:
+                by_session.setdefault(request.session_id, []).append((index, request))
 
         async def answer(
             items: list[tuple[int, pb.StreamEventsRequest]],
@@ -394,16 +406,12 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
                 answers += await self._stream_group(group)
             return list(zip((index for index, _ in items), answers, strict=True))
 
-        if len(by_session) == 1:
+        if len(by_session) == 1 and not answered:
             (items,) = by_session.values()
             return [out for _, out in await answer(items)]
-        answered = await asyncio.gather(*(answer(items) for items in by_session.values()))
-        return [
-            out
-            for _, out in sorted(
-                (pair for pairs in answered for pair in pairs), key=lambda pair: pair[0]
-            )
-        ]
+        for pairs in await asyncio.gather(*(answer(items) for items in by_session.values())):
+            answered += pairs
+        return [out for _, out in sorted(answered, key=lambda pair: pair[0])]
 
     def _foldable(
         self, requests: list[pb.StreamEventsRequest]

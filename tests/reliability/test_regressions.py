@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -100,3 +101,35 @@ async def test_a_composite_default_policy_is_readable_over_the_api(tmp_path: Pat
             stub = pb_grpc.CompactionServiceStub(channel)
             created = stub.CreateSession(pb.CreateSessionRequest(session_id="s"))
             assert await _code(created) == grpc.StatusCode.OK
+
+
+async def test_an_undecodable_message_in_a_stream_gets_its_own_error_and_the_stream_goes_on(
+    tmp_path: Path,
+) -> None:
+    """It once aborted the call from the request iterator's task, racing the answers
+    already on their way: the call could hang until its deadline."""
+
+    def request(n: int) -> bytes:
+        event = event_pb2.Event(id=f"e{n}", role=event_pb2.ROLE_USER, text="hi")
+        return pb.StreamEventsRequest(
+            request_id=f"r{n}", session_id="s", create_if_missing=True, events=[event]
+        ).SerializeToString()
+
+    bad = wire.length_delimited(2, b"\xff\xfe")  # session_id: invalid UTF-8
+    async with running(tmp_path) as sidecar:
+        async with grpc.aio.insecure_channel(address(sidecar)) as channel:
+            call = channel.stream_stream(
+                "/compaction.v1.CompactionService/StreamEvents", None, None
+            )
+
+            async def messages() -> AsyncIterator[bytes]:
+                for raw in (request(1), bad, request(2)):
+                    yield raw
+
+            answers = [
+                pb.StreamEventsResponse.FromString(raw)
+                async for raw in call(messages(), timeout=10)
+            ]
+    assert [a.WhichOneof("result") for a in answers] == ["append", "error", "append"]
+    assert answers[1].error.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    assert [a.request_id for a in answers] == ["r1", "", "r2"]
