@@ -16,15 +16,13 @@ inline and file data, author, branch) and back without loss: the rest of the
 ADK event (invocation id, actions with their state delta, usage...) travels
 as JSON in the event's metadata, and content that the field mapping cannot
 rebuild exactly (thoughts, several text parts, signatures) is kept verbatim
-beside it.
+beside it (see ``adk_mapping``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import math
 import uuid
 import weakref
 from collections.abc import Mapping, Sequence
@@ -43,9 +41,24 @@ from google.adk.sessions.base_session_service import (
 )
 from google.adk.sessions.session import Session as AdkSession
 from google.adk.sessions.state import State
-from google.genai import types
-from pydantic_core import to_jsonable_python
 
+from sidecar.adapters.adk_mapping import (
+    LABEL_APP,
+    LABEL_KIND,
+    LABEL_NAMESPACE,
+    LABEL_SESSION,
+    LABEL_USER,
+    adk_policy,
+    event_from_sidecar,
+    event_to_sidecar,
+    identity_labels,
+    merged_state,
+    session_key,
+    split_state,
+    state_labels,
+    state_of,
+    window_to_adk,
+)
 from sidecar.client import (
     AlreadyExistsError,
     AsyncClient,
@@ -54,310 +67,21 @@ from sidecar.client import (
 )
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.sliding_window import SlidingWindow
-from sidecar.compaction.summarize import Summarize
-from sidecar.compaction.triggers import AnyOf, Interval, TokenCount, Trigger
-from sidecar.model import Event, Part, Role, Session, ToolCall, ToolResult
+from sidecar.model import Session
 
-META_EVENT = "adk.event"  # the ADK event without its content, as JSON
-META_CONTENT = "adk.content"  # the content verbatim, when the field mapping loses something
+__all__ = [
+    "CompactingModelCallback",
+    "CompactionSessionService",
+    "adk_policy",
+    "event_from_sidecar",
+    "event_to_sidecar",
+    "session_key",
+]
 
-LABEL_KIND = "adk.kind"
-LABEL_NAMESPACE = "adk.namespace"
-LABEL_APP = "adk.app_name"
-LABEL_USER = "adk.user_id"
-LABEL_SESSION = "adk.session_id"
-_STATE_LABEL = "adk.state."
-_STATE_CHUNK = 1000  # a label value holds at most 1024 characters
-_MAX_STATE_CHUNKS = 58  # 64 labels per session, less the identity labels
 _APPEND_BATCH = 500
 
 # A compaction "pass" that never fires: Compact waits for a summary in flight first.
 _BARRIER = CompactionPolicy(trigger=None, strategy=SlidingWindow())
-
-_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._~@+=-")
-
-
-def _escape(part: str) -> str:
-    """One id part in the service's alphabet; ``/`` and anything unsafe become ``:XX``."""
-    return "".join(
-        ch if ch in _SAFE else "".join(f":{byte:02X}" for byte in ch.encode()) for ch in part
-    )
-
-
-def session_key(namespace: str, app_name: str, user_id: str, session_id: str) -> str:
-    """The service's session id for an ADK session: unambiguous, ``/``-separated."""
-    return "/".join(_escape(p) for p in (namespace, app_name, user_id, session_id))
-
-
-# -- policy -----------------------------------------------------------------------------
-
-
-def adk_policy(
-    *,
-    compaction_interval: int | None = None,
-    overlap_size: int | None = None,
-    token_threshold: int | None = None,
-    event_retention_size: int | None = None,
-    max_summary_tokens: int = 512,
-) -> CompactionPolicy:
-    """A summarizing policy mirroring ADK's ``EventsCompactionConfig``.
-
-    ``compaction_interval`` turns since the last compaction, or
-    ``token_threshold`` tokens in the window, fire it (either, as in ADK). The
-    summary keeps ``event_retention_size`` recent events verbatim (token
-    mode) or ``overlap_size`` + 1 (interval mode), showing the first
-    ``overlap_size`` kept events to the summarizer as context. Needs a server
-    with a summarizer (``--summarizer gemini`` or ``extractive``).
-    """
-    triggers: list[Trigger] = []
-    if token_threshold is not None:
-        triggers.append(TokenCount(token_threshold))
-    if compaction_interval is not None:
-        triggers.append(Interval(compaction_interval))
-    if not triggers:
-        raise ValueError("set compaction_interval, token_threshold, or both")
-    overlap = overlap_size or 0
-    keep = event_retention_size if token_threshold is not None else None
-    keep = max(keep if keep is not None else overlap + 1, overlap + 1, 1)
-    trigger = triggers[0] if len(triggers) == 1 else AnyOf(tuple(triggers))
-    return CompactionPolicy(
-        trigger=trigger,
-        strategy=Summarize(
-            max_events_to_keep=keep, overlap=overlap, max_summary_tokens=max_summary_tokens
-        ),
-    )
-
-
-def policy_from_events_compaction_config(config: Any) -> CompactionPolicy:
-    """``adk_policy`` from an ADK ``EventsCompactionConfig`` (its summarizer is not used:
-    the service's summarizer writes the summary)."""
-    return adk_policy(
-        compaction_interval=config.compaction_interval,
-        overlap_size=config.overlap_size,
-        token_threshold=config.token_threshold,
-        event_retention_size=config.event_retention_size,
-    )
-
-
-# -- events -----------------------------------------------------------------------------
-
-
-def _json(value: Any) -> str:
-    return json.dumps(to_jsonable_python(value), ensure_ascii=False)
-
-
-def _response(content: str) -> dict[str, Any]:
-    """A function response object from a tool result's content (JSON object or text)."""
-    try:
-        value = json.loads(content)
-    except ValueError:
-        return {"result": content}
-    return value if isinstance(value, dict) else {"result": value}
-
-
-def content_of(event: Event) -> types.Content:
-    """The ADK content our event stands for: text, media, then calls or responses."""
-    parts: list[types.Part] = []
-    if event.text:
-        parts.append(types.Part(text=event.text))
-    for part in event.parts:
-        if part.uri:
-            parts.append(
-                types.Part(file_data=types.FileData(mime_type=part.mime_type, file_uri=part.uri))
-            )
-        else:
-            parts.append(
-                types.Part(inline_data=types.Blob(mime_type=part.mime_type, data=part.data))
-            )
-    for call in event.tool_calls:
-        args = json.loads(call.arguments_json or "{}")
-        parts.append(
-            types.Part(function_call=types.FunctionCall(id=call.id, name=call.name, args=args))
-        )
-    for result in event.tool_results:
-        response = types.FunctionResponse(
-            id=result.call_id, name=result.name, response=_response(result.content)
-        )
-        parts.append(types.Part(function_response=response))
-    return types.Content(role="model" if event.role is Role.ASSISTANT else "user", parts=parts)
-
-
-def _role(event: AdkEvent, results: Sequence[ToolResult]) -> Role:
-    if results:
-        return Role.TOOL
-    content = event.content
-    if content is not None and content.role == "user":
-        return Role.USER
-    if content is None and event.author == "user":
-        return Role.USER
-    return Role.ASSISTANT
-
-
-def event_to_sidecar(event: AdkEvent) -> Event:
-    """Our event for an ADK event; ``event_from_sidecar`` gives back an equal ADK event."""
-    content = event.content
-    parts = list(content.parts or []) if content is not None else []
-    texts: list[str] = []
-    calls: list[ToolCall] = []
-    results: list[ToolResult] = []
-    media: list[Part] = []
-    for i, part in enumerate(parts):
-        if part.text is not None and not part.thought:
-            texts.append(part.text)
-        if part.function_call is not None:
-            fc = part.function_call
-            call_id = fc.id or f"{event.id}-{i}"  # ADK gives stored calls ids; be safe anyway
-            calls.append(
-                ToolCall(id=call_id, name=fc.name or "unknown", arguments_json=_json(fc.args or {}))
-            )
-        if part.function_response is not None:
-            fr = part.function_response
-            response = fr.response or {}
-            results.append(
-                ToolResult(
-                    call_id=fr.id or f"{event.id}-{i}",
-                    name=fr.name or "",
-                    content=_json(response),
-                    is_error=set(response) == {"error"},
-                )
-            )
-        if part.inline_data is not None:
-            blob = part.inline_data
-            media.append(
-                Part(mime_type=blob.mime_type or "application/octet-stream", data=blob.data or b"")
-            )
-        if part.file_data is not None and part.file_data.file_uri:
-            file = part.file_data
-            media.append(
-                Part(
-                    mime_type=file.mime_type or "application/octet-stream", uri=file.file_uri or ""
-                )
-            )
-    role = _role(event, results)
-    ours = Event(
-        id=event.id,
-        role=role,
-        text="".join(texts),
-        tool_calls=tuple(calls) if role is Role.ASSISTANT else (),
-        tool_results=tuple(results),
-        parts=tuple(media),
-        author=event.author,
-        branch=event.branch or "",
-    )
-    metadata = {META_EVENT: event.model_dump_json(exclude_none=True, exclude={"content"})}
-    if content is None:
-        metadata[META_CONTENT] = "null"
-    elif content_of(ours) != content:
-        metadata[META_CONTENT] = content.model_dump_json(exclude_none=True)
-    return ours.evolve(metadata=metadata)
-
-
-def event_from_sidecar(event: Event, *, author: str, timestamp: float | None = None) -> AdkEvent:
-    """The ADK event for one of ours: exactly the stored one when this adapter wrote it.
-
-    Events it did not write (a summary turn, another client's events) are
-    rendered from their fields, with ``author`` and ``timestamp``.
-    """
-    raw = event.metadata.get(META_EVENT)
-    if raw is None:
-        return AdkEvent(
-            id=event.id,
-            author=author,
-            invocation_id="",
-            branch=event.branch or None,
-            content=content_of(event),
-            timestamp=event.create_time.timestamp() if timestamp is None else timestamp,
-        )
-    adk = AdkEvent.model_validate_json(raw)
-    stored = event.metadata.get(META_CONTENT)
-    if stored is None:
-        adk.content = content_of(event)
-    elif stored != "null":
-        adk.content = types.Content.model_validate_json(stored)
-    return adk
-
-
-def window_to_adk(window: Sequence[Event], summary_author: str | None = None) -> list[AdkEvent]:
-    """The active window as ADK events, in log order.
-
-    The summary turn (a user shadow prompt and the model's summary) is
-    attributed to ``summary_author``, by default the agent that speaks next
-    in the window, so ADK shows it to that agent as its own earlier turn. Its
-    timestamp is set just before the next event's, so time filters and
-    ordering see it where it stands.
-    """
-    authors = [e.author for e in window if not e.synthetic and e.author not in ("", "user")]
-    following = math.inf
-    rendered: list[AdkEvent] = []
-    next_author = authors[-1] if authors else "model"
-    for event in reversed(window):
-        if event.synthetic:
-            stamp = min(event.create_time.timestamp(), following - 1e-6)
-            author = "user" if event.role is Role.USER else (summary_author or next_author)
-            adk = event_from_sidecar(event, author=author, timestamp=stamp)
-        else:
-            adk = event_from_sidecar(event, author=event.author or "user")
-            if adk.author != "user":
-                next_author = adk.author
-        following = adk.timestamp
-        rendered.append(adk)
-    rendered.reverse()
-    return rendered
-
-
-# -- state ------------------------------------------------------------------------------
-
-
-def _split_state(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """Session, app and user state (prefixes removed); temp state is never stored."""
-    session: dict[str, Any] = {}
-    app: dict[str, Any] = {}
-    user: dict[str, Any] = {}
-    for key, value in state.items():
-        if key.startswith(State.APP_PREFIX):
-            app[key.removeprefix(State.APP_PREFIX)] = value
-        elif key.startswith(State.USER_PREFIX):
-            user[key.removeprefix(State.USER_PREFIX)] = value
-        elif not key.startswith(State.TEMP_PREFIX):
-            session[key] = value
-    return session, app, user
-
-
-def _merged(
-    session: Mapping[str, Any], app: Mapping[str, Any], user: Mapping[str, Any]
-) -> dict[str, Any]:
-    merged = dict(session)
-    merged.update({State.APP_PREFIX + k: v for k, v in app.items()})
-    merged.update({State.USER_PREFIX + k: v for k, v in user.items()})
-    return merged
-
-
-def _state_labels(state: Mapping[str, Any]) -> dict[str, str]:
-    """State as JSON in label chunks (labels are the service's per-session key/value store)."""
-    if not state:
-        return {}
-    text = json.dumps(to_jsonable_python(dict(state)), ensure_ascii=True, sort_keys=True)
-    chunks = [text[i : i + _STATE_CHUNK] for i in range(0, len(text), _STATE_CHUNK)]
-    if len(chunks) > _MAX_STATE_CHUNKS:
-        raise ValueError(
-            f"state is {len(text)} characters as JSON; the limit is"
-            f" {_MAX_STATE_CHUNKS * _STATE_CHUNK} (keep large data in artifacts)"
-        )
-    return {f"{_STATE_LABEL}{i}": chunk for i, chunk in enumerate(chunks)}
-
-
-def _state_of(labels: Mapping[str, str]) -> dict[str, Any]:
-    chunks: list[str] = []
-    while (chunk := labels.get(f"{_STATE_LABEL}{len(chunks)}")) is not None:
-        chunks.append(chunk)
-    if not chunks:
-        return {}
-    state: dict[str, Any] = json.loads("".join(chunks))
-    return state
-
-
-def _identity(labels: Mapping[str, str]) -> dict[str, str]:
-    return {k: v for k, v in labels.items() if not k.startswith(_STATE_LABEL)}
 
 
 # -- the session service ----------------------------------------------------------------
@@ -439,7 +163,7 @@ class CompactionSessionService(BaseSessionService):
 
     async def _scope_state(self, key: str) -> dict[str, Any]:
         try:
-            return _state_of((await self._clients.get().get_session(key)).labels)
+            return state_of((await self._clients.get().get_session(key)).labels)
         except NotFoundError:
             return {}
 
@@ -455,12 +179,12 @@ class CompactionSessionService(BaseSessionService):
                 current = await client.get_session(key)
             except NotFoundError:
                 try:
-                    await client.create_session(key, None, {**identity, **_state_labels(delta)})
+                    await client.create_session(key, None, {**identity, **state_labels(delta)})
                     return dict(delta)
                 except AlreadyExistsError:
                     continue
-            state = {**_state_of(current.labels), **delta}
-            labels = {**_identity(current.labels), **_state_labels(state)}
+            state = {**state_of(current.labels), **delta}
+            labels = {**identity_labels(current.labels), **state_labels(state)}
             try:
                 await client.update_session(key, labels=labels, expected_version=current.version)
                 return state
@@ -510,8 +234,8 @@ class CompactionSessionService(BaseSessionService):
         session_id: str | None = None,
     ) -> AdkSession:
         session_id = (session_id or "").strip() or str(uuid.uuid4())
-        own, app, user = _split_state(state or {})
-        labels = {**self._session_labels(app_name, user_id, session_id), **_state_labels(own)}
+        own, app, user = split_state(state or {})
+        labels = {**self._session_labels(app_name, user_id, session_id), **state_labels(own)}
         key = self._key(app_name, user_id, session_id)
         try:
             created = await self._clients.get().create_session(key, self.policy, labels)
@@ -522,7 +246,7 @@ class CompactionSessionService(BaseSessionService):
             id=session_id,
             app_name=app_name,
             user_id=user_id,
-            state=_merged(own, app_state, user_state),
+            state=merged_state(own, app_state, user_state),
             events=[],
             last_update_time=created.update_time.timestamp(),
         )
@@ -559,7 +283,7 @@ class CompactionSessionService(BaseSessionService):
             id=session_id,
             app_name=app_name,
             user_id=user_id,
-            state=_merged(_state_of(header.labels), app_state, user_state),
+            state=merged_state(state_of(header.labels), app_state, user_state),
             events=events,
             last_update_time=header.update_time.timestamp(),
         )
@@ -585,7 +309,7 @@ class CompactionSessionService(BaseSessionService):
                     id=s.labels[LABEL_SESSION],
                     app_name=app_name,
                     user_id=s.labels[LABEL_USER],
-                    state=_state_of(s.labels),
+                    state=state_of(s.labels),
                     events=[],
                     last_update_time=s.update_time.timestamp(),
                 )
@@ -612,7 +336,7 @@ class CompactionSessionService(BaseSessionService):
         if event.partial:
             return event
         delta = dict(event.actions.state_delta) if event.actions else {}
-        own, app, user = _split_state(delta)
+        own, app, user = split_state(delta)
         stored = event
         if len(own) + len(app) + len(user) != len(delta):
             stored = event.model_copy(deep=True)
