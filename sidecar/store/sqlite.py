@@ -52,6 +52,7 @@ from sidecar.errors import StoreUnavailable
 from sidecar.model import CompactionPlan, CompactionResult, Event, Session, utcnow
 from sidecar.store import sqlite_reads as reads
 from sidecar.store import sqlite_writes as writes
+from sidecar.store.codec import to_micros
 from sidecar.store.paging import page_size as effective_page_size
 from sidecar.store.protocol import (
     AppendOutcome,
@@ -215,15 +216,25 @@ class SqliteStore:
             await reader.close()
 
     async def ping(self) -> None:
-        """Query through the writer and a reader; StoreUnavailable if either fails."""
-        writer = self._writer
-        if writer is None:
+        """Write the heartbeat row and read through a reader; StoreUnavailable if either fails.
+
+        A write, not just a query: a full disk still serves reads, and health
+        must turn NOT_SERVING while appends cannot be stored.
+        """
+        if self._writer is None:
             raise StoreUnavailable("sqlite store is not open")
+
+        def beat(db: sqlite3.Connection) -> None:
+            db.execute(
+                "INSERT INTO heartbeat (id, at) VALUES (1, ?)"
+                " ON CONFLICT (id) DO UPDATE SET at = excluded.at",
+                (to_micros(utcnow()),),
+            )
 
         def probe(db: sqlite3.Connection) -> None:
             db.execute("SELECT count(*) FROM schema_version").fetchone()
 
-        await run_in_connection_thread(writer, probe)
+        await self._write(beat)
         await self._read(probe)
 
     # -- plumbing ------------------------------------------------------------

@@ -63,7 +63,7 @@ async def test_a_new_file_is_migrated_to_the_latest_version(path: str) -> None:
     store = SqliteStore(path)
     await store.open()
     await store.close()
-    assert query(path, "SELECT version FROM schema_version") == [(len(MIGRATIONS),)]
+    assert query(path, "SELECT max(version) FROM schema_version") == [(len(MIGRATIONS),)]
     tables = {row[0] for row in query(path, "SELECT name FROM sqlite_master")}
     assert {"sessions", "events", "compactions", "events_fts", "events_active"} <= tables
 
@@ -78,7 +78,7 @@ async def test_a_file_at_version_0_is_upgraded(path: str) -> None:
     await store.open()
     await store.append("s", [u("u1")], create_if_missing=True)
     await store.close()
-    assert query(path, "SELECT max(version) FROM schema_version") == [(1,)]
+    assert query(path, "SELECT max(version) FROM schema_version") == [(len(MIGRATIONS),)]
 
 
 async def test_an_older_file_gets_the_next_migration_and_keeps_its_data(
@@ -89,24 +89,30 @@ async def test_an_older_file_gets_the_next_migration_and_keeps_its_data(
     await store.append("s", [u("u1"), a("a1")], create_if_missing=True)
     await store.close()
 
-    note = Migration(2, "a note per session", ("ALTER TABLE sessions ADD COLUMN note TEXT",))
+    next_version = len(MIGRATIONS) + 1
+    note = Migration(
+        next_version, "a note per session", ("ALTER TABLE sessions ADD COLUMN note TEXT",)
+    )
     monkeypatch.setattr(sqlite_schema, "MIGRATIONS", (*MIGRATIONS, note))
     store = SqliteStore(path)
     await store.open()
     _, window = await store.active_window("s")
     await store.close()
     assert [e.id for e in window] == ["u1", "a1"]
-    assert query(path, "SELECT version FROM schema_version ORDER BY version") == [(1,), (2,)]
+    versions = query(path, "SELECT version FROM schema_version ORDER BY version")
+    assert versions == [(v,) for v in range(1, next_version + 1)]
     assert query(path, "SELECT note FROM sessions") == [(None,)]
 
 
 def test_a_failing_migration_leaves_the_file_at_its_old_version(path: str) -> None:
     db = sqlite3.connect(path, isolation_level=None)
     migrate(db, path)
-    broken = Migration(2, "broken", ("ALTER TABLE sessions ADD COLUMN x TEXT", "NOT SQL"))
+    broken = Migration(
+        len(MIGRATIONS) + 1, "broken", ("ALTER TABLE sessions ADD COLUMN x TEXT", "NOT SQL")
+    )
     with pytest.raises(sqlite3.OperationalError):
         migrate(db, path, (*MIGRATIONS, broken))
-    assert current_version(db) == 1
+    assert current_version(db) == len(MIGRATIONS)
     assert "x" not in {row[1] for row in db.execute("PRAGMA table_info(sessions)")}
     db.close()
 
@@ -119,7 +125,7 @@ async def test_a_file_from_a_newer_build_is_refused(path: str) -> None:
     db.execute("INSERT INTO schema_version (version, description) VALUES (99, 'future')")
     db.commit()
     db.close()
-    with pytest.raises(SchemaTooNew, match=r"schema version 99.*up to 1"):
+    with pytest.raises(SchemaTooNew, match=rf"schema version 99.*up to {len(MIGRATIONS)}"):
         await SqliteStore(path).open()
 
 
