@@ -53,6 +53,7 @@ from sidecar.model import CompactionPlan, CompactionResult, Event, Session, utcn
 from sidecar.store import sqlite_reads as reads
 from sidecar.store import sqlite_writes as writes
 from sidecar.store.codec import to_micros
+from sidecar.store.event_cache import DecodedEvents
 from sidecar.store.paging import page_size as effective_page_size
 from sidecar.store.protocol import (
     AppendOutcome,
@@ -165,6 +166,7 @@ class SqliteStore:
         self._queue: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = []
         self._committer: asyncio.Task[None] | None = None
         self._busy = False  # a write is running; new ones queue behind it
+        self._decoded = DecodedEvents()
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -385,7 +387,7 @@ class SqliteStore:
         )
 
     async def active_window(self, session_id: str) -> tuple[Session, tuple[Event, ...]]:
-        return await self._read(lambda db: reads.active_window(db, session_id))
+        return await self._read(lambda db: reads.active_window(db, session_id, self._decoded))
 
     async def apply(self, session_id: str, plan: CompactionPlan) -> ApplyOutcome:
         if plan.is_empty:

@@ -16,6 +16,7 @@ from typing import Any
 from sidecar.errors import SessionNotFound
 from sidecar.model import CompactionResult, Event, Session, SessionCounters
 from sidecar.store.codec import decode_event, decode_labels, from_micros, to_micros
+from sidecar.store.event_cache import DecodedEvents
 from sidecar.store.paging import (
     decode_int_key,
     decode_str_key,
@@ -95,9 +96,21 @@ def active_events(db: sqlite3.Connection, session_pk: int) -> tuple[Event, ...]:
     return tuple(event_from_row(row) for row in rows)
 
 
-def active_window(db: sqlite3.Connection, session_id: str) -> tuple[Session, tuple[Event, ...]]:
+_ACTIVE_ROWS_SQL = (
+    f"SELECT e.pk, {EVENT_COLUMNS} FROM events e"
+    " WHERE e.session = ? AND e.archived = 0 ORDER BY e.sort_key, e.position"
+)
+
+
+def active_window(
+    db: sqlite3.Connection, session_id: str, cache: DecodedEvents | None = None
+) -> tuple[Session, tuple[Event, ...]]:
+    """The session and its active window; with a cache, unchanged rows are not decoded again."""
     pk, session = get_session(db, session_id)
-    return session, active_events(db, pk)
+    if cache is None:
+        return session, active_events(db, pk)
+    rows = db.execute(_ACTIVE_ROWS_SQL, (pk,))
+    return session, tuple(cache.event(row[0], row[1:]) for row in rows)
 
 
 def list_events(

@@ -12,7 +12,7 @@ import pytest
 
 from sidecar.errors import SchemaTooNew, SessionNotFound, StoreUnavailable
 from sidecar.model import CompactionPlan, Event, Part, Role
-from sidecar.store import sqlite_schema
+from sidecar.store import sqlite_reads, sqlite_schema
 from sidecar.store.sqlite import SqliteStore, run_in_connection_thread
 from sidecar.store.sqlite_reads import ACTIVE_WINDOW_SQL
 from sidecar.store.sqlite_schema import MIGRATIONS, Migration, current_version, migrate
@@ -150,12 +150,29 @@ def test_constructor_rejects_bad_settings(path: str) -> None:
         SqliteStore(path, readers=0)
 
 
-async def test_active_window_query_uses_the_partial_index(path: str, store: SqliteStore) -> None:
+@pytest.mark.parametrize("sql", [ACTIVE_WINDOW_SQL, sqlite_reads._ACTIVE_ROWS_SQL])
+async def test_active_window_query_uses_the_partial_index(
+    path: str, store: SqliteStore, sql: str
+) -> None:
     await store.append("s", [u(f"e{n}") for n in range(50)], create_if_missing=True)
-    plan = query(path, f"EXPLAIN QUERY PLAN {ACTIVE_WINDOW_SQL.replace('?', '1')}")
+    plan = query(path, f"EXPLAIN QUERY PLAN {sql.replace('?', '1')}")
     details = " ".join(str(row[-1]) for row in plan)
     assert "events_active" in details
     assert "TEMP B-TREE" not in details  # the index already gives log order
+
+
+async def test_a_recreated_session_never_gets_the_old_events_decoded_form(
+    store: SqliteStore,
+) -> None:
+    """SQLite may give a new row the id of a deleted one: the decode cache checks the row."""
+    await store.append("s", [u("u1", "the old text")], create_if_missing=True)
+    _, (old,) = await store.active_window("s")  # decoded and cached
+    await store.delete_session("s")
+    await store.append("s", [u("u1", "the new text")], create_if_missing=True)
+    _, (new,) = await store.active_window("s")
+    assert (old.text, new.text) == ("the old text", "the new text")
+    _, (again,) = await store.active_window("s")
+    assert again is new  # unchanged rows are not decoded twice
 
 
 async def test_rows_keep_the_sort_key_rule_and_compact_content(
