@@ -47,6 +47,18 @@ def postgres() -> Iterator[Postgres]:
         server.destroy()
 
 
+@pytest.fixture
+def own_postgres() -> Iterator[PostgresServer]:
+    """A private server the test may stop and start without disturbing the others."""
+    server = PostgresServer()
+    try:
+        server.init()
+        server.start()
+        yield server
+    finally:
+        server.destroy()
+
+
 @asynccontextmanager
 async def scratch_database(postgres: Postgres) -> AsyncIterator[str]:
     """Create an empty database, yield its URL, drop it (closing what still uses it)."""

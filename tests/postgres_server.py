@@ -25,6 +25,7 @@ _SUPERUSER = "postgres"
 
 
 def free_port() -> int:
+    """A port nothing listens on right now (for servers started as separate processes)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]

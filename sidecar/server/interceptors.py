@@ -21,6 +21,21 @@ else:
 Behavior = Any
 """A handler's behavior: the stubs type it for the sync server; under grpc.aio it is async."""
 
+_BY_NUMBER = {code.value[0]: code for code in grpc.StatusCode}
+
+
+def ended_with(context: grpc.aio.ServicerContext[Any, Any], failed: bool) -> grpc.StatusCode:
+    """The status a call ended with: the one it set, else UNKNOWN if it raised, else OK.
+
+    The aio context may keep the code as a StatusCode or as its number.
+    """
+    code = context.code()
+    if isinstance(code, grpc.StatusCode):
+        return code
+    if isinstance(code, int) and code in _BY_NUMBER:
+        return _BY_NUMBER[code]
+    return grpc.StatusCode.UNKNOWN if failed else grpc.StatusCode.OK
+
 
 def rebuilt(
     handler: grpc.RpcMethodHandler[Any, Any],

@@ -27,7 +27,13 @@ from prometheus_client.registry import Collector
 
 from sidecar.errors import StoreUnavailable
 from sidecar.model import CompactionResult
-from sidecar.server.interceptors import Behavior, HandlerCache, ServerInterceptor, rebuilt
+from sidecar.server.interceptors import (
+    Behavior,
+    HandlerCache,
+    ServerInterceptor,
+    ended_with,
+    rebuilt,
+)
 from sidecar.store.protocol import Store
 
 if TYPE_CHECKING:
@@ -239,6 +245,7 @@ class TimedStore:
         self._metrics = metrics
 
     def __getattr__(self, name: str) -> Any:
+        """Called only for names not yet on the instance: each timed operation is built once."""
         attribute = getattr(self.inner, name)
         if name not in STORE_OPERATIONS:
             return attribute
@@ -255,6 +262,7 @@ class TimedStore:
             finally:
                 histogram.observe(time.perf_counter() - started)
 
+        setattr(self, name, timed)
         return timed
 
     @classmethod
@@ -293,17 +301,6 @@ class RpcMetricsInterceptor(ServerInterceptor):
         )
 
 
-def _code_name(context: grpc.aio.ServicerContext[Any, Any], failed: bool) -> str:
-    code = context.code()
-    if isinstance(code, grpc.StatusCode):
-        return code.name
-    if isinstance(code, int):  # the aio context may keep the raw integer
-        for candidate in grpc.StatusCode:
-            if candidate.value[0] == code:
-                return candidate.name
-    return "UNKNOWN" if failed else "OK"
-
-
 def _instrumented(
     handler: grpc.RpcMethodHandler[Any, Any], metrics: Metrics, service: str, method: str
 ) -> grpc.RpcMethodHandler[Any, Any]:
@@ -313,7 +310,7 @@ def _instrumented(
 
     def finish(context: grpc.aio.ServicerContext[Any, Any], began: float, failed: bool) -> None:
         seconds.observe(time.perf_counter() - began)
-        metrics.rpc_handled.labels(service, method, _code_name(context, failed)).inc()
+        metrics.rpc_handled.labels(service, method, ended_with(context, failed).name).inc()
 
     def around_stream(behavior: Behavior) -> Behavior:
         async def streaming(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:

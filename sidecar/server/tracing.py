@@ -23,7 +23,7 @@ from typing import Any, cast
 
 import grpc
 
-from sidecar.server.interceptors import Behavior, ServerInterceptor, rebuilt
+from sidecar.server.interceptors import Behavior, ServerInterceptor, ended_with, rebuilt
 from sidecar.summarizer.protocol import Summarizer, SummaryRequest, SummaryResponse
 
 TRACER_NAME = "compaction-sidecar"
@@ -100,11 +100,8 @@ class TracingInterceptor(ServerInterceptor):
             )
 
         def finish(span: Any, context: grpc.aio.ServicerContext[Any, Any], failed: bool) -> None:
-            code = context.code()
-            number = code.value[0] if isinstance(code, grpc.StatusCode) else code
-            if number is None:
-                number = 2 if failed else 0  # UNKNOWN for an escaped exception, else OK
-            span.set_attribute("rpc.grpc.status_code", int(number))
+            number = ended_with(context, failed).value[0]
+            span.set_attribute("rpc.grpc.status_code", number)
             if number != 0:
                 span.set_status(trace.Status(trace.StatusCode.ERROR))
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -11,6 +10,9 @@ from pathlib import Path
 from sidecar.server.app import Sidecar, start
 from sidecar.server.config import ServerConfig
 from sidecar.summarizer.protocol import Summarizer
+from tests.postgres_server import free_port
+
+__all__ = ["address", "free_port", "running"]
 
 
 @asynccontextmanager
@@ -33,13 +35,6 @@ async def running(
         yield sidecar
     finally:
         await sidecar.stop(0.5)
-
-
-def free_port() -> int:
-    """A port nothing listens on right now (for servers started as separate processes)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def address(sidecar: Sidecar) -> str:

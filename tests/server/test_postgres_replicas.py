@@ -12,13 +12,12 @@ import json
 import random
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import asyncpg
 import grpc
-import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
@@ -224,18 +223,6 @@ async def check(address: str, history: History) -> None:
                     assert (e.id in archived) == (e.id[:-1] + "t" in archived), e.id
             context = await stub.GetContext(pb.GetContextRequest(session_id=session))
             assert all(not e.archived for e in context.events)
-
-
-@pytest.fixture
-def own_postgres() -> Iterator[PostgresServer]:
-    """A private server the test may stop and start without disturbing the others."""
-    server = PostgresServer()
-    try:
-        server.init()
-        server.start()
-        yield server
-    finally:
-        server.destroy()
 
 
 async def test_two_replicas_share_sessions_without_losing_or_reordering(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
@@ -202,18 +202,6 @@ async def test_two_stores_writing_one_session_keep_one_dense_order(
 
 
 # -- a database restart -------------------------------------------------------------
-
-
-@pytest.fixture
-def own_postgres() -> Iterator[PostgresServer]:
-    """A private server this test may stop and start without disturbing the others."""
-    server = PostgresServer()
-    try:
-        server.init()
-        server.start()
-        yield server
-    finally:
-        server.destroy()
 
 
 async def test_calls_fail_unavailable_while_the_database_is_down_then_recover(
