@@ -19,14 +19,16 @@ import asyncio
 import functools
 import json
 import logging
+import os
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from sidecar.compaction.formatting import format_event
 from sidecar.compaction.policy import CompactionPolicy, policy_from_dict
 from sidecar.compaction.summarize import Summarize
-from sidecar.compaction.tokens import TokenEstimator, default_estimator, with_token_count
+from sidecar.compaction.tokens import TokenEstimator, default_estimator
 from sidecar.engine.locks import LockRegistry
 from sidecar.engine.observer import EngineObserver, NoObserver
 from sidecar.engine.validation import Limits, check_events, check_labels, check_stored_session_id
@@ -53,6 +55,15 @@ from sidecar.summarizer.protocol import Summarizer
 log = logging.getLogger(__name__)
 
 DEFAULT_SUMMARY_TIMEOUT_S = 60.0
+
+COUNT_IN_THREAD_CHARS = 8_192
+"""A batch with at least this much text is counted on a worker thread.
+
+tiktoken releases the GIL while it encodes, so a big batch (a 100 KB tool
+result, a stream's folded appends) is counted on another core while the event
+loop goes on serving other calls. Below this size the hop to the thread
+(about 60 us) costs more than the counting itself.
+"""
 
 
 @functools.lru_cache(maxsize=4096)
@@ -104,6 +115,9 @@ class SessionEngine:
         self._in_flight: dict[str, asyncio.Task[CompactionResult]] = {}
         self._relays: set[asyncio.Task[None]] = set()
         self._closing = False
+        self._counters = ThreadPoolExecutor(
+            max_workers=min(4, os.cpu_count() or 1), thread_name_prefix="token-count"
+        )
 
     # -- sessions ---------------------------------------------------------
 
@@ -153,10 +167,7 @@ class SessionEngine:
         """
         check_stored_session_id(session_id)
         check_events(events, self.limits)
-        counted = [
-            with_token_count(e if e.id else e.evolve(id=new_event_id()), self.estimator)
-            for e in events
-        ]
+        counted = await self._counted(events)
         async with self.locks.hold(session_id):
             outcome = await self.store.append(
                 session_id,
@@ -180,6 +191,23 @@ class SessionEngine:
                 return AppendResult(outcome.events, session, compaction_scheduled=scheduled)
             result, after = await self._compact_window_locked(session_id, policy, None)
         return AppendResult(outcome.events, after, compaction=result)
+
+    async def _counted(self, events: Sequence[Event]) -> list[Event]:
+        """``events`` with their token counts, and ids where they came without one."""
+        texts = [format_event(e) for e in events]
+        if sum(map(len, texts)) < COUNT_IN_THREAD_CHARS:
+            counts = self._count_all(texts)
+        else:
+            loop = asyncio.get_running_loop()
+            counts = await loop.run_in_executor(self._counters, self._count_all, texts)
+        return [
+            e.evolve(id=e.id or new_event_id(), token_count=count)
+            for e, count in zip(events, counts, strict=True)
+        ]
+
+    def _count_all(self, texts: list[str]) -> list[int]:
+        count = self.estimator.count
+        return [count(text) for text in texts]
 
     # -- compaction -------------------------------------------------------
 
@@ -437,13 +465,13 @@ class SessionEngine:
         for relay in list(self._relays):
             relay.cancel()
         tasks = list(self._in_flight.values())
-        if not tasks:
-            return
-        _, pending = await asyncio.wait(tasks, timeout=grace_s)
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=grace_s)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending)
+        self._counters.shutdown(wait=False)
 
 
 def skipped(
