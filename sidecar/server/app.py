@@ -137,6 +137,7 @@ class Sidecar:
 
     config: ServerConfig
     engine: SessionEngine
+    servicer: CompactionServicer
     server: grpc.aio.Server
     health_server: grpc.aio.Server | None
     health: health_aio.HealthServicer
@@ -257,12 +258,10 @@ async def start(
     # Innermost, so the safe deserializer it installs is the one the outer ones pass on.
     interceptors.append(DecodeErrorInterceptor())
     server = grpc.aio.server(options=options, interceptors=interceptors)
-    compaction_service_pb2_grpc.add_CompactionServiceServicer_to_server(
-        CompactionServicer(
-            engine, tokens, max_streams_per_connection=config.max_streams_per_connection
-        ),
-        server,
+    servicer = CompactionServicer(
+        engine, tokens, max_streams_per_connection=config.max_streams_per_connection
     )
+    compaction_service_pb2_grpc.add_CompactionServiceServicer_to_server(servicer, server)
     health_servicer = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
@@ -297,6 +296,7 @@ async def start(
     sidecar = Sidecar(
         config,
         engine,
+        servicer,
         server,
         health_server,
         health_servicer,

@@ -34,6 +34,7 @@ from sidecar.gen.compaction.v1 import (
 from sidecar.model import CompactionResult, Session
 from sidecar.server import convert
 from sidecar.server.auth import TokenFile
+from sidecar.server.context_cache import ContextResponses, EventBlobs
 from sidecar.server.decoding import Undecodable, undecodable_message
 from sidecar.server.status import to_status
 from sidecar.server.tenancy import UNSCOPED, Scope, current_scope
@@ -155,6 +156,8 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         self.tokens = tokens
         self.max_streams_per_connection = max_streams_per_connection
         self._streams: dict[str, int] = {}  # open StreamEvents/WatchSession calls per peer
+        self.blobs = EventBlobs()
+        self.contexts = ContextResponses()
 
     def _open_stream(self, context: grpc.aio.ServicerContext[Any, Any]) -> str:
         """Count a long-lived call against its connection; LimitExceeded past the cap.
@@ -241,6 +244,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             self.engine.check_policy(new_policy, "session.policy")
         if "labels" in paths:
             check_labels(request.session.labels, self.engine.limits, "session.labels")
+        self.contexts.forget(session_id)
         session = await self.store.update_session(
             session_id,
             policy_json=policy_json(new_policy),
@@ -254,7 +258,9 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     async def DeleteSession(
         self, request: pb.DeleteSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.DeleteSessionResponse:
-        await self.store.delete_session(_stored(request.session_id))
+        session_id = _stored(request.session_id)
+        self.contexts.forget(session_id)
+        await self.store.delete_session(session_id)
         return pb.DeleteSessionResponse()
 
     # -- appends ----------------------------------------------------------
@@ -266,8 +272,10 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         expected_version: int,
         create_if_missing: bool,
     ) -> pb.AppendEventsResponse:
+        stored = _stored(session_id)
+        self.contexts.forget(stored)
         result = await self.engine.append(
-            _stored(session_id),
+            stored,
             convert.events_in(events),
             expected_version=_optional_version(expected_version),
             create_if_missing=create_if_missing,
@@ -489,13 +497,14 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     async def GetContext(
         self, request: pb.GetContextRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.GetContextResponse:
-        session, events = await self.engine.context(_stored(request.session_id))
-        out = pb.GetContextResponse(
-            version=session.version,
-            token_count=session.counters.tokens,
-            turn_count=session.counters.turns,
-        )
-        convert.events_out(events, out.events)
+        session_id = _stored(request.session_id)
+        if session_id in self.contexts:  # one header read tells whether it still holds
+            kept = self.contexts.get(session_id, await self.store.get_session(session_id))
+            if kept is not None:
+                return kept
+        session, events = await self.engine.context(session_id)
+        out = self.blobs.response(session, events)
+        self.contexts.put(session_id, session, out)
         return out
 
     @unary
@@ -504,8 +513,10 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     ) -> pb.CompactResponse:
         policy = convert.policy_in(request.policy) if request.HasField("policy") else None
         remaining = context.time_remaining()
+        session_id = _stored(request.session_id)
+        self.contexts.forget(session_id)
         result = await self.engine.compact(
-            _stored(request.session_id),
+            session_id,
             policy=policy,
             force=request.force,
             expected_version=_optional_version(request.expected_version),

@@ -1,0 +1,136 @@
+"""GetContext's kept responses and per-event wire bytes never serve a stale window."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
+from sidecar.gen.compaction.v1 import event_pb2
+from sidecar.model import Event, Role, Session, SessionCounters, utcnow
+from sidecar.server import convert
+from sidecar.server.app import Sidecar
+from sidecar.server.context_cache import ContextResponses, EventBlobs
+
+if TYPE_CHECKING:
+    from sidecar.gen.compaction.v1.compaction_service_pb2_grpc import (
+        CompactionServiceAsyncStub as Stub,
+    )
+
+
+def _event(i: int) -> event_pb2.Event:
+    return event_pb2.Event(id=f"e{i}", role=event_pb2.ROLE_USER, text=f"message {i}")
+
+
+async def _texts(stub: Stub, session_id: str = "s") -> list[str]:
+    reply = await stub.GetContext(pb.GetContextRequest(session_id=session_id))
+    return [e.text for e in reply.events]
+
+
+CREATED = utcnow()
+
+
+def _session(version: int) -> Session:
+    return Session("s", version, None, {}, CREATED, CREATED, SessionCounters(), 0)
+
+
+async def test_repeated_reads_share_one_response(stub: Stub, sidecar: Sidecar) -> None:
+    await stub.AppendEvents(
+        pb.AppendEventsRequest(session_id="s", events=[_event(1)], create_if_missing=True)
+    )
+    first = await stub.GetContext(pb.GetContextRequest(session_id="s"))
+    assert "s" in sidecar.servicer.contexts
+    second = await stub.GetContext(pb.GetContextRequest(session_id="s"))
+    assert first == second
+    assert [e.text for e in second.events] == ["message 1"]
+
+
+async def test_an_append_through_the_api_is_seen_at_once(stub: Stub) -> None:
+    await stub.AppendEvents(
+        pb.AppendEventsRequest(session_id="s", events=[_event(1)], create_if_missing=True)
+    )
+    assert await _texts(stub) == ["message 1"]
+    await stub.AppendEvents(pb.AppendEventsRequest(session_id="s", events=[_event(2)]))
+    reply = await stub.GetContext(pb.GetContextRequest(session_id="s"))
+    assert [e.text for e in reply.events] == ["message 1", "message 2"]
+    assert reply.version == 2
+
+
+async def test_a_write_behind_the_servicers_back_is_caught_by_the_version(
+    stub: Stub, sidecar: Sidecar
+) -> None:
+    """Another replica writes to the shared store: the kept response must not be served."""
+    await stub.AppendEvents(
+        pb.AppendEventsRequest(session_id="s", events=[_event(1)], create_if_missing=True)
+    )
+    assert await _texts(stub) == ["message 1"]
+    await sidecar.engine.store.append("s", [Event("e2", Role.ASSISTANT, "from elsewhere")])
+    assert await _texts(stub) == ["message 1", "from elsewhere"]
+
+
+async def test_a_recreated_session_at_the_same_version_is_not_confused(
+    stub: Stub, sidecar: Sidecar
+) -> None:
+    store = sidecar.engine.store
+    await stub.AppendEvents(
+        pb.AppendEventsRequest(session_id="s", events=[_event(1)], create_if_missing=True)
+    )
+    assert await _texts(stub) == ["message 1"]
+    await store.delete_session("s")  # behind the servicer's back, like another replica
+    await store.append("s", [Event("x", Role.USER, "new life")], create_if_missing=True)
+    assert (await store.get_session("s")).version == 1  # the same version as the kept one
+    assert await _texts(stub) == ["new life"]
+
+
+async def test_compaction_and_update_and_delete_drop_the_kept_response(
+    stub: Stub, sidecar: Sidecar
+) -> None:
+    events = [_event(i) for i in range(6)]
+    await stub.AppendEvents(
+        pb.AppendEventsRequest(session_id="s", events=events, create_if_missing=True)
+    )
+    assert len(await _texts(stub)) == 6
+    contexts = sidecar.servicer.contexts
+    policy = pb.CompactRequest(session_id="s", force=True)
+    policy.policy.strategy.sliding_window.max_events = 2
+    await stub.Compact(policy)
+    assert "s" not in contexts
+    assert await _texts(stub) == ["message 4", "message 5"]
+    await stub.DeleteSession(pb.DeleteSessionRequest(session_id="s"))
+    assert "s" not in contexts
+
+
+def test_assembled_response_equals_the_field_by_field_one() -> None:
+    events = [
+        Event(f"e{i}", Role.USER if i % 2 else Role.ASSISTANT, f"text {i} é 字", position=i)
+        for i in range(50)
+    ]
+    session = _session(7)
+    expected = pb.GetContextResponse(
+        version=7, token_count=session.counters.tokens, turn_count=session.counters.turns
+    )
+    convert.events_out(events, expected.events)
+    blobs = EventBlobs()
+    assert blobs.response(session, events) == expected
+    assert blobs.response(session, events) == expected  # from the kept bytes
+    assert len(blobs) == 50
+
+
+def test_event_blobs_start_over_past_their_bound() -> None:
+    blobs = EventBlobs(max_bytes=200)
+    events = [Event(f"e{i}", Role.USER, "x" * 60) for i in range(10)]
+    for event in events:
+        blobs.framed(event)
+    assert len(blobs) < 10
+    assert blobs.response(_session(1), events).events[9].text == "x" * 60
+
+
+def test_context_responses_stay_under_their_bound() -> None:
+    kept = ContextResponses(max_bytes=1_000)
+    response = pb.GetContextResponse(version=1)
+    response.events.add(id="e", text="y" * 300)
+    for i in range(10):
+        kept.put(f"s{i}", _session(1), response)
+    assert 0 < len(kept) <= 3
+    assert kept.get("s9", _session(1)) is response  # the most recent stays
+    assert kept.get("s9", _session(2)) is None  # another version: dropped
+    assert "s9" not in kept
