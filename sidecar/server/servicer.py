@@ -18,7 +18,7 @@ from google.rpc import code_pb2, status_pb2
 from grpc_status import rpc_status
 
 from sidecar.compaction.policy import CompactionPolicy
-from sidecar.engine.engine import SessionEngine, policy_json
+from sidecar.engine.engine import AppendResult, SessionEngine, policy_json
 from sidecar.engine.validation import check_labels
 from sidecar.engine.watchers import Lagged, Watcher
 from sidecar.errors import InvalidArgument, LimitExceeded
@@ -50,8 +50,18 @@ STREAM_READ_AHEAD = 64
 STREAM_MAX_WATCHED_SESSIONS = 256
 
 
+def _ack_out(result: AppendResult, out: pb.AppendEventsResponse) -> pb.AppendEventsResponse:
+    """``out`` filled as the answer of the append that gave ``result``."""
+    out.version = result.session.version
+    out.compaction_scheduled = result.compaction_scheduled
+    convert.events_out(result.events, out.events)
+    if result.compaction is not None:
+        convert.result_out(result.compaction, out.compaction)
+    return out
+
+
 def _split_ack(
-    group: list[pb.StreamEventsRequest], combined: pb.AppendEventsResponse
+    group: list[pb.StreamEventsRequest], combined: AppendResult
 ) -> list[pb.StreamEventsResponse]:
     """Per-request acks for a folded append: each its own events; the compaction on the last."""
     answers = []
@@ -59,12 +69,12 @@ def _split_ack(
     for index, request in enumerate(group):
         out = pb.StreamEventsResponse(request_id=request.request_id, session_id=request.session_id)
         ack = out.append
-        ack.version = combined.version
-        ack.events.extend(combined.events[start : start + len(request.events)])
+        ack.version = combined.session.version
+        convert.events_out(combined.events[start : start + len(request.events)], ack.events)
         start += len(request.events)
         if index == len(group) - 1:
-            if combined.HasField("compaction"):
-                ack.compaction.CopyFrom(combined.compaction)
+            if combined.compaction is not None:
+                convert.result_out(combined.compaction, ack.compaction)
             ack.compaction_scheduled = combined.compaction_scheduled
         answers.append(out)
     return answers
@@ -271,30 +281,24 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         events: Any,
         expected_version: int,
         create_if_missing: bool,
-    ) -> pb.AppendEventsResponse:
+    ) -> AppendResult:
         stored = _stored(session_id)
         self.contexts.forget(stored)
-        result = await self.engine.append(
+        return await self.engine.append(
             stored,
             convert.events_in(events),
             expected_version=_optional_version(expected_version),
             create_if_missing=create_if_missing,
         )
-        out = pb.AppendEventsResponse(
-            version=result.session.version, compaction_scheduled=result.compaction_scheduled
-        )
-        convert.events_out(result.events, out.events)
-        if result.compaction is not None:
-            convert.result_out(result.compaction, out.compaction)
-        return out
 
     @unary
     async def AppendEvents(
         self, request: pb.AppendEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.AppendEventsResponse:
-        return await self._append(
+        result = await self._append(
             request.session_id, request.events, request.expected_version, request.create_if_missing
         )
+        return _ack_out(result, pb.AppendEventsResponse())
 
     async def StreamEvents(
         self,
@@ -477,13 +481,13 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
                 request_id=request.request_id, session_id=request.session_id
             )
             try:
-                ack = await self._append(
+                result = await self._append(
                     request.session_id,
                     request.events,
                     request.expected_version,
                     request.create_if_missing,
                 )
-                out.append.CopyFrom(ack)
+                _ack_out(result, out.append)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
