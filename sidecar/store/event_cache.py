@@ -10,9 +10,11 @@ included: a memcmp) instead of trusting the row id keeps this right even if
 SQLite reuses the id of a deleted row for another event.
 
 Bounded by the size of the content it holds; when full it starts over,
-which costs one decode per row, never a wrong answer. Shared by the store's
-reader threads: each operation is one dictionary access, atomic under the GIL,
-and a lost race only costs a decode.
+which costs one decode per row, never a wrong answer. Both stores keep one.
+The SQLite store's reader threads share theirs: each operation is one
+dictionary access, atomic under the GIL, and a lost race only costs a decode.
+Handing out the same Event object for an unchanged row also lets GetContext
+reuse that event's wire bytes (``sidecar/server/context_cache.py``).
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ from sidecar.errors import InvalidConfig, StoreUnavailable
 from sidecar.model import CompactionPlan, CompactionResult, Event, Session, utcnow
 from sidecar.store import postgres_reads as reads
 from sidecar.store import postgres_writes as writes
+from sidecar.store.event_cache import DecodedEvents
 from sidecar.store.paging import page_size as effective_page_size
 from sidecar.store.postgres_schema import Db, migrate
 from sidecar.store.protocol import (
@@ -89,6 +90,7 @@ class PostgresStore:
         self.connect_timeout_s = connect_timeout_s
         self.statement_timeout_s = statement_timeout_s
         self._pool: asyncpg.Pool | None = None
+        self._decoded = DecodedEvents()
         self.origin = uuid.uuid4().hex
         """This store's id in compaction notices, so it can skip its own."""
         self._compaction_callbacks: list[Callable[[str, str], None]] = []
@@ -312,7 +314,7 @@ class PostgresStore:
         )
 
     async def active_window(self, session_id: str) -> tuple[Session, tuple[Event, ...]]:
-        return await self._read(lambda db: reads.active_window(db, session_id))
+        return await self._read(lambda db: reads.active_window(db, session_id, self._decoded))
 
     async def apply(self, session_id: str, plan: CompactionPlan) -> ApplyOutcome:
         if plan.is_empty:

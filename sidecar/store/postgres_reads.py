@@ -14,6 +14,7 @@ import asyncpg
 from sidecar.errors import SessionNotFound
 from sidecar.model import CompactionResult, Event, Session, SessionCounters
 from sidecar.store.codec import decode_event, to_micros
+from sidecar.store.event_cache import DecodedEvents
 from sidecar.store.paging import decode_int_key, decode_str_key, encode_token, fingerprint
 from sidecar.store.postgres_schema import INDEXED_TEXT_CHARS, Db
 from sidecar.store.protocol import (
@@ -101,9 +102,21 @@ async def active_events(db: Db, session_pk: int) -> tuple[Event, ...]:
     return tuple(event_from_row(row) for row in rows)
 
 
-async def active_window(db: Db, session_id: str) -> tuple[Session, tuple[Event, ...]]:
+_ACTIVE_ROWS_SQL = (
+    f"SELECT e.pk, {EVENT_COLUMNS} FROM events e"
+    " WHERE e.session = $1 AND NOT e.archived ORDER BY e.sort_key, e.position"
+)
+
+
+async def active_window(
+    db: Db, session_id: str, cache: DecodedEvents | None = None
+) -> tuple[Session, tuple[Event, ...]]:
+    """The session and its active window; with a cache, unchanged rows are not decoded again."""
     pk, session = await get_session(db, session_id)
-    return session, await active_events(db, pk)
+    if cache is None:
+        return session, await active_events(db, pk)
+    rows = await db.fetch(_ACTIVE_ROWS_SQL, pk)
+    return session, tuple(cache.event(row[0], (*row[1:8], to_micros(row[8]))) for row in rows)
 
 
 async def list_events(

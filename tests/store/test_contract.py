@@ -782,3 +782,26 @@ async def test_a_landed_compaction_reads_back_as_its_result(store: Store) -> Non
         await store.compaction_result("s", "no-such-compaction")
     with pytest.raises(SessionNotFound):
         await store.compaction_result("absent", landed.compaction_id)
+
+
+async def test_repeated_window_reads_follow_appends_compactions_and_recreation(
+    store: Store,
+) -> None:
+    """Both stores reuse decoded events for unchanged rows; every read must still be exact."""
+    await seed(store, "w", [u("u1"), a("a1"), u("u2"), a("a2")])
+    _, first = await store.active_window("w")
+    _, again = await store.active_window("w")
+    assert again == first
+    assert all(x is y for x, y in zip(first, again, strict=True))  # decoded once
+    await store.append("w", [u("u3", "new")])
+    _, grown = await store.active_window("w")
+    assert ids(grown) == ["u1", "a1", "u2", "a2", "u3"]
+    assert grown[-1].text == "new"
+    await compact(store, "w", ["u1", "a1"], inserts=summary("x", "gist"), before="u2")
+    _, compacted = await store.active_window("w")
+    assert ids(compacted) == ["x-q", "x-a", "u2", "a2", "u3"]
+    assert not any(e.archived for e in compacted)
+    await store.delete_session("w")
+    await seed(store, "w", [u("u1", "another life")])
+    _, reborn = await store.active_window("w")
+    assert [(e.id, e.text, e.position) for e in reborn] == [("u1", "another life", 1)]
