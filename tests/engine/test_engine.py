@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -10,7 +11,7 @@ from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.sliding_window import SlidingWindow
 from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.triggers import Always, TurnCount
-from sidecar.engine.engine import SessionEngine, policy_json
+from sidecar.engine.engine import COUNT_IN_THREAD_CHARS, SessionEngine, policy_json
 from sidecar.engine.watchers import Lagged
 from sidecar.errors import (
     InvalidArgument,
@@ -271,3 +272,39 @@ async def test_close_cancels_summaries_past_the_grace_period(store: SqliteStore)
     await engine.close(grace_s=0.05)
     assert engine.in_flight() == 0
     assert await store.active_window("s") == before
+
+
+class SlowEstimator:
+    """Counts one token per character, taking ``seconds`` per text as a big text would."""
+
+    name = "slow"
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def count(self, text: str) -> int:
+        time.sleep(self.seconds)  # like tiktoken: busy without holding the GIL
+        return len(text)
+
+
+async def test_big_batches_are_counted_off_the_event_loop(store: SqliteStore) -> None:
+    """A 100 KB tool result must not freeze every other call while its tokens are counted."""
+    engine = SessionEngine(store, estimator=SlowEstimator(0.3))
+    stalls: list[float] = []
+
+    async def tick() -> None:
+        while True:
+            began = time.perf_counter()
+            await asyncio.sleep(0.01)
+            stalls.append(time.perf_counter() - began)
+
+    ticker = asyncio.create_task(tick())
+    await asyncio.sleep(0.05)
+    big = Event("big", Role.USER, "x" * (COUNT_IN_THREAD_CHARS + 1))
+    result = await engine.append("s", [big], create_if_missing=True)
+    ticker.cancel()
+    assert result.events[0].token_count == len("User: ") + COUNT_IN_THREAD_CHARS + 1
+    assert max(stalls) < 0.2  # counted inline, the loop would stall for the whole 0.3 s
+    small = await engine.append("s", [Event("small", Role.USER, "hi")])
+    assert small.events[0].token_count > 0  # small batches are counted inline
+    await engine.close()
