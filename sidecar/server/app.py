@@ -55,14 +55,22 @@ def open_store(config: ServerConfig) -> Store:
 
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        return SqliteStore(path, synchronous=config.sqlite_synchronous)
+        return SqliteStore(
+            path,
+            synchronous=config.sqlite_synchronous,
+            decoded_cache_bytes=config.read_cache_bytes()[0],
+        )
     url = config.postgres_url()
     if url is not None:
         from sidecar.store.postgres import PostgresStore
 
         if config.store_pool_size < 1:
             raise InvalidConfig("store_pool_size", "must be at least 1")
-        return PostgresStore(url, pool_size=config.store_pool_size)
+        return PostgresStore(
+            url,
+            pool_size=config.store_pool_size,
+            decoded_cache_bytes=config.read_cache_bytes()[0],
+        )
     raise InvalidConfig(
         "store",
         f"unsupported store URL {redact(config.store)!r};"
@@ -259,7 +267,10 @@ async def start(
     interceptors.append(DecodeErrorInterceptor())
     server = grpc.aio.server(options=options, interceptors=interceptors)
     servicer = CompactionServicer(
-        engine, tokens, max_streams_per_connection=config.max_streams_per_connection
+        engine,
+        tokens,
+        max_streams_per_connection=config.max_streams_per_connection,
+        cache_bytes=config.read_cache_bytes()[1],
     )
     compaction_service_pb2_grpc.add_CompactionServiceServicer_to_server(servicer, server)
     health_servicer = health_aio.HealthServicer()

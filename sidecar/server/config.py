@@ -57,6 +57,7 @@ class ServerConfig:
     store_pool_size: int = 10
     store_open_timeout_s: float = 30.0
     store_probe_interval_s: float = 5.0
+    read_cache_mib: int = 64
 
     def policy(self) -> CompactionPolicy | None:
         """The default policy document, parsed; "none" means no default."""
@@ -73,6 +74,15 @@ class ServerConfig:
             return policy_from_dict(data)
         except InvalidConfig as exc:
             raise InvalidConfig(f"default_policy.{exc.field}", exc.description) from None
+
+    def read_cache_bytes(self) -> tuple[int, int]:
+        """``read_cache_mib`` split: (the store's decoded events, the servicer's GetContext caches).
+
+        Half each: the store's share holds each event once; the servicer's
+        holds events' wire bytes and whole answers.
+        """
+        total = self.read_cache_mib << 20
+        return total // 2, total - total // 2
 
     def sqlite_path(self) -> str | None:
         """The file of a ``sqlite:///path`` store, or None for another kind."""
@@ -150,6 +160,8 @@ def load(args: argparse.Namespace, environ: dict[str, str] | None = None) -> Ser
             put(name, value, "--" + name.replace("_", "-"))
     if config.log_format not in ("text", "json"):
         raise InvalidConfig("log_format", "must be text or json")
+    if config.read_cache_mib < 0:
+        raise InvalidConfig("read_cache_mib", "must be 0 (no caches) or more")
     if config.summarizer not in ("none", "extractive", "gemini"):
         raise InvalidConfig("summarizer", "must be none, extractive or gemini")
     return config

@@ -76,6 +76,8 @@ class EventBlobs:
         if known is not None and known[0] is event:
             return known[1]
         blob = framed_event(event)
+        if len(blob) > self.max_bytes:  # never kept (and a bound of 0 keeps nothing)
+            return blob
         if self._bytes + len(blob) > self.max_bytes:
             self.clear()
         self._by_id[id(event)] = (event, blob)

@@ -160,14 +160,15 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         tokens: TokenFile | None = None,
         *,
         max_streams_per_connection: int = 100,
+        cache_bytes: int = 32 << 20,
     ) -> None:
         self.engine = engine
         self.store = engine.store
         self.tokens = tokens
         self.max_streams_per_connection = max_streams_per_connection
         self._streams: dict[str, int] = {}  # open StreamEvents/WatchSession calls per peer
-        self.blobs = EventBlobs()
-        self.contexts = ContextResponses()
+        self.blobs = EventBlobs(cache_bytes // 2)
+        self.contexts = ContextResponses(cache_bytes - cache_bytes // 2)
 
     def _open_stream(self, context: grpc.aio.ServicerContext[Any, Any]) -> str:
         """Count a long-lived call against its connection; LimitExceeded past the cap.

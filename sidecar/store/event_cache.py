@@ -46,6 +46,8 @@ class DecodedEvents:
             return known[1]
         event = decode_event(*columns)
         size = len(columns[2])
+        if size > self.max_bytes:  # never kept (and a bound of 0 keeps nothing)
+            return event
         if self._bytes + size > self.max_bytes:
             self._by_row = {}
             self._bytes = 0

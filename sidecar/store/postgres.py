@@ -38,7 +38,7 @@ from sidecar.errors import InvalidConfig, StoreUnavailable
 from sidecar.model import CompactionPlan, CompactionResult, Event, Session, utcnow
 from sidecar.store import postgres_reads as reads
 from sidecar.store import postgres_writes as writes
-from sidecar.store.event_cache import DecodedEvents
+from sidecar.store.event_cache import DEFAULT_MAX_BYTES, DecodedEvents
 from sidecar.store.paging import page_size as effective_page_size
 from sidecar.store.postgres_schema import Db, migrate
 from sidecar.store.protocol import (
@@ -79,6 +79,7 @@ class PostgresStore:
         pool_size: int = 10,
         connect_timeout_s: float = 5.0,
         statement_timeout_s: float = 30.0,
+        decoded_cache_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         if not is_postgres_url(dsn):
             raise ValueError(f"not a PostgreSQL URL: {redact(dsn)!r}")
@@ -90,7 +91,7 @@ class PostgresStore:
         self.connect_timeout_s = connect_timeout_s
         self.statement_timeout_s = statement_timeout_s
         self._pool: asyncpg.Pool | None = None
-        self._decoded = DecodedEvents()
+        self._decoded = DecodedEvents(decoded_cache_bytes)
         self.origin = uuid.uuid4().hex
         """This store's id in compaction notices, so it can skip its own."""
         self._compaction_callbacks: list[Callable[[str, str], None]] = []

@@ -53,7 +53,7 @@ from sidecar.model import CompactionPlan, CompactionResult, Event, Session, utcn
 from sidecar.store import sqlite_reads as reads
 from sidecar.store import sqlite_writes as writes
 from sidecar.store.codec import to_micros
-from sidecar.store.event_cache import DecodedEvents
+from sidecar.store.event_cache import DEFAULT_MAX_BYTES, DecodedEvents
 from sidecar.store.paging import page_size as effective_page_size
 from sidecar.store.protocol import (
     AppendOutcome,
@@ -152,7 +152,14 @@ def _in_group(
 class SqliteStore:
     """The Store protocol on one SQLite file (see the module docstring)."""
 
-    def __init__(self, path: str, *, synchronous: str = "NORMAL", readers: int = 2) -> None:
+    def __init__(
+        self,
+        path: str,
+        *,
+        synchronous: str = "NORMAL",
+        readers: int = 2,
+        decoded_cache_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
         if synchronous.upper() not in SYNCHRONOUS_MODES:
             raise ValueError(f"synchronous must be one of {SYNCHRONOUS_MODES}, got {synchronous!r}")
         if readers < 1:
@@ -166,7 +173,7 @@ class SqliteStore:
         self._queue: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = []
         self._committer: asyncio.Task[None] | None = None
         self._busy = False  # a write is running; new ones queue behind it
-        self._decoded = DecodedEvents()
+        self._decoded = DecodedEvents(decoded_cache_bytes)
 
     # -- lifecycle -----------------------------------------------------------
 

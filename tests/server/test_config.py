@@ -54,6 +54,14 @@ def test_bad_values_name_the_setting(tmp_path: Path) -> None:
     with pytest.raises(InvalidConfig) as info:
         ServerConfig(default_policy="{not: [valid").policy()
     assert info.value.field == "default_policy"
+    with pytest.raises(InvalidConfig) as info:
+        load(parse("--read-cache-mib", "-1"), {})
+    assert info.value.field == "read_cache_mib"
+
+
+def test_read_cache_is_split_between_store_and_servicer() -> None:
+    assert ServerConfig(read_cache_mib=64).read_cache_bytes() == (32 << 20, 32 << 20)
+    assert ServerConfig(read_cache_mib=0).read_cache_bytes() == (0, 0)
 
 
 def test_default_policy_none_means_no_default() -> None:

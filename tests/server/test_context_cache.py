@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+import grpc
+
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
+from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
 from sidecar.gen.compaction.v1 import event_pb2
 from sidecar.model import Event, Role, Session, SessionCounters, utcnow
 from sidecar.server import convert
 from sidecar.server.app import Sidecar
 from sidecar.server.context_cache import ContextResponses, EventBlobs
+from tests.server.harness import address, running
 
 if TYPE_CHECKING:
     from sidecar.gen.compaction.v1.compaction_service_pb2_grpc import (
@@ -134,3 +139,20 @@ def test_context_responses_stay_under_their_bound() -> None:
     assert kept.get("s9", _session(1)) is response  # the most recent stays
     assert kept.get("s9", _session(2)) is None  # another version: dropped
     assert "s9" not in kept
+
+
+async def test_with_no_read_cache_every_answer_is_built_afresh(tmp_path: Path) -> None:
+    async with (
+        running(tmp_path, read_cache_mib=0) as sidecar,
+        grpc.aio.insecure_channel(address(sidecar)) as channel,
+    ):
+        stub = pb_grpc.CompactionServiceStub(channel)
+        await stub.AppendEvents(
+            pb.AppendEventsRequest(session_id="s", events=[_event(1)], create_if_missing=True)
+        )
+        assert await _texts(stub) == ["message 1"]
+        assert await _texts(stub) == ["message 1"]
+        await sidecar.engine.store.append("s", [Event("e2", Role.ASSISTANT, "from elsewhere")])
+        assert await _texts(stub) == ["message 1", "from elsewhere"]
+        assert len(sidecar.servicer.contexts) == 0
+        assert len(sidecar.servicer.blobs) == 0

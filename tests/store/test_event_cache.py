@@ -31,3 +31,11 @@ def test_it_starts_over_when_full() -> None:
     for n in range(50):
         cache.event(n, row("x" * 20))
     assert 0 < len(cache) <= 4
+
+
+def test_a_bound_of_zero_keeps_nothing() -> None:
+    cache = DecodedEvents(max_bytes=0)
+    first = cache.event(7, row("hi"))
+    assert first.text == "hi"
+    assert cache.event(7, row("hi")) is not first
+    assert len(cache) == 0
