@@ -13,8 +13,10 @@ matters. Two caches take the protobuf work off it:
 - ``ContextResponses``: the last response per session, reused while the
   session's header shows the same incarnation and version (every write bumps
   the version, and a deleted and re-created session has a new create time),
-  so a repeated read costs one header lookup. This replica drops an entry as
-  soon as it writes to the session; writes by other replicas are caught by
+  so a repeated read costs one header lookup. When this replica appends to
+  the session, the new events' wire bytes are queued onto the kept response
+  (an agent reads its context right after appending) and added on the next
+  read; its other writes drop it, and writes by other replicas are caught by
   the version check.
 
 Both are bounded by the bytes they hold; past the bound they start over,
@@ -99,14 +101,39 @@ class EventBlobs:
         return pb.GetContextResponse.FromString(head + b"".join([framed(e) for e in events]))
 
 
-@dataclass(frozen=True, slots=True)
-class _Stamp:
+@dataclass(slots=True)
+class _Kept:
+    """A response, the state of the session it answers for, and events still to add to it.
+
+    ``response`` may lag behind: ``pending`` holds the framed events this
+    replica appended since it was built, and the header fields are those of
+    the latest state. The response is brought up to date on the next read, so
+    a stream of appends costs no copy of the window per append.
+    """
+
     create_time: datetime
     version: int
+    total_events: int  # every stored event's position is at most this
+    tokens: int
+    turns: int
+    response: pb.GetContextResponse
+    pending: list[bytes]
+    size: int
 
+    def built_from(self, session: Session) -> bool:
+        return self.create_time == session.create_time and self.version == session.version
 
-def stamp_of(session: Session) -> _Stamp:
-    return _Stamp(session.create_time, session.version)
+    def current(self) -> pb.GetContextResponse:
+        """The response with the pending events added (kept for the next read)."""
+        if self.pending:
+            extended = pb.GetContextResponse()
+            extended.CopyFrom(self.response)
+            extended.MergeFromString(b"".join(self.pending))  # appends to the repeated field
+            extended.version = self.version
+            extended.token_count = self.tokens
+            extended.turn_count = self.turns
+            self.response, self.pending = extended, []
+        return self.response
 
 
 class ContextResponses:
@@ -114,7 +141,7 @@ class ContextResponses:
 
     def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.max_bytes = max_bytes
-        self._entries: OrderedDict[str, tuple[_Stamp, pb.GetContextResponse, int]] = OrderedDict()
+        self._entries: OrderedDict[str, _Kept] = OrderedDict()
         self._bytes = 0
 
     def __len__(self) -> int:
@@ -124,32 +151,89 @@ class ContextResponses:
         return session_id in self._entries
 
     def get(self, session_id: str, session: Session) -> pb.GetContextResponse | None:
-        """The kept response, if it was built from this very state of the session."""
-        entry = self._entries.get(session_id)
-        if entry is None:
+        """The kept response, if it answers for this very state of the session."""
+        kept = self._entries.get(session_id)
+        if kept is None:
             return None
-        if entry[0] != stamp_of(session):
+        if not kept.built_from(session):
             self.forget(session_id)
             return None
         self._entries.move_to_end(session_id)
-        return entry[1]
+        return kept.current()
 
     def put(self, session_id: str, session: Session, response: pb.GetContextResponse) -> None:
         """Keep ``response``; never mutate it afterwards (it is handed to every reader)."""
         self.forget(session_id)
         size = response.ByteSize()
-        if size > self.max_bytes:
+        if self._make_room(size):
+            c = session.counters
+            self._entries[session_id] = _Kept(
+                session.create_time,
+                session.version,
+                session.total_events,
+                c.tokens,
+                c.turns,
+                response,
+                [],
+                size,
+            )
+            self._bytes += size
+
+    def appended(
+        self,
+        session_id: str,
+        session: Session,
+        events: Sequence[Event],
+        compacted: bool,
+        blobs: EventBlobs,
+    ) -> None:
+        """Follow an append this replica made: ``session`` after it, ``events`` as it returned them.
+
+        When the kept response is of the very version the append started
+        from and nothing was compacted, the window now is the kept one plus
+        the events the append stored (those past the old ``total_events``;
+        the others were retries, already in the log), so they are queued onto
+        it instead of dropping it: the agent's next GetContext is a hit.
+        Anything else (another write in between, a compaction) drops it.
+        """
+        kept = self._entries.get(session_id)
+        if kept is None:
             return
+        if (
+            compacted
+            or kept.create_time != session.create_time
+            or kept.version + 1 != session.version
+        ):
+            self.forget(session_id)
+            return
+        new = [blobs.framed(e) for e in events if e.position > kept.total_events]
+        grown = sum(map(len, new))
+        self._bytes -= kept.size
+        del self._entries[session_id]
+        if not self._make_room(kept.size + grown):
+            return
+        kept.version = session.version
+        kept.total_events = session.total_events
+        kept.tokens = session.counters.tokens
+        kept.turns = session.counters.turns
+        kept.pending += new
+        kept.size += grown
+        self._entries[session_id] = kept
+        self._bytes += kept.size
+
+    def _make_room(self, size: int) -> bool:
+        """Drop the least recently used until ``size`` more bytes fit; False if they never can."""
+        if size > self.max_bytes:
+            return False
         while self._entries and self._bytes + size > self.max_bytes:
-            _, (_, _, dropped) = self._entries.popitem(last=False)
-            self._bytes -= dropped
-        self._entries[session_id] = (stamp_of(session), response, size)
-        self._bytes += size
+            _, dropped = self._entries.popitem(last=False)
+            self._bytes -= dropped.size
+        return True
 
     def forget(self, session_id: str) -> None:
-        entry = self._entries.pop(session_id, None)
-        if entry is not None:
-            self._bytes -= entry[2]
+        kept = self._entries.pop(session_id, None)
+        if kept is not None:
+            self._bytes -= kept.size
 
     def clear(self) -> None:
         self._entries.clear()

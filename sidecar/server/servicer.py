@@ -284,13 +284,15 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         create_if_missing: bool,
     ) -> AppendResult:
         stored = _stored(session_id)
-        self.contexts.forget(stored)
-        return await self.engine.append(
+        result = await self.engine.append(
             stored,
             convert.events_in(events),
             expected_version=_optional_version(expected_version),
             create_if_missing=create_if_missing,
         )
+        compacted = result.compaction is not None and result.compaction.compacted
+        self.contexts.appended(stored, result.session, result.events, compacted, self.blobs)
+        return result
 
     @unary
     async def AppendEvents(

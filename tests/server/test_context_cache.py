@@ -156,3 +156,56 @@ async def test_with_no_read_cache_every_answer_is_built_afresh(tmp_path: Path) -
         assert await _texts(stub) == ["message 1", "from elsewhere"]
         assert len(sidecar.servicer.contexts) == 0
         assert len(sidecar.servicer.blobs) == 0
+
+
+async def _fresh(sidecar: Sidecar, session_id: str = "s") -> pb.GetContextResponse:
+    """The answer built from the store, bypassing every kept response."""
+    session, events = await sidecar.engine.context(session_id)
+    return EventBlobs().response(session, events)
+
+
+async def test_an_append_extends_the_kept_response(stub: Stub, sidecar: Sidecar) -> None:
+    await stub.AppendEvents(
+        pb.AppendEventsRequest(session_id="s", events=[_event(1)], create_if_missing=True)
+    )
+    await stub.GetContext(pb.GetContextRequest(session_id="s"))
+    # A retry of e1 and a new event in one batch: only e2 joins the window.
+    retry_and_new = pb.AppendEventsRequest(session_id="s", events=[_event(1), _event(2)])
+    await stub.AppendEvents(retry_and_new)
+    assert "s" in sidecar.servicer.contexts  # extended, not dropped
+    reply = await stub.GetContext(pb.GetContextRequest(session_id="s"))
+    assert [e.text for e in reply.events] == ["message 1", "message 2"]
+    assert reply == await _fresh(sidecar)  # events, version and counters alike
+    for i in (3, 4, 5):  # several appends between two reads
+        await stub.AppendEvents(pb.AppendEventsRequest(session_id="s", events=[_event(i)]))
+    reply = await stub.GetContext(pb.GetContextRequest(session_id="s"))
+    assert [e.text for e in reply.events][-3:] == ["message 3", "message 4", "message 5"]
+    assert reply == await _fresh(sidecar)
+
+
+async def test_an_append_that_compacts_drops_the_kept_response(
+    stub: Stub, sidecar: Sidecar
+) -> None:
+    create = pb.CreateSessionRequest(session_id="s")
+    create.policy.trigger.event_count = 3
+    create.policy.strategy.sliding_window.max_events = 2
+    await stub.CreateSession(create)
+    await stub.AppendEvents(pb.AppendEventsRequest(session_id="s", events=[_event(1)]))
+    await stub.GetContext(pb.GetContextRequest(session_id="s"))
+    ack = await stub.AppendEvents(
+        pb.AppendEventsRequest(session_id="s", events=[_event(2), _event(3), _event(4)])
+    )
+    assert ack.compaction.compacted
+    assert "s" not in sidecar.servicer.contexts
+    assert await stub.GetContext(pb.GetContextRequest(session_id="s")) == await _fresh(sidecar)
+
+
+async def test_a_write_in_between_is_not_papered_over(stub: Stub, sidecar: Sidecar) -> None:
+    """Another replica appends between our read and our append: extending would lose its event."""
+    await stub.AppendEvents(
+        pb.AppendEventsRequest(session_id="s", events=[_event(1)], create_if_missing=True)
+    )
+    await stub.GetContext(pb.GetContextRequest(session_id="s"))
+    await sidecar.engine.store.append("s", [Event("x", Role.ASSISTANT, "from elsewhere")])
+    await stub.AppendEvents(pb.AppendEventsRequest(session_id="s", events=[_event(2)]))
+    assert await _texts(stub) == ["message 1", "from elsewhere", "message 2"]
