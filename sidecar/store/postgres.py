@@ -192,8 +192,20 @@ class PostgresStore:
             callback(str(notice["session"]), str(notice["compaction"]))
 
     async def ping(self) -> None:
-        """A round trip through the pool; StoreUnavailable if the database does not answer."""
-        await self._run(lambda db: db.fetchval("SELECT 1"), retry=False)
+        """Rewrite the heartbeat row; StoreUnavailable if the database does not take it.
+
+        A write, not just a query: a full disk or a read-only standby still
+        answers reads, and health must turn NOT_SERVING while appends cannot
+        be stored. One row for every replica: a probe every few seconds each
+        is no contention.
+        """
+        await self._run(
+            lambda db: db.execute(
+                "INSERT INTO heartbeat (id, at) VALUES (1, now())"
+                " ON CONFLICT (id) DO UPDATE SET at = excluded.at"
+            ),
+            retry=False,
+        )
 
     # -- plumbing ------------------------------------------------------------
 

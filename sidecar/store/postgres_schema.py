@@ -118,7 +118,20 @@ _MIGRATION_1 = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_MIGRATION_1,)
+_MIGRATION_2 = Migration(
+    2,
+    "a heartbeat row, rewritten by the health probe to prove the database takes writes",
+    (
+        """
+        CREATE TABLE heartbeat (
+            id integer PRIMARY KEY CHECK (id = 1),
+            at timestamptz NOT NULL
+        )
+        """,
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_MIGRATION_1, _MIGRATION_2)
 """Every migration, in order; versions are 1, 2, 3, ... with no gap."""
 
 _VERSION_TABLE = """

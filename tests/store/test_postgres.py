@@ -226,3 +226,27 @@ async def test_calls_fail_unavailable_while_the_database_is_down_then_recover(
         assert [e.id for e in window] == ["u1", "a1"]
     finally:
         await store.close()
+
+
+async def test_health_fails_while_the_database_takes_no_writes(postgres_database: str) -> None:
+    """Reads still work on a read-only database (a standby, a full disk); the probe must not."""
+    store = PostgresStore(postgres_database, pool_size=2)
+    await store.open()
+    admin = await asyncpg.connect(postgres_database)
+    try:
+        await store.append("s", [u("u1")], create_if_missing=True)
+        await store.ping()
+        database = await admin.fetchval("SELECT current_database()")
+        await admin.execute(f'ALTER DATABASE "{database}" SET default_transaction_read_only = on')
+        await store._pool.expire_connections()  # type: ignore[union-attr]  # reconnect: new setting
+        with pytest.raises(StoreUnavailable):
+            await store.ping()
+        _, window = await store.active_window("s")  # reads still answer
+        assert [e.id for e in window] == ["u1"]
+        await admin.execute(f'ALTER DATABASE "{database}" RESET default_transaction_read_only')
+        await store._pool.expire_connections()  # type: ignore[union-attr]
+        await store.ping()
+        await store.append("s", [a("a1")])
+    finally:
+        await admin.close()
+        await store.close()
