@@ -40,7 +40,7 @@ from sidecar.store import postgres_reads as reads
 from sidecar.store import postgres_writes as writes
 from sidecar.store.event_cache import DEFAULT_MAX_BYTES, DecodedEvents
 from sidecar.store.paging import page_size as effective_page_size
-from sidecar.store.postgres_schema import Db, migrate
+from sidecar.store.postgres_schema import Db, folds_accents, migrate
 from sidecar.store.protocol import (
     AppendOutcome,
     ApplyOutcome,
@@ -92,6 +92,8 @@ class PostgresStore:
         self.statement_timeout_s = statement_timeout_s
         self._pool: asyncpg.Pool | None = None
         self._decoded = DecodedEvents(decoded_cache_bytes)
+        self.folds_accents = False
+        """Whether search folds accents (the unaccent extension was there); set by open."""
         self.origin = uuid.uuid4().hex
         """This store's id in compaction notices, so it can skip its own."""
         self._compaction_callbacks: list[Callable[[str, str], None]] = []
@@ -123,9 +125,20 @@ class PostgresStore:
         try:
             async with pool.acquire() as db:
                 await migrate(db, self.where)
+                self.folds_accents = await folds_accents(db)
         except BaseException:
             await pool.close()
             raise
+        if not self.folds_accents:
+            log.warning(
+                "postgres %s: the unaccent extension could not be installed, so search"
+                ' does not fold accents ("cafe" will not find "café"); install'
+                " PostgreSQL's contrib package, or have an owner run CREATE EXTENSION"
+                " unaccent, then run ALTER TEXT SEARCH CONFIGURATION"
+                " compaction_search ALTER MAPPING FOR hword, hword_part, word WITH"
+                " unaccent, simple and rebuild the search column",
+                self.where,
+            )
         self._pool = pool
 
     async def close(self) -> None:

@@ -16,7 +16,7 @@ from sidecar.model import CompactionResult, Event, Session, SessionCounters
 from sidecar.store.codec import decode_event, to_micros
 from sidecar.store.event_cache import DecodedEvents
 from sidecar.store.paging import decode_int_key, decode_str_key, encode_token, fingerprint
-from sidecar.store.postgres_schema import INDEXED_TEXT_CHARS, Db
+from sidecar.store.postgres_schema import INDEXED_TEXT_CHARS, SEARCH_CONFIG, Db
 from sidecar.store.protocol import (
     CompactionRecord,
     Page,
@@ -288,11 +288,11 @@ async def search(db: Db, query: SearchQuery, *, size: int, token: str) -> Page[S
     params += [size + 1, offset]
     rows = await db.fetch(
         f"""SELECT {EVENT_COLUMNS}, s.id, ts_rank(e.search, q.query),
-               ts_headline('simple', left(e.body, {INDEXED_TEXT_CHARS}), q.query,
+               ts_headline('{SEARCH_CONFIG}', left(e.body, {INDEXED_TEXT_CHARS}), q.query,
                            '{_HEADLINE_OPTIONS}')
            FROM events e
            JOIN sessions s ON s.pk = e.session
-           CROSS JOIN plainto_tsquery('simple', $1) AS q(query)
+           CROSS JOIN plainto_tsquery('{SEARCH_CONFIG}', $1) AS q(query)
            WHERE {" AND ".join(clauses)}
            ORDER BY ts_rank(e.search, q.query) DESC, e.pk
            LIMIT ${len(params) - 1} OFFSET ${len(params)}""",

@@ -17,10 +17,12 @@ What differs from SQLite, and why:
 
 - full-text search is a ``tsvector`` column generated from ``body`` (the
   formatted event text: tool-call arguments and tool results included) with
-  a GIN index. It uses the ``simple`` configuration: no stemming and no stop
-  words, like SQLite's ``unicode61`` tokenizer, so a query finds the same
-  events on both stores. Only the first 256 KiB of an event's text are
-  indexed: a tsvector is capped at 1 MB, and a bigger event must still store.
+  a GIN index. Its configuration, ``compaction_search``, is ``simple`` (no
+  stemming, no stop words, like SQLite's ``unicode61`` tokenizer) with the
+  ``unaccent`` dictionary in front, so that, as on SQLite, "cafe" finds
+  "Café": a query finds the same events on both stores. Only the first
+  256 KiB of an event's text are indexed: a tsvector is capped at 1 MB, and
+  a bigger event must still store.
 - labels are ``jsonb`` with a GIN index, so a label filter is an indexed
   containment query (``labels @> '{"team": "sre"}'``) instead of a scan.
 - event content stays ``text`` holding the codec's compact JSON, not
@@ -131,7 +133,53 @@ _MIGRATION_2 = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_MIGRATION_1, _MIGRATION_2)
+SEARCH_CONFIG = "compaction_search"
+"""The text search configuration of the ``search`` column and of every query."""
+
+_MIGRATION_3 = Migration(
+    3,
+    "search folds accents, as SQLite's remove_diacritics does",
+    (
+        # The unaccent dictionary ships with PostgreSQL (contrib) and is a trusted
+        # extension: a database owner may create it. One instance per database,
+        # in whichever schema got it first, hence the qualified name. Where it
+        # cannot be had, search still works, without folding accents (the store
+        # warns at open; see ``folds_accents``).
+        f"""
+        DO $migration$
+        DECLARE
+            home text;
+        BEGIN
+            CREATE TEXT SEARCH CONFIGURATION {SEARCH_CONFIG} (COPY = pg_catalog.simple);
+            BEGIN
+                CREATE EXTENSION IF NOT EXISTS unaccent;
+            EXCEPTION WHEN OTHERS THEN
+                RAISE WARNING 'unaccent is not available (%): search will not fold accents',
+                    SQLERRM;
+                RETURN;
+            END;
+            SELECT quote_ident(n.nspname) INTO home
+                FROM pg_extension x JOIN pg_namespace n ON n.oid = x.extnamespace
+                WHERE x.extname = 'unaccent';
+            EXECUTE format(
+                'ALTER TEXT SEARCH CONFIGURATION {SEARCH_CONFIG}'
+                ' ALTER MAPPING FOR hword, hword_part, word WITH %s.unaccent, pg_catalog.simple',
+                home
+            );
+        END
+        $migration$
+        """,
+        "DROP INDEX events_search",
+        "ALTER TABLE events DROP COLUMN search",
+        f"""
+        ALTER TABLE events ADD COLUMN search tsvector GENERATED ALWAYS AS
+            (to_tsvector('{SEARCH_CONFIG}'::regconfig, left(body, {INDEXED_TEXT_CHARS}))) STORED
+        """,
+        "CREATE INDEX events_search ON events USING gin (search)",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_MIGRATION_1, _MIGRATION_2, _MIGRATION_3)
 """Every migration, in order; versions are 1, 2, 3, ... with no gap."""
 
 _VERSION_TABLE = """
@@ -178,3 +226,12 @@ async def migrate(db: Db, where: str, migrations: Sequence[Migration] | None = N
                 migration.description,
             )
     return latest
+
+
+async def folds_accents(db: Db) -> bool:
+    """Whether this schema's search configuration has the unaccent dictionary in front."""
+    found = await db.fetchval(
+        "SELECT count(*) FROM pg_ts_config_map m JOIN pg_ts_dict d ON d.oid = m.mapdict"
+        f" WHERE m.mapcfg = '{SEARCH_CONFIG}'::regconfig AND d.dictname = 'unaccent'"
+    )
+    return bool(found)

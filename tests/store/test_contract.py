@@ -805,3 +805,22 @@ async def test_repeated_window_reads_follow_appends_compactions_and_recreation(
     await seed(store, "w", [u("u1", "another life")])
     _, reborn = await store.active_window("w")
     assert [(e.id, e.text, e.position) for e in reborn] == [("u1", "another life", 1)]
+
+
+async def test_search_folds_case_and_accents_on_both_sides(store: Store) -> None:
+    """Both stores must find the same events for the same words: "cafe" matches "Café"."""
+    await seed(
+        store,
+        "fold",
+        [u("u1", "Un café crème à Zürich"), a("a1", "CAFE AU LAIT"), u("u2", "naïve résumé")],
+    )
+
+    def words(text: str) -> SearchQuery:
+        return SearchQuery(text, session_id="fold", include_active=True)
+
+    assert set(await hit_ids(store, words("cafe"))) == {"fold/u1", "fold/a1"}
+    assert set(await hit_ids(store, words("CAFÉ"))) == {"fold/u1", "fold/a1"}
+    assert await hit_ids(store, words("zurich creme")) == ["fold/u1"]
+    assert await hit_ids(store, words("naive resume")) == ["fold/u2"]
+    page = await store.search(words("zurich"), page_size=5, page_token="")
+    assert "Zürich" in page.items[0].snippet  # the snippet shows the text as written

@@ -22,7 +22,8 @@ from sidecar.errors import (
 )
 from sidecar.model import CompactionPlan, Event, Role
 from sidecar.store.postgres import PostgresStore
-from sidecar.store.postgres_schema import MIGRATIONS
+from sidecar.store.postgres_schema import MIGRATIONS, migrate
+from sidecar.store.protocol import SearchQuery
 from sidecar.store.urls import redact
 from tests.conftest import Postgres
 from tests.postgres_server import PostgresServer
@@ -99,9 +100,50 @@ async def test_stores_in_different_schemas_of_one_database_are_independent(
             " ORDER BY 1",
         )
         assert [r[0] for r in tables] == ["team_a", "team_b"]
+        # One unaccent extension per database, installed with the first schema; the
+        # second schema's search configuration must find it all the same.
+        assert a_store.folds_accents
+        assert b_store.folds_accents
+        await b_store.append("s", [u("u1", "Café")], create_if_missing=True)
+        hits = await b_store.search(
+            SearchQuery("cafe", include_active=True), page_size=5, page_token=""
+        )
+        assert [h.event.text for h in hits.items] == ["Café"]
     finally:
         await a_store.close()
         await b_store.close()
+
+
+async def test_upgrading_to_accent_folding_reindexes_the_stored_events(
+    postgres_database: str,
+) -> None:
+    """A database written before migration 3 gets its old events folded too."""
+    db = await asyncpg.connect(postgres_database)
+    try:
+        await migrate(db, "test", MIGRATIONS[:2])
+        pk = await db.fetchval(
+            "INSERT INTO sessions (id, version, create_time, update_time)"
+            " VALUES ('old', 1, now(), now()) RETURNING pk"
+        )
+        await db.execute(
+            "INSERT INTO events (session, position, sort_key, id, role, content, token_count,"
+            " create_time, body) VALUES ($1, 1, 3, 'e1', 'user', $2, 3, now(), $3)",
+            pk,
+            '{"t":"Un café"}',
+            "User: Un café",
+        )
+    finally:
+        await db.close()
+    store = PostgresStore(postgres_database)
+    await store.open()
+    try:
+        assert store.folds_accents
+        hits = await store.search(
+            SearchQuery("cafe", include_active=True), page_size=5, page_token=""
+        )
+        assert [h.event.id for h in hits.items] == ["e1"]
+    finally:
+        await store.close()
 
 
 async def test_a_missing_database_is_a_configuration_error(postgres: Postgres) -> None:
