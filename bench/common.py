@@ -71,7 +71,7 @@ FULL = Scale(
     adk_appends=500, adk_rounds=3, unary_appends=1_000, adk_streamed=5_000,
     adk_context_events=10_000, adk_get_calls=5,
     token_appends=100,
-    memory_sessions=(1_000, 2_500, 5_000, 10_000), memory_idle_s=5.0,
+    memory_sessions=(1_000, 2_500, 5_000, 10_000), memory_idle_s=40.0,
     probe_calls=1_000,
 )  # fmt: skip
 

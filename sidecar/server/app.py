@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import signal
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -32,6 +33,7 @@ from sidecar.server import tracing
 from sidecar.server.auth import BearerTokenInterceptor, TokenFile
 from sidecar.server.config import ServerConfig
 from sidecar.server.decoding import DecodeErrorInterceptor
+from sidecar.server.memory import return_freed_memory
 from sidecar.server.metrics import Metrics, RpcMetricsInterceptor, TimedStore
 from sidecar.server.servicer import CompactionServicer
 from sidecar.store.protocol import Store
@@ -154,6 +156,7 @@ class Sidecar:
     metrics: Metrics
     metrics_server: WSGIServer | None = None
     _probe: asyncio.Task[None] | None = None
+    _idle: asyncio.Task[None] | None = None
     _stopped: asyncio.Event = field(default_factory=asyncio.Event)
     _done: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -182,6 +185,29 @@ class Sidecar:
                 healthy = ok
                 await self.set_serving(ok)
 
+    async def release_when_idle(self) -> None:
+        """Drop the read caches and return freed memory once no call came for a while.
+
+        ``read_cache_idle_s`` after the last call (checked a few times within
+        that span); once per quiet spell. The next read rebuilds what it needs.
+        """
+        idle_s = self.config.read_cache_idle_s
+        released = True  # a fresh server holds nothing
+        while True:
+            await asyncio.sleep(min(idle_s / 4, 5.0))
+            if time.monotonic() - self.servicer.last_call < idle_s:
+                released = False
+                continue
+            if released:
+                continue
+            self.servicer.drop_caches()
+            drop = getattr(self.engine.store, "drop_caches", None)
+            if drop is not None:
+                drop()
+            await asyncio.to_thread(return_freed_memory)
+            released = True
+            log.debug("idle for %g s: read caches dropped, freed memory returned", idle_s)
+
     async def stop(self, grace_s: float | None = None) -> None:
         """Drain and stop; safe to call more than once."""
         if self._stopped.is_set():
@@ -190,8 +216,9 @@ class Sidecar:
         self._stopped.set()
         grace = self.config.shutdown_grace_s if grace_s is None else grace_s
         await self.health.enter_graceful_shutdown()
-        if self._probe is not None:
-            self._probe.cancel()
+        for task in (self._probe, self._idle):
+            if task is not None:
+                task.cancel()
         await self.server.stop(grace)
         await self.engine.close(grace)
         if self.health_server is not None:
@@ -321,6 +348,8 @@ async def start(
     # store does (restarting every pod during a database outage helps no one).
     await health_servicer.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)
     sidecar._probe = asyncio.create_task(sidecar.probe_store())
+    if config.read_cache_idle_s > 0:
+        sidecar._idle = asyncio.create_task(sidecar.release_when_idle())
     log.info("serving %s on %s (port %d)", SERVICE, config.listen, port)
     return sidecar
 

@@ -58,6 +58,7 @@ class ServerConfig:
     store_open_timeout_s: float = 30.0
     store_probe_interval_s: float = 5.0
     read_cache_mib: int = 64
+    read_cache_idle_s: float = 30.0
 
     def policy(self) -> CompactionPolicy | None:
         """The default policy document, parsed; "none" means no default."""
@@ -162,6 +163,8 @@ def load(args: argparse.Namespace, environ: dict[str, str] | None = None) -> Ser
         raise InvalidConfig("log_format", "must be text or json")
     if config.read_cache_mib < 0:
         raise InvalidConfig("read_cache_mib", "must be 0 (no caches) or more")
+    if config.read_cache_idle_s < 0:
+        raise InvalidConfig("read_cache_idle_s", "must be 0 (never release) or more")
     if config.summarizer not in ("none", "extractive", "gemini"):
         raise InvalidConfig("summarizer", "must be none, extractive or gemini")
     return config

@@ -236,5 +236,5 @@ class ContextResponses:
             self._bytes -= kept.size
 
     def clear(self) -> None:
-        self._entries.clear()
+        self._entries = OrderedDict()
         self._bytes = 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -90,6 +91,7 @@ def unary(
         self: Any, request: Req, context: grpc.aio.ServicerContext[Req, Resp]
     ) -> Resp:
         current_scope.set(self.scope_of(context))  # this call's own task and context
+        self.last_call = time.monotonic()
         try:
             return await handler(self, request, context)
         except asyncio.CancelledError:
@@ -169,6 +171,13 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         self._streams: dict[str, int] = {}  # open StreamEvents/WatchSession calls per peer
         self.blobs = EventBlobs(cache_bytes // 2)
         self.contexts = ContextResponses(cache_bytes - cache_bytes // 2)
+        self.last_call = time.monotonic()
+        """When the last unary call or stream batch came in (``time.monotonic``)."""
+
+    def drop_caches(self) -> None:
+        """Forget the kept GetContext answers and events' wire bytes."""
+        self.blobs.clear()
+        self.contexts.clear()
 
     def _open_stream(self, context: grpc.aio.ServicerContext[Any, Any]) -> str:
         """Count a long-lived call against its connection; LimitExceeded past the cap.
@@ -402,6 +411,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         A message that does not decode gets its own INVALID_ARGUMENT answer
         (it has no request id to carry) and the stream goes on.
         """
+        self.last_call = time.monotonic()
         answered: list[tuple[int, pb.StreamEventsResponse]] = []
         by_session: dict[str, list[tuple[int, pb.StreamEventsRequest]]] = {}
         for index, request in enumerate(requests):

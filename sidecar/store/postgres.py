@@ -265,6 +265,10 @@ class PostgresStore:
 
         return await self._run(in_snapshot, retry=True)
 
+    def drop_caches(self) -> None:
+        """Forget the decoded events (the server does when it has been idle a while)."""
+        self._decoded.clear()
+
     # -- sessions ------------------------------------------------------------
 
     async def create_session(

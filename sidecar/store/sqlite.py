@@ -321,6 +321,10 @@ class SqliteStore:
         finally:
             self._idle.put_nowait(reader)
 
+    def drop_caches(self) -> None:
+        """Forget the decoded events (the server does when it has been idle a while)."""
+        self._decoded.clear()
+
     # -- sessions ------------------------------------------------------------
 
     async def create_session(

@@ -57,6 +57,9 @@ def test_bad_values_name_the_setting(tmp_path: Path) -> None:
     with pytest.raises(InvalidConfig) as info:
         load(parse("--read-cache-mib", "-1"), {})
     assert info.value.field == "read_cache_mib"
+    with pytest.raises(InvalidConfig) as info:
+        load(parse("--read-cache-idle-s", "-1"), {})
+    assert info.value.field == "read_cache_idle_s"
 
 
 def test_read_cache_is_split_between_store_and_servicer() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import platform
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,6 +16,7 @@ from sidecar.model import Event, Role, Session, SessionCounters, utcnow
 from sidecar.server import convert
 from sidecar.server.app import Sidecar
 from sidecar.server.context_cache import ContextResponses, EventBlobs
+from sidecar.server.memory import return_freed_memory
 from tests.server.harness import address, running
 
 if TYPE_CHECKING:
@@ -209,3 +212,31 @@ async def test_a_write_in_between_is_not_papered_over(stub: Stub, sidecar: Sidec
     await sidecar.engine.store.append("s", [Event("x", Role.ASSISTANT, "from elsewhere")])
     await stub.AppendEvents(pb.AppendEventsRequest(session_id="s", events=[_event(2)]))
     assert await _texts(stub) == ["message 1", "from elsewhere", "message 2"]
+
+
+async def test_idle_server_drops_its_read_caches_and_busy_one_keeps_them(
+    tmp_path: Path,
+) -> None:
+    async with (
+        running(tmp_path, read_cache_idle_s=1.0) as sidecar,
+        grpc.aio.insecure_channel(address(sidecar)) as channel,
+    ):
+        stub = pb_grpc.CompactionServiceStub(channel)
+        await stub.AppendEvents(
+            pb.AppendEventsRequest(session_id="s", events=[_event(1)], create_if_missing=True)
+        )
+        for _ in range(15):  # busy for longer than the idle span: nothing is dropped
+            assert await _texts(stub) == ["message 1"]
+            await asyncio.sleep(0.1)
+        decoded = sidecar.engine.store._decoded  # type: ignore[attr-defined]
+        assert "s" in sidecar.servicer.contexts
+        assert len(decoded) == 1
+        await asyncio.sleep(2.0)  # quiet: dropped
+        assert len(sidecar.servicer.contexts) == 0
+        assert len(sidecar.servicer.blobs) == 0
+        assert len(decoded) == 0
+        assert await _texts(stub) == ["message 1"]  # and rebuilt on the next read
+
+
+def test_freed_memory_is_handed_back_where_glibc_allows() -> None:
+    assert return_freed_memory() == (platform.libc_ver()[0] == "glibc")
