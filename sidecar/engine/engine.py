@@ -21,9 +21,10 @@ import json
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from typing import Any
 
 from sidecar.compaction.formatting import format_event
 from sidecar.compaction.policy import CompactionPolicy, policy_from_dict
@@ -114,6 +115,7 @@ class SessionEngine:
         self.watchers = WatcherHub()
         self._in_flight: dict[str, asyncio.Task[CompactionResult]] = {}
         self._relays: set[asyncio.Task[None]] = set()
+        self._follows_replicas = False
         self._closing = False
         self._counters = ThreadPoolExecutor(
             max_workers=min(4, os.cpu_count() or 1), thread_name_prefix="token-count"
@@ -423,7 +425,61 @@ class SessionEngine:
 
     def watch(self, session_id: str) -> Watcher:
         check_stored_session_id(session_id)
-        return self.watchers.subscribe(session_id)
+        watcher = self.watchers.subscribe(session_id)
+        if self._follows_replicas and self.watchers.known(session_id) is None:
+            self._spawn(self._note_start(session_id))
+        return watcher
+
+    async def _note_start(self, session_id: str) -> None:
+        """Record which compaction a newly watched session is at, for ``catch_up``."""
+        try:
+            session = await self.store.get_session(session_id)
+        except (SessionNotFound, StoreUnavailable):
+            return  # not known: a catch-up skips it
+        self.watchers.note(session_id, session.last_compaction_id)
+
+    def follow_other_replicas(self) -> None:
+        """The store is shared: keep what ``catch_up`` needs for watched sessions."""
+        self._follows_replicas = True
+
+    async def catch_up(self) -> None:
+        """Publish the compactions other replicas landed while their news could not arrive.
+
+        Called by a shared store once its notice connection is back after an
+        outage. For each watched session whose position is known, the
+        compactions after it are published in order; those that did arrive
+        are not published twice.
+        """
+        for session_id in self.watchers.sessions():
+            known = self.watchers.known(session_id)
+            if known is None:
+                continue
+            try:
+                missed = await self._compactions_after(session_id, known)
+                for compaction_id in missed:
+                    result = await self.store.compaction_result(session_id, compaction_id)
+                    self.watchers.publish(session_id, result)
+            except (KeyError, SessionNotFound, StoreUnavailable) as exc:
+                log.info("watchers of %s not caught up: %r", session_id, exc)
+
+    async def _compactions_after(self, session_id: str, known: str) -> list[str]:
+        """The ids of the session's compactions after ``known`` ("" for all), oldest first."""
+        ids: list[str] = []
+        token = ""
+        while True:
+            page = await self.store.list_compactions(session_id, page_size=1000, page_token=token)
+            ids += [record.compaction_id for record in page.items]
+            token = page.next_page_token
+            if not token:
+                break
+        if not known:
+            return ids
+        return ids[ids.index(known) + 1 :] if known in ids else []
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._relays.add(task)
+        task.add_done_callback(self._relays.discard)
 
     def relay_compaction(self, session_id: str, compaction_id: str) -> None:
         """Tell this replica's watchers of a compaction another replica landed.
@@ -433,9 +489,7 @@ class SessionEngine:
         """
         if self._closing or not self.watchers.watched(session_id):
             return
-        task = asyncio.create_task(self._relay(session_id, compaction_id))
-        self._relays.add(task)
-        task.add_done_callback(self._relays.discard)
+        self._spawn(self._relay(session_id, compaction_id))
 
     async def _relay(self, session_id: str, compaction_id: str) -> None:
         try:

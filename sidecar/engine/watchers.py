@@ -8,12 +8,14 @@ missed, so a slow watcher can never block appends.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from sidecar.model import CompactionResult
 
 DEFAULT_QUEUE_SIZE = 64
+RECENT_PER_SESSION = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +61,11 @@ class WatcherHub:
 
     def __init__(self, queue_size: int = DEFAULT_QUEUE_SIZE) -> None:
         self._by_session: dict[str, set[Watcher]] = {}
+        # Per watched session: the compaction it is known to be at ("" for none),
+        # and the ids of the compactions published lately, so that one announced
+        # twice (live and by a catch-up) reaches the watchers once.
+        self._known: dict[str, str] = {}
+        self._recent: dict[str, deque[str]] = {}
         self._queue_size = queue_size
         self.watchers = 0
         self.dropped = 0
@@ -84,7 +91,31 @@ class WatcherHub:
         self.watchers -= 1
         if not watchers:
             del self._by_session[watcher.session_id]
+            self._known.pop(watcher.session_id, None)
+            self._recent.pop(watcher.session_id, None)
+
+    def sessions(self) -> list[str]:
+        """The sessions watched now."""
+        return list(self._by_session)
+
+    def known(self, session_id: str) -> str | None:
+        """The last compaction a watched session is known to be at ("" for none), if known."""
+        return self._known.get(session_id)
+
+    def note(self, session_id: str, compaction_id: str) -> None:
+        """Where a watched session stood when its watch began, unless a result came first."""
+        if session_id in self._by_session:
+            self._known.setdefault(session_id, compaction_id)
 
     def publish(self, session_id: str, result: CompactionResult) -> None:
-        for watcher in tuple(self._by_session.get(session_id, ())):
+        watchers = self._by_session.get(session_id)
+        if not watchers:
+            return
+        if result.compacted and result.compaction_id:
+            recent = self._recent.setdefault(session_id, deque(maxlen=RECENT_PER_SESSION))
+            if result.compaction_id in recent:
+                return  # already told
+            recent.append(result.compaction_id)
+            self._known[session_id] = result.compaction_id
+        for watcher in tuple(watchers):
             watcher.offer(result)

@@ -278,7 +278,8 @@ async def start(
     metrics.bind_engine(engine)
     on_compaction_elsewhere = getattr(store, "on_compaction_elsewhere", None)
     if on_compaction_elsewhere is not None:  # a store shared by replicas: relay their news
-        on_compaction_elsewhere(engine.relay_compaction)
+        engine.follow_other_replicas()
+        on_compaction_elsewhere(engine.relay_compaction, engine.catch_up)
     interceptors: list[grpc.aio.ServerInterceptor[Any, Any]] = [RpcMetricsInterceptor(metrics)]
     if tracing.enabled():
         interceptors.insert(0, tracing.TracingInterceptor())

@@ -29,8 +29,8 @@ import json
 import logging
 import ssl
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from typing import Any, TypeVar
 
 import asyncpg
 
@@ -97,6 +97,9 @@ class PostgresStore:
         self.origin = uuid.uuid4().hex
         """This store's id in compaction notices, so it can skip its own."""
         self._compaction_callbacks: list[Callable[[str, str], None]] = []
+        self._catch_up_callbacks: list[Callable[[], Coroutine[Any, Any, None]]] = []
+        self._catching_up: set[asyncio.Task[None]] = set()
+        self._listened_before = False
         self._listener: asyncio.Task[None] | None = None
         self.listening = asyncio.Event()
         """Set while the notice connection is up (tests wait on it)."""
@@ -146,6 +149,8 @@ class PostgresStore:
         if self._listener is not None:
             self._listener.cancel()
             await asyncio.gather(self._listener, return_exceptions=True)
+        for task in list(self._catching_up):
+            task.cancel()
             self._listener = None
         pool, self._pool = self._pool, None
         if pool is not None:
@@ -153,15 +158,22 @@ class PostgresStore:
 
     # -- compactions made by other replicas ------------------------------------
 
-    def on_compaction_elsewhere(self, callback: Callable[[str, str], None]) -> None:
+    def on_compaction_elsewhere(
+        self,
+        callback: Callable[[str, str], None],
+        catch_up: Callable[[], Coroutine[Any, Any, None]] | None = None,
+    ) -> None:
         """Call ``callback(session_id, compaction_id)`` for compactions other replicas land.
 
         Each compaction is announced with NOTIFY in the transaction that
         applies it; one connection per replica LISTENs, reconnecting after
-        an outage. Delivery is best effort: a notice sent while this replica
-        was disconnected is not replayed.
+        an outage. Notices sent while it was disconnected are gone: once it
+        is back, ``catch_up()`` is called so the caller can look for what it
+        missed in the database.
         """
         self._compaction_callbacks.append(callback)
+        if catch_up is not None:
+            self._catch_up_callbacks.append(catch_up)
         if self._listener is None:
             self._listener = asyncio.create_task(self._listen())
 
@@ -188,6 +200,12 @@ class PostgresStore:
 
             await connection.add_listener(writes.NOTIFY_CHANNEL, notice)
             self.listening.set()
+            if self._listened_before:  # back after an outage: what did we miss?
+                for catch_up in self._catch_up_callbacks:
+                    task = asyncio.create_task(catch_up())
+                    self._catching_up.add(task)
+                    task.add_done_callback(self._catching_up.discard)
+            self._listened_before = True
             await lost.wait()
         finally:
             self.listening.clear()

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
+from sidecar.engine.engine import SessionEngine
 from sidecar.errors import (
     InvalidConfig,
     SchemaTooNew,
@@ -20,7 +21,7 @@ from sidecar.errors import (
     StoreUnavailable,
     VersionConflict,
 )
-from sidecar.model import CompactionPlan, Event, Role
+from sidecar.model import CompactionPlan, CompactionResult, Event, Role
 from sidecar.store.postgres import PostgresStore
 from sidecar.store.postgres_schema import MIGRATIONS, migrate
 from sidecar.store.protocol import SearchQuery
@@ -196,13 +197,9 @@ async def test_two_stores_writing_one_session_keep_one_dense_order(
         for _ in range(15):
             session, window = await store.active_window("s")
             if len(window) > 4:
-                plan = CompactionPlan(
-                    strategy="test",
-                    archive_ids=tuple(e.id for e in window[:2]),
-                    base_compaction_id=session.last_compaction_id,
-                )
+                two = plan([e.id for e in window[:2]], base=session.last_compaction_id)
                 try:
-                    await store.apply("s", plan)
+                    await store.apply("s", two)
                     compactions += 1
                 except VersionConflict:
                     pass  # the other replica compacted from the same snapshot first
@@ -292,3 +289,73 @@ async def test_health_fails_while_the_database_takes_no_writes(postgres_database
     finally:
         await admin.close()
         await store.close()
+
+
+# -- compactions landed elsewhere while this replica could not hear of them ----------
+
+
+async def test_a_lost_notice_connection_is_followed_by_a_catch_up(
+    postgres_database: str,
+) -> None:
+    store = PostgresStore(postgres_database, pool_size=2)
+    await store.open()
+    caught_up = asyncio.Event()
+
+    async def catch_up() -> None:
+        caught_up.set()
+
+    try:
+        store.on_compaction_elsewhere(lambda _session, _compaction: None, catch_up)
+        await asyncio.wait_for(store.listening.wait(), 10)
+        assert not caught_up.is_set()  # the first connection has nothing to catch up on
+        killed = await fetch(
+            postgres_database,
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE query LIKE 'LISTEN%' AND datname = current_database()",
+        )
+        assert [r[0] for r in killed] == [True]
+        await asyncio.wait_for(caught_up.wait(), 10)
+    finally:
+        await store.close()
+
+
+def plan(archive: list[str], *, base: str) -> CompactionPlan:
+    return CompactionPlan(strategy="test", archive_ids=tuple(archive), base_compaction_id=base)
+
+
+async def test_catch_up_publishes_what_was_missed_once_and_in_order(
+    postgres_database: str,
+) -> None:
+    """Replica B never heard of A's compactions; catching up tells its watcher of each, once."""
+    a_store = PostgresStore(postgres_database, pool_size=2)
+    b_store = PostgresStore(postgres_database, pool_size=2)
+    await a_store.open()
+    await b_store.open()
+    b_engine = SessionEngine(b_store)
+    b_engine.follow_other_replicas()
+    try:
+        await a_store.append("s", [u("u1"), a("a1"), u("u2"), a("a2")], create_if_missing=True)
+        first = await a_store.apply("s", plan(["u1"], base=""))
+        watcher = b_engine.watch("s")
+        for _ in range(50):  # the watch notes where the session stands, in the background
+            if b_engine.watchers.known("s") is not None:
+                break
+            await asyncio.sleep(0.02)
+        assert b_engine.watchers.known("s") == first.compaction_id
+        second = await a_store.apply("s", plan(["a1"], base=first.compaction_id))
+        third = await a_store.apply("s", plan(["u2"], base=second.compaction_id))
+        await b_engine.catch_up()
+        await b_engine.catch_up()  # nothing new: nothing published twice
+        b_engine.relay_compaction("s", third.compaction_id)  # a late live notice: ignored
+        await asyncio.sleep(0.2)
+        seen = []
+        while not watcher._queue.empty():
+            update = await watcher.next()
+            assert isinstance(update, CompactionResult)
+            seen.append(update.compaction_id)
+        assert seen == [second.compaction_id, third.compaction_id]
+        watcher.close()
+    finally:
+        await b_engine.close()
+        await a_store.close()
+        await b_store.close()
