@@ -52,6 +52,9 @@ class Watcher:
         while True:
             yield await self.next()
 
+    def queued(self) -> int:
+        return self._queue.qsize()
+
     def close(self) -> None:
         self._hub.remove(self)
 
@@ -93,6 +96,10 @@ class WatcherHub:
             del self._by_session[watcher.session_id]
             self._known.pop(watcher.session_id, None)
             self._recent.pop(watcher.session_id, None)
+
+    def queued(self) -> int:
+        """Results waiting in watchers' queues, not yet read."""
+        return sum(w.queued() for ws in self._by_session.values() for w in ws)
 
     def sessions(self) -> list[str]:
         """The sessions watched now."""

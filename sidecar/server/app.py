@@ -301,6 +301,7 @@ async def start(
         cache_bytes=config.read_cache_bytes()[1],
     )
     compaction_service_pb2_grpc.add_CompactionServiceServicer_to_server(servicer, server)
+    metrics.bind_servicer(servicer)
     health_servicer = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(

@@ -73,6 +73,10 @@ class EventBlobs:
     def __len__(self) -> int:
         return len(self._by_id)
 
+    @property
+    def bytes_held(self) -> int:
+        return self._bytes
+
     def framed(self, event: Event) -> bytes:
         known = self._by_id.get(id(event))
         if known is not None and known[0] is event:
@@ -146,6 +150,10 @@ class ContextResponses:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    @property
+    def bytes_held(self) -> int:
+        return self._bytes
 
     def __contains__(self, session_id: str) -> bool:
         return session_id in self._entries

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
     from sidecar.engine.engine import SessionEngine
+    from sidecar.server.servicer import CompactionServicer
 
 _RPC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 _STORE_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1)
@@ -158,6 +159,10 @@ class Metrics:
             self._engine_bound = True
             self.registry.register(_EngineCollector(engine))
 
+    def bind_servicer(self, servicer: CompactionServicer) -> None:
+        """Report GetContext's caches and answers at scrape time."""
+        self.registry.register(_ServicerCollector(servicer))
+
     # -- the engine's observer ---------------------------------------------------
 
     def appended(self, events: int) -> None:
@@ -220,6 +225,11 @@ class _EngineCollector(Collector):
             "compaction_watcher_dropped",
             "Compaction results dropped for watchers that fell behind (they are told how many).",
             value=engine.watchers.dropped,
+        )
+        yield GaugeMetricFamily(
+            "compaction_watcher_queued",
+            "Compaction results waiting in watchers' queues, not yet read (how far behind).",
+            value=engine.watchers.queued(),
         )
         outcomes = getattr(engine.summarizer, "outcomes", None)  # the Gemini summarizer's
         if isinstance(outcomes, collections.Counter):
@@ -345,3 +355,32 @@ def _instrumented(
         return unary
 
     return rebuilt(handler, around_unary=around_unary, around_stream=around_stream)
+
+
+class _ServicerCollector(Collector):
+    """GetContext's answers and the read caches' sizes, read when Prometheus scrapes."""
+
+    def __init__(self, servicer: CompactionServicer) -> None:
+        self._servicer = servicer
+
+    def collect(self) -> Iterable[Metric]:
+        servicer = self._servicer
+        reads = CounterMetricFamily(
+            "compaction_context_reads",
+            "GetContext answers: kept (the last answer, still current) or built from the store.",
+            labels=["answer"],
+        )
+        for answer in ("kept", "built"):
+            reads.add_metric([answer], servicer.context_reads[answer])
+        yield reads
+        held = GaugeMetricFamily(
+            "compaction_read_cache_bytes",
+            "Bytes the read caches hold (bounded together by --read-cache-mib).",
+            labels=["cache"],
+        )
+        cache_bytes = getattr(servicer.store, "cache_bytes", None)
+        if cache_bytes is not None:
+            held.add_metric(["decoded_events"], cache_bytes())
+        held.add_metric(["event_wire_bytes"], servicer.blobs.bytes_held)
+        held.add_metric(["context_answers"], servicer.contexts.bytes_held)
+        yield held

@@ -8,6 +8,7 @@ in ``status.py`` and nowhere else.
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import logging
 import time
@@ -173,6 +174,8 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         self.contexts = ContextResponses(cache_bytes - cache_bytes // 2)
         self.last_call = time.monotonic()
         """When the last unary call or stream batch came in (``time.monotonic``)."""
+        self.context_reads: collections.Counter[str] = collections.Counter()
+        """GetContext answers by how they were made: ``kept`` or ``built``."""
 
     def drop_caches(self) -> None:
         """Forget the kept GetContext answers and events' wire bytes."""
@@ -518,10 +521,12 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         if session_id in self.contexts:  # one header read tells whether it still holds
             kept = self.contexts.get(session_id, await self.store.get_session(session_id))
             if kept is not None:
+                self.context_reads["kept"] += 1
                 return kept
         session, events = await self.engine.context(session_id)
         out = self.blobs.response(session, events)
         self.contexts.put(session_id, session, out)
+        self.context_reads["built"] += 1
         return out
 
     @unary

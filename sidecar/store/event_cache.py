@@ -39,6 +39,11 @@ class DecodedEvents:
     def __len__(self) -> int:
         return len(self._by_row)
 
+    @property
+    def bytes_held(self) -> int:
+        """Content bytes of the events held (what the bound counts)."""
+        return self._bytes
+
     def event(self, row_id: int, columns: Sequence[Any]) -> Event:
         """The Event of ``columns`` (``decode_event``'s arguments), decoded at most once."""
         known = self._by_row.get(row_id)

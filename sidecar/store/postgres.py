@@ -287,6 +287,10 @@ class PostgresStore:
         """Forget the decoded events (the server does when it has been idle a while)."""
         self._decoded.clear()
 
+    def cache_bytes(self) -> int:
+        """Content bytes the decoded-event cache holds."""
+        return self._decoded.bytes_held
+
     # -- sessions ------------------------------------------------------------
 
     async def create_session(

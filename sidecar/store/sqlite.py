@@ -325,6 +325,10 @@ class SqliteStore:
         """Forget the decoded events (the server does when it has been idle a while)."""
         self._decoded.clear()
 
+    def cache_bytes(self) -> int:
+        """Content bytes the decoded-event cache holds."""
+        return self._decoded.bytes_held
+
     # -- sessions ------------------------------------------------------------
 
     async def create_session(

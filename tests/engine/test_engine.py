@@ -228,7 +228,9 @@ async def test_slow_watcher_is_told_it_fell_behind_and_never_blocks(store: Sqlit
     watcher = engine.watch("s")
     for n in range(10):
         await engine.append("s", turn(n))
+    assert engine.watchers.queued() == 1  # the queue is full; the rest were dropped
     first = await watcher.next()
+    assert engine.watchers.queued() == 0
     assert not isinstance(first, Lagged)
     lagged = await watcher.next()
     assert isinstance(lagged, Lagged)
