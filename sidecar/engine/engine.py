@@ -85,6 +85,8 @@ class AppendResult:
     session: Session
     compaction: CompactionResult | None = None
     compaction_scheduled: bool = False
+    written: int = 0
+    """How many of ``events`` this append stored (the others were retries)."""
 
 
 class SessionEngine:
@@ -184,15 +186,18 @@ class SessionEngine:
                 if log.isEnabledFor(logging.DEBUG):
                     self._log_append(session_id, outcome.events, session.version)
             policy = self.policy_of(session)
-            if outcome.written == 0 or policy is None or policy.trigger is None:
-                return AppendResult(outcome.events, session)
+            written = outcome.written
+            if written == 0 or policy is None or policy.trigger is None:
+                return AppendResult(outcome.events, session, written=written)
             if not policy.trigger.fires(session.counters):
-                return AppendResult(outcome.events, session)
+                return AppendResult(outcome.events, session, written=written)
             if isinstance(policy.strategy, Summarize):
                 scheduled = self._schedule_summary(session_id, policy.strategy)
-                return AppendResult(outcome.events, session, compaction_scheduled=scheduled)
+                return AppendResult(
+                    outcome.events, session, compaction_scheduled=scheduled, written=written
+                )
             result, after = await self._compact_window_locked(session_id, policy, None)
-        return AppendResult(outcome.events, after, compaction=result)
+        return AppendResult(outcome.events, after, compaction=result, written=written)
 
     async def _counted(self, events: Sequence[Event]) -> list[Event]:
         """``events`` with their token counts, and ids where they came without one."""

@@ -188,33 +188,31 @@ class ContextResponses:
             self._bytes += size
 
     def appended(
-        self,
-        session_id: str,
-        session: Session,
-        events: Sequence[Event],
-        compacted: bool,
-        blobs: EventBlobs,
+        self, session_id: str, session: Session, events: Sequence[Event], blobs: EventBlobs
     ) -> None:
-        """Follow an append this replica made: ``session`` after it, ``events`` as it returned them.
+        """Follow an append this replica made that stored events and compacted nothing.
 
-        When the kept response is of the very version the append started
-        from and nothing was compacted, the window now is the kept one plus
-        the events the append stored (those past the old ``total_events``;
-        the others were retries, already in the log), so they are queued onto
-        it instead of dropping it: the agent's next GetContext is a hit.
-        Anything else (another write in between, a compaction) drops it.
+        ``session`` is the header after it, ``events`` the batch as it
+        returned them. That append bumped the version by one; so when the
+        kept response is of the version just before, nothing else came in
+        between, and the window now is the kept one plus the events the
+        append stored (those past the old ``total_events``; the others were
+        retries, already in the log). They are queued onto it instead of
+        dropping it: the agent's next GetContext is a hit. Anything else
+        drops it. The caller must not call this for an append that stored
+        nothing (its version proves nothing) or compacted.
         """
         kept = self._entries.get(session_id)
         if kept is None:
             return
+        new = [blobs.framed(e) for e in events if e.position > kept.total_events]
         if (
-            compacted
+            not new
             or kept.create_time != session.create_time
             or kept.version + 1 != session.version
         ):
             self.forget(session_id)
             return
-        new = [blobs.framed(e) for e in events if e.position > kept.total_events]
         grown = sum(map(len, new))
         self._bytes -= kept.size
         del self._entries[session_id]

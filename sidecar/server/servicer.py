@@ -302,8 +302,13 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             expected_version=_optional_version(expected_version),
             create_if_missing=create_if_missing,
         )
-        compacted = result.compaction is not None and result.compaction.compacted
-        self.contexts.appended(stored, result.session, result.events, compacted, self.blobs)
+        if result.written == 0 or (result.compaction is not None and result.compaction.compacted):
+            # A retry changes nothing here, but the version it reports may have moved
+            # elsewhere (a background summary, another replica): the kept answer cannot
+            # be carried forward on its word.
+            self.contexts.forget(stored)
+        else:
+            self.contexts.appended(stored, result.session, result.events, self.blobs)
         return result
 
     @unary

@@ -149,8 +149,6 @@ class PostgresStore:
         if self._listener is not None:
             self._listener.cancel()
             await asyncio.gather(self._listener, return_exceptions=True)
-        for task in list(self._catching_up):
-            task.cancel()
             self._listener = None
         pool, self._pool = self._pool, None
         if pool is not None:

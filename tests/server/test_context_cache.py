@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
+from sidecar.compaction.policy import policy_from_dict
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
 from sidecar.gen.compaction.v1 import event_pb2
@@ -240,3 +241,34 @@ async def test_idle_server_drops_its_read_caches_and_busy_one_keeps_them(
 
 def test_freed_memory_is_handed_back_where_glibc_allows() -> None:
     assert return_freed_memory() == (platform.libc_ver()[0] == "glibc")
+
+
+async def test_a_retry_never_carries_a_kept_answer_past_a_change_it_did_not_make(
+    stub: Stub, sidecar: Sidecar
+) -> None:
+    """A pure retry stores nothing: the version it reports may come from a compaction elsewhere."""
+    events = [_event(i) for i in range(6)]
+    await stub.AppendEvents(
+        pb.AppendEventsRequest(session_id="s", events=events, create_if_missing=True)
+    )
+    await stub.GetContext(pb.GetContextRequest(session_id="s"))  # kept at version 1
+    two = policy_from_dict({"strategy": {"sliding_window": {"max_events": 2}}})
+    await sidecar.engine.compact("s", policy=two, force=True)  # as a background summary would
+    await stub.AppendEvents(pb.AppendEventsRequest(session_id="s", events=[_event(5)]))  # retry
+    assert await stub.GetContext(pb.GetContextRequest(session_id="s")) == await _fresh(sidecar)
+    await stub.AppendEvents(pb.AppendEventsRequest(session_id="s", events=[_event(6)]))
+    reply = await stub.GetContext(pb.GetContextRequest(session_id="s"))
+    assert [e.text for e in reply.events] == ["message 4", "message 5", "message 6"]
+    assert reply == await _fresh(sidecar)
+
+
+async def test_a_retry_after_another_replicas_append_shows_that_append(
+    stub: Stub, sidecar: Sidecar
+) -> None:
+    await stub.AppendEvents(
+        pb.AppendEventsRequest(session_id="s", events=[_event(1)], create_if_missing=True)
+    )
+    await stub.GetContext(pb.GetContextRequest(session_id="s"))
+    await sidecar.engine.store.append("s", [Event("x", Role.ASSISTANT, "from replica B")])
+    await stub.AppendEvents(pb.AppendEventsRequest(session_id="s", events=[_event(1)]))  # retry
+    assert await _texts(stub) == ["message 1", "from replica B"]
