@@ -118,6 +118,10 @@ class SessionEngine:
         self._in_flight: dict[str, asyncio.Task[CompactionResult]] = {}
         self._relays: set[asyncio.Task[None]] = set()
         self._follows_replicas = False
+        # News of other replicas' compactions is published one at a time per
+        # session, in the order it arrived (asyncio locks are first come, first
+        # served), so a quicker lookup never overtakes an earlier one.
+        self._relay_order = LockRegistry()
         self._closing = False
         self._counters = ThreadPoolExecutor(
             max_workers=min(4, os.cpu_count() or 1), thread_name_prefix="token-count"
@@ -441,7 +445,7 @@ class SessionEngine:
             session = await self.store.get_session(session_id)
         except (SessionNotFound, StoreUnavailable):
             return  # not known: a catch-up skips it
-        self.watchers.note(session_id, session.last_compaction_id)
+        self.watchers.note(session_id, session.version)
 
     def follow_other_replicas(self) -> None:
         """The store is shared: keep what ``catch_up`` needs for watched sessions."""
@@ -451,35 +455,34 @@ class SessionEngine:
         """Publish the compactions other replicas landed while their news could not arrive.
 
         Called by a shared store once its notice connection is back after an
-        outage. For each watched session whose position is known, the
-        compactions after it are published in order; those that did arrive
-        are not published twice.
+        outage, before it passes on the notices that arrive meanwhile. For
+        each watched session whose starting version is known, the compactions
+        landed after it are published oldest first; the hub drops any its
+        watchers were told already.
         """
         for session_id in self.watchers.sessions():
             known = self.watchers.known(session_id)
             if known is None:
+                log.info("watchers of %s not caught up: where they started is unknown", session_id)
                 continue
             try:
-                missed = await self._compactions_after(session_id, known)
-                for compaction_id in missed:
-                    result = await self.store.compaction_result(session_id, compaction_id)
-                    self.watchers.publish(session_id, result)
-            except (KeyError, SessionNotFound, StoreUnavailable) as exc:
+                async with self._relay_order.hold(session_id):
+                    for compaction_id in await self._compactions_after(session_id, known):
+                        result = await self.store.compaction_result(session_id, compaction_id)
+                        self.watchers.publish(session_id, result)
+            except Exception as exc:  # one session's failure is not the others'
                 log.info("watchers of %s not caught up: %r", session_id, exc)
 
-    async def _compactions_after(self, session_id: str, known: str) -> list[str]:
-        """The ids of the session's compactions after ``known`` ("" for all), oldest first."""
+    async def _compactions_after(self, session_id: str, version: int) -> list[str]:
+        """The ids of the session's compactions that left it above ``version``, oldest first."""
         ids: list[str] = []
         token = ""
         while True:
             page = await self.store.list_compactions(session_id, page_size=1000, page_token=token)
-            ids += [record.compaction_id for record in page.items]
+            ids += [r.compaction_id for r in page.items if r.version_after > version]
             token = page.next_page_token
             if not token:
-                break
-        if not known:
-            return ids
-        return ids[ids.index(known) + 1 :] if known in ids else []
+                return ids
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)
@@ -497,12 +500,13 @@ class SessionEngine:
         self._spawn(self._relay(session_id, compaction_id))
 
     async def _relay(self, session_id: str, compaction_id: str) -> None:
-        try:
-            result = await self.store.compaction_result(session_id, compaction_id)
-        except (KeyError, SessionNotFound, StoreUnavailable) as exc:
-            log.info("compaction %s of %s not relayed: %r", compaction_id, session_id, exc)
-            return
-        self.watchers.publish(session_id, result)
+        async with self._relay_order.hold(session_id):
+            try:
+                result = await self.store.compaction_result(session_id, compaction_id)
+            except (KeyError, SessionNotFound, StoreUnavailable) as exc:
+                log.info("compaction %s of %s not relayed: %r", compaction_id, session_id, exc)
+                return
+            self.watchers.publish(session_id, result)
 
     def in_flight(self) -> int:
         return len(self._in_flight)

@@ -8,14 +8,12 @@ missed, so a slow watcher can never block appends.
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from sidecar.model import CompactionResult
 
 DEFAULT_QUEUE_SIZE = 64
-RECENT_PER_SESSION = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,11 +62,12 @@ class WatcherHub:
 
     def __init__(self, queue_size: int = DEFAULT_QUEUE_SIZE) -> None:
         self._by_session: dict[str, set[Watcher]] = {}
-        # Per watched session: the compaction it is known to be at ("" for none),
-        # and the ids of the compactions published lately, so that one announced
-        # twice (live and by a catch-up) reaches the watchers once.
-        self._known: dict[str, str] = {}
-        self._recent: dict[str, deque[str]] = {}
+        # Per watched session: the version its watchers are known to have seen,
+        # from the last compaction published or the session's version when the
+        # watch began. Compactions at or below it are not published again, so
+        # one announced twice (live and by a catch-up) reaches watchers once,
+        # and never after a later one.
+        self._known: dict[str, int] = {}
         self._queue_size = queue_size
         self.watchers = 0
         self.dropped = 0
@@ -95,7 +94,6 @@ class WatcherHub:
         if not watchers:
             del self._by_session[watcher.session_id]
             self._known.pop(watcher.session_id, None)
-            self._recent.pop(watcher.session_id, None)
 
     def queued(self) -> int:
         """Results waiting in watchers' queues, not yet read."""
@@ -105,24 +103,22 @@ class WatcherHub:
         """The sessions watched now."""
         return list(self._by_session)
 
-    def known(self, session_id: str) -> str | None:
-        """The last compaction a watched session is known to be at ("" for none), if known."""
+    def known(self, session_id: str) -> int | None:
+        """The version a watched session's watchers are known to have seen, if known."""
         return self._known.get(session_id)
 
-    def note(self, session_id: str, compaction_id: str) -> None:
-        """Where a watched session stood when its watch began, unless a result came first."""
+    def note(self, session_id: str, version: int) -> None:
+        """The session's version when its watch began, unless a result came first."""
         if session_id in self._by_session:
-            self._known.setdefault(session_id, compaction_id)
+            self._known.setdefault(session_id, version)
 
     def publish(self, session_id: str, result: CompactionResult) -> None:
         watchers = self._by_session.get(session_id)
         if not watchers:
             return
-        if result.compacted and result.compaction_id:
-            recent = self._recent.setdefault(session_id, deque(maxlen=RECENT_PER_SESSION))
-            if result.compaction_id in recent:
-                return  # already told
-            recent.append(result.compaction_id)
-            self._known[session_id] = result.compaction_id
+        if result.compacted:
+            if result.version <= self._known.get(session_id, -1):
+                return  # told already, or older than what they were told
+            self._known[session_id] = result.version
         for watcher in tuple(watchers):
             watcher.offer(result)

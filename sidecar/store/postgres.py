@@ -98,8 +98,8 @@ class PostgresStore:
         """This store's id in compaction notices, so it can skip its own."""
         self._compaction_callbacks: list[Callable[[str, str], None]] = []
         self._catch_up_callbacks: list[Callable[[], Coroutine[Any, Any, None]]] = []
-        self._catching_up: set[asyncio.Task[None]] = set()
         self._listened_before = False
+        self._held: list[str] | None = None  # notices that came during a catch-up
         self._listener: asyncio.Task[None] | None = None
         self.listening = asyncio.Event()
         """Set while the notice connection is up (tests wait on it)."""
@@ -194,21 +194,37 @@ class PostgresStore:
             connection.add_termination_listener(lambda _: lost.set())
 
             def notice(_conn: object, _pid: int, _channel: str, payload: object) -> None:
-                self._notice(str(payload), schema)
+                if self._held is not None:
+                    self._held.append(str(payload))
+                else:
+                    self._notice(str(payload), schema)
 
             await connection.add_listener(writes.NOTIFY_CHANNEL, notice)
             self.listening.set()
-            if self._listened_before:  # back after an outage: what did we miss?
-                for catch_up in self._catch_up_callbacks:
-                    task = asyncio.create_task(catch_up())
-                    self._catching_up.add(task)
-                    task.add_done_callback(self._catching_up.discard)
+            if self._listened_before:
+                await self._catch_up(schema)
             self._listened_before = True
             await lost.wait()
         finally:
             self.listening.clear()
             if not connection.is_closed():
                 connection.terminate()
+
+    async def _catch_up(self, schema: str) -> None:
+        """Back after an outage: let the callers look up what they missed, then pass on
+        the notices that came meanwhile (after, so that they arrive in order)."""
+        self._held = []
+        try:
+            outcomes = await asyncio.gather(
+                *(catch_up() for catch_up in self._catch_up_callbacks), return_exceptions=True
+            )
+            for outcome in outcomes:
+                if isinstance(outcome, Exception):
+                    log.warning("catching up after a notice outage failed: %r", outcome)
+        finally:
+            held, self._held = self._held, None
+            for payload in held:
+                self._notice(payload, schema)
 
     def _notice(self, payload: str, schema: str) -> None:
         try:

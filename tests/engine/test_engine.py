@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,7 @@ from sidecar.errors import (
     SummarizerUnavailable,
     VersionConflict,
 )
-from sidecar.model import Event, Role, SkipReason, ToolCall
+from sidecar.model import CompactionPlan, CompactionResult, Event, Role, SkipReason, ToolCall
 from sidecar.store.sqlite import SqliteStore
 from tests.compaction.fakes import FakeSummarizer
 from tests.engine.gates import GatedSummarizer
@@ -309,4 +310,48 @@ async def test_big_batches_are_counted_off_the_event_loop(store: SqliteStore) ->
     assert max(stalls) < 0.2  # counted inline, the loop would stall for the whole 0.3 s
     small = await engine.append("s", [Event("small", Role.USER, "hi")])
     assert small.events[0].token_count > 0  # small batches are counted inline
+    await engine.close()
+
+
+async def test_catch_up_and_a_live_notice_reach_watchers_once_and_in_order(
+    store: SqliteStore,
+) -> None:
+    """Another replica's compactions: two missed during an outage, a third heard live meanwhile."""
+    engine = SessionEngine(store)
+    engine.follow_other_replicas()
+    await engine.append("s", turn(0) + turn(1) + turn(2), create_if_missing=True)
+    watcher = engine.watch("s")
+    for _ in range(50):
+        if engine.watchers.known("s") is not None:
+            break
+        await asyncio.sleep(0.01)
+
+    async def elsewhere(archive: str) -> str:  # lands a compaction behind the engine's back
+        session = await store.get_session("s")
+        plan = CompactionPlan(
+            "test", archive_ids=(archive,), base_compaction_id=session.last_compaction_id
+        )
+        return (await store.apply("s", plan)).compaction_id
+
+    listed = store.list_compactions
+
+    async def slow_list(*args: Any, **kwargs: Any) -> Any:  # as a few round trips would be
+        await asyncio.sleep(0.05)
+        return await listed(*args, **kwargs)
+
+    store.list_compactions = slow_list  # type: ignore[method-assign]
+    missed = [await elsewhere("u0"), await elsewhere("a0")]
+    catching_up = asyncio.create_task(engine.catch_up())
+    await asyncio.sleep(0)
+    live = await elsewhere("u1")
+    engine.relay_compaction("s", live)
+    engine.relay_compaction("s", live)  # announced twice: told once
+    await catching_up
+    await asyncio.sleep(0.2)
+    told = []
+    while watcher.queued():
+        update = await watcher.next()
+        assert isinstance(update, CompactionResult)
+        told.append(update.compaction_id)
+    assert told == [*missed, live]
     await engine.close()

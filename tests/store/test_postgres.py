@@ -341,7 +341,7 @@ async def test_catch_up_publishes_what_was_missed_once_and_in_order(
             if b_engine.watchers.known("s") is not None:
                 break
             await asyncio.sleep(0.02)
-        assert b_engine.watchers.known("s") == first.compaction_id
+        assert b_engine.watchers.known("s") == first.session.version
         second = await a_store.apply("s", plan(["a1"], base=first.compaction_id))
         third = await a_store.apply("s", plan(["u2"], base=second.compaction_id))
         await b_engine.catch_up()
