@@ -38,6 +38,19 @@ from sidecar.server import convert
 
 DEFAULT_MAX_BYTES = 16 << 20
 
+# What entries are charged against the bounds: estimates of the memory they
+# hold, measured with tracemalloc and RSS, not just their payload. An event's
+# wire bytes pin the Event they came from (its text: about as many bytes
+# again) and a dict entry; a parsed response takes about three times its wire
+# size in upb's arena.
+ENTRY_OVERHEAD = 512
+RESPONSE_MEMORY = 3
+
+
+def _blob_charge(blob: bytes) -> int:
+    return 2 * len(blob) + ENTRY_OVERHEAD
+
+
 _EVENTS_TAG = b"\x0a"  # GetContextResponse.events: field 1, length-delimited
 
 
@@ -82,12 +95,13 @@ class EventBlobs:
         if known is not None and known[0] is event:
             return known[1]
         blob = framed_event(event)
-        if len(blob) > self.max_bytes:  # never kept (and a bound of 0 keeps nothing)
+        charge = _blob_charge(blob)
+        if charge > self.max_bytes:  # never kept (and a bound of 0 keeps nothing)
             return blob
-        if self._bytes + len(blob) > self.max_bytes:
+        if self._bytes + charge > self.max_bytes:
             self.clear()
         self._by_id[id(event)] = (event, blob)
-        self._bytes += len(blob)
+        self._bytes += charge
         return blob
 
     def clear(self) -> None:
@@ -172,7 +186,7 @@ class ContextResponses:
     def put(self, session_id: str, session: Session, response: pb.GetContextResponse) -> None:
         """Keep ``response``; never mutate it afterwards (it is handed to every reader)."""
         self.forget(session_id)
-        size = response.ByteSize()
+        size = RESPONSE_MEMORY * response.ByteSize() + ENTRY_OVERHEAD
         if self._make_room(size):
             c = session.counters
             self._entries[session_id] = _Kept(
@@ -213,7 +227,7 @@ class ContextResponses:
         ):
             self.forget(session_id)
             return
-        grown = sum(map(len, new))
+        grown = RESPONSE_MEMORY * sum(map(len, new))  # parsed into the answer on the next read
         self._bytes -= kept.size
         del self._entries[session_id]
         if not self._make_room(kept.size + grown):

@@ -9,8 +9,9 @@ row it was decoded from. Comparing the whole row (the content string
 included: a memcmp) instead of trusting the row id keeps this right even if
 SQLite reuses the id of a deleted row for another event.
 
-Bounded by the size of the content it holds; when full it starts over,
-which costs one decode per row, never a wrong answer. Both stores keep one.
+Bounded by an estimate of the memory it holds (see ``ENTRY_OVERHEAD``); when
+full it starts over, which costs one decode per row, never a wrong answer.
+Both stores keep one.
 The SQLite store's reader threads share theirs: each operation is one
 dictionary access, atomic under the GIL, and a lost race only costs a decode.
 Handing out the same Event object for an unchanged row also lets GetContext
@@ -26,6 +27,11 @@ from sidecar.model import Event
 from sidecar.store.codec import decode_event
 
 DEFAULT_MAX_BYTES = 32 << 20
+
+ENTRY_OVERHEAD = 768
+"""Bytes an entry holds beyond its content, measured with tracemalloc: the row
+tuple, the Event, its datetime and id. The content itself is held twice (the
+row's JSON and the decoded text), so an entry is charged ``2 * content + 768``."""
 
 
 class DecodedEvents:
@@ -50,7 +56,7 @@ class DecodedEvents:
         if known is not None and known[0] == columns:
             return known[1]
         event = decode_event(*columns)
-        size = len(columns[2])
+        size = 2 * len(columns[2]) + ENTRY_OVERHEAD
         if size > self.max_bytes:  # never kept (and a bound of 0 keeps nothing)
             return event
         if self._bytes + size > self.max_bytes:

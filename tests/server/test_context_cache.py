@@ -16,7 +16,12 @@ from sidecar.gen.compaction.v1 import event_pb2
 from sidecar.model import Event, Role, Session, SessionCounters, utcnow
 from sidecar.server import convert
 from sidecar.server.app import Sidecar
-from sidecar.server.context_cache import ContextResponses, EventBlobs
+from sidecar.server.context_cache import (
+    ENTRY_OVERHEAD,
+    RESPONSE_MEMORY,
+    ContextResponses,
+    EventBlobs,
+)
 from sidecar.server.memory import return_freed_memory
 from tests.server.harness import address, running
 
@@ -125,7 +130,7 @@ def test_assembled_response_equals_the_field_by_field_one() -> None:
 
 
 def test_event_blobs_start_over_past_their_bound() -> None:
-    blobs = EventBlobs(max_bytes=200)
+    blobs = EventBlobs(max_bytes=3 * (2 * 70 + ENTRY_OVERHEAD))  # the bytes and the Event pinned
     events = [Event(f"e{i}", Role.USER, "x" * 60) for i in range(10)]
     for event in events:
         blobs.framed(event)
@@ -134,12 +139,14 @@ def test_event_blobs_start_over_past_their_bound() -> None:
 
 
 def test_context_responses_stay_under_their_bound() -> None:
-    kept = ContextResponses(max_bytes=1_000)
     response = pb.GetContextResponse(version=1)
     response.events.add(id="e", text="y" * 300)
+    per_answer = RESPONSE_MEMORY * response.ByteSize() + ENTRY_OVERHEAD  # parsed, not on the wire
+    kept = ContextResponses(max_bytes=3 * per_answer)
     for i in range(10):
         kept.put(f"s{i}", _session(1), response)
-    assert 0 < len(kept) <= 3
+        assert kept.bytes_held <= 3 * per_answer
+    assert len(kept) == 3
     assert kept.get("s9", _session(1)) is response  # the most recent stays
     assert kept.get("s9", _session(2)) is None  # another version: dropped
     assert "s9" not in kept

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sidecar.model import Role
-from sidecar.store.event_cache import DecodedEvents
+from sidecar.store.event_cache import ENTRY_OVERHEAD, DecodedEvents
 
 
 def row(text: str, *, archived: int = 0, position: int = 1) -> tuple[object, ...]:
@@ -26,10 +26,13 @@ def test_any_changed_column_decodes_again() -> None:
     assert cache.event(7, row("hi")) is not first  # replaced, decoded afresh
 
 
-def test_it_starts_over_when_full() -> None:
-    cache = DecodedEvents(max_bytes=100)
+def test_it_starts_over_when_full_counting_what_an_entry_really_holds() -> None:
+    content = len(row("x" * 20)[2])  # type: ignore[arg-type]
+    per_entry = 2 * content + ENTRY_OVERHEAD  # the JSON, the decoded text, the objects
+    cache = DecodedEvents(max_bytes=4 * per_entry)
     for n in range(50):
         cache.event(n, row("x" * 20))
+        assert cache.bytes_held <= 4 * per_entry
     assert 0 < len(cache) <= 4
 
 
