@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import platform
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -152,15 +154,22 @@ def test_context_responses_stay_under_their_bound() -> None:
     assert "s9" not in kept
 
 
-async def test_with_no_read_cache_every_answer_is_built_afresh(tmp_path: Path) -> None:
+@asynccontextmanager
+async def serving(tmp_path: Path, **settings: Any) -> AsyncIterator[tuple[Sidecar, Stub]]:
+    """A server with ``settings`` and a stub, session "s" holding "message 1"."""
     async with (
-        running(tmp_path, read_cache_mib=0) as sidecar,
+        running(tmp_path, **settings) as sidecar,
         grpc.aio.insecure_channel(address(sidecar)) as channel,
     ):
         stub = pb_grpc.CompactionServiceStub(channel)
         await stub.AppendEvents(
             pb.AppendEventsRequest(session_id="s", events=[_event(1)], create_if_missing=True)
         )
+        yield sidecar, stub
+
+
+async def test_with_no_read_cache_every_answer_is_built_afresh(tmp_path: Path) -> None:
+    async with serving(tmp_path, read_cache_mib=0) as (sidecar, stub):
         assert await _texts(stub) == ["message 1"]
         assert await _texts(stub) == ["message 1"]
         await sidecar.engine.store.append("s", [Event("e2", Role.ASSISTANT, "from elsewhere")])
@@ -225,14 +234,7 @@ async def test_a_write_in_between_is_not_papered_over(stub: Stub, sidecar: Sidec
 async def test_idle_server_drops_its_read_caches_and_busy_one_keeps_them(
     tmp_path: Path,
 ) -> None:
-    async with (
-        running(tmp_path, read_cache_idle_s=1.0) as sidecar,
-        grpc.aio.insecure_channel(address(sidecar)) as channel,
-    ):
-        stub = pb_grpc.CompactionServiceStub(channel)
-        await stub.AppendEvents(
-            pb.AppendEventsRequest(session_id="s", events=[_event(1)], create_if_missing=True)
-        )
+    async with serving(tmp_path, read_cache_idle_s=1.0) as (sidecar, stub):
         for _ in range(15):  # busy for longer than the idle span: nothing is dropped
             assert await _texts(stub) == ["message 1"]
             await asyncio.sleep(0.1)
