@@ -4,6 +4,9 @@
  */
 
 import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 
 import type { Interceptor } from "@connectrpc/connect";
@@ -272,6 +275,47 @@ describe("SidecarClient retries, deadlines and cancellation without a server", (
       assert.ok(Date.now() - started < 2_000, `took ${Date.now() - started} ms`);
     } finally {
       client.close();
+    }
+  });
+});
+
+describe("SidecarClient with bearer tokens and tenants", () => {
+  let server: RunningServer;
+  let dir: string;
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), "sidecar-ts-auth-"));
+    const tokens = join(dir, "tokens");
+    writeFileSync(tokens, "acme token-of-acme\nglobex token-of-globex\n");
+    server = await startServer({ args: ["--auth-token-file", tokens] });
+  });
+  after(async () => {
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("sends its token on every call, and a tenant sees only its own sessions", async () => {
+    const acme = new SidecarClient({ address: server.address, token: "token-of-acme" });
+    const globex = new SidecarClient({ address: server.address, token: "token-of-globex" });
+    const anonymous = new SidecarClient({ address: server.address, retry: { retries: 0 } });
+    const wrong = new SidecarClient({ address: server.address, token: "not-a-token", retry: { retries: 0 } });
+    try {
+      await acme.session("shared-id").append(turn(0), { createIfMissing: true });
+      assert.deepEqual((await acme.session("shared-id").context()).events.map((e) => e.id), ["u0", "a0"]);
+      // Another tenant: the same id names nothing of theirs, and is theirs to use.
+      await rejects(globex.session("shared-id").context(), Code.NotFound);
+      await globex.session("shared-id").append(turn(1), { createIfMissing: true });
+      assert.deepEqual((await globex.session("shared-id").context()).events.map((e) => e.id), ["u1", "a1"]);
+      assert.deepEqual((await acme.session("shared-id").context()).events.map((e) => e.id), ["u0", "a0"]);
+      const found = await drain(acme.search("invoices", { includeActive: true }));
+      assert.deepEqual(found.map((h) => [h.sessionId, h.event?.id]), [["shared-id", "u0"]]);
+      await rejects(anonymous.session("shared-id").context(), Code.Unauthenticated);
+      await rejects(wrong.session("shared-id").context(), Code.Unauthenticated);
+    } finally {
+      acme.close();
+      globex.close();
+      anonymous.close();
+      wrong.close();
     }
   });
 });
