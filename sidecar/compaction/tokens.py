@@ -67,8 +67,3 @@ def default_estimator() -> TiktokenEstimator:
 def count_event(event: Event, estimator: TokenEstimator | None = None) -> int:
     """Tokens of ``event`` as formatted for accounting."""
     return (estimator or default_estimator()).count(format_event(event))
-
-
-def with_token_count(event: Event, estimator: TokenEstimator | None = None) -> Event:
-    """``event`` with its token count filled in (done once, at append)."""
-    return event.evolve(token_count=count_event(event, estimator))

@@ -19,8 +19,9 @@ matters. Two caches take the protobuf work off it:
   read; its other writes drop it, and writes by other replicas are caught by
   the version check.
 
-Both are bounded by the bytes they hold; past the bound they start over,
-which costs a rebuild, never a wrong answer. Both are used from the event
+Both are bounded by an estimate of the memory they hold (see
+``ENTRY_OVERHEAD``); past the bound they start over or drop the least
+recently used, which costs a rebuild, never a wrong answer. Both are used from the event
 loop only.
 """
 
