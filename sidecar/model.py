@@ -286,3 +286,25 @@ class Session:
     counters: SessionCounters
     total_events: int
     last_compaction_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LabelUpdate:
+    """A change to one session's labels, stored in the same transaction as an append.
+
+    ``session_id`` "" means the session appended to; another id names a
+    session that is created (no policy, no events) when absent. With
+    ``expected_version`` the whole append is refused unless that session is
+    at that version (an absent one is at 0).
+    """
+
+    session_id: str = ""
+    set: Mapping[str, str] = field(default_factory=dict)
+    remove: tuple[str, ...] = ()
+    expected_version: int | None = None
+
+    def applied_to(self, labels: Mapping[str, str]) -> dict[str, str]:
+        """``labels`` after this update: removals first, then the values set."""
+        out = {k: v for k, v in labels.items() if k not in self.remove}
+        out.update(self.set)
+        return out

@@ -37,6 +37,7 @@ from sidecar.client.results import (
 from sidecar.client.retry import RetryPolicy
 from sidecar.client.streams import EventStream, Watch
 from sidecar.client.sync import Client, SyncSessionHandle
+from sidecar.model import LabelUpdate
 
 __all__ = [
     "KEEP",
@@ -53,6 +54,7 @@ __all__ = [
     "FieldViolation",
     "InvalidArgumentError",
     "Keep",
+    "LabelUpdate",
     "Missed",
     "NotFoundError",
     "RequestFailed",

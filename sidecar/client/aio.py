@@ -28,7 +28,7 @@ from sidecar.client.streams import EventStream, Watch
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
-from sidecar.model import CompactionResult, Event, Role, Session
+from sidecar.model import CompactionResult, Event, LabelUpdate, Role, Session
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
@@ -220,6 +220,7 @@ class SessionHandle:
         *,
         expected_version: int | None = None,
         create_if_missing: bool = False,
+        label_updates: Sequence[LabelUpdate] = (),
     ) -> AppendResult:
         """Store a batch in one transaction; compacts if the session's trigger fires.
 
@@ -227,7 +228,11 @@ class SessionHandle:
         attempt, so a retry after a lost answer stores nothing twice.
         """
         request = requests.append(
-            self.session_id, requests.with_ids(events), expected_version, create_if_missing
+            self.session_id,
+            requests.with_ids(events),
+            expected_version,
+            create_if_missing,
+            label_updates,
         )
         client = self._client
         return decode.append_result(

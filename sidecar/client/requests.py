@@ -17,7 +17,7 @@ from google.protobuf.field_mask_pb2 import FieldMask
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import session_pb2
-from sidecar.model import Event, Role
+from sidecar.model import Event, LabelUpdate, Role
 from sidecar.server import convert
 
 
@@ -87,6 +87,7 @@ def append(
     events: Sequence[Event],
     expected_version: int | None,
     create_if_missing: bool,
+    label_updates: Sequence[LabelUpdate] = (),
 ) -> pb.AppendEventsRequest:
     """An append of events that already carry their ids (see ``with_ids``)."""
     request = pb.AppendEventsRequest(
@@ -95,6 +96,13 @@ def append(
         create_if_missing=create_if_missing,
     )
     convert.events_out(events, request.events)
+    for update in label_updates:
+        request.label_updates.add(
+            session_id=update.session_id,
+            set=dict(update.set),
+            remove=list(update.remove),
+            expected_version=_version(update.expected_version),
+        )
     return request
 
 

@@ -26,7 +26,7 @@ from sidecar.client.retry import RetryPolicy, retry_sync
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
-from sidecar.model import CompactionResult, Event, Role, Session
+from sidecar.model import CompactionResult, Event, LabelUpdate, Role, Session
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
@@ -204,10 +204,15 @@ class SyncSessionHandle:
         *,
         expected_version: int | None = None,
         create_if_missing: bool = False,
+        label_updates: Sequence[LabelUpdate] = (),
     ) -> AppendResult:
         """Store a batch; events get their ids before the first attempt, so retries are safe."""
         request = requests.append(
-            self.session_id, requests.with_ids(events), expected_version, create_if_missing
+            self.session_id,
+            requests.with_ids(events),
+            expected_version,
+            create_if_missing,
+            label_updates,
         )
         client = self._client
         return decode.append_result(client._unary(client._stub.AppendEvents, request, retry=True))

@@ -38,6 +38,8 @@ WindowStrategy = SlidingWindow | TurnWindow | TokenBudget
 Strategy = WindowStrategy | Summarize
 
 MAX_TRIGGER_DEPTH = 8
+# Fields every strategy has, set beside its kind rather than inside it (as in the proto).
+_STRATEGY_LEVEL = ("boundary", "min_saved_tokens")
 
 _STRATEGIES: dict[
     str, type[SlidingWindow] | type[TurnWindow] | type[TokenBudget] | type[Summarize]
@@ -88,9 +90,12 @@ def strategy_to_dict(strategy: Strategy) -> dict[str, Any]:
     config = {
         f.name: getattr(strategy, f.name)
         for f in fields(strategy)
-        if f.name != "boundary" and getattr(strategy, f.name) != f.default
+        if f.name not in _STRATEGY_LEVEL and getattr(strategy, f.name) != f.default
     }
-    return {strategy.name: config, "boundary": strategy.boundary.name}
+    out: dict[str, Any] = {strategy.name: config, "boundary": strategy.boundary.name}
+    if strategy.min_saved_tokens is not None:
+        out["min_saved_tokens"] = strategy.min_saved_tokens
+    return out
 
 
 def _int(value: Any, field: str) -> int:
@@ -151,7 +156,7 @@ def strategy_from_dict(data: Any, field: str = "strategy") -> Strategy:
     """Parse a strategy; exactly one kind plus an optional ``boundary``."""
     if not isinstance(data, Mapping):
         raise InvalidConfig(field, "must be an object")
-    kinds = [k for k in data if k != "boundary"]
+    kinds = [k for k in data if k not in _STRATEGY_LEVEL]
     if len(kinds) != 1:
         raise InvalidConfig(field, f"must name exactly one strategy of {sorted(_STRATEGIES)}")
     kind = kinds[0]
@@ -161,7 +166,7 @@ def strategy_from_dict(data: Any, field: str = "strategy") -> Strategy:
     config = data[kind] or {}
     if not isinstance(config, Mapping):
         raise InvalidConfig(f"{field}.{kind}", "must be an object")
-    allowed = {f.name: f for f in fields(cls) if f.name != "boundary"}
+    allowed = {f.name: f for f in fields(cls) if f.name not in _STRATEGY_LEVEL}
     for key, value in config.items():
         if key not in allowed:
             raise InvalidConfig(f"{field}.{kind}.{key}", "unknown field")
@@ -177,7 +182,10 @@ def strategy_from_dict(data: Any, field: str = "strategy") -> Strategy:
         elif not isinstance(value, str):
             raise InvalidConfig(path, f"must be a string, got {value!r}")
     boundary = parse_boundary(data.get("boundary", "TURN"), f"{field}.boundary")
-    return cls(boundary=boundary, **config)
+    min_saved = data.get("min_saved_tokens")
+    if min_saved is not None and (_int(min_saved, f"{field}.min_saved_tokens") < 0):
+        raise InvalidConfig(f"{field}.min_saved_tokens", f"must be 0 or more, got {min_saved!r}")
+    return cls(boundary=boundary, min_saved_tokens=min_saved, **config)
 
 
 def policy_from_dict(data: Any) -> CompactionPolicy:

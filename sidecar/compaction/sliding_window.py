@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sidecar.compaction.boundary import settle_cut
-from sidecar.compaction.window import Window, plan_for_cut
+from sidecar.compaction.window import Window, check_min_saved_tokens, plan_for_cut
 from sidecar.errors import InvalidConfig
 from sidecar.model import Boundary, CompactionPlan, Event
 
@@ -24,9 +24,11 @@ class SlidingWindow:
 
     max_events: int = DEFAULT_MAX_EVENTS
     boundary: Boundary = Boundary.TURN
+    min_saved_tokens: int | None = None
     name = "sliding_window"
 
     def __post_init__(self) -> None:
+        check_min_saved_tokens(self.min_saved_tokens)
         if isinstance(self.max_events, bool) or self.max_events < 1:
             raise InvalidConfig(
                 "strategy.sliding_window.max_events",
@@ -37,4 +39,10 @@ class SlidingWindow:
         window = Window.of(events)
         proposed = len(window.real) - self.max_events
         cut = settle_cut(window.real, proposed, self.boundary)
-        return plan_for_cut(window, cut, strategy=self.name, proposed=proposed)
+        return plan_for_cut(
+            window,
+            cut,
+            strategy=self.name,
+            proposed=proposed,
+            min_saved_tokens=self.min_saved_tokens,
+        )

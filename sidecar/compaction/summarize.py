@@ -30,7 +30,7 @@ from sidecar.compaction.history import (
     format_history,
 )
 from sidecar.compaction.tokens import TokenEstimator, count_event, default_estimator
-from sidecar.compaction.window import Window, plan_for_cut
+from sidecar.compaction.window import Window, check_min_saved_tokens, plan_for_cut
 from sidecar.errors import InvalidConfig
 from sidecar.model import Boundary, CompactionPlan, Event, Role, SkipReason, new_event_id
 from sidecar.summarizer.prompts import DEFAULT_SHADOW_PROMPT, DEFAULT_SYSTEM_PROMPT
@@ -77,9 +77,12 @@ class Summarize:
     temperature: float | None = None
     thinking_budget: int | None = None
     boundary: Boundary = Boundary.TURN
+    min_saved_tokens: int | None = None
     name = "summarize"
 
     def __post_init__(self) -> None:
+        check_min_saved_tokens(self.min_saved_tokens)
+
         def at_least(field: str, value: int, low: int) -> None:
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise InvalidConfig(f"{_FIELD}.{field}", f"must be at least {low}, got {value!r}")
@@ -112,6 +115,26 @@ class Summarize:
         """Tokens of the summary turn's USER half, as the window will count them."""
         return count_event(Event(id="", role=Role.USER, text=self.shadow_prompt), estimator)
 
+    def _worth_it(self, leaving: int, previous: Sequence[Event], estimator: TokenEstimator) -> bool:
+        """The cost check, before any LLM call.
+
+        By default a pass must pay at worst: the new pair adds the shadow
+        prompt and a summary of ``max_summary_tokens``, and if that is not less
+        than what would leave the window, compacting could grow the context
+        and a session near its threshold would compact every turn. With
+        ``min_saved_tokens`` the new summary is expected to be as long as the
+        previous one (ADK's rule: output length is the summarizer's; none yet,
+        zero) and the pass must free at least that many tokens.
+        """
+        shadow = self.shadow_tokens(estimator)
+        if self.min_saved_tokens is None:
+            return leaving > shadow + self.max_summary_tokens
+        expected = min(
+            self.max_summary_tokens,
+            max((e.token_count for e in previous if e.role is Role.ASSISTANT), default=0),
+        )
+        return leaving - shadow - expected >= self.min_saved_tokens
+
     def prepare(
         self, events: Sequence[Event], estimator: TokenEstimator | None = None
     ) -> SummaryJob | CompactionPlan:
@@ -124,15 +147,10 @@ class Summarize:
             # No turn boundary, or everything fits: no LLM call.
             return plan_for_cut(window, 0, strategy=self.name, proposed=proposed)
         previous = window.summaries
-        # The cost check (no LLM call when it cannot pay): at worst the new pair
-        # adds the shadow prompt and a summary of max_summary_tokens; if that is
-        # not less than what would leave the window, compacting could grow the
-        # context, and a session near its threshold would compact every turn.
         leaving = sum(e.token_count for e in window.real[:cut]) + sum(
             e.token_count for e in previous
         )
-        adding = self.shadow_tokens(estimator) + self.max_summary_tokens
-        if leaving <= adding:
+        if not self._worth_it(leaving, previous, estimator):
             return plan_for_cut(
                 window, 0, strategy=self.name, proposed=proposed, skipped=SkipReason.NOT_WORTH_IT
             )

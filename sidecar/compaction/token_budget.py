@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sidecar.compaction.boundary import settle_cut
-from sidecar.compaction.window import Window, plan_for_cut
+from sidecar.compaction.window import Window, check_min_saved_tokens, plan_for_cut
 from sidecar.errors import InvalidConfig
 from sidecar.model import Boundary, CompactionPlan, Event
 
@@ -42,9 +42,11 @@ class TokenBudget:
 
     max_tokens: int = DEFAULT_MAX_TOKENS
     boundary: Boundary = Boundary.TURN
+    min_saved_tokens: int | None = None
     name = "token_budget"
 
     def __post_init__(self) -> None:
+        check_min_saved_tokens(self.min_saved_tokens)
         if isinstance(self.max_tokens, bool) or self.max_tokens < 1:
             raise InvalidConfig(
                 "strategy.token_budget.max_tokens",
@@ -58,4 +60,10 @@ class TokenBudget:
         # then keeps only the newest turn.
         proposed = budget_cut(window.real, remaining) if remaining > 0 else len(window.real)
         cut = settle_cut(window.real, proposed, self.boundary)
-        return plan_for_cut(window, cut, strategy=self.name, proposed=proposed)
+        return plan_for_cut(
+            window,
+            cut,
+            strategy=self.name,
+            proposed=proposed,
+            min_saved_tokens=self.min_saved_tokens,
+        )

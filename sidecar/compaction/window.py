@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sidecar.errors import InvalidConfig
 from sidecar.model import (
     CompactionPlan,
     CompactionResult,
@@ -58,19 +59,26 @@ def plan_for_cut(
     inserts: tuple[Event, ...] = (),
     also_archive: tuple[Event, ...] = (),
     skipped: SkipReason | None = None,
+    min_saved_tokens: int | None = None,
 ) -> CompactionPlan:
     """The plan that archives ``window.real[keep_from:cut]`` and the superseded systems.
 
     ``keep_from`` spares a leading preamble; ``inserts`` go right before the
     first kept conversation event; ``also_archive`` adds events (a previous
     summary) to the archive. ``proposed`` is the strategy's cut before the
-    boundary rules moved it, used to say why nothing was archived.
+    boundary rules moved it, used to say why nothing was archived. A cut that
+    frees fewer than ``min_saved_tokens`` is not made (``not_worth_it``):
+    every pass breaks the provider's prompt cache from its first change on.
     """
     conversation = window.real[keep_from:cut] if cut > keep_from else ()
     archived = window.superseded_systems + conversation + also_archive
     if skipped is None and not conversation:
         skipped = SkipReason.WITHIN_LIMIT if proposed <= keep_from else SkipReason.NO_TURN_BOUNDARY
     saved = sum(e.token_count for e in archived) - sum(e.token_count for e in inserts)
+    if conversation and min_saved_tokens is not None and saved < min_saved_tokens:
+        return plan_for_cut(
+            window, 0, strategy=strategy, proposed=proposed, skipped=SkipReason.NOT_WORTH_IT
+        )
     insert_before = window.real[cut].id if inserts and cut < len(window.real) else None
     return CompactionPlan(
         strategy=strategy,
@@ -80,6 +88,12 @@ def plan_for_cut(
         tokens_estimated_saved=saved if archived else 0,
         skipped_reason=skipped,
     )
+
+
+def check_min_saved_tokens(value: int | None) -> None:
+    """``min_saved_tokens``, when set, is a non-negative token count."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise InvalidConfig("strategy.min_saved_tokens", f"must be 0 or more, got {value!r}")
 
 
 def _in_log_order(events: Sequence[Event], chosen: Sequence[Event]) -> list[Event]:

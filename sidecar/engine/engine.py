@@ -32,7 +32,13 @@ from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.tokens import TokenEstimator, default_estimator
 from sidecar.engine.locks import LockRegistry
 from sidecar.engine.observer import EngineObserver, NoObserver
-from sidecar.engine.validation import Limits, check_events, check_labels, check_stored_session_id
+from sidecar.engine.validation import (
+    Limits,
+    check_events,
+    check_label_updates,
+    check_labels,
+    check_stored_session_id,
+)
 from sidecar.engine.watchers import Watcher, WatcherHub
 from sidecar.errors import (
     NoSummarizer,
@@ -46,6 +52,7 @@ from sidecar.model import (
     CompactionPlan,
     CompactionResult,
     Event,
+    LabelUpdate,
     Session,
     SkipReason,
     new_event_id,
@@ -167,14 +174,17 @@ class SessionEngine:
         *,
         expected_version: int | None = None,
         create_if_missing: bool = False,
+        label_updates: Sequence[LabelUpdate] = (),
     ) -> AppendResult:
-        """Store a batch, then compact if the session's trigger fires.
+        """Store a batch (and its label updates, in one transaction), then compact if the
+        session's trigger fires.
 
         Token counts are computed here, outside the lock; ids are assigned to
         events that came without one.
         """
         check_stored_session_id(session_id)
         check_events(events, self.limits)
+        check_label_updates(session_id, label_updates, self.limits)
         counted = await self._counted(events)
         async with self.locks.hold(session_id):
             outcome = await self.store.append(
@@ -183,6 +193,8 @@ class SessionEngine:
                 expected_version=expected_version,
                 create_if_missing=create_if_missing,
                 policy_json=self._default_policy_json,
+                label_updates=label_updates,
+                max_labels=self.limits.max_labels,
             )
             session = outcome.session
             if outcome.written:

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sidecar.errors import InvalidArgument, LimitExceeded
-from sidecar.model import Event, Role
+from sidecar.model import Event, LabelUpdate, Role
 
 _ID = re.compile(r"^[A-Za-z0-9._:~@/+=-]{1,128}$")
 # What the engine accepts: a client's id, in a tenant's namespace or not (see tenancy.py).
@@ -67,6 +67,28 @@ def check_labels(labels: Mapping[str, str], limits: Limits, field: str = "labels
             raise InvalidArgument(
                 f"{field}[{key}]", f"must be at most {_MAX_LABEL_VALUE} characters, no NUL"
             )
+
+
+def check_label_updates(session_id: str, updates: Sequence[LabelUpdate], limits: Limits) -> None:
+    """Label updates of an append: each session named once, keys and values as labels'."""
+    seen: set[str] = set()
+    for index, update in enumerate(updates):
+        field = f"label_updates[{index}]"
+        target = update.session_id or session_id
+        if update.session_id:
+            check_stored_session_id(update.session_id, f"{field}.session_id")
+        if target in seen:
+            raise InvalidArgument(f"{field}.session_id", f"names session {target!r} twice")
+        seen.add(target)
+        check_labels(update.set, limits, f"{field}.set")
+        for key in update.remove:
+            if not key or len(key) > _MAX_LABEL_KEY or "\x00" in key:
+                raise InvalidArgument(
+                    f"{field}.remove",
+                    f"label key {key[:40]!r} must be 1-{_MAX_LABEL_KEY} characters",
+                )
+            if key in update.set:
+                raise InvalidArgument(f"{field}.remove", f"label {key[:40]!r} is also in set")
 
 
 def event_size(event: Event) -> int:

@@ -12,7 +12,7 @@ import collections
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import grpc
@@ -33,7 +33,7 @@ from sidecar.gen.compaction.v1 import (
 from sidecar.gen.compaction.v1 import (
     session_pb2,
 )
-from sidecar.model import CompactionResult, Session
+from sidecar.model import CompactionResult, LabelUpdate, Session
 from sidecar.server import convert
 from sidecar.server.auth import TokenFile
 from sidecar.server.context_cache import ContextResponses, EventBlobs
@@ -294,14 +294,30 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         events: Any,
         expected_version: int,
         create_if_missing: bool,
+        label_updates: Sequence[pb.LabelUpdate] = (),
     ) -> AppendResult:
         stored = _stored(session_id)
+        updates = [
+            LabelUpdate(
+                session_id=(
+                    _stored(u.session_id, f"label_updates[{i}].session_id") if u.session_id else ""
+                ),
+                set=dict(u.set),
+                remove=tuple(u.remove),
+                expected_version=_optional_version(u.expected_version),
+            )
+            for i, u in enumerate(label_updates)
+        ]
         result = await self.engine.append(
             stored,
             convert.events_in(events),
             expected_version=_optional_version(expected_version),
             create_if_missing=create_if_missing,
+            label_updates=updates,
         )
+        for update in updates:
+            if update.session_id:
+                self.contexts.forget(update.session_id)
         if result.written == 0 or (result.compaction is not None and result.compaction.compacted):
             # A retry changes nothing here, but the version it reports may have moved
             # elsewhere (a background summary, another replica): the kept answer cannot
@@ -316,7 +332,11 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         self, request: pb.AppendEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.AppendEventsResponse:
         result = await self._append(
-            request.session_id, request.events, request.expected_version, request.create_if_missing
+            request.session_id,
+            request.events,
+            request.expected_version,
+            request.create_if_missing,
+            request.label_updates,
         )
         return _ack_out(result, pb.AppendEventsResponse())
 

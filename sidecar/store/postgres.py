@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 import asyncpg
 
 from sidecar.errors import InvalidConfig, StoreUnavailable
-from sidecar.model import CompactionPlan, CompactionResult, Event, Session, utcnow
+from sidecar.model import CompactionPlan, CompactionResult, Event, LabelUpdate, Session, utcnow
 from sidecar.store import postgres_reads as reads
 from sidecar.store import postgres_writes as writes
 from sidecar.store.event_cache import DEFAULT_MAX_BYTES, DecodedEvents
@@ -363,6 +363,8 @@ class PostgresStore:
         expected_version: int | None = None,
         create_if_missing: bool = False,
         policy_json: str | None = None,
+        label_updates: Sequence[LabelUpdate] = (),
+        max_labels: int = 64,
     ) -> AppendOutcome:
         batch = tuple(events)
         # Retried once on an outage: a batch that did land comes back as a retry.
@@ -375,6 +377,8 @@ class PostgresStore:
                 create_if_missing=create_if_missing,
                 policy_json=policy_json,
                 now=utcnow(),
+                label_updates=label_updates,
+                max_labels=max_labels,
             ),
             retry=True,
         )

@@ -26,7 +26,7 @@ from sidecar.errors import (
     SessionNotFound,
     VersionConflict,
 )
-from sidecar.model import CompactionPlan, Event, Session, SessionCounters
+from sidecar.model import CompactionPlan, Event, LabelUpdate, Session, SessionCounters
 from sidecar.store import rules
 from sidecar.store.codec import encode_content, encode_labels
 from sidecar.store.postgres_reads import (
@@ -161,6 +161,8 @@ async def append(
     create_if_missing: bool,
     policy_json: str | None,
     now: datetime,
+    label_updates: Sequence[LabelUpdate] = (),
+    max_labels: int = 64,
 ) -> AppendOutcome:
     """Append a batch (see ``Store.append``); the returned events match ``events`` one to one.
 
@@ -192,12 +194,39 @@ async def append(
     if not batch.new and not created:
         return AppendOutcome(batch.result, session, 0)
     rules.check_version(session, expected_version)
+    own, others = rules.split_label_updates(session_id, label_updates)
+    labels = rules.labels_after(session_id, session, own, max_labels) if own else session.labels
+    for update in others:  # in id order: two appends lock shared sessions in one order
+        await _update_labels(db, update, max_labels, now)
     if batch.new:
         await _insert_events(db, session_pk, batch.new, [2 * e.position + 1 for e in batch.new])
     previous = session.version
-    session = rules.after_append(session, batch, now)
+    session = replace(rules.after_append(session, batch, now), labels=labels)
     await _save_header(db, session_pk, session, previous_version=previous)
     return AppendOutcome(batch.result, session, len(batch.new))
+
+
+async def _update_labels(db: Db, update: LabelUpdate, max_labels: int, now: datetime) -> None:
+    """Another session's labels, changed within an append (created when absent)."""
+    found = await find_session(db, update.session_id, for_update=True)
+    if found is None:
+        labels = rules.labels_after(update.session_id, None, update, max_labels)
+        pk = await db.fetchval(
+            "INSERT INTO sessions (id, version, policy_json, labels, create_time, update_time)"
+            " VALUES ($1, 1, NULL, $2::jsonb, $3, $3) ON CONFLICT (id) DO NOTHING RETURNING pk",
+            update.session_id,
+            encode_labels(labels),
+            now,
+        )
+        if pk is not None:
+            return
+        # Another replica created it meanwhile: update that row under its lock.
+        found = await get_session(db, update.session_id, for_update=True)
+    session_pk, session = found
+    labels = rules.labels_after(update.session_id, session, update, max_labels)
+    previous = session.version
+    session = replace(session, version=previous + 1, update_time=now, labels=labels)
+    await _save_header(db, session_pk, session, previous_version=previous)
 
 
 NOTIFY_CHANNEL = "compaction_sidecar"

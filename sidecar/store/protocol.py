@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Generic, Protocol, TypeVar
 
-from sidecar.model import CompactionPlan, CompactionResult, Event, Role, Session
+from sidecar.model import CompactionPlan, CompactionResult, Event, LabelUpdate, Role, Session
 
 T = TypeVar("T")
 
@@ -148,6 +148,8 @@ class Store(Protocol):
         expected_version: int | None = None,
         create_if_missing: bool = False,
         policy_json: str | None = None,
+        label_updates: Sequence[LabelUpdate] = (),
+        max_labels: int = 64,
     ) -> AppendOutcome:
         """Append a batch in one transaction. Idempotent by event id.
 
@@ -156,7 +158,11 @@ class Store(Protocol):
         different payload it raises EventConflict and nothing of the batch is
         written. A mismatching ``expected_version`` raises VersionConflict.
         With ``create_if_missing`` an absent session is created with
-        ``policy_json``. Counters are kept exact in the same transaction.
+        ``policy_json``. Counters are kept exact in the same transaction, and
+        so are ``label_updates`` (other sessions' created when absent); an
+        update whose ``expected_version`` does not match raises
+        VersionConflict, one leaving more than ``max_labels`` LimitExceeded,
+        and nothing is written. A batch of retries only writes nothing.
         """
 
     async def active_window(self, session_id: str) -> tuple[Session, tuple[Event, ...]]:

@@ -12,8 +12,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from sidecar.errors import EventConflict, InvalidArgument, VersionConflict
-from sidecar.model import CompactionPlan, Event, Session, SessionCounters
+from sidecar.errors import EventConflict, InvalidArgument, LimitExceeded, VersionConflict
+from sidecar.model import CompactionPlan, Event, LabelUpdate, Session, SessionCounters
 
 
 def require_ids(events: Sequence[Event]) -> None:
@@ -40,6 +40,45 @@ def check_absent_version(session_id: str, expected_version: int | None) -> None:
             f" not version {expected_version}",
             current_version=0,
         )
+
+
+def split_label_updates(
+    session_id: str, updates: Sequence[LabelUpdate]
+) -> tuple[LabelUpdate | None, list[LabelUpdate]]:
+    """The appended session's own update, and the other sessions' in id order (lock order)."""
+    own: LabelUpdate | None = None
+    others: list[LabelUpdate] = []
+    for update in updates:
+        if update.session_id in ("", session_id):
+            own = update
+        else:
+            others.append(update)
+    return own, sorted(others, key=lambda u: u.session_id)
+
+
+def labels_after(
+    session_id: str, session: Session | None, update: LabelUpdate, max_labels: int
+) -> dict[str, str]:
+    """A session's labels after ``update`` (``session`` None: absent, at version 0).
+
+    Refused, so that the whole append is, when the session is not at the
+    update's expected version or would end up with too many labels.
+    """
+    version = session.version if session is not None else 0
+    if update.expected_version is not None and update.expected_version != version:
+        raise VersionConflict(
+            f"label_updates: session {session_id!r} is at version {version},"
+            f" not {update.expected_version}",
+            current_version=version,
+        )
+    labels = update.applied_to(session.labels if session is not None else {})
+    if len(labels) > max_labels:
+        raise LimitExceeded(
+            "max_labels",
+            f"label_updates: session {session_id!r} would have {len(labels)} labels,"
+            f" the limit is {max_labels}",
+        )
+    return labels
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,7 +49,7 @@ from typing import Any, TypeVar, cast
 import aiosqlite
 
 from sidecar.errors import StoreUnavailable
-from sidecar.model import CompactionPlan, CompactionResult, Event, Session, utcnow
+from sidecar.model import CompactionPlan, CompactionResult, Event, LabelUpdate, Session, utcnow
 from sidecar.store import sqlite_reads as reads
 from sidecar.store import sqlite_writes as writes
 from sidecar.store.codec import to_micros
@@ -387,6 +387,8 @@ class SqliteStore:
         expected_version: int | None = None,
         create_if_missing: bool = False,
         policy_json: str | None = None,
+        label_updates: Sequence[LabelUpdate] = (),
+        max_labels: int = 64,
     ) -> AppendOutcome:
         batch = tuple(events)
         return await self._write(
@@ -398,6 +400,8 @@ class SqliteStore:
                 create_if_missing=create_if_missing,
                 policy_json=policy_json,
                 now=utcnow(),
+                label_updates=label_updates,
+                max_labels=max_labels,
             )
         )
 

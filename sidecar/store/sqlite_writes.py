@@ -21,7 +21,7 @@ from sidecar.errors import (
     SessionExists,
     SessionNotFound,
 )
-from sidecar.model import CompactionPlan, Event, Session, SessionCounters
+from sidecar.model import CompactionPlan, Event, LabelUpdate, Session, SessionCounters
 from sidecar.store import rules
 from sidecar.store.codec import dump_json, encode_content, encode_labels, to_micros
 from sidecar.store.protocol import AppendOutcome, ApplyOutcome
@@ -152,6 +152,8 @@ def append(
     create_if_missing: bool,
     policy_json: str | None,
     now: datetime,
+    label_updates: Sequence[LabelUpdate] = (),
+    max_labels: int = 64,
 ) -> AppendOutcome:
     """Append a batch (see ``Store.append``); the returned events match ``events`` one to one.
 
@@ -178,11 +180,30 @@ def append(
     if not batch.new and not created:
         return AppendOutcome(batch.result, session, 0)
     rules.check_version(session, expected_version)
+    own, others = rules.split_label_updates(session_id, label_updates)
+    labels = rules.labels_after(session_id, session, own, max_labels) if own else session.labels
+    for update in others:
+        _update_labels(db, update, max_labels, now)
     for event in batch.new:
         _insert_event(db, session_pk, event, sort_key=2 * event.position + 1)
-    session = rules.after_append(session, batch, now)
+    session = replace(rules.after_append(session, batch, now), labels=labels)
     _save_header(db, session_pk, session)
     return AppendOutcome(batch.result, session, len(batch.new))
+
+
+def _update_labels(
+    db: sqlite3.Connection, update: LabelUpdate, max_labels: int, now: datetime
+) -> None:
+    """Another session's labels, changed within an append (created when absent)."""
+    found = find_session(db, update.session_id)
+    if found is None:
+        labels = rules.labels_after(update.session_id, None, update, max_labels)
+        create_session(db, update.session_id, policy_json=None, labels=labels, now=now)
+        return
+    session_pk, session = found
+    labels = rules.labels_after(update.session_id, session, update, max_labels)
+    session = replace(session, version=session.version + 1, update_time=now, labels=labels)
+    _save_header(db, session_pk, session)
 
 
 def apply(

@@ -174,3 +174,22 @@ async def test_cost_check_counts_the_previous_summary_as_leaving() -> None:
     plan = await strategy.plan(with_old, FakeSummarizer())
     assert plan.skipped_reason is None
     assert plan.inserts
+
+
+async def test_min_saved_tokens_expects_a_summary_as_long_as_the_previous_one() -> None:
+    # ADK's rule: with no summary yet any saving is worth a call; after one, the
+    # events leaving must outweigh the shadow prompt and a summary of the last one's size.
+    strategy = Summarize(2, 1, min_saved_tokens=1)
+    shadow = strategy.shadow_tokens(default_estimator())
+    fake = FakeSummarizer()
+    plan = await strategy.plan(conversation(), fake)  # 40 tokens leave; the cap is 1024
+    assert plan.skipped_reason is None
+    assert len(fake.requests) == 1
+    # With a previous summary of 30 tokens: 40 + the old pair leave, shadow + 30 come back.
+    with_old = [*summary_pair(tokens=30), *conversation()]
+    assert (await strategy.plan(with_old, FakeSummarizer())).inserts
+    saving = 40 + 2 * 30 - shadow - 30
+    greedy = Summarize(2, 1, min_saved_tokens=saving + 1)
+    skipped = await greedy.plan(with_old, fake)
+    assert skipped.skipped_reason is SkipReason.NOT_WORTH_IT
+    assert len(fake.requests) == 1  # no call for a skipped pass

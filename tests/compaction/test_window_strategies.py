@@ -231,3 +231,28 @@ def test_invalid_sizes_name_the_field(make: object, field: str) -> None:
     with pytest.raises(InvalidConfig) as info:
         make()  # type: ignore[operator]
     assert info.value.field == field
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda n: SlidingWindow(max_events=2, min_saved_tokens=n),
+        lambda n: TurnWindow(max_turns=1, min_saved_tokens=n),
+        lambda n: TokenBudget(max_tokens=25, min_saved_tokens=n),
+    ],
+    ids=["sliding_window", "turn_window", "token_budget"],
+)
+def test_min_saved_tokens_skips_a_cut_that_frees_too_little(make: object) -> None:
+    events = [s(id="s1"), s(id="s2"), u(id="u1"), a(id="a1"), u(id="u2"), a(id="a2")]
+    # The cut archives u1 and a1 (10 tokens each) and the superseded system message s1.
+    assert ids(apply_plan(events, make(30).plan(events)).archived_events) == ["s1", "u1", "a1"]  # type: ignore[operator]
+    skipped = make(31).plan(events)  # type: ignore[operator]
+    assert skipped.skipped_reason is SkipReason.NOT_WORTH_IT
+    # Superseded system messages are still archived, as on every pass.
+    assert skipped.archive_ids == ("s1",)
+
+
+def test_min_saved_tokens_must_not_be_negative() -> None:
+    with pytest.raises(InvalidConfig) as info:
+        SlidingWindow(min_saved_tokens=-1)
+    assert info.value.field == "strategy.min_saved_tokens"

@@ -50,8 +50,9 @@ def test_scenario_names_are_unique_and_sessions_distinct() -> None:
     for scenario in DOC["scenarios"]:
         for step in scenario["steps"]:
             for request in step.get("requests", [step.get("request", {})]):
-                session_id = request.get("sessionId")
-                if session_id:
+                named = [request.get("sessionId")]
+                named += [u.get("sessionId") for u in request.get("labelUpdates", [])]
+                for session_id in filter(None, named):
                     assert owner.setdefault(session_id, scenario["name"]) == scenario["name"]
 
 

@@ -565,3 +565,56 @@ async def test_summarizing_policy_on_a_server_without_summarizer(stub: Stub) -> 
         grpc.StatusCode.FAILED_PRECONDITION,
         stub.Compact(pb.CompactRequest(session_id="sum", force=True, policy=SUMMARY)),
     )
+
+
+@pytest.mark.parametrize(
+    ("updates", "code", "field"),
+    [
+        (
+            [pb.LabelUpdate(set={"a": "1"}), pb.LabelUpdate(session_id="lu", set={"b": "1"})],
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "label_updates[1].session_id",
+        ),
+        (
+            [pb.LabelUpdate(set={"a": "1"}, remove=["a"])],
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "label_updates[0].remove",
+        ),
+        (
+            [pb.LabelUpdate(session_id="bad id!", set={"a": "1"})],
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "label_updates[0].session_id",
+        ),
+        (
+            [pb.LabelUpdate(session_id="other", set={f"k{i}": "v" for i in range(65)})],
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            None,
+        ),
+        (
+            [pb.LabelUpdate(session_id="other", set={"a": "1"}, expected_version=3)],
+            grpc.StatusCode.FAILED_PRECONDITION,
+            None,
+        ),
+    ],
+)
+async def test_a_refused_label_update_stores_nothing(
+    stub: Stub, updates: list[pb.LabelUpdate], code: grpc.StatusCode, field: str | None
+) -> None:
+    await stub.AppendEvents(
+        pb.AppendEventsRequest(session_id="lu", events=turn(0), create_if_missing=True)
+    )
+    before = await snapshot(stub, "lu")
+    error = await expect(
+        code,
+        stub.AppendEvents(
+            pb.AppendEventsRequest(session_id="lu", events=turn(1), label_updates=updates)
+        ),
+    )
+    if field is not None:
+        assert field_violations(error) == [field]
+        assert field in (error.details() or "")
+    assert await snapshot(stub, "lu") == before
+    assert (await stub.GetSession(pb.GetSessionRequest(session_id="lu"))).labels == {}
+    await expect(
+        grpc.StatusCode.NOT_FOUND, stub.GetSession(pb.GetSessionRequest(session_id="other"))
+    )

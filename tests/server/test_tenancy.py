@@ -227,3 +227,22 @@ async def test_health_and_reflection_need_no_token(tmp_path: Path) -> None:
                 )
                 == grpc.StatusCode.UNAUTHENTICATED
             )
+
+
+async def test_label_updates_name_sessions_of_the_callers_own_tenant(tmp_path: Path) -> None:
+    async with tenants(tmp_path) as stub:
+        update = pb.LabelUpdate(session_id="shared", set={"who": "acme"})
+        await stub.AppendEvents(
+            pb.AppendEventsRequest(
+                session_id="s1", events=turn(0), create_if_missing=True, label_updates=[update]
+            ),
+            metadata=ACME,
+        )
+        mine = await stub.GetSession(pb.GetSessionRequest(session_id="shared"), metadata=ACME)
+        assert (mine.session_id, dict(mine.labels)) == ("shared", {"who": "acme"})
+        assert (
+            await code_of(
+                stub.GetSession(pb.GetSessionRequest(session_id="shared"), metadata=GLOBEX)
+            )
+            == grpc.StatusCode.NOT_FOUND
+        )

@@ -15,6 +15,7 @@ from sidecar.compaction.window import apply_plan
 from sidecar.errors import (
     EventConflict,
     InvalidArgument,
+    LimitExceeded,
     SessionExists,
     SessionNotFound,
     VersionConflict,
@@ -22,6 +23,7 @@ from sidecar.errors import (
 from sidecar.model import (
     CompactionPlan,
     Event,
+    LabelUpdate,
     Part,
     Role,
     SessionCounters,
@@ -373,6 +375,61 @@ async def test_expected_version_mismatch_raises_and_writes_nothing(store: Store)
     assert (await store.append("s", [a("a1")], expected_version=1)).session.version == 2
     with pytest.raises(VersionConflict):
         await store.append("new", [u("x")], create_if_missing=True, expected_version=3)
+
+
+async def test_label_updates_land_with_the_append_on_this_and_other_sessions(
+    store: Store,
+) -> None:
+    await store.create_session("s", policy_json=None, labels={"keep": "1", "old": "x"})
+    await store.create_session("holder", policy_json=None, labels={"a": "1"})
+    outcome = await store.append(
+        "s",
+        [u("u1")],
+        label_updates=[
+            LabelUpdate(set={"state": "v1"}, remove=("old",)),
+            LabelUpdate(session_id="holder", set={"b": "2"}, expected_version=1),
+            LabelUpdate(session_id="fresh", set={"c": "3"}),
+        ],
+    )
+    assert outcome.session.labels == {"keep": "1", "state": "v1"}
+    assert outcome.session.version == 2
+    assert (await store.get_session("s")).labels == {"keep": "1", "state": "v1"}
+    holder = await store.get_session("holder")
+    assert (holder.labels, holder.version) == ({"a": "1", "b": "2"}, 2)
+    fresh = await store.get_session("fresh")
+    assert (fresh.labels, fresh.version, fresh.policy_json) == ({"c": "3"}, 1, None)
+    assert ids((await store.active_window("fresh"))[1]) == []
+
+
+async def test_a_refused_label_update_refuses_the_whole_append(store: Store) -> None:
+    before = (await seed(store, "s", [u("u1")])).session
+    await store.create_session("holder", policy_json=None, labels={"a": "1"})
+    stale = LabelUpdate(session_id="holder", set={"a": "2"}, expected_version=7)
+    with pytest.raises(VersionConflict) as info:
+        await store.append("s", [a("a1")], label_updates=[LabelUpdate(set={"x": "1"}), stale])
+    assert info.value.current_version == 1
+    too_many = LabelUpdate(session_id="holder", set={f"k{i}": "v" for i in range(4)})
+    with pytest.raises(LimitExceeded):
+        await store.append("s", [a("a1")], label_updates=[too_many], max_labels=4)
+    with pytest.raises(VersionConflict):  # an absent session is at version 0
+        await store.append("s", [a("a1")], label_updates=[LabelUpdate("nobody", {"x": "1"}, (), 1)])
+    assert await store.get_session("s") == before
+    assert ids((await store.active_window("s"))[1]) == ["u1"]
+    holder = await store.get_session("holder")
+    assert (holder.labels, holder.version) == ({"a": "1"}, 1)
+    with pytest.raises(SessionNotFound):
+        await store.get_session("nobody")
+
+
+async def test_a_retried_append_writes_no_label_update(store: Store) -> None:
+    first = await seed(store, "s", [u("u1")])
+    again = await store.append(
+        "s", [u("u1")], label_updates=[LabelUpdate(set={"x": "1"}), LabelUpdate("h", {"y": "1"})]
+    )
+    assert again.written == 0
+    assert await store.get_session("s") == first.session
+    with pytest.raises(SessionNotFound):
+        await store.get_session("h")
 
 
 async def test_counters_stay_exact_over_appends(store: Store) -> None:

@@ -30,6 +30,13 @@ type AppendOptions struct {
 	// CreateIfMissing creates the session, with the server's default
 	// policy, if it is absent.
 	CreateIfMissing bool
+	// LabelUpdates are label changes stored in the same transaction as the
+	// events: with them or not at all. An update with an empty SessionId is
+	// on this session; another id names a session of the same tenant
+	// (created, with no policy, when absent). An update's non-zero
+	// ExpectedVersion fails the whole append with ErrFailedPrecondition
+	// unless that session is at that version.
+	LabelUpdates []*pb.LabelUpdate
 }
 
 // Append stores a batch of events in one transaction; the server compacts
@@ -44,6 +51,7 @@ func (s *Session) Append(ctx context.Context, events []*pb.Event, opts *AppendOp
 	if opts != nil {
 		req.ExpectedVersion = opts.ExpectedVersion
 		req.CreateIfMissing = opts.CreateIfMissing
+		req.LabelUpdates = opts.LabelUpdates
 	}
 	c := s.client
 	return unary(ctx, c, true, func(ctx context.Context) (*pb.AppendEventsResponse, error) {

@@ -1,6 +1,8 @@
 package compaction_test
 
 import (
+	"errors"
+	"maps"
 	"slices"
 	"testing"
 
@@ -166,5 +168,60 @@ func TestUpdateAndDeleteSession(t *testing.T) {
 	}
 	if _, err := client.GetSession(ctx, idUpd1); err == nil {
 		t.Fatal("a deleted session is still there")
+	}
+}
+
+func TestLabelUpdatesLandWithTheAppendOrNotAtAll(t *testing.T) {
+	idChat := uniqueID("go-lu-chat")
+	idIndex := uniqueID("go-lu-index")
+	client, ctx := dial(t), ctxFor(t)
+	chat := client.Session(idChat)
+	labels := func(id string) map[string]string {
+		t.Helper()
+		s, err := client.GetSession(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.GetLabels()
+	}
+	_, err := chat.Append(ctx, []*pb.Event{{Id: "u1", Role: pb.Role_ROLE_USER, Text: "open ticket 42"}}, &compaction.AppendOptions{
+		CreateIfMissing: true,
+		LabelUpdates: []*pb.LabelUpdate{
+			{Set: map[string]string{"ticket": "42", "state": "open"}},
+			{SessionId: idIndex, Set: map[string]string{"latest": "42"}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := map[string]string{"ticket": "42", "state": "open"}
+	if got := labels(idChat); !maps.Equal(got, opened) {
+		t.Fatalf("labels of the session = %v, want %v", got, opened)
+	}
+	index, err := client.GetSession(ctx, idIndex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := index.GetLabels(); !maps.Equal(got, map[string]string{"latest": "42"}) {
+		t.Fatalf("labels of the other session = %v, want latest=42", got)
+	}
+
+	_, err = chat.Append(ctx, []*pb.Event{{Id: "u2", Role: pb.Role_ROLE_USER, Text: "close ticket 42"}}, &compaction.AppendOptions{
+		LabelUpdates: []*pb.LabelUpdate{
+			{Remove: []string{"state"}},
+			{SessionId: idIndex, Set: map[string]string{"latest": "43"}, ExpectedVersion: index.GetVersion() + 5},
+		},
+	})
+	if !errors.Is(err, compaction.ErrFailedPrecondition) {
+		t.Fatalf("append with a stale label update version: %v, want FailedPrecondition", err)
+	}
+	if got := ids(collect(t, chat.Events(ctx, false))); !slices.Equal(got, []string{"u1"}) {
+		t.Fatalf("log = %v, want [u1]: nothing of the failed append stored", got)
+	}
+	if got := labels(idChat); !maps.Equal(got, opened) {
+		t.Fatalf("labels of the session after the failed append = %v, want %v", got, opened)
+	}
+	if got := labels(idIndex); !maps.Equal(got, map[string]string{"latest": "42"}) {
+		t.Fatalf("labels of the other session after the failed append = %v, want latest=42", got)
 	}
 }

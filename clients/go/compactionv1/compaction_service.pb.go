@@ -414,8 +414,13 @@ type AppendEventsRequest struct {
 	ExpectedVersion int64 `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
 	// Create the session (with the server's default policy) if it is absent.
 	CreateIfMissing bool `protobuf:"varint,4,opt,name=create_if_missing,json=createIfMissing,proto3" json:"create_if_missing,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Label changes stored in the same transaction as the events: they land
+	// with the events or not at all, and each session's resulting labels must
+	// be within the label limits. An append made only of re-sent events (a
+	// retry) writes nothing, label updates included.
+	LabelUpdates  []*LabelUpdate `protobuf:"bytes,5,rep,name=label_updates,json=labelUpdates,proto3" json:"label_updates,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AppendEventsRequest) Reset() {
@@ -476,6 +481,93 @@ func (x *AppendEventsRequest) GetCreateIfMissing() bool {
 	return false
 }
 
+func (x *AppendEventsRequest) GetLabelUpdates() []*LabelUpdate {
+	if x != nil {
+		return x.LabelUpdates
+	}
+	return nil
+}
+
+// A change to one session's labels, made atomically with an append
+// (AppendEventsRequest.label_updates): e.g. state kept in labels that must
+// change with the event that changed it.
+type LabelUpdate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session whose labels change. Empty means the session appended to;
+	// another id names a session of the same tenant, which is created (no
+	// policy, no events) when absent.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Labels to add or replace.
+	Set map[string]string `protobuf:"bytes,2,rep,name=set,proto3" json:"set,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Labels to remove; absent keys are ignored. A key may not also be in set.
+	Remove []string `protobuf:"bytes,3,rep,name=remove,proto3" json:"remove,omitempty"`
+	// When non-zero, the whole append fails with FAILED_PRECONDITION (and
+	// nothing is stored) unless this session is at this version: a
+	// read-modify-write of the labels without lost updates. An absent session
+	// counts as version 0, so any non-zero value refuses to create it.
+	ExpectedVersion int64 `protobuf:"varint,4,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *LabelUpdate) Reset() {
+	*x = LabelUpdate{}
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LabelUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LabelUpdate) ProtoMessage() {}
+
+func (x *LabelUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LabelUpdate.ProtoReflect.Descriptor instead.
+func (*LabelUpdate) Descriptor() ([]byte, []int) {
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *LabelUpdate) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *LabelUpdate) GetSet() map[string]string {
+	if x != nil {
+		return x.Set
+	}
+	return nil
+}
+
+func (x *LabelUpdate) GetRemove() []string {
+	if x != nil {
+		return x.Remove
+	}
+	return nil
+}
+
+func (x *LabelUpdate) GetExpectedVersion() int64 {
+	if x != nil {
+		return x.ExpectedVersion
+	}
+	return 0
+}
+
 // Response of AppendEvents.
 type AppendEventsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -494,7 +586,7 @@ type AppendEventsResponse struct {
 
 func (x *AppendEventsResponse) Reset() {
 	*x = AppendEventsResponse{}
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[8]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -506,7 +598,7 @@ func (x *AppendEventsResponse) String() string {
 func (*AppendEventsResponse) ProtoMessage() {}
 
 func (x *AppendEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[8]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -519,7 +611,7 @@ func (x *AppendEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendEventsResponse.ProtoReflect.Descriptor instead.
 func (*AppendEventsResponse) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{8}
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AppendEventsResponse) GetEvents() []*Event {
@@ -569,7 +661,7 @@ type StreamEventsRequest struct {
 
 func (x *StreamEventsRequest) Reset() {
 	*x = StreamEventsRequest{}
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[9]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -581,7 +673,7 @@ func (x *StreamEventsRequest) String() string {
 func (*StreamEventsRequest) ProtoMessage() {}
 
 func (x *StreamEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[9]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -594,7 +686,7 @@ func (x *StreamEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEventsRequest.ProtoReflect.Descriptor instead.
 func (*StreamEventsRequest) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{9}
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StreamEventsRequest) GetRequestId() string {
@@ -653,7 +745,7 @@ type StreamEventsResponse struct {
 
 func (x *StreamEventsResponse) Reset() {
 	*x = StreamEventsResponse{}
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[10]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +757,7 @@ func (x *StreamEventsResponse) String() string {
 func (*StreamEventsResponse) ProtoMessage() {}
 
 func (x *StreamEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[10]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +770,7 @@ func (x *StreamEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEventsResponse.ProtoReflect.Descriptor instead.
 func (*StreamEventsResponse) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{10}
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StreamEventsResponse) GetRequestId() string {
@@ -765,7 +857,7 @@ type GetContextRequest struct {
 
 func (x *GetContextRequest) Reset() {
 	*x = GetContextRequest{}
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[11]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -777,7 +869,7 @@ func (x *GetContextRequest) String() string {
 func (*GetContextRequest) ProtoMessage() {}
 
 func (x *GetContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[11]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -790,7 +882,7 @@ func (x *GetContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetContextRequest.ProtoReflect.Descriptor instead.
 func (*GetContextRequest) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{11}
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetContextRequest) GetSessionId() string {
@@ -817,7 +909,7 @@ type GetContextResponse struct {
 
 func (x *GetContextResponse) Reset() {
 	*x = GetContextResponse{}
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[12]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -829,7 +921,7 @@ func (x *GetContextResponse) String() string {
 func (*GetContextResponse) ProtoMessage() {}
 
 func (x *GetContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[12]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -842,7 +934,7 @@ func (x *GetContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetContextResponse.ProtoReflect.Descriptor instead.
 func (*GetContextResponse) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{12}
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetContextResponse) GetEvents() []*Event {
@@ -891,7 +983,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[13]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +995,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[13]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +1008,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{13}
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CompactRequest) GetSessionId() string {
@@ -958,7 +1050,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[14]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +1062,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[14]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +1075,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{14}
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CompactResponse) GetResult() *CompactionResult {
@@ -1004,7 +1096,7 @@ type WatchSessionRequest struct {
 
 func (x *WatchSessionRequest) Reset() {
 	*x = WatchSessionRequest{}
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[15]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1108,7 @@ func (x *WatchSessionRequest) String() string {
 func (*WatchSessionRequest) ProtoMessage() {}
 
 func (x *WatchSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[15]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1121,7 @@ func (x *WatchSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionRequest.ProtoReflect.Descriptor instead.
 func (*WatchSessionRequest) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{15}
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WatchSessionRequest) GetSessionId() string {
@@ -1055,7 +1147,7 @@ type WatchSessionResponse struct {
 
 func (x *WatchSessionResponse) Reset() {
 	*x = WatchSessionResponse{}
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[16]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1067,7 +1159,7 @@ func (x *WatchSessionResponse) String() string {
 func (*WatchSessionResponse) ProtoMessage() {}
 
 func (x *WatchSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[16]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1080,7 +1172,7 @@ func (x *WatchSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionResponse.ProtoReflect.Descriptor instead.
 func (*WatchSessionResponse) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{16}
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WatchSessionResponse) GetUpdate() isWatchSessionResponse_Update {
@@ -1143,7 +1235,7 @@ type ListEventsRequest struct {
 
 func (x *ListEventsRequest) Reset() {
 	*x = ListEventsRequest{}
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[17]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +1247,7 @@ func (x *ListEventsRequest) String() string {
 func (*ListEventsRequest) ProtoMessage() {}
 
 func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[17]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +1260,7 @@ func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListEventsRequest) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{17}
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListEventsRequest) GetSessionId() string {
@@ -1212,7 +1304,7 @@ type ListEventsResponse struct {
 
 func (x *ListEventsResponse) Reset() {
 	*x = ListEventsResponse{}
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[18]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1224,7 +1316,7 @@ func (x *ListEventsResponse) String() string {
 func (*ListEventsResponse) ProtoMessage() {}
 
 func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[18]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1237,7 +1329,7 @@ func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListEventsResponse) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{18}
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListEventsResponse) GetEvents() []*Event {
@@ -1279,7 +1371,7 @@ type SearchEventsRequest struct {
 
 func (x *SearchEventsRequest) Reset() {
 	*x = SearchEventsRequest{}
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[19]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1291,7 +1383,7 @@ func (x *SearchEventsRequest) String() string {
 func (*SearchEventsRequest) ProtoMessage() {}
 
 func (x *SearchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[19]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1304,7 +1396,7 @@ func (x *SearchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchEventsRequest.ProtoReflect.Descriptor instead.
 func (*SearchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{19}
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SearchEventsRequest) GetQuery() string {
@@ -1380,7 +1472,7 @@ type SearchHit struct {
 
 func (x *SearchHit) Reset() {
 	*x = SearchHit{}
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[20]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1392,7 +1484,7 @@ func (x *SearchHit) String() string {
 func (*SearchHit) ProtoMessage() {}
 
 func (x *SearchHit) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[20]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1405,7 +1497,7 @@ func (x *SearchHit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchHit.ProtoReflect.Descriptor instead.
 func (*SearchHit) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{20}
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SearchHit) GetSessionId() string {
@@ -1449,7 +1541,7 @@ type SearchEventsResponse struct {
 
 func (x *SearchEventsResponse) Reset() {
 	*x = SearchEventsResponse{}
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[21]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1461,7 +1553,7 @@ func (x *SearchEventsResponse) String() string {
 func (*SearchEventsResponse) ProtoMessage() {}
 
 func (x *SearchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[21]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1474,7 +1566,7 @@ func (x *SearchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchEventsResponse.ProtoReflect.Descriptor instead.
 func (*SearchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{21}
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SearchEventsResponse) GetHits() []*SearchHit {
@@ -1526,13 +1618,23 @@ const file_compaction_v1_compaction_service_proto_rawDesc = "" +
 	"\x14DeleteSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"\x17\n" +
-	"\x15DeleteSessionResponse\"\xb9\x01\n" +
+	"\x15DeleteSessionResponse\"\xfa\x01\n" +
 	"\x13AppendEventsRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12,\n" +
 	"\x06events\x18\x02 \x03(\v2\x14.compaction.v1.EventR\x06events\x12)\n" +
 	"\x10expected_version\x18\x03 \x01(\x03R\x0fexpectedVersion\x12*\n" +
-	"\x11create_if_missing\x18\x04 \x01(\bR\x0fcreateIfMissing\"\xd2\x01\n" +
+	"\x11create_if_missing\x18\x04 \x01(\bR\x0fcreateIfMissing\x12?\n" +
+	"\rlabel_updates\x18\x05 \x03(\v2\x1a.compaction.v1.LabelUpdateR\flabelUpdates\"\xde\x01\n" +
+	"\vLabelUpdate\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x125\n" +
+	"\x03set\x18\x02 \x03(\v2#.compaction.v1.LabelUpdate.SetEntryR\x03set\x12\x16\n" +
+	"\x06remove\x18\x03 \x03(\tR\x06remove\x12)\n" +
+	"\x10expected_version\x18\x04 \x01(\x03R\x0fexpectedVersion\x1a6\n" +
+	"\bSetEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd2\x01\n" +
 	"\x14AppendEventsResponse\x12,\n" +
 	"\x06events\x18\x01 \x03(\v2\x14.compaction.v1.EventR\x06events\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\x12?\n" +
@@ -1647,7 +1749,7 @@ func file_compaction_v1_compaction_service_proto_rawDescGZIP() []byte {
 	return file_compaction_v1_compaction_service_proto_rawDescData
 }
 
-var file_compaction_v1_compaction_service_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_compaction_v1_compaction_service_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_compaction_v1_compaction_service_proto_goTypes = []any{
 	(*CreateSessionRequest)(nil),  // 0: compaction.v1.CreateSessionRequest
 	(*GetSessionRequest)(nil),     // 1: compaction.v1.GetSessionRequest
@@ -1657,84 +1759,88 @@ var file_compaction_v1_compaction_service_proto_goTypes = []any{
 	(*DeleteSessionRequest)(nil),  // 5: compaction.v1.DeleteSessionRequest
 	(*DeleteSessionResponse)(nil), // 6: compaction.v1.DeleteSessionResponse
 	(*AppendEventsRequest)(nil),   // 7: compaction.v1.AppendEventsRequest
-	(*AppendEventsResponse)(nil),  // 8: compaction.v1.AppendEventsResponse
-	(*StreamEventsRequest)(nil),   // 9: compaction.v1.StreamEventsRequest
-	(*StreamEventsResponse)(nil),  // 10: compaction.v1.StreamEventsResponse
-	(*GetContextRequest)(nil),     // 11: compaction.v1.GetContextRequest
-	(*GetContextResponse)(nil),    // 12: compaction.v1.GetContextResponse
-	(*CompactRequest)(nil),        // 13: compaction.v1.CompactRequest
-	(*CompactResponse)(nil),       // 14: compaction.v1.CompactResponse
-	(*WatchSessionRequest)(nil),   // 15: compaction.v1.WatchSessionRequest
-	(*WatchSessionResponse)(nil),  // 16: compaction.v1.WatchSessionResponse
-	(*ListEventsRequest)(nil),     // 17: compaction.v1.ListEventsRequest
-	(*ListEventsResponse)(nil),    // 18: compaction.v1.ListEventsResponse
-	(*SearchEventsRequest)(nil),   // 19: compaction.v1.SearchEventsRequest
-	(*SearchHit)(nil),             // 20: compaction.v1.SearchHit
-	(*SearchEventsResponse)(nil),  // 21: compaction.v1.SearchEventsResponse
-	nil,                           // 22: compaction.v1.CreateSessionRequest.LabelsEntry
-	nil,                           // 23: compaction.v1.ListSessionsRequest.LabelFilterEntry
-	(*CompactionPolicy)(nil),      // 24: compaction.v1.CompactionPolicy
-	(*Session)(nil),               // 25: compaction.v1.Session
-	(*fieldmaskpb.FieldMask)(nil), // 26: google.protobuf.FieldMask
-	(*Event)(nil),                 // 27: compaction.v1.Event
-	(*CompactionResult)(nil),      // 28: compaction.v1.CompactionResult
-	(*status.Status)(nil),         // 29: google.rpc.Status
-	(Role)(0),                     // 30: compaction.v1.Role
-	(*timestamppb.Timestamp)(nil), // 31: google.protobuf.Timestamp
+	(*LabelUpdate)(nil),           // 8: compaction.v1.LabelUpdate
+	(*AppendEventsResponse)(nil),  // 9: compaction.v1.AppendEventsResponse
+	(*StreamEventsRequest)(nil),   // 10: compaction.v1.StreamEventsRequest
+	(*StreamEventsResponse)(nil),  // 11: compaction.v1.StreamEventsResponse
+	(*GetContextRequest)(nil),     // 12: compaction.v1.GetContextRequest
+	(*GetContextResponse)(nil),    // 13: compaction.v1.GetContextResponse
+	(*CompactRequest)(nil),        // 14: compaction.v1.CompactRequest
+	(*CompactResponse)(nil),       // 15: compaction.v1.CompactResponse
+	(*WatchSessionRequest)(nil),   // 16: compaction.v1.WatchSessionRequest
+	(*WatchSessionResponse)(nil),  // 17: compaction.v1.WatchSessionResponse
+	(*ListEventsRequest)(nil),     // 18: compaction.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),    // 19: compaction.v1.ListEventsResponse
+	(*SearchEventsRequest)(nil),   // 20: compaction.v1.SearchEventsRequest
+	(*SearchHit)(nil),             // 21: compaction.v1.SearchHit
+	(*SearchEventsResponse)(nil),  // 22: compaction.v1.SearchEventsResponse
+	nil,                           // 23: compaction.v1.CreateSessionRequest.LabelsEntry
+	nil,                           // 24: compaction.v1.ListSessionsRequest.LabelFilterEntry
+	nil,                           // 25: compaction.v1.LabelUpdate.SetEntry
+	(*CompactionPolicy)(nil),      // 26: compaction.v1.CompactionPolicy
+	(*Session)(nil),               // 27: compaction.v1.Session
+	(*fieldmaskpb.FieldMask)(nil), // 28: google.protobuf.FieldMask
+	(*Event)(nil),                 // 29: compaction.v1.Event
+	(*CompactionResult)(nil),      // 30: compaction.v1.CompactionResult
+	(*status.Status)(nil),         // 31: google.rpc.Status
+	(Role)(0),                     // 32: compaction.v1.Role
+	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
 }
 var file_compaction_v1_compaction_service_proto_depIdxs = []int32{
-	24, // 0: compaction.v1.CreateSessionRequest.policy:type_name -> compaction.v1.CompactionPolicy
-	22, // 1: compaction.v1.CreateSessionRequest.labels:type_name -> compaction.v1.CreateSessionRequest.LabelsEntry
-	23, // 2: compaction.v1.ListSessionsRequest.label_filter:type_name -> compaction.v1.ListSessionsRequest.LabelFilterEntry
-	25, // 3: compaction.v1.ListSessionsResponse.sessions:type_name -> compaction.v1.Session
-	25, // 4: compaction.v1.UpdateSessionRequest.session:type_name -> compaction.v1.Session
-	26, // 5: compaction.v1.UpdateSessionRequest.update_mask:type_name -> google.protobuf.FieldMask
-	27, // 6: compaction.v1.AppendEventsRequest.events:type_name -> compaction.v1.Event
-	27, // 7: compaction.v1.AppendEventsResponse.events:type_name -> compaction.v1.Event
-	28, // 8: compaction.v1.AppendEventsResponse.compaction:type_name -> compaction.v1.CompactionResult
-	27, // 9: compaction.v1.StreamEventsRequest.events:type_name -> compaction.v1.Event
-	8,  // 10: compaction.v1.StreamEventsResponse.append:type_name -> compaction.v1.AppendEventsResponse
-	29, // 11: compaction.v1.StreamEventsResponse.error:type_name -> google.rpc.Status
-	28, // 12: compaction.v1.StreamEventsResponse.compaction:type_name -> compaction.v1.CompactionResult
-	27, // 13: compaction.v1.GetContextResponse.events:type_name -> compaction.v1.Event
-	24, // 14: compaction.v1.CompactRequest.policy:type_name -> compaction.v1.CompactionPolicy
-	28, // 15: compaction.v1.CompactResponse.result:type_name -> compaction.v1.CompactionResult
-	28, // 16: compaction.v1.WatchSessionResponse.compaction:type_name -> compaction.v1.CompactionResult
-	27, // 17: compaction.v1.ListEventsResponse.events:type_name -> compaction.v1.Event
-	30, // 18: compaction.v1.SearchEventsRequest.roles:type_name -> compaction.v1.Role
-	31, // 19: compaction.v1.SearchEventsRequest.since:type_name -> google.protobuf.Timestamp
-	31, // 20: compaction.v1.SearchEventsRequest.until:type_name -> google.protobuf.Timestamp
-	27, // 21: compaction.v1.SearchHit.event:type_name -> compaction.v1.Event
-	20, // 22: compaction.v1.SearchEventsResponse.hits:type_name -> compaction.v1.SearchHit
-	0,  // 23: compaction.v1.CompactionService.CreateSession:input_type -> compaction.v1.CreateSessionRequest
-	1,  // 24: compaction.v1.CompactionService.GetSession:input_type -> compaction.v1.GetSessionRequest
-	2,  // 25: compaction.v1.CompactionService.ListSessions:input_type -> compaction.v1.ListSessionsRequest
-	4,  // 26: compaction.v1.CompactionService.UpdateSession:input_type -> compaction.v1.UpdateSessionRequest
-	5,  // 27: compaction.v1.CompactionService.DeleteSession:input_type -> compaction.v1.DeleteSessionRequest
-	7,  // 28: compaction.v1.CompactionService.AppendEvents:input_type -> compaction.v1.AppendEventsRequest
-	9,  // 29: compaction.v1.CompactionService.StreamEvents:input_type -> compaction.v1.StreamEventsRequest
-	11, // 30: compaction.v1.CompactionService.GetContext:input_type -> compaction.v1.GetContextRequest
-	13, // 31: compaction.v1.CompactionService.Compact:input_type -> compaction.v1.CompactRequest
-	15, // 32: compaction.v1.CompactionService.WatchSession:input_type -> compaction.v1.WatchSessionRequest
-	17, // 33: compaction.v1.CompactionService.ListEvents:input_type -> compaction.v1.ListEventsRequest
-	19, // 34: compaction.v1.CompactionService.SearchEvents:input_type -> compaction.v1.SearchEventsRequest
-	25, // 35: compaction.v1.CompactionService.CreateSession:output_type -> compaction.v1.Session
-	25, // 36: compaction.v1.CompactionService.GetSession:output_type -> compaction.v1.Session
-	3,  // 37: compaction.v1.CompactionService.ListSessions:output_type -> compaction.v1.ListSessionsResponse
-	25, // 38: compaction.v1.CompactionService.UpdateSession:output_type -> compaction.v1.Session
-	6,  // 39: compaction.v1.CompactionService.DeleteSession:output_type -> compaction.v1.DeleteSessionResponse
-	8,  // 40: compaction.v1.CompactionService.AppendEvents:output_type -> compaction.v1.AppendEventsResponse
-	10, // 41: compaction.v1.CompactionService.StreamEvents:output_type -> compaction.v1.StreamEventsResponse
-	12, // 42: compaction.v1.CompactionService.GetContext:output_type -> compaction.v1.GetContextResponse
-	14, // 43: compaction.v1.CompactionService.Compact:output_type -> compaction.v1.CompactResponse
-	16, // 44: compaction.v1.CompactionService.WatchSession:output_type -> compaction.v1.WatchSessionResponse
-	18, // 45: compaction.v1.CompactionService.ListEvents:output_type -> compaction.v1.ListEventsResponse
-	21, // 46: compaction.v1.CompactionService.SearchEvents:output_type -> compaction.v1.SearchEventsResponse
-	35, // [35:47] is the sub-list for method output_type
-	23, // [23:35] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	26, // 0: compaction.v1.CreateSessionRequest.policy:type_name -> compaction.v1.CompactionPolicy
+	23, // 1: compaction.v1.CreateSessionRequest.labels:type_name -> compaction.v1.CreateSessionRequest.LabelsEntry
+	24, // 2: compaction.v1.ListSessionsRequest.label_filter:type_name -> compaction.v1.ListSessionsRequest.LabelFilterEntry
+	27, // 3: compaction.v1.ListSessionsResponse.sessions:type_name -> compaction.v1.Session
+	27, // 4: compaction.v1.UpdateSessionRequest.session:type_name -> compaction.v1.Session
+	28, // 5: compaction.v1.UpdateSessionRequest.update_mask:type_name -> google.protobuf.FieldMask
+	29, // 6: compaction.v1.AppendEventsRequest.events:type_name -> compaction.v1.Event
+	8,  // 7: compaction.v1.AppendEventsRequest.label_updates:type_name -> compaction.v1.LabelUpdate
+	25, // 8: compaction.v1.LabelUpdate.set:type_name -> compaction.v1.LabelUpdate.SetEntry
+	29, // 9: compaction.v1.AppendEventsResponse.events:type_name -> compaction.v1.Event
+	30, // 10: compaction.v1.AppendEventsResponse.compaction:type_name -> compaction.v1.CompactionResult
+	29, // 11: compaction.v1.StreamEventsRequest.events:type_name -> compaction.v1.Event
+	9,  // 12: compaction.v1.StreamEventsResponse.append:type_name -> compaction.v1.AppendEventsResponse
+	31, // 13: compaction.v1.StreamEventsResponse.error:type_name -> google.rpc.Status
+	30, // 14: compaction.v1.StreamEventsResponse.compaction:type_name -> compaction.v1.CompactionResult
+	29, // 15: compaction.v1.GetContextResponse.events:type_name -> compaction.v1.Event
+	26, // 16: compaction.v1.CompactRequest.policy:type_name -> compaction.v1.CompactionPolicy
+	30, // 17: compaction.v1.CompactResponse.result:type_name -> compaction.v1.CompactionResult
+	30, // 18: compaction.v1.WatchSessionResponse.compaction:type_name -> compaction.v1.CompactionResult
+	29, // 19: compaction.v1.ListEventsResponse.events:type_name -> compaction.v1.Event
+	32, // 20: compaction.v1.SearchEventsRequest.roles:type_name -> compaction.v1.Role
+	33, // 21: compaction.v1.SearchEventsRequest.since:type_name -> google.protobuf.Timestamp
+	33, // 22: compaction.v1.SearchEventsRequest.until:type_name -> google.protobuf.Timestamp
+	29, // 23: compaction.v1.SearchHit.event:type_name -> compaction.v1.Event
+	21, // 24: compaction.v1.SearchEventsResponse.hits:type_name -> compaction.v1.SearchHit
+	0,  // 25: compaction.v1.CompactionService.CreateSession:input_type -> compaction.v1.CreateSessionRequest
+	1,  // 26: compaction.v1.CompactionService.GetSession:input_type -> compaction.v1.GetSessionRequest
+	2,  // 27: compaction.v1.CompactionService.ListSessions:input_type -> compaction.v1.ListSessionsRequest
+	4,  // 28: compaction.v1.CompactionService.UpdateSession:input_type -> compaction.v1.UpdateSessionRequest
+	5,  // 29: compaction.v1.CompactionService.DeleteSession:input_type -> compaction.v1.DeleteSessionRequest
+	7,  // 30: compaction.v1.CompactionService.AppendEvents:input_type -> compaction.v1.AppendEventsRequest
+	10, // 31: compaction.v1.CompactionService.StreamEvents:input_type -> compaction.v1.StreamEventsRequest
+	12, // 32: compaction.v1.CompactionService.GetContext:input_type -> compaction.v1.GetContextRequest
+	14, // 33: compaction.v1.CompactionService.Compact:input_type -> compaction.v1.CompactRequest
+	16, // 34: compaction.v1.CompactionService.WatchSession:input_type -> compaction.v1.WatchSessionRequest
+	18, // 35: compaction.v1.CompactionService.ListEvents:input_type -> compaction.v1.ListEventsRequest
+	20, // 36: compaction.v1.CompactionService.SearchEvents:input_type -> compaction.v1.SearchEventsRequest
+	27, // 37: compaction.v1.CompactionService.CreateSession:output_type -> compaction.v1.Session
+	27, // 38: compaction.v1.CompactionService.GetSession:output_type -> compaction.v1.Session
+	3,  // 39: compaction.v1.CompactionService.ListSessions:output_type -> compaction.v1.ListSessionsResponse
+	27, // 40: compaction.v1.CompactionService.UpdateSession:output_type -> compaction.v1.Session
+	6,  // 41: compaction.v1.CompactionService.DeleteSession:output_type -> compaction.v1.DeleteSessionResponse
+	9,  // 42: compaction.v1.CompactionService.AppendEvents:output_type -> compaction.v1.AppendEventsResponse
+	11, // 43: compaction.v1.CompactionService.StreamEvents:output_type -> compaction.v1.StreamEventsResponse
+	13, // 44: compaction.v1.CompactionService.GetContext:output_type -> compaction.v1.GetContextResponse
+	15, // 45: compaction.v1.CompactionService.Compact:output_type -> compaction.v1.CompactResponse
+	17, // 46: compaction.v1.CompactionService.WatchSession:output_type -> compaction.v1.WatchSessionResponse
+	19, // 47: compaction.v1.CompactionService.ListEvents:output_type -> compaction.v1.ListEventsResponse
+	22, // 48: compaction.v1.CompactionService.SearchEvents:output_type -> compaction.v1.SearchEventsResponse
+	37, // [37:49] is the sub-list for method output_type
+	25, // [25:37] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_compaction_v1_compaction_service_proto_init() }
@@ -1745,12 +1851,12 @@ func file_compaction_v1_compaction_service_proto_init() {
 	file_compaction_v1_event_proto_init()
 	file_compaction_v1_policy_proto_init()
 	file_compaction_v1_session_proto_init()
-	file_compaction_v1_compaction_service_proto_msgTypes[10].OneofWrappers = []any{
+	file_compaction_v1_compaction_service_proto_msgTypes[11].OneofWrappers = []any{
 		(*StreamEventsResponse_Append)(nil),
 		(*StreamEventsResponse_Error)(nil),
 		(*StreamEventsResponse_Compaction)(nil),
 	}
-	file_compaction_v1_compaction_service_proto_msgTypes[16].OneofWrappers = []any{
+	file_compaction_v1_compaction_service_proto_msgTypes[17].OneofWrappers = []any{
 		(*WatchSessionResponse_Compaction)(nil),
 		(*WatchSessionResponse_Missed)(nil),
 	}
@@ -1760,7 +1866,7 @@ func file_compaction_v1_compaction_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_compaction_v1_compaction_service_proto_rawDesc), len(file_compaction_v1_compaction_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

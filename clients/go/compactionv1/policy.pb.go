@@ -372,9 +372,17 @@ type Strategy struct {
 	//	*Strategy_Summarize
 	Kind isStrategy_Kind `protobuf_oneof:"kind"`
 	// Where the cut may land.
-	Boundary      Boundary `protobuf:"varint,5,opt,name=boundary,proto3,enum=compaction.v1.Boundary" json:"boundary,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Boundary Boundary `protobuf:"varint,5,opt,name=boundary,proto3,enum=compaction.v1.Boundary" json:"boundary,omitempty"`
+	// Skip a pass (skipped_reason "not_worth_it") unless it frees at least
+	// this many tokens: every pass invalidates the provider's prompt cache
+	// from its first change on. Window strategies check the plan; summarize
+	// checks before any LLM call, expecting a summary as long as the previous
+	// one (none: zero), so 1 compacts whenever it can shrink the context, as
+	// ADK does. Unset: 0 for window strategies; summarize then skips unless
+	// the events leaving outweigh the shadow prompt plus max_summary_tokens.
+	MinSavedTokens *int32 `protobuf:"varint,6,opt,name=min_saved_tokens,json=minSavedTokens,proto3,oneof" json:"min_saved_tokens,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Strategy) Reset() {
@@ -455,6 +463,13 @@ func (x *Strategy) GetBoundary() Boundary {
 		return x.Boundary
 	}
 	return Boundary_BOUNDARY_UNSPECIFIED
+}
+
+func (x *Strategy) GetMinSavedTokens() int32 {
+	if x != nil && x.MinSavedTokens != nil {
+		return *x.MinSavedTokens
+	}
+	return 0
 }
 
 type isStrategy_Kind interface {
@@ -784,15 +799,17 @@ const file_compaction_v1_policy_proto_rawDesc = "" +
 	"\x06always\x18\a \x01(\bH\x00R\x06alwaysB\x06\n" +
 	"\x04kind\"A\n" +
 	"\vTriggerList\x122\n" +
-	"\btriggers\x18\x01 \x03(\v2\x16.compaction.v1.TriggerR\btriggers\"\xc7\x02\n" +
+	"\btriggers\x18\x01 \x03(\v2\x16.compaction.v1.TriggerR\btriggers\"\x8b\x03\n" +
 	"\bStrategy\x12E\n" +
 	"\x0esliding_window\x18\x01 \x01(\v2\x1c.compaction.v1.SlidingWindowH\x00R\rslidingWindow\x12<\n" +
 	"\vturn_window\x18\x02 \x01(\v2\x19.compaction.v1.TurnWindowH\x00R\n" +
 	"turnWindow\x12?\n" +
 	"\ftoken_budget\x18\x03 \x01(\v2\x1a.compaction.v1.TokenBudgetH\x00R\vtokenBudget\x128\n" +
 	"\tsummarize\x18\x04 \x01(\v2\x18.compaction.v1.SummarizeH\x00R\tsummarize\x123\n" +
-	"\bboundary\x18\x05 \x01(\x0e2\x17.compaction.v1.BoundaryR\bboundaryB\x06\n" +
-	"\x04kind\"B\n" +
+	"\bboundary\x18\x05 \x01(\x0e2\x17.compaction.v1.BoundaryR\bboundary\x12-\n" +
+	"\x10min_saved_tokens\x18\x06 \x01(\x05H\x01R\x0eminSavedTokens\x88\x01\x01B\x06\n" +
+	"\x04kindB\x13\n" +
+	"\x11_min_saved_tokens\"B\n" +
 	"\rSlidingWindow\x12\"\n" +
 	"\n" +
 	"max_events\x18\x01 \x01(\x05H\x00R\tmaxEvents\x88\x01\x01B\r\n" +

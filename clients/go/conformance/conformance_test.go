@@ -162,6 +162,7 @@ func run(c *compaction.Client, st step) (Outcome, error) {
 		}
 		resp, err = c.Session(req.SessionId).Append(ctx, req.Events, &compaction.AppendOptions{
 			ExpectedVersion: req.ExpectedVersion, CreateIfMissing: req.CreateIfMissing,
+			LabelUpdates: req.LabelUpdates,
 		})
 	case "GetContext":
 		req := &pb.GetContextRequest{}

@@ -15,7 +15,13 @@ export {
   type SearchOptions,
   type SidecarClientOptions,
 } from "./client.js";
-export { SessionHandle, type AppendOptions, type CompactOptions, type EventsOptions } from "./session.js";
+export {
+  SessionHandle,
+  type AppendOptions,
+  type CompactOptions,
+  type EventsOptions,
+  type LabelUpdateInit,
+} from "./session.js";
 export {
   EventStream,
   Watch,

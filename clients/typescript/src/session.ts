@@ -9,6 +9,7 @@ import type { CallOptions, PolicyInit, SearchOptions, SidecarClient } from "./cl
 import type {
   AppendEventsResponse,
   GetContextResponse,
+  LabelUpdateSchema,
   SearchHit,
   StreamEventsRequestSchema,
 } from "./gen/compaction/v1/compaction_service_pb.js";
@@ -18,12 +19,22 @@ import { SidecarError } from "./errors.js";
 import { withIds, type EventInit } from "./ids.js";
 import { EventStream, Watch } from "./streams.js";
 
+/**
+ * A change to one session's labels, stored with an append: `sessionId` empty
+ * (or absent) is the session appended to, another id a session of the same
+ * tenant (created, no policy, when absent); `expectedVersion` fails the whole
+ * append with FAILED_PRECONDITION unless that session is at that version.
+ */
+export type LabelUpdateInit = MessageInitShape<typeof LabelUpdateSchema>;
+
 /** Options of `append`. */
 export interface AppendOptions extends CallOptions {
   /** Fail with FAILED_PRECONDITION unless the session is at this version. */
   readonly expectedVersion?: bigint | number;
   /** Create the session (with the server's default policy) if it is absent. */
   readonly createIfMissing?: boolean;
+  /** Label changes stored in the same transaction as the events: with them or not at all. */
+  readonly labelUpdates?: readonly LabelUpdateInit[];
 }
 
 /** Options of `compact`. */
@@ -68,6 +79,7 @@ export class SessionHandle {
       events: withIds(events),
       expectedVersion: BigInt(options.expectedVersion ?? 0),
       createIfMissing: options.createIfMissing ?? false,
+      labelUpdates: [...(options.labelUpdates ?? [])],
     };
     return this.client.unary((o) => this.client.raw.appendEvents(request, o), true, options);
   }

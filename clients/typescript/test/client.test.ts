@@ -128,6 +128,31 @@ describe("SidecarClient against a running server", () => {
     assert.deepEqual(missing.fieldViolations, []);
   });
 
+  it("stores label updates with the append, on the session and on another one, or not at all", async () => {
+    const session = client.session("labels-with-append");
+    await session.append([{ id: "u1", role: Role.USER, text: "open ticket 42" }], {
+      createIfMissing: true,
+      labelUpdates: [{ set: { ticket: "42", state: "open" } }, { sessionId: "labels-index", set: { latest: "42" } }],
+    });
+    assert.deepEqual((await session.get()).labels, { ticket: "42", state: "open" });
+    const index = await client.getSession("labels-index");
+    assert.deepEqual(index.labels, { latest: "42" });
+
+    const stale = await rejects(
+      session.append([{ id: "u2", role: Role.USER, text: "close ticket 42" }], {
+        labelUpdates: [
+          { remove: ["state"] },
+          { sessionId: "labels-index", set: { latest: "43" }, expectedVersion: index.version + 5n },
+        ],
+      }),
+      Code.FailedPrecondition,
+    );
+    assert.equal(stale.codeName, "FAILED_PRECONDITION");
+    assert.deepEqual((await drain(session.events())).map((e) => e.id), ["u1"], "the event was not stored");
+    assert.deepEqual((await session.get()).labels, { ticket: "42", state: "open" });
+    assert.deepEqual((await client.getSession("labels-index")).labels, { latest: "42" });
+  });
+
   it("streams appends: acks in order, a failed request with its details, background summaries", async () => {
     await client.createSession("stream-summary", {
       policy: policy(strategies.summarize({ maxEventsToKeep: 2, overlap: 1, maxSummaryTokens: 20 }), {

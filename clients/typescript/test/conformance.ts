@@ -233,7 +233,11 @@ async function call(client: SidecarClient, step: Step): Promise<Json> {
       const r = fromJson(AppendEventsRequestSchema, json);
       const response = await client
         .session(r.sessionId)
-        .append(r.events, { expectedVersion: r.expectedVersion, createIfMissing: r.createIfMissing });
+        .append(r.events, {
+          expectedVersion: r.expectedVersion,
+          createIfMissing: r.createIfMissing,
+          labelUpdates: r.labelUpdates,
+        });
       return printed(AppendEventsResponseSchema, response);
     }
     case "GetContext": {

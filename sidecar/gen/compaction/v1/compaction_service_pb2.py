@@ -31,7 +31,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from google.rpc import status_pb2 as google_dot_rpc_dot_status__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&compaction/v1/compaction_service.proto\x12\rcompaction.v1\x1a\x19\x63ompaction/v1/event.proto\x1a\x1a\x63ompaction/v1/policy.proto\x1a\x1b\x63ompaction/v1/session.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\"\xcb\x01\n\x14\x43reateSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12/\n\x06policy\x18\x02 \x01(\x0b\x32\x1f.compaction.v1.CompactionPolicy\x12?\n\x06labels\x18\x03 \x03(\x0b\x32/.compaction.v1.CreateSessionRequest.LabelsEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\'\n\x11GetSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\xbb\x01\n\x13ListSessionsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12I\n\x0clabel_filter\x18\x03 \x03(\x0b\x32\x33.compaction.v1.ListSessionsRequest.LabelFilterEntry\x1a\x32\n\x10LabelFilterEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"Y\n\x14ListSessionsResponse\x12(\n\x08sessions\x18\x01 \x03(\x0b\x32\x16.compaction.v1.Session\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x8a\x01\n\x14UpdateSessionRequest\x12\'\n\x07session\x18\x01 \x01(\x0b\x32\x16.compaction.v1.Session\x12/\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\x12\x18\n\x10\x65xpected_version\x18\x03 \x01(\x03\"*\n\x14\x44\x65leteSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\x17\n\x15\x44\x65leteSessionResponse\"\x84\x01\n\x13\x41ppendEventsRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12$\n\x06\x65vents\x18\x02 \x03(\x0b\x32\x14.compaction.v1.Event\x12\x18\n\x10\x65xpected_version\x18\x03 \x01(\x03\x12\x19\n\x11\x63reate_if_missing\x18\x04 \x01(\x08\"\xa0\x01\n\x14\x41ppendEventsResponse\x12$\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x14.compaction.v1.Event\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x33\n\ncompaction\x18\x03 \x01(\x0b\x32\x1f.compaction.v1.CompactionResult\x12\x1c\n\x14\x63ompaction_scheduled\x18\x04 \x01(\x08\"\x98\x01\n\x13StreamEventsRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12$\n\x06\x65vents\x18\x03 \x03(\x0b\x32\x14.compaction.v1.Event\x12\x18\n\x10\x65xpected_version\x18\x04 \x01(\x03\x12\x19\n\x11\x63reate_if_missing\x18\x05 \x01(\x08\"\xdb\x01\n\x14StreamEventsResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x35\n\x06\x61ppend\x18\x02 \x01(\x0b\x32#.compaction.v1.AppendEventsResponseH\x00\x12#\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x12.google.rpc.StatusH\x00\x12\x35\n\ncompaction\x18\x04 \x01(\x0b\x32\x1f.compaction.v1.CompactionResultH\x00\x12\x12\n\nsession_id\x18\x05 \x01(\tB\x08\n\x06result\"\'\n\x11GetContextRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"t\n\x12GetContextResponse\x12$\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x14.compaction.v1.Event\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x13\n\x0btoken_count\x18\x03 \x01(\x05\x12\x12\n\nturn_count\x18\x04 \x01(\x05\"~\n\x0e\x43ompactRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12/\n\x06policy\x18\x02 \x01(\x0b\x32\x1f.compaction.v1.CompactionPolicy\x12\r\n\x05\x66orce\x18\x03 \x01(\x08\x12\x18\n\x10\x65xpected_version\x18\x04 \x01(\x03\"B\n\x0f\x43ompactResponse\x12/\n\x06result\x18\x01 \x01(\x0b\x32\x1f.compaction.v1.CompactionResult\")\n\x13WatchSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"i\n\x14WatchSessionResponse\x12\x35\n\ncompaction\x18\x01 \x01(\x0b\x32\x1f.compaction.v1.CompactionResultH\x00\x12\x10\n\x06missed\x18\x02 \x01(\x05H\x00\x42\x08\n\x06update\"c\n\x11ListEventsRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x13\n\x0b\x61\x63tive_only\x18\x04 \x01(\x08\"S\n\x12ListEventsResponse\x12$\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x14.compaction.v1.Event\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xf1\x01\n\x13SearchEventsRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\"\n\x05roles\x18\x03 \x03(\x0e\x32\x13.compaction.v1.Role\x12\x16\n\x0einclude_active\x18\x04 \x01(\x08\x12)\n\x05since\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x05until\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tpage_size\x18\x07 \x01(\x05\x12\x12\n\npage_token\x18\x08 \x01(\t\"c\n\tSearchHit\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12#\n\x05\x65vent\x18\x02 \x01(\x0b\x32\x14.compaction.v1.Event\x12\x0c\n\x04rank\x18\x03 \x01(\x01\x12\x0f\n\x07snippet\x18\x04 \x01(\t\"W\n\x14SearchEventsResponse\x12&\n\x04hits\x18\x01 \x03(\x0b\x32\x18.compaction.v1.SearchHit\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\x86\x08\n\x11\x43ompactionService\x12L\n\rCreateSession\x12#.compaction.v1.CreateSessionRequest\x1a\x16.compaction.v1.Session\x12\x46\n\nGetSession\x12 .compaction.v1.GetSessionRequest\x1a\x16.compaction.v1.Session\x12W\n\x0cListSessions\x12\".compaction.v1.ListSessionsRequest\x1a#.compaction.v1.ListSessionsResponse\x12L\n\rUpdateSession\x12#.compaction.v1.UpdateSessionRequest\x1a\x16.compaction.v1.Session\x12Z\n\rDeleteSession\x12#.compaction.v1.DeleteSessionRequest\x1a$.compaction.v1.DeleteSessionResponse\x12W\n\x0c\x41ppendEvents\x12\".compaction.v1.AppendEventsRequest\x1a#.compaction.v1.AppendEventsResponse\x12[\n\x0cStreamEvents\x12\".compaction.v1.StreamEventsRequest\x1a#.compaction.v1.StreamEventsResponse(\x01\x30\x01\x12Q\n\nGetContext\x12 .compaction.v1.GetContextRequest\x1a!.compaction.v1.GetContextResponse\x12H\n\x07\x43ompact\x12\x1d.compaction.v1.CompactRequest\x1a\x1e.compaction.v1.CompactResponse\x12Y\n\x0cWatchSession\x12\".compaction.v1.WatchSessionRequest\x1a#.compaction.v1.WatchSessionResponse0\x01\x12Q\n\nListEvents\x12 .compaction.v1.ListEventsRequest\x1a!.compaction.v1.ListEventsResponse\x12W\n\x0cSearchEvents\x12\".compaction.v1.SearchEventsRequest\x1a#.compaction.v1.SearchEventsResponseB\x8b\x01\n\x18\x64\x65v.compactionsidecar.v1B\x16\x43ompactionServiceProtoP\x01ZUgithub.com/compaction-sidecar/compaction-sidecar/clients/go/compactionv1;compactionv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&compaction/v1/compaction_service.proto\x12\rcompaction.v1\x1a\x19\x63ompaction/v1/event.proto\x1a\x1a\x63ompaction/v1/policy.proto\x1a\x1b\x63ompaction/v1/session.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\"\xcb\x01\n\x14\x43reateSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12/\n\x06policy\x18\x02 \x01(\x0b\x32\x1f.compaction.v1.CompactionPolicy\x12?\n\x06labels\x18\x03 \x03(\x0b\x32/.compaction.v1.CreateSessionRequest.LabelsEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\'\n\x11GetSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\xbb\x01\n\x13ListSessionsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12I\n\x0clabel_filter\x18\x03 \x03(\x0b\x32\x33.compaction.v1.ListSessionsRequest.LabelFilterEntry\x1a\x32\n\x10LabelFilterEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"Y\n\x14ListSessionsResponse\x12(\n\x08sessions\x18\x01 \x03(\x0b\x32\x16.compaction.v1.Session\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x8a\x01\n\x14UpdateSessionRequest\x12\'\n\x07session\x18\x01 \x01(\x0b\x32\x16.compaction.v1.Session\x12/\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\x12\x18\n\x10\x65xpected_version\x18\x03 \x01(\x03\"*\n\x14\x44\x65leteSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\x17\n\x15\x44\x65leteSessionResponse\"\xb7\x01\n\x13\x41ppendEventsRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12$\n\x06\x65vents\x18\x02 \x03(\x0b\x32\x14.compaction.v1.Event\x12\x18\n\x10\x65xpected_version\x18\x03 \x01(\x03\x12\x19\n\x11\x63reate_if_missing\x18\x04 \x01(\x08\x12\x31\n\rlabel_updates\x18\x05 \x03(\x0b\x32\x1a.compaction.v1.LabelUpdate\"\xa9\x01\n\x0bLabelUpdate\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x30\n\x03set\x18\x02 \x03(\x0b\x32#.compaction.v1.LabelUpdate.SetEntry\x12\x0e\n\x06remove\x18\x03 \x03(\t\x12\x18\n\x10\x65xpected_version\x18\x04 \x01(\x03\x1a*\n\x08SetEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xa0\x01\n\x14\x41ppendEventsResponse\x12$\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x14.compaction.v1.Event\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x33\n\ncompaction\x18\x03 \x01(\x0b\x32\x1f.compaction.v1.CompactionResult\x12\x1c\n\x14\x63ompaction_scheduled\x18\x04 \x01(\x08\"\x98\x01\n\x13StreamEventsRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12$\n\x06\x65vents\x18\x03 \x03(\x0b\x32\x14.compaction.v1.Event\x12\x18\n\x10\x65xpected_version\x18\x04 \x01(\x03\x12\x19\n\x11\x63reate_if_missing\x18\x05 \x01(\x08\"\xdb\x01\n\x14StreamEventsResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x35\n\x06\x61ppend\x18\x02 \x01(\x0b\x32#.compaction.v1.AppendEventsResponseH\x00\x12#\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x12.google.rpc.StatusH\x00\x12\x35\n\ncompaction\x18\x04 \x01(\x0b\x32\x1f.compaction.v1.CompactionResultH\x00\x12\x12\n\nsession_id\x18\x05 \x01(\tB\x08\n\x06result\"\'\n\x11GetContextRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"t\n\x12GetContextResponse\x12$\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x14.compaction.v1.Event\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x13\n\x0btoken_count\x18\x03 \x01(\x05\x12\x12\n\nturn_count\x18\x04 \x01(\x05\"~\n\x0e\x43ompactRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12/\n\x06policy\x18\x02 \x01(\x0b\x32\x1f.compaction.v1.CompactionPolicy\x12\r\n\x05\x66orce\x18\x03 \x01(\x08\x12\x18\n\x10\x65xpected_version\x18\x04 \x01(\x03\"B\n\x0f\x43ompactResponse\x12/\n\x06result\x18\x01 \x01(\x0b\x32\x1f.compaction.v1.CompactionResult\")\n\x13WatchSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"i\n\x14WatchSessionResponse\x12\x35\n\ncompaction\x18\x01 \x01(\x0b\x32\x1f.compaction.v1.CompactionResultH\x00\x12\x10\n\x06missed\x18\x02 \x01(\x05H\x00\x42\x08\n\x06update\"c\n\x11ListEventsRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x13\n\x0b\x61\x63tive_only\x18\x04 \x01(\x08\"S\n\x12ListEventsResponse\x12$\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x14.compaction.v1.Event\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xf1\x01\n\x13SearchEventsRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\"\n\x05roles\x18\x03 \x03(\x0e\x32\x13.compaction.v1.Role\x12\x16\n\x0einclude_active\x18\x04 \x01(\x08\x12)\n\x05since\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x05until\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tpage_size\x18\x07 \x01(\x05\x12\x12\n\npage_token\x18\x08 \x01(\t\"c\n\tSearchHit\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12#\n\x05\x65vent\x18\x02 \x01(\x0b\x32\x14.compaction.v1.Event\x12\x0c\n\x04rank\x18\x03 \x01(\x01\x12\x0f\n\x07snippet\x18\x04 \x01(\t\"W\n\x14SearchEventsResponse\x12&\n\x04hits\x18\x01 \x03(\x0b\x32\x18.compaction.v1.SearchHit\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\x86\x08\n\x11\x43ompactionService\x12L\n\rCreateSession\x12#.compaction.v1.CreateSessionRequest\x1a\x16.compaction.v1.Session\x12\x46\n\nGetSession\x12 .compaction.v1.GetSessionRequest\x1a\x16.compaction.v1.Session\x12W\n\x0cListSessions\x12\".compaction.v1.ListSessionsRequest\x1a#.compaction.v1.ListSessionsResponse\x12L\n\rUpdateSession\x12#.compaction.v1.UpdateSessionRequest\x1a\x16.compaction.v1.Session\x12Z\n\rDeleteSession\x12#.compaction.v1.DeleteSessionRequest\x1a$.compaction.v1.DeleteSessionResponse\x12W\n\x0c\x41ppendEvents\x12\".compaction.v1.AppendEventsRequest\x1a#.compaction.v1.AppendEventsResponse\x12[\n\x0cStreamEvents\x12\".compaction.v1.StreamEventsRequest\x1a#.compaction.v1.StreamEventsResponse(\x01\x30\x01\x12Q\n\nGetContext\x12 .compaction.v1.GetContextRequest\x1a!.compaction.v1.GetContextResponse\x12H\n\x07\x43ompact\x12\x1d.compaction.v1.CompactRequest\x1a\x1e.compaction.v1.CompactResponse\x12Y\n\x0cWatchSession\x12\".compaction.v1.WatchSessionRequest\x1a#.compaction.v1.WatchSessionResponse0\x01\x12Q\n\nListEvents\x12 .compaction.v1.ListEventsRequest\x1a!.compaction.v1.ListEventsResponse\x12W\n\x0cSearchEvents\x12\".compaction.v1.SearchEventsRequest\x1a#.compaction.v1.SearchEventsResponseB\x8b\x01\n\x18\x64\x65v.compactionsidecar.v1B\x16\x43ompactionServiceProtoP\x01ZUgithub.com/compaction-sidecar/compaction-sidecar/clients/go/compactionv1;compactionv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -43,6 +43,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CREATESESSIONREQUEST_LABELSENTRY']._serialized_options = b'8\001'
   _globals['_LISTSESSIONSREQUEST_LABELFILTERENTRY']._loaded_options = None
   _globals['_LISTSESSIONSREQUEST_LABELFILTERENTRY']._serialized_options = b'8\001'
+  _globals['_LABELUPDATE_SETENTRY']._loaded_options = None
+  _globals['_LABELUPDATE_SETENTRY']._serialized_options = b'8\001'
   _globals['_CREATESESSIONREQUEST']._serialized_start=234
   _globals['_CREATESESSIONREQUEST']._serialized_end=437
   _globals['_CREATESESSIONREQUEST_LABELSENTRY']._serialized_start=392
@@ -62,35 +64,39 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DELETESESSIONRESPONSE']._serialized_start=946
   _globals['_DELETESESSIONRESPONSE']._serialized_end=969
   _globals['_APPENDEVENTSREQUEST']._serialized_start=972
-  _globals['_APPENDEVENTSREQUEST']._serialized_end=1104
-  _globals['_APPENDEVENTSRESPONSE']._serialized_start=1107
-  _globals['_APPENDEVENTSRESPONSE']._serialized_end=1267
-  _globals['_STREAMEVENTSREQUEST']._serialized_start=1270
-  _globals['_STREAMEVENTSREQUEST']._serialized_end=1422
-  _globals['_STREAMEVENTSRESPONSE']._serialized_start=1425
-  _globals['_STREAMEVENTSRESPONSE']._serialized_end=1644
-  _globals['_GETCONTEXTREQUEST']._serialized_start=1646
-  _globals['_GETCONTEXTREQUEST']._serialized_end=1685
-  _globals['_GETCONTEXTRESPONSE']._serialized_start=1687
-  _globals['_GETCONTEXTRESPONSE']._serialized_end=1803
-  _globals['_COMPACTREQUEST']._serialized_start=1805
-  _globals['_COMPACTREQUEST']._serialized_end=1931
-  _globals['_COMPACTRESPONSE']._serialized_start=1933
-  _globals['_COMPACTRESPONSE']._serialized_end=1999
-  _globals['_WATCHSESSIONREQUEST']._serialized_start=2001
-  _globals['_WATCHSESSIONREQUEST']._serialized_end=2042
-  _globals['_WATCHSESSIONRESPONSE']._serialized_start=2044
-  _globals['_WATCHSESSIONRESPONSE']._serialized_end=2149
-  _globals['_LISTEVENTSREQUEST']._serialized_start=2151
-  _globals['_LISTEVENTSREQUEST']._serialized_end=2250
-  _globals['_LISTEVENTSRESPONSE']._serialized_start=2252
-  _globals['_LISTEVENTSRESPONSE']._serialized_end=2335
-  _globals['_SEARCHEVENTSREQUEST']._serialized_start=2338
-  _globals['_SEARCHEVENTSREQUEST']._serialized_end=2579
-  _globals['_SEARCHHIT']._serialized_start=2581
-  _globals['_SEARCHHIT']._serialized_end=2680
-  _globals['_SEARCHEVENTSRESPONSE']._serialized_start=2682
-  _globals['_SEARCHEVENTSRESPONSE']._serialized_end=2769
-  _globals['_COMPACTIONSERVICE']._serialized_start=2772
-  _globals['_COMPACTIONSERVICE']._serialized_end=3802
+  _globals['_APPENDEVENTSREQUEST']._serialized_end=1155
+  _globals['_LABELUPDATE']._serialized_start=1158
+  _globals['_LABELUPDATE']._serialized_end=1327
+  _globals['_LABELUPDATE_SETENTRY']._serialized_start=1285
+  _globals['_LABELUPDATE_SETENTRY']._serialized_end=1327
+  _globals['_APPENDEVENTSRESPONSE']._serialized_start=1330
+  _globals['_APPENDEVENTSRESPONSE']._serialized_end=1490
+  _globals['_STREAMEVENTSREQUEST']._serialized_start=1493
+  _globals['_STREAMEVENTSREQUEST']._serialized_end=1645
+  _globals['_STREAMEVENTSRESPONSE']._serialized_start=1648
+  _globals['_STREAMEVENTSRESPONSE']._serialized_end=1867
+  _globals['_GETCONTEXTREQUEST']._serialized_start=1869
+  _globals['_GETCONTEXTREQUEST']._serialized_end=1908
+  _globals['_GETCONTEXTRESPONSE']._serialized_start=1910
+  _globals['_GETCONTEXTRESPONSE']._serialized_end=2026
+  _globals['_COMPACTREQUEST']._serialized_start=2028
+  _globals['_COMPACTREQUEST']._serialized_end=2154
+  _globals['_COMPACTRESPONSE']._serialized_start=2156
+  _globals['_COMPACTRESPONSE']._serialized_end=2222
+  _globals['_WATCHSESSIONREQUEST']._serialized_start=2224
+  _globals['_WATCHSESSIONREQUEST']._serialized_end=2265
+  _globals['_WATCHSESSIONRESPONSE']._serialized_start=2267
+  _globals['_WATCHSESSIONRESPONSE']._serialized_end=2372
+  _globals['_LISTEVENTSREQUEST']._serialized_start=2374
+  _globals['_LISTEVENTSREQUEST']._serialized_end=2473
+  _globals['_LISTEVENTSRESPONSE']._serialized_start=2475
+  _globals['_LISTEVENTSRESPONSE']._serialized_end=2558
+  _globals['_SEARCHEVENTSREQUEST']._serialized_start=2561
+  _globals['_SEARCHEVENTSREQUEST']._serialized_end=2802
+  _globals['_SEARCHHIT']._serialized_start=2804
+  _globals['_SEARCHHIT']._serialized_end=2903
+  _globals['_SEARCHEVENTSRESPONSE']._serialized_start=2905
+  _globals['_SEARCHEVENTSRESPONSE']._serialized_end=2992
+  _globals['_COMPACTIONSERVICE']._serialized_start=2995
+  _globals['_COMPACTIONSERVICE']._serialized_end=4025
 # @@protoc_insertion_point(module_scope)

@@ -268,6 +268,7 @@ class AppendEventsRequest(_message.Message):
     EVENTS_FIELD_NUMBER: _builtins.int
     EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
     CREATE_IF_MISSING_FIELD_NUMBER: _builtins.int
+    LABEL_UPDATES_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """Required."""
     expected_version: _builtins.int
@@ -280,6 +281,14 @@ class AppendEventsRequest(_message.Message):
     def events(self) -> _containers.RepeatedCompositeFieldContainer[_event_pb2.Event]:
         """At least one event. Stored in one transaction, in this order."""
 
+    @_builtins.property
+    def label_updates(self) -> _containers.RepeatedCompositeFieldContainer[Global___LabelUpdate]:
+        """Label changes stored in the same transaction as the events: they land
+        with the events or not at all, and each session's resulting labels must
+        be within the label limits. An append made only of re-sent events (a
+        retry) writes nothing, label updates included.
+        """
+
     def __init__(
         self,
         *,
@@ -287,14 +296,83 @@ class AppendEventsRequest(_message.Message):
         events: _abc.Iterable[_event_pb2.Event] | None = ...,
         expected_version: _builtins.int = ...,
         create_if_missing: _builtins.bool = ...,
+        label_updates: _abc.Iterable[Global___LabelUpdate] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_if_missing", b"create_if_missing", "events", b"events", "expected_version", b"expected_version", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_if_missing", b"create_if_missing", "events", b"events", "expected_version", b"expected_version", "label_updates", b"label_updates", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AppendEventsRequest: _TypeAlias = AppendEventsRequest  # noqa: Y015
+
+@_typing.final
+class LabelUpdate(_message.Message):
+    """A change to one session's labels, made atomically with an append
+    (AppendEventsRequest.label_updates): e.g. state kept in labels that must
+    change with the event that changed it.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class SetEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    SET_FIELD_NUMBER: _builtins.int
+    REMOVE_FIELD_NUMBER: _builtins.int
+    EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """The session whose labels change. Empty means the session appended to;
+    another id names a session of the same tenant, which is created (no
+    policy, no events) when absent.
+    """
+    expected_version: _builtins.int
+    """When non-zero, the whole append fails with FAILED_PRECONDITION (and
+    nothing is stored) unless this session is at this version: a
+    read-modify-write of the labels without lost updates. An absent session
+    counts as version 0, so any non-zero value refuses to create it.
+    """
+    @_builtins.property
+    def set(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Labels to add or replace."""
+
+    @_builtins.property
+    def remove(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Labels to remove; absent keys are ignored. A key may not also be in set."""
+
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        set: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        remove: _abc.Iterable[_builtins.str] | None = ...,
+        expected_version: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expected_version", b"expected_version", "remove", b"remove", "session_id", b"session_id", "set", b"set"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LabelUpdate: _TypeAlias = LabelUpdate  # noqa: Y015
 
 @_typing.final
 class AppendEventsResponse(_message.Message):

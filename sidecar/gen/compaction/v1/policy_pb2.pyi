@@ -186,8 +186,18 @@ class Strategy(_message.Message):
     TOKEN_BUDGET_FIELD_NUMBER: _builtins.int
     SUMMARIZE_FIELD_NUMBER: _builtins.int
     BOUNDARY_FIELD_NUMBER: _builtins.int
+    MIN_SAVED_TOKENS_FIELD_NUMBER: _builtins.int
     boundary: Global___Boundary.ValueType
     """Where the cut may land."""
+    min_saved_tokens: _builtins.int
+    """Skip a pass (skipped_reason "not_worth_it") unless it frees at least
+    this many tokens: every pass invalidates the provider's prompt cache
+    from its first change on. Window strategies check the plan; summarize
+    checks before any LLM call, expecting a summary as long as the previous
+    one (none: zero), so 1 compacts whenever it can shrink the context, as
+    ADK does. Unset: 0 for window strategies; summarize then skips unless
+    the events leaving outweigh the shadow prompt plus max_summary_tokens.
+    """
     @_builtins.property
     def sliding_window(self) -> Global___SlidingWindow:
         """Keep the last N conversation events."""
@@ -212,13 +222,19 @@ class Strategy(_message.Message):
         token_budget: Global___TokenBudget | None = ...,
         summarize: Global___Summarize | None = ...,
         boundary: Global___Boundary.ValueType = ...,
+        min_saved_tokens: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "sliding_window", b"sliding_window", "summarize", b"summarize", "token_budget", b"token_budget", "turn_window", b"turn_window"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_min_saved_tokens", b"_min_saved_tokens", "kind", b"kind", "min_saved_tokens", b"min_saved_tokens", "sliding_window", b"sliding_window", "summarize", b"summarize", "token_budget", b"token_budget", "turn_window", b"turn_window"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["boundary", b"boundary", "kind", b"kind", "sliding_window", b"sliding_window", "summarize", b"summarize", "token_budget", b"token_budget", "turn_window", b"turn_window"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_min_saved_tokens", b"_min_saved_tokens", "boundary", b"boundary", "kind", b"kind", "min_saved_tokens", b"min_saved_tokens", "sliding_window", b"sliding_window", "summarize", b"summarize", "token_budget", b"token_budget", "turn_window", b"turn_window"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__min_saved_tokens: _TypeAlias = _typing.Literal["min_saved_tokens"]  # noqa: Y015
+    _WhichOneofArgType__min_saved_tokens: _TypeAlias = _typing.Literal["_min_saved_tokens", b"_min_saved_tokens"]  # noqa: Y015
     _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["sliding_window", "turn_window", "token_budget", "summarize"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__min_saved_tokens) -> _WhichOneofReturnType__min_saved_tokens | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
 Global___Strategy: _TypeAlias = Strategy  # noqa: Y015

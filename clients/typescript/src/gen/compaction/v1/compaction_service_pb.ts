@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file compaction/v1/compaction_service.proto.
  */
 export const file_compaction_v1_compaction_service: GenFile = /*@__PURE__*/
-  fileDesc("CiZjb21wYWN0aW9uL3YxL2NvbXBhY3Rpb25fc2VydmljZS5wcm90bxINY29tcGFjdGlvbi52MSLLAQoUQ3JlYXRlU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIvCgZwb2xpY3kYAiABKAsyHy5jb21wYWN0aW9uLnYxLkNvbXBhY3Rpb25Qb2xpY3kSPwoGbGFiZWxzGAMgAygLMi8uY29tcGFjdGlvbi52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdC5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIicKEUdldFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiuwEKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSSQoMbGFiZWxfZmlsdGVyGAMgAygLMjMuY29tcGFjdGlvbi52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0LkxhYmVsRmlsdGVyRW50cnkaMgoQTGFiZWxGaWx0ZXJFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlkKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEigKCHNlc3Npb25zGAEgAygLMhYuY29tcGFjdGlvbi52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKKAQoUVXBkYXRlU2Vzc2lvblJlcXVlc3QSJwoHc2Vzc2lvbhgBIAEoCzIWLmNvbXBhY3Rpb24udjEuU2Vzc2lvbhIvCgt1cGRhdGVfbWFzaxgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2sSGAoQZXhwZWN0ZWRfdmVyc2lvbhgDIAEoAyIqChREZWxldGVTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSKEAQoTQXBwZW5kRXZlbnRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEiQKBmV2ZW50cxgCIAMoCzIULmNvbXBhY3Rpb24udjEuRXZlbnQSGAoQZXhwZWN0ZWRfdmVyc2lvbhgDIAEoAxIZChFjcmVhdGVfaWZfbWlzc2luZxgEIAEoCCKgAQoUQXBwZW5kRXZlbnRzUmVzcG9uc2USJAoGZXZlbnRzGAEgAygLMhQuY29tcGFjdGlvbi52MS5FdmVudBIPCgd2ZXJzaW9uGAIgASgDEjMKCmNvbXBhY3Rpb24YAyABKAsyHy5jb21wYWN0aW9uLnYxLkNvbXBhY3Rpb25SZXN1bHQSHAoUY29tcGFjdGlvbl9zY2hlZHVsZWQYBCABKAgimAEKE1N0cmVhbUV2ZW50c1JlcXVlc3QSEgoKcmVxdWVzdF9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEiQKBmV2ZW50cxgDIAMoCzIULmNvbXBhY3Rpb24udjEuRXZlbnQSGAoQZXhwZWN0ZWRfdmVyc2lvbhgEIAEoAxIZChFjcmVhdGVfaWZfbWlzc2luZxgFIAEoCCLbAQoUU3RyZWFtRXZlbnRzUmVzcG9uc2USEgoKcmVxdWVzdF9pZBgBIAEoCRI1CgZhcHBlbmQYAiABKAsyIy5jb21wYWN0aW9uLnYxLkFwcGVuZEV2ZW50c1Jlc3BvbnNlSAASIwoFZXJyb3IYAyABKAsyEi5nb29nbGUucnBjLlN0YXR1c0gAEjUKCmNvbXBhY3Rpb24YBCABKAsyHy5jb21wYWN0aW9uLnYxLkNvbXBhY3Rpb25SZXN1bHRIABISCgpzZXNzaW9uX2lkGAUgASgJQggKBnJlc3VsdCInChFHZXRDb250ZXh0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJInQKEkdldENvbnRleHRSZXNwb25zZRIkCgZldmVudHMYASADKAsyFC5jb21wYWN0aW9uLnYxLkV2ZW50Eg8KB3ZlcnNpb24YAiABKAMSEwoLdG9rZW5fY291bnQYAyABKAUSEgoKdHVybl9jb3VudBgEIAEoBSJ+Cg5Db21wYWN0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEi8KBnBvbGljeRgCIAEoCzIfLmNvbXBhY3Rpb24udjEuQ29tcGFjdGlvblBvbGljeRINCgVmb3JjZRgDIAEoCBIYChBleHBlY3RlZF92ZXJzaW9uGAQgASgDIkIKD0NvbXBhY3RSZXNwb25zZRIvCgZyZXN1bHQYASABKAsyHy5jb21wYWN0aW9uLnYxLkNvbXBhY3Rpb25SZXN1bHQiKQoTV2F0Y2hTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJImkKFFdhdGNoU2Vzc2lvblJlc3BvbnNlEjUKCmNvbXBhY3Rpb24YASABKAsyHy5jb21wYWN0aW9uLnYxLkNvbXBhY3Rpb25SZXN1bHRIABIQCgZtaXNzZWQYAiABKAVIAEIICgZ1cGRhdGUiYwoRTGlzdEV2ZW50c1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRITCgthY3RpdmVfb25seRgEIAEoCCJTChJMaXN0RXZlbnRzUmVzcG9uc2USJAoGZXZlbnRzGAEgAygLMhQuY29tcGFjdGlvbi52MS5FdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAki8QEKE1NlYXJjaEV2ZW50c1JlcXVlc3QSDQoFcXVlcnkYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIiCgVyb2xlcxgDIAMoDjITLmNvbXBhY3Rpb24udjEuUm9sZRIWCg5pbmNsdWRlX2FjdGl2ZRgEIAEoCBIpCgVzaW5jZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFdW50aWwYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXBhZ2Vfc2l6ZRgHIAEoBRISCgpwYWdlX3Rva2VuGAggASgJImMKCVNlYXJjaEhpdBISCgpzZXNzaW9uX2lkGAEgASgJEiMKBWV2ZW50GAIgASgLMhQuY29tcGFjdGlvbi52MS5FdmVudBIMCgRyYW5rGAMgASgBEg8KB3NuaXBwZXQYBCABKAkiVwoUU2VhcmNoRXZlbnRzUmVzcG9uc2USJgoEaGl0cxgBIAMoCzIYLmNvbXBhY3Rpb24udjEuU2VhcmNoSGl0EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCTKGCAoRQ29tcGFjdGlvblNlcnZpY2USTAoNQ3JlYXRlU2Vzc2lvbhIjLmNvbXBhY3Rpb24udjEuQ3JlYXRlU2Vzc2lvblJlcXVlc3QaFi5jb21wYWN0aW9uLnYxLlNlc3Npb24SRgoKR2V0U2Vzc2lvbhIgLmNvbXBhY3Rpb24udjEuR2V0U2Vzc2lvblJlcXVlc3QaFi5jb21wYWN0aW9uLnYxLlNlc3Npb24SVwoMTGlzdFNlc3Npb25zEiIuY29tcGFjdGlvbi52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0GiMuY29tcGFjdGlvbi52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZRJMCg1VcGRhdGVTZXNzaW9uEiMuY29tcGFjdGlvbi52MS5VcGRhdGVTZXNzaW9uUmVxdWVzdBoWLmNvbXBhY3Rpb24udjEuU2Vzc2lvbhJaCg1EZWxldGVTZXNzaW9uEiMuY29tcGFjdGlvbi52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBokLmNvbXBhY3Rpb24udjEuRGVsZXRlU2Vzc2lvblJlc3BvbnNlElcKDEFwcGVuZEV2ZW50cxIiLmNvbXBhY3Rpb24udjEuQXBwZW5kRXZlbnRzUmVxdWVzdBojLmNvbXBhY3Rpb24udjEuQXBwZW5kRXZlbnRzUmVzcG9uc2USWwoMU3RyZWFtRXZlbnRzEiIuY29tcGFjdGlvbi52MS5TdHJlYW1FdmVudHNSZXF1ZXN0GiMuY29tcGFjdGlvbi52MS5TdHJlYW1FdmVudHNSZXNwb25zZSgBMAESUQoKR2V0Q29udGV4dBIgLmNvbXBhY3Rpb24udjEuR2V0Q29udGV4dFJlcXVlc3QaIS5jb21wYWN0aW9uLnYxLkdldENvbnRleHRSZXNwb25zZRJICgdDb21wYWN0Eh0uY29tcGFjdGlvbi52MS5Db21wYWN0UmVxdWVzdBoeLmNvbXBhY3Rpb24udjEuQ29tcGFjdFJlc3BvbnNlElkKDFdhdGNoU2Vzc2lvbhIiLmNvbXBhY3Rpb24udjEuV2F0Y2hTZXNzaW9uUmVxdWVzdBojLmNvbXBhY3Rpb24udjEuV2F0Y2hTZXNzaW9uUmVzcG9uc2UwARJRCgpMaXN0RXZlbnRzEiAuY29tcGFjdGlvbi52MS5MaXN0RXZlbnRzUmVxdWVzdBohLmNvbXBhY3Rpb24udjEuTGlzdEV2ZW50c1Jlc3BvbnNlElcKDFNlYXJjaEV2ZW50cxIiLmNvbXBhY3Rpb24udjEuU2VhcmNoRXZlbnRzUmVxdWVzdBojLmNvbXBhY3Rpb24udjEuU2VhcmNoRXZlbnRzUmVzcG9uc2VCiwEKGGRldi5jb21wYWN0aW9uc2lkZWNhci52MUIWQ29tcGFjdGlvblNlcnZpY2VQcm90b1ABWlVnaXRodWIuY29tL2NvbXBhY3Rpb24tc2lkZWNhci9jb21wYWN0aW9uLXNpZGVjYXIvY2xpZW50cy9nby9jb21wYWN0aW9udjE7Y29tcGFjdGlvbnYxYgZwcm90bzM", [file_compaction_v1_event, file_compaction_v1_policy, file_compaction_v1_session, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_google_rpc_status]);
+  fileDesc("CiZjb21wYWN0aW9uL3YxL2NvbXBhY3Rpb25fc2VydmljZS5wcm90bxINY29tcGFjdGlvbi52MSLLAQoUQ3JlYXRlU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIvCgZwb2xpY3kYAiABKAsyHy5jb21wYWN0aW9uLnYxLkNvbXBhY3Rpb25Qb2xpY3kSPwoGbGFiZWxzGAMgAygLMi8uY29tcGFjdGlvbi52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdC5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIicKEUdldFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiuwEKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSSQoMbGFiZWxfZmlsdGVyGAMgAygLMjMuY29tcGFjdGlvbi52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0LkxhYmVsRmlsdGVyRW50cnkaMgoQTGFiZWxGaWx0ZXJFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlkKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEigKCHNlc3Npb25zGAEgAygLMhYuY29tcGFjdGlvbi52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKKAQoUVXBkYXRlU2Vzc2lvblJlcXVlc3QSJwoHc2Vzc2lvbhgBIAEoCzIWLmNvbXBhY3Rpb24udjEuU2Vzc2lvbhIvCgt1cGRhdGVfbWFzaxgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2sSGAoQZXhwZWN0ZWRfdmVyc2lvbhgDIAEoAyIqChREZWxldGVTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSK3AQoTQXBwZW5kRXZlbnRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEiQKBmV2ZW50cxgCIAMoCzIULmNvbXBhY3Rpb24udjEuRXZlbnQSGAoQZXhwZWN0ZWRfdmVyc2lvbhgDIAEoAxIZChFjcmVhdGVfaWZfbWlzc2luZxgEIAEoCBIxCg1sYWJlbF91cGRhdGVzGAUgAygLMhouY29tcGFjdGlvbi52MS5MYWJlbFVwZGF0ZSKpAQoLTGFiZWxVcGRhdGUSEgoKc2Vzc2lvbl9pZBgBIAEoCRIwCgNzZXQYAiADKAsyIy5jb21wYWN0aW9uLnYxLkxhYmVsVXBkYXRlLlNldEVudHJ5Eg4KBnJlbW92ZRgDIAMoCRIYChBleHBlY3RlZF92ZXJzaW9uGAQgASgDGioKCFNldEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEioAEKFEFwcGVuZEV2ZW50c1Jlc3BvbnNlEiQKBmV2ZW50cxgBIAMoCzIULmNvbXBhY3Rpb24udjEuRXZlbnQSDwoHdmVyc2lvbhgCIAEoAxIzCgpjb21wYWN0aW9uGAMgASgLMh8uY29tcGFjdGlvbi52MS5Db21wYWN0aW9uUmVzdWx0EhwKFGNvbXBhY3Rpb25fc2NoZWR1bGVkGAQgASgIIpgBChNTdHJlYW1FdmVudHNSZXF1ZXN0EhIKCnJlcXVlc3RfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIkCgZldmVudHMYAyADKAsyFC5jb21wYWN0aW9uLnYxLkV2ZW50EhgKEGV4cGVjdGVkX3ZlcnNpb24YBCABKAMSGQoRY3JlYXRlX2lmX21pc3NpbmcYBSABKAgi2wEKFFN0cmVhbUV2ZW50c1Jlc3BvbnNlEhIKCnJlcXVlc3RfaWQYASABKAkSNQoGYXBwZW5kGAIgASgLMiMuY29tcGFjdGlvbi52MS5BcHBlbmRFdmVudHNSZXNwb25zZUgAEiMKBWVycm9yGAMgASgLMhIuZ29vZ2xlLnJwYy5TdGF0dXNIABI1Cgpjb21wYWN0aW9uGAQgASgLMh8uY29tcGFjdGlvbi52MS5Db21wYWN0aW9uUmVzdWx0SAASEgoKc2Vzc2lvbl9pZBgFIAEoCUIICgZyZXN1bHQiJwoRR2V0Q29udGV4dFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJ0ChJHZXRDb250ZXh0UmVzcG9uc2USJAoGZXZlbnRzGAEgAygLMhQuY29tcGFjdGlvbi52MS5FdmVudBIPCgd2ZXJzaW9uGAIgASgDEhMKC3Rva2VuX2NvdW50GAMgASgFEhIKCnR1cm5fY291bnQYBCABKAUifgoOQ29tcGFjdFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIvCgZwb2xpY3kYAiABKAsyHy5jb21wYWN0aW9uLnYxLkNvbXBhY3Rpb25Qb2xpY3kSDQoFZm9yY2UYAyABKAgSGAoQZXhwZWN0ZWRfdmVyc2lvbhgEIAEoAyJCCg9Db21wYWN0UmVzcG9uc2USLwoGcmVzdWx0GAEgASgLMh8uY29tcGFjdGlvbi52MS5Db21wYWN0aW9uUmVzdWx0IikKE1dhdGNoU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJpChRXYXRjaFNlc3Npb25SZXNwb25zZRI1Cgpjb21wYWN0aW9uGAEgASgLMh8uY29tcGFjdGlvbi52MS5Db21wYWN0aW9uUmVzdWx0SAASEAoGbWlzc2VkGAIgASgFSABCCAoGdXBkYXRlImMKEUxpc3RFdmVudHNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkSEwoLYWN0aXZlX29ubHkYBCABKAgiUwoSTGlzdEV2ZW50c1Jlc3BvbnNlEiQKBmV2ZW50cxgBIAMoCzIULmNvbXBhY3Rpb24udjEuRXZlbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIvEBChNTZWFyY2hFdmVudHNSZXF1ZXN0Eg0KBXF1ZXJ5GAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSIgoFcm9sZXMYAyADKA4yEy5jb21wYWN0aW9uLnYxLlJvbGUSFgoOaW5jbHVkZV9hY3RpdmUYBCABKAgSKQoFc2luY2UYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEikKBXVudGlsGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglwYWdlX3NpemUYByABKAUSEgoKcGFnZV90b2tlbhgIIAEoCSJjCglTZWFyY2hIaXQSEgoKc2Vzc2lvbl9pZBgBIAEoCRIjCgVldmVudBgCIAEoCzIULmNvbXBhY3Rpb24udjEuRXZlbnQSDAoEcmFuaxgDIAEoARIPCgdzbmlwcGV0GAQgASgJIlcKFFNlYXJjaEV2ZW50c1Jlc3BvbnNlEiYKBGhpdHMYASADKAsyGC5jb21wYWN0aW9uLnYxLlNlYXJjaEhpdBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkyhggKEUNvbXBhY3Rpb25TZXJ2aWNlEkwKDUNyZWF0ZVNlc3Npb24SIy5jb21wYWN0aW9uLnYxLkNyZWF0ZVNlc3Npb25SZXF1ZXN0GhYuY29tcGFjdGlvbi52MS5TZXNzaW9uEkYKCkdldFNlc3Npb24SIC5jb21wYWN0aW9uLnYxLkdldFNlc3Npb25SZXF1ZXN0GhYuY29tcGFjdGlvbi52MS5TZXNzaW9uElcKDExpc3RTZXNzaW9ucxIiLmNvbXBhY3Rpb24udjEuTGlzdFNlc3Npb25zUmVxdWVzdBojLmNvbXBhY3Rpb24udjEuTGlzdFNlc3Npb25zUmVzcG9uc2USTAoNVXBkYXRlU2Vzc2lvbhIjLmNvbXBhY3Rpb24udjEuVXBkYXRlU2Vzc2lvblJlcXVlc3QaFi5jb21wYWN0aW9uLnYxLlNlc3Npb24SWgoNRGVsZXRlU2Vzc2lvbhIjLmNvbXBhY3Rpb24udjEuRGVsZXRlU2Vzc2lvblJlcXVlc3QaJC5jb21wYWN0aW9uLnYxLkRlbGV0ZVNlc3Npb25SZXNwb25zZRJXCgxBcHBlbmRFdmVudHMSIi5jb21wYWN0aW9uLnYxLkFwcGVuZEV2ZW50c1JlcXVlc3QaIy5jb21wYWN0aW9uLnYxLkFwcGVuZEV2ZW50c1Jlc3BvbnNlElsKDFN0cmVhbUV2ZW50cxIiLmNvbXBhY3Rpb24udjEuU3RyZWFtRXZlbnRzUmVxdWVzdBojLmNvbXBhY3Rpb24udjEuU3RyZWFtRXZlbnRzUmVzcG9uc2UoATABElEKCkdldENvbnRleHQSIC5jb21wYWN0aW9uLnYxLkdldENvbnRleHRSZXF1ZXN0GiEuY29tcGFjdGlvbi52MS5HZXRDb250ZXh0UmVzcG9uc2USSAoHQ29tcGFjdBIdLmNvbXBhY3Rpb24udjEuQ29tcGFjdFJlcXVlc3QaHi5jb21wYWN0aW9uLnYxLkNvbXBhY3RSZXNwb25zZRJZCgxXYXRjaFNlc3Npb24SIi5jb21wYWN0aW9uLnYxLldhdGNoU2Vzc2lvblJlcXVlc3QaIy5jb21wYWN0aW9uLnYxLldhdGNoU2Vzc2lvblJlc3BvbnNlMAESUQoKTGlzdEV2ZW50cxIgLmNvbXBhY3Rpb24udjEuTGlzdEV2ZW50c1JlcXVlc3QaIS5jb21wYWN0aW9uLnYxLkxpc3RFdmVudHNSZXNwb25zZRJXCgxTZWFyY2hFdmVudHMSIi5jb21wYWN0aW9uLnYxLlNlYXJjaEV2ZW50c1JlcXVlc3QaIy5jb21wYWN0aW9uLnYxLlNlYXJjaEV2ZW50c1Jlc3BvbnNlQosBChhkZXYuY29tcGFjdGlvbnNpZGVjYXIudjFCFkNvbXBhY3Rpb25TZXJ2aWNlUHJvdG9QAVpVZ2l0aHViLmNvbS9jb21wYWN0aW9uLXNpZGVjYXIvY29tcGFjdGlvbi1zaWRlY2FyL2NsaWVudHMvZ28vY29tcGFjdGlvbnYxO2NvbXBhY3Rpb252MWIGcHJvdG8z", [file_compaction_v1_event, file_compaction_v1_policy, file_compaction_v1_session, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_google_rpc_status]);
 
 /**
  * Request of CreateSession.
@@ -248,6 +248,16 @@ export type AppendEventsRequest = Message<"compaction.v1.AppendEventsRequest"> &
    * @generated from field: bool create_if_missing = 4;
    */
   createIfMissing: boolean;
+
+  /**
+   * Label changes stored in the same transaction as the events: they land
+   * with the events or not at all, and each session's resulting labels must
+   * be within the label limits. An append made only of re-sent events (a
+   * retry) writes nothing, label updates included.
+   *
+   * @generated from field: repeated compaction.v1.LabelUpdate label_updates = 5;
+   */
+  labelUpdates: LabelUpdate[];
 };
 
 /**
@@ -256,6 +266,55 @@ export type AppendEventsRequest = Message<"compaction.v1.AppendEventsRequest"> &
  */
 export const AppendEventsRequestSchema: GenMessage<AppendEventsRequest> = /*@__PURE__*/
   messageDesc(file_compaction_v1_compaction_service, 7);
+
+/**
+ * A change to one session's labels, made atomically with an append
+ * (AppendEventsRequest.label_updates): e.g. state kept in labels that must
+ * change with the event that changed it.
+ *
+ * @generated from message compaction.v1.LabelUpdate
+ */
+export type LabelUpdate = Message<"compaction.v1.LabelUpdate"> & {
+  /**
+   * The session whose labels change. Empty means the session appended to;
+   * another id names a session of the same tenant, which is created (no
+   * policy, no events) when absent.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * Labels to add or replace.
+   *
+   * @generated from field: map<string, string> set = 2;
+   */
+  set: { [key: string]: string };
+
+  /**
+   * Labels to remove; absent keys are ignored. A key may not also be in set.
+   *
+   * @generated from field: repeated string remove = 3;
+   */
+  remove: string[];
+
+  /**
+   * When non-zero, the whole append fails with FAILED_PRECONDITION (and
+   * nothing is stored) unless this session is at this version: a
+   * read-modify-write of the labels without lost updates. An absent session
+   * counts as version 0, so any non-zero value refuses to create it.
+   *
+   * @generated from field: int64 expected_version = 4;
+   */
+  expectedVersion: bigint;
+};
+
+/**
+ * Describes the message compaction.v1.LabelUpdate.
+ * Use `create(LabelUpdateSchema)` to create a new message.
+ */
+export const LabelUpdateSchema: GenMessage<LabelUpdate> = /*@__PURE__*/
+  messageDesc(file_compaction_v1_compaction_service, 8);
 
 /**
  * Response of AppendEvents.
@@ -298,7 +357,7 @@ export type AppendEventsResponse = Message<"compaction.v1.AppendEventsResponse">
  * Use `create(AppendEventsResponseSchema)` to create a new message.
  */
 export const AppendEventsResponseSchema: GenMessage<AppendEventsResponse> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_compaction_service, 8);
+  messageDesc(file_compaction_v1_compaction_service, 9);
 
 /**
  * One append on the stream.
@@ -347,7 +406,7 @@ export type StreamEventsRequest = Message<"compaction.v1.StreamEventsRequest"> &
  * Use `create(StreamEventsRequestSchema)` to create a new message.
  */
 export const StreamEventsRequestSchema: GenMessage<StreamEventsRequest> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_compaction_service, 9);
+  messageDesc(file_compaction_v1_compaction_service, 10);
 
 /**
  * One message on the stream: an acknowledgement, an error, or a compaction.
@@ -406,7 +465,7 @@ export type StreamEventsResponse = Message<"compaction.v1.StreamEventsResponse">
  * Use `create(StreamEventsResponseSchema)` to create a new message.
  */
 export const StreamEventsResponseSchema: GenMessage<StreamEventsResponse> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_compaction_service, 10);
+  messageDesc(file_compaction_v1_compaction_service, 11);
 
 /**
  * Request of GetContext.
@@ -427,7 +486,7 @@ export type GetContextRequest = Message<"compaction.v1.GetContextRequest"> & {
  * Use `create(GetContextRequestSchema)` to create a new message.
  */
 export const GetContextRequestSchema: GenMessage<GetContextRequest> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_compaction_service, 11);
+  messageDesc(file_compaction_v1_compaction_service, 12);
 
 /**
  * Response of GetContext.
@@ -469,7 +528,7 @@ export type GetContextResponse = Message<"compaction.v1.GetContextResponse"> & {
  * Use `create(GetContextResponseSchema)` to create a new message.
  */
 export const GetContextResponseSchema: GenMessage<GetContextResponse> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_compaction_service, 12);
+  messageDesc(file_compaction_v1_compaction_service, 13);
 
 /**
  * Request of Compact.
@@ -512,7 +571,7 @@ export type CompactRequest = Message<"compaction.v1.CompactRequest"> & {
  * Use `create(CompactRequestSchema)` to create a new message.
  */
 export const CompactRequestSchema: GenMessage<CompactRequest> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_compaction_service, 13);
+  messageDesc(file_compaction_v1_compaction_service, 14);
 
 /**
  * Response of Compact.
@@ -533,7 +592,7 @@ export type CompactResponse = Message<"compaction.v1.CompactResponse"> & {
  * Use `create(CompactResponseSchema)` to create a new message.
  */
 export const CompactResponseSchema: GenMessage<CompactResponse> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_compaction_service, 14);
+  messageDesc(file_compaction_v1_compaction_service, 15);
 
 /**
  * Request of WatchSession.
@@ -554,7 +613,7 @@ export type WatchSessionRequest = Message<"compaction.v1.WatchSessionRequest"> &
  * Use `create(WatchSessionRequestSchema)` to create a new message.
  */
 export const WatchSessionRequestSchema: GenMessage<WatchSessionRequest> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_compaction_service, 15);
+  messageDesc(file_compaction_v1_compaction_service, 16);
 
 /**
  * One message of WatchSession.
@@ -591,7 +650,7 @@ export type WatchSessionResponse = Message<"compaction.v1.WatchSessionResponse">
  * Use `create(WatchSessionResponseSchema)` to create a new message.
  */
 export const WatchSessionResponseSchema: GenMessage<WatchSessionResponse> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_compaction_service, 16);
+  messageDesc(file_compaction_v1_compaction_service, 17);
 
 /**
  * Request of ListEvents.
@@ -633,7 +692,7 @@ export type ListEventsRequest = Message<"compaction.v1.ListEventsRequest"> & {
  * Use `create(ListEventsRequestSchema)` to create a new message.
  */
 export const ListEventsRequestSchema: GenMessage<ListEventsRequest> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_compaction_service, 17);
+  messageDesc(file_compaction_v1_compaction_service, 18);
 
 /**
  * Response of ListEvents.
@@ -661,7 +720,7 @@ export type ListEventsResponse = Message<"compaction.v1.ListEventsResponse"> & {
  * Use `create(ListEventsResponseSchema)` to create a new message.
  */
 export const ListEventsResponseSchema: GenMessage<ListEventsResponse> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_compaction_service, 18);
+  messageDesc(file_compaction_v1_compaction_service, 19);
 
 /**
  * Request of SearchEvents.
@@ -731,7 +790,7 @@ export type SearchEventsRequest = Message<"compaction.v1.SearchEventsRequest"> &
  * Use `create(SearchEventsRequestSchema)` to create a new message.
  */
 export const SearchEventsRequestSchema: GenMessage<SearchEventsRequest> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_compaction_service, 19);
+  messageDesc(file_compaction_v1_compaction_service, 20);
 
 /**
  * One search hit.
@@ -773,7 +832,7 @@ export type SearchHit = Message<"compaction.v1.SearchHit"> & {
  * Use `create(SearchHitSchema)` to create a new message.
  */
 export const SearchHitSchema: GenMessage<SearchHit> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_compaction_service, 20);
+  messageDesc(file_compaction_v1_compaction_service, 21);
 
 /**
  * Response of SearchEvents.
@@ -801,7 +860,7 @@ export type SearchEventsResponse = Message<"compaction.v1.SearchEventsResponse">
  * Use `create(SearchEventsResponseSchema)` to create a new message.
  */
 export const SearchEventsResponseSchema: GenMessage<SearchEventsResponse> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_compaction_service, 21);
+  messageDesc(file_compaction_v1_compaction_service, 22);
 
 /**
  * Owns AI-agent conversation context: a versioned event log per session,

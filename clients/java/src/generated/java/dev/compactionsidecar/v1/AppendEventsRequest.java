@@ -34,6 +34,7 @@ private static final long serialVersionUID = 0L;
   private AppendEventsRequest() {
     sessionId_ = "";
     events_ = java.util.Collections.emptyList();
+    labelUpdates_ = java.util.Collections.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -193,6 +194,82 @@ private static final long serialVersionUID = 0L;
     return createIfMissing_;
   }
 
+  public static final int LABEL_UPDATES_FIELD_NUMBER = 5;
+  @SuppressWarnings("serial")
+  private java.util.List<dev.compactionsidecar.v1.LabelUpdate> labelUpdates_;
+  /**
+   * <pre>
+   * Label changes stored in the same transaction as the events: they land
+   * with the events or not at all, and each session's resulting labels must
+   * be within the label limits. An append made only of re-sent events (a
+   * retry) writes nothing, label updates included.
+   * </pre>
+   *
+   * <code>repeated .compaction.v1.LabelUpdate label_updates = 5 [json_name = "labelUpdates"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<dev.compactionsidecar.v1.LabelUpdate> getLabelUpdatesList() {
+    return labelUpdates_;
+  }
+  /**
+   * <pre>
+   * Label changes stored in the same transaction as the events: they land
+   * with the events or not at all, and each session's resulting labels must
+   * be within the label limits. An append made only of re-sent events (a
+   * retry) writes nothing, label updates included.
+   * </pre>
+   *
+   * <code>repeated .compaction.v1.LabelUpdate label_updates = 5 [json_name = "labelUpdates"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends dev.compactionsidecar.v1.LabelUpdateOrBuilder> 
+      getLabelUpdatesOrBuilderList() {
+    return labelUpdates_;
+  }
+  /**
+   * <pre>
+   * Label changes stored in the same transaction as the events: they land
+   * with the events or not at all, and each session's resulting labels must
+   * be within the label limits. An append made only of re-sent events (a
+   * retry) writes nothing, label updates included.
+   * </pre>
+   *
+   * <code>repeated .compaction.v1.LabelUpdate label_updates = 5 [json_name = "labelUpdates"];</code>
+   */
+  @java.lang.Override
+  public int getLabelUpdatesCount() {
+    return labelUpdates_.size();
+  }
+  /**
+   * <pre>
+   * Label changes stored in the same transaction as the events: they land
+   * with the events or not at all, and each session's resulting labels must
+   * be within the label limits. An append made only of re-sent events (a
+   * retry) writes nothing, label updates included.
+   * </pre>
+   *
+   * <code>repeated .compaction.v1.LabelUpdate label_updates = 5 [json_name = "labelUpdates"];</code>
+   */
+  @java.lang.Override
+  public dev.compactionsidecar.v1.LabelUpdate getLabelUpdates(int index) {
+    return labelUpdates_.get(index);
+  }
+  /**
+   * <pre>
+   * Label changes stored in the same transaction as the events: they land
+   * with the events or not at all, and each session's resulting labels must
+   * be within the label limits. An append made only of re-sent events (a
+   * retry) writes nothing, label updates included.
+   * </pre>
+   *
+   * <code>repeated .compaction.v1.LabelUpdate label_updates = 5 [json_name = "labelUpdates"];</code>
+   */
+  @java.lang.Override
+  public dev.compactionsidecar.v1.LabelUpdateOrBuilder getLabelUpdatesOrBuilder(
+      int index) {
+    return labelUpdates_.get(index);
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -219,6 +296,9 @@ private static final long serialVersionUID = 0L;
     if (createIfMissing_ != false) {
       output.writeBool(4, createIfMissing_);
     }
+    for (int i = 0; i < labelUpdates_.size(); i++) {
+      output.writeMessage(5, labelUpdates_.get(i));
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -243,6 +323,15 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(4, createIfMissing_);
     }
+
+        {
+          final int count = labelUpdates_.size();
+          for (int i = 0; i < count; i++) {
+            size += com.google.protobuf.CodedOutputStream
+              .computeMessageSizeNoTag(labelUpdates_.get(i));
+          }
+          size += 1 * count;
+        }
     return size;
   }
   @java.lang.Override
@@ -275,6 +364,8 @@ private static final long serialVersionUID = 0L;
         != other.getExpectedVersion()) return false;
     if (getCreateIfMissing()
         != other.getCreateIfMissing()) return false;
+    if (!getLabelUpdatesList()
+        .equals(other.getLabelUpdatesList())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -298,6 +389,10 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + CREATE_IF_MISSING_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getCreateIfMissing());
+    if (getLabelUpdatesCount() > 0) {
+      hash = (37 * hash) + LABEL_UPDATES_FIELD_NUMBER;
+      hash = (53 * hash) + getLabelUpdatesList().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -443,6 +538,13 @@ private static final long serialVersionUID = 0L;
       bitField0_ = (bitField0_ & ~0x00000002);
       expectedVersion_ = 0L;
       createIfMissing_ = false;
+      if (labelUpdatesBuilder_ == null) {
+        labelUpdates_ = java.util.Collections.emptyList();
+      } else {
+        labelUpdates_ = null;
+        labelUpdatesBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00000010);
       return this;
     }
 
@@ -484,6 +586,15 @@ private static final long serialVersionUID = 0L;
         result.events_ = events_;
       } else {
         result.events_ = eventsBuilder_.build();
+      }
+      if (labelUpdatesBuilder_ == null) {
+        if (((bitField0_ & 0x00000010) != 0)) {
+          labelUpdates_ = java.util.Collections.unmodifiableList(labelUpdates_);
+          bitField0_ = (bitField0_ & ~0x00000010);
+        }
+        result.labelUpdates_ = labelUpdates_;
+      } else {
+        result.labelUpdates_ = labelUpdatesBuilder_.build();
       }
     }
 
@@ -549,6 +660,32 @@ private static final long serialVersionUID = 0L;
       if (other.getCreateIfMissing() != false) {
         setCreateIfMissing(other.getCreateIfMissing());
       }
+      if (labelUpdatesBuilder_ == null) {
+        if (!other.labelUpdates_.isEmpty()) {
+          if (labelUpdates_.isEmpty()) {
+            labelUpdates_ = other.labelUpdates_;
+            bitField0_ = (bitField0_ & ~0x00000010);
+          } else {
+            ensureLabelUpdatesIsMutable();
+            labelUpdates_.addAll(other.labelUpdates_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.labelUpdates_.isEmpty()) {
+          if (labelUpdatesBuilder_.isEmpty()) {
+            labelUpdatesBuilder_.dispose();
+            labelUpdatesBuilder_ = null;
+            labelUpdates_ = other.labelUpdates_;
+            bitField0_ = (bitField0_ & ~0x00000010);
+            labelUpdatesBuilder_ = 
+              com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                 internalGetLabelUpdatesFieldBuilder() : null;
+          } else {
+            labelUpdatesBuilder_.addAllMessages(other.labelUpdates_);
+          }
+        }
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -601,6 +738,19 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000008;
               break;
             } // case 32
+            case 42: {
+              dev.compactionsidecar.v1.LabelUpdate m =
+                  input.readMessage(
+                      dev.compactionsidecar.v1.LabelUpdate.parser(),
+                      extensionRegistry);
+              if (labelUpdatesBuilder_ == null) {
+                ensureLabelUpdatesIsMutable();
+                labelUpdates_.add(m);
+              } else {
+                labelUpdatesBuilder_.addMessage(m);
+              }
+              break;
+            } // case 42
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1105,6 +1255,366 @@ private static final long serialVersionUID = 0L;
       createIfMissing_ = false;
       onChanged();
       return this;
+    }
+
+    private java.util.List<dev.compactionsidecar.v1.LabelUpdate> labelUpdates_ =
+      java.util.Collections.emptyList();
+    private void ensureLabelUpdatesIsMutable() {
+      if (!((bitField0_ & 0x00000010) != 0)) {
+        labelUpdates_ = new java.util.ArrayList<dev.compactionsidecar.v1.LabelUpdate>(labelUpdates_);
+        bitField0_ |= 0x00000010;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.compactionsidecar.v1.LabelUpdate, dev.compactionsidecar.v1.LabelUpdate.Builder, dev.compactionsidecar.v1.LabelUpdateOrBuilder> labelUpdatesBuilder_;
+
+    /**
+     * <pre>
+     * Label changes stored in the same transaction as the events: they land
+     * with the events or not at all, and each session's resulting labels must
+     * be within the label limits. An append made only of re-sent events (a
+     * retry) writes nothing, label updates included.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.LabelUpdate label_updates = 5 [json_name = "labelUpdates"];</code>
+     */
+    public java.util.List<dev.compactionsidecar.v1.LabelUpdate> getLabelUpdatesList() {
+      if (labelUpdatesBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(labelUpdates_);
+      } else {
+        return labelUpdatesBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <pre>
+     * Label changes stored in the same transaction as the events: they land
+     * with the events or not at all, and each session's resulting labels must
+     * be within the label limits. An append made only of re-sent events (a
+     * retry) writes nothing, label updates included.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.LabelUpdate label_updates = 5 [json_name = "labelUpdates"];</code>
+     */
+    public int getLabelUpdatesCount() {
+      if (labelUpdatesBuilder_ == null) {
+        return labelUpdates_.size();
+      } else {
+        return labelUpdatesBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * Label changes stored in the same transaction as the events: they land
+     * with the events or not at all, and each session's resulting labels must
+     * be within the label limits. An append made only of re-sent events (a
+     * retry) writes nothing, label updates included.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.LabelUpdate label_updates = 5 [json_name = "labelUpdates"];</code>
+     */
+    public dev.compactionsidecar.v1.LabelUpdate getLabelUpdates(int index) {
+      if (labelUpdatesBuilder_ == null) {
+        return labelUpdates_.get(index);
+      } else {
+        return labelUpdatesBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * Label changes stored in the same transaction as the events: they land
+     * with the events or not at all, and each session's resulting labels must
+     * be within the label limits. An append made only of re-sent events (a
+     * retry) writes nothing, label updates included.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.LabelUpdate label_updates = 5 [json_name = "labelUpdates"];</code>
+     */
+    public Builder setLabelUpdates(
+        int index, dev.compactionsidecar.v1.LabelUpdate value) {
+      if (labelUpdatesBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureLabelUpdatesIsMutable();
+        labelUpdates_.set(index, value);
+        onChanged();
+      } else {
+        labelUpdatesBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Label changes stored in the same transaction as the events: they land
+     * with the events or not at all, and each session's resulting labels must
+     * be within the label limits. An append made only of re-sent events (a
+     * retry) writes nothing, label updates included.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.LabelUpdate label_updates = 5 [json_name = "labelUpdates"];</code>
+     */
+    public Builder setLabelUpdates(
+        int index, dev.compactionsidecar.v1.LabelUpdate.Builder builderForValue) {
+      if (labelUpdatesBuilder_ == null) {
+        ensureLabelUpdatesIsMutable();
+        labelUpdates_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        labelUpdatesBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Label changes stored in the same transaction as the events: they land
+     * with the events or not at all, and each session's resulting labels must
+     * be within the label limits. An append made only of re-sent events (a
+     * retry) writes nothing, label updates included.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.LabelUpdate label_updates = 5 [json_name = "labelUpdates"];</code>
+     */
+    public Builder addLabelUpdates(dev.compactionsidecar.v1.LabelUpdate value) {
+      if (labelUpdatesBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureLabelUpdatesIsMutable();
+        labelUpdates_.add(value);
+        onChanged();
+      } else {
+        labelUpdatesBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Label changes stored in the same transaction as the events: they land
+     * with the events or not at all, and each session's resulting labels must
+     * be within the label limits. An append made only of re-sent events (a
+     * retry) writes nothing, label updates included.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.LabelUpdate label_updates = 5 [json_name = "labelUpdates"];</code>
+     */
+    public Builder addLabelUpdates(
+        int index, dev.compactionsidecar.v1.LabelUpdate value) {
+      if (labelUpdatesBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureLabelUpdatesIsMutable();
+        labelUpdates_.add(index, value);
+        onChanged();
+      } else {
+        labelUpdatesBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Label changes stored in the same transaction as the events: they land
+     * with the events or not at all, and each session's resulting labels must
+     * be within the label limits. An append made only of re-sent events (a
+     * retry) writes nothing, label updates included.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.LabelUpdate label_updates = 5 [json_name = "labelUpdates"];</code>
+     */
+    public Builder addLabelUpdates(
+        dev.compactionsidecar.v1.LabelUpdate.Builder builderForValue) {
+      if (labelUpdatesBuilder_ == null) {
+        ensureLabelUpdatesIsMutable();
+        labelUpdates_.add(builderForValue.build());
+        onChanged();
+      } else {
+        labelUpdatesBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Label changes stored in the same transaction as the events: they land
+     * with the events or not at all, and each session's resulting labels must
+     * be within the label limits. An append made only of re-sent events (a
+     * retry) writes nothing, label updates included.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.LabelUpdate label_updates = 5 [json_name = "labelUpdates"];</code>
+     */
+    public Builder addLabelUpdates(
+        int index, dev.compactionsidecar.v1.LabelUpdate.Builder builderForValue) {
+      if (labelUpdatesBuilder_ == null) {
+        ensureLabelUpdatesIsMutable();
+        labelUpdates_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        labelUpdatesBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Label changes stored in the same transaction as the events: they land
+     * with the events or not at all, and each session's resulting labels must
+     * be within the label limits. An append made only of re-sent events (a
+     * retry) writes nothing, label updates included.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.LabelUpdate label_updates = 5 [json_name = "labelUpdates"];</code>
+     */
+    public Builder addAllLabelUpdates(
+        java.lang.Iterable<? extends dev.compactionsidecar.v1.LabelUpdate> values) {
+      if (labelUpdatesBuilder_ == null) {
+        ensureLabelUpdatesIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, labelUpdates_);
+        onChanged();
+      } else {
+        labelUpdatesBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Label changes stored in the same transaction as the events: they land
+     * with the events or not at all, and each session's resulting labels must
+     * be within the label limits. An append made only of re-sent events (a
+     * retry) writes nothing, label updates included.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.LabelUpdate label_updates = 5 [json_name = "labelUpdates"];</code>
+     */
+    public Builder clearLabelUpdates() {
+      if (labelUpdatesBuilder_ == null) {
+        labelUpdates_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00000010);
+        onChanged();
+      } else {
+        labelUpdatesBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Label changes stored in the same transaction as the events: they land
+     * with the events or not at all, and each session's resulting labels must
+     * be within the label limits. An append made only of re-sent events (a
+     * retry) writes nothing, label updates included.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.LabelUpdate label_updates = 5 [json_name = "labelUpdates"];</code>
+     */
+    public Builder removeLabelUpdates(int index) {
+      if (labelUpdatesBuilder_ == null) {
+        ensureLabelUpdatesIsMutable();
+        labelUpdates_.remove(index);
+        onChanged();
+      } else {
+        labelUpdatesBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Label changes stored in the same transaction as the events: they land
+     * with the events or not at all, and each session's resulting labels must
+     * be within the label limits. An append made only of re-sent events (a
+     * retry) writes nothing, label updates included.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.LabelUpdate label_updates = 5 [json_name = "labelUpdates"];</code>
+     */
+    public dev.compactionsidecar.v1.LabelUpdate.Builder getLabelUpdatesBuilder(
+        int index) {
+      return internalGetLabelUpdatesFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * Label changes stored in the same transaction as the events: they land
+     * with the events or not at all, and each session's resulting labels must
+     * be within the label limits. An append made only of re-sent events (a
+     * retry) writes nothing, label updates included.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.LabelUpdate label_updates = 5 [json_name = "labelUpdates"];</code>
+     */
+    public dev.compactionsidecar.v1.LabelUpdateOrBuilder getLabelUpdatesOrBuilder(
+        int index) {
+      if (labelUpdatesBuilder_ == null) {
+        return labelUpdates_.get(index);  } else {
+        return labelUpdatesBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <pre>
+     * Label changes stored in the same transaction as the events: they land
+     * with the events or not at all, and each session's resulting labels must
+     * be within the label limits. An append made only of re-sent events (a
+     * retry) writes nothing, label updates included.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.LabelUpdate label_updates = 5 [json_name = "labelUpdates"];</code>
+     */
+    public java.util.List<? extends dev.compactionsidecar.v1.LabelUpdateOrBuilder> 
+         getLabelUpdatesOrBuilderList() {
+      if (labelUpdatesBuilder_ != null) {
+        return labelUpdatesBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(labelUpdates_);
+      }
+    }
+    /**
+     * <pre>
+     * Label changes stored in the same transaction as the events: they land
+     * with the events or not at all, and each session's resulting labels must
+     * be within the label limits. An append made only of re-sent events (a
+     * retry) writes nothing, label updates included.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.LabelUpdate label_updates = 5 [json_name = "labelUpdates"];</code>
+     */
+    public dev.compactionsidecar.v1.LabelUpdate.Builder addLabelUpdatesBuilder() {
+      return internalGetLabelUpdatesFieldBuilder().addBuilder(
+          dev.compactionsidecar.v1.LabelUpdate.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * Label changes stored in the same transaction as the events: they land
+     * with the events or not at all, and each session's resulting labels must
+     * be within the label limits. An append made only of re-sent events (a
+     * retry) writes nothing, label updates included.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.LabelUpdate label_updates = 5 [json_name = "labelUpdates"];</code>
+     */
+    public dev.compactionsidecar.v1.LabelUpdate.Builder addLabelUpdatesBuilder(
+        int index) {
+      return internalGetLabelUpdatesFieldBuilder().addBuilder(
+          index, dev.compactionsidecar.v1.LabelUpdate.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * Label changes stored in the same transaction as the events: they land
+     * with the events or not at all, and each session's resulting labels must
+     * be within the label limits. An append made only of re-sent events (a
+     * retry) writes nothing, label updates included.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.LabelUpdate label_updates = 5 [json_name = "labelUpdates"];</code>
+     */
+    public java.util.List<dev.compactionsidecar.v1.LabelUpdate.Builder> 
+         getLabelUpdatesBuilderList() {
+      return internalGetLabelUpdatesFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.compactionsidecar.v1.LabelUpdate, dev.compactionsidecar.v1.LabelUpdate.Builder, dev.compactionsidecar.v1.LabelUpdateOrBuilder> 
+        internalGetLabelUpdatesFieldBuilder() {
+      if (labelUpdatesBuilder_ == null) {
+        labelUpdatesBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+            dev.compactionsidecar.v1.LabelUpdate, dev.compactionsidecar.v1.LabelUpdate.Builder, dev.compactionsidecar.v1.LabelUpdateOrBuilder>(
+                labelUpdates_,
+                ((bitField0_ & 0x00000010) != 0),
+                getParentForChildren(),
+                isClean());
+        labelUpdates_ = null;
+      }
+      return labelUpdatesBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:compaction.v1.AppendEventsRequest)

@@ -94,4 +94,63 @@ public interface AppendEventsRequestOrBuilder extends
    * @return The createIfMissing.
    */
   boolean getCreateIfMissing();
+
+  /**
+   * <pre>
+   * Label changes stored in the same transaction as the events: they land
+   * with the events or not at all, and each session's resulting labels must
+   * be within the label limits. An append made only of re-sent events (a
+   * retry) writes nothing, label updates included.
+   * </pre>
+   *
+   * <code>repeated .compaction.v1.LabelUpdate label_updates = 5 [json_name = "labelUpdates"];</code>
+   */
+  java.util.List<dev.compactionsidecar.v1.LabelUpdate> 
+      getLabelUpdatesList();
+  /**
+   * <pre>
+   * Label changes stored in the same transaction as the events: they land
+   * with the events or not at all, and each session's resulting labels must
+   * be within the label limits. An append made only of re-sent events (a
+   * retry) writes nothing, label updates included.
+   * </pre>
+   *
+   * <code>repeated .compaction.v1.LabelUpdate label_updates = 5 [json_name = "labelUpdates"];</code>
+   */
+  dev.compactionsidecar.v1.LabelUpdate getLabelUpdates(int index);
+  /**
+   * <pre>
+   * Label changes stored in the same transaction as the events: they land
+   * with the events or not at all, and each session's resulting labels must
+   * be within the label limits. An append made only of re-sent events (a
+   * retry) writes nothing, label updates included.
+   * </pre>
+   *
+   * <code>repeated .compaction.v1.LabelUpdate label_updates = 5 [json_name = "labelUpdates"];</code>
+   */
+  int getLabelUpdatesCount();
+  /**
+   * <pre>
+   * Label changes stored in the same transaction as the events: they land
+   * with the events or not at all, and each session's resulting labels must
+   * be within the label limits. An append made only of re-sent events (a
+   * retry) writes nothing, label updates included.
+   * </pre>
+   *
+   * <code>repeated .compaction.v1.LabelUpdate label_updates = 5 [json_name = "labelUpdates"];</code>
+   */
+  java.util.List<? extends dev.compactionsidecar.v1.LabelUpdateOrBuilder> 
+      getLabelUpdatesOrBuilderList();
+  /**
+   * <pre>
+   * Label changes stored in the same transaction as the events: they land
+   * with the events or not at all, and each session's resulting labels must
+   * be within the label limits. An append made only of re-sent events (a
+   * retry) writes nothing, label updates included.
+   * </pre>
+   *
+   * <code>repeated .compaction.v1.LabelUpdate label_updates = 5 [json_name = "labelUpdates"];</code>
+   */
+  dev.compactionsidecar.v1.LabelUpdateOrBuilder getLabelUpdatesOrBuilder(
+      int index);
 }

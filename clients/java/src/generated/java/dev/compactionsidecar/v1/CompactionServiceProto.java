@@ -77,6 +77,16 @@ public final class CompactionServiceProto extends com.google.protobuf.GeneratedF
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_compaction_v1_AppendEventsRequest_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_compaction_v1_LabelUpdate_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_compaction_v1_LabelUpdate_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_compaction_v1_LabelUpdate_SetEntry_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_compaction_v1_LabelUpdate_SetEntry_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_compaction_v1_AppendEventsResponse_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -183,95 +193,103 @@ public final class CompactionServiceProto extends com.google.protobuf.GeneratedF
       "MaskR\nupdateMask\022)\n\020expected_version\030\003 \001" +
       "(\003R\017expectedVersion\"5\n\024DeleteSessionRequ" +
       "est\022\035\n\nsession_id\030\001 \001(\tR\tsessionId\"\027\n\025De" +
-      "leteSessionResponse\"\271\001\n\023AppendEventsRequ" +
+      "leteSessionResponse\"\372\001\n\023AppendEventsRequ" +
       "est\022\035\n\nsession_id\030\001 \001(\tR\tsessionId\022,\n\006ev" +
       "ents\030\002 \003(\0132\024.compaction.v1.EventR\006events" +
       "\022)\n\020expected_version\030\003 \001(\003R\017expectedVers" +
       "ion\022*\n\021create_if_missing\030\004 \001(\010R\017createIf" +
-      "Missing\"\322\001\n\024AppendEventsResponse\022,\n\006even" +
-      "ts\030\001 \003(\0132\024.compaction.v1.EventR\006events\022\030" +
-      "\n\007version\030\002 \001(\003R\007version\022?\n\ncompaction\030\003" +
-      " \001(\0132\037.compaction.v1.CompactionResultR\nc" +
-      "ompaction\0221\n\024compaction_scheduled\030\004 \001(\010R" +
-      "\023compactionScheduled\"\330\001\n\023StreamEventsReq" +
-      "uest\022\035\n\nrequest_id\030\001 \001(\tR\trequestId\022\035\n\ns" +
-      "ession_id\030\002 \001(\tR\tsessionId\022,\n\006events\030\003 \003" +
-      "(\0132\024.compaction.v1.EventR\006events\022)\n\020expe" +
-      "cted_version\030\004 \001(\003R\017expectedVersion\022*\n\021c" +
-      "reate_if_missing\030\005 \001(\010R\017createIfMissing\"" +
-      "\214\002\n\024StreamEventsResponse\022\035\n\nrequest_id\030\001" +
-      " \001(\tR\trequestId\022=\n\006append\030\002 \001(\0132#.compac" +
-      "tion.v1.AppendEventsResponseH\000R\006append\022*" +
-      "\n\005error\030\003 \001(\0132\022.google.rpc.StatusH\000R\005err" +
-      "or\022A\n\ncompaction\030\004 \001(\0132\037.compaction.v1.C" +
-      "ompactionResultH\000R\ncompaction\022\035\n\nsession" +
-      "_id\030\005 \001(\tR\tsessionIdB\010\n\006result\"2\n\021GetCon" +
-      "textRequest\022\035\n\nsession_id\030\001 \001(\tR\tsession" +
-      "Id\"\234\001\n\022GetContextResponse\022,\n\006events\030\001 \003(" +
-      "\0132\024.compaction.v1.EventR\006events\022\030\n\007versi" +
-      "on\030\002 \001(\003R\007version\022\037\n\013token_count\030\003 \001(\005R\n" +
-      "tokenCount\022\035\n\nturn_count\030\004 \001(\005R\tturnCoun" +
-      "t\"\251\001\n\016CompactRequest\022\035\n\nsession_id\030\001 \001(\t" +
-      "R\tsessionId\0227\n\006policy\030\002 \001(\0132\037.compaction" +
-      ".v1.CompactionPolicyR\006policy\022\024\n\005force\030\003 " +
-      "\001(\010R\005force\022)\n\020expected_version\030\004 \001(\003R\017ex" +
-      "pectedVersion\"J\n\017CompactResponse\0227\n\006resu" +
-      "lt\030\001 \001(\0132\037.compaction.v1.CompactionResul" +
-      "tR\006result\"4\n\023WatchSessionRequest\022\035\n\nsess" +
-      "ion_id\030\001 \001(\tR\tsessionId\"}\n\024WatchSessionR" +
-      "esponse\022A\n\ncompaction\030\001 \001(\0132\037.compaction" +
-      ".v1.CompactionResultH\000R\ncompaction\022\030\n\006mi" +
-      "ssed\030\002 \001(\005H\000R\006missedB\010\n\006update\"\217\001\n\021ListE" +
-      "ventsRequest\022\035\n\nsession_id\030\001 \001(\tR\tsessio" +
-      "nId\022\033\n\tpage_size\030\002 \001(\005R\010pageSize\022\035\n\npage" +
-      "_token\030\003 \001(\tR\tpageToken\022\037\n\013active_only\030\004" +
-      " \001(\010R\nactiveOnly\"j\n\022ListEventsResponse\022," +
-      "\n\006events\030\001 \003(\0132\024.compaction.v1.EventR\006ev" +
-      "ents\022&\n\017next_page_token\030\002 \001(\tR\rnextPageT" +
-      "oken\"\274\002\n\023SearchEventsRequest\022\024\n\005query\030\001 " +
-      "\001(\tR\005query\022\035\n\nsession_id\030\002 \001(\tR\tsessionI" +
-      "d\022)\n\005roles\030\003 \003(\0162\023.compaction.v1.RoleR\005r" +
-      "oles\022%\n\016include_active\030\004 \001(\010R\rincludeAct" +
-      "ive\0220\n\005since\030\005 \001(\0132\032.google.protobuf.Tim" +
-      "estampR\005since\0220\n\005until\030\006 \001(\0132\032.google.pr" +
-      "otobuf.TimestampR\005until\022\033\n\tpage_size\030\007 \001" +
-      "(\005R\010pageSize\022\035\n\npage_token\030\010 \001(\tR\tpageTo" +
-      "ken\"\204\001\n\tSearchHit\022\035\n\nsession_id\030\001 \001(\tR\ts" +
-      "essionId\022*\n\005event\030\002 \001(\0132\024.compaction.v1." +
-      "EventR\005event\022\022\n\004rank\030\003 \001(\001R\004rank\022\030\n\007snip" +
-      "pet\030\004 \001(\tR\007snippet\"l\n\024SearchEventsRespon" +
-      "se\022,\n\004hits\030\001 \003(\0132\030.compaction.v1.SearchH" +
-      "itR\004hits\022&\n\017next_page_token\030\002 \001(\tR\rnextP" +
-      "ageToken2\206\010\n\021CompactionService\022L\n\rCreate" +
-      "Session\022#.compaction.v1.CreateSessionReq" +
-      "uest\032\026.compaction.v1.Session\022F\n\nGetSessi" +
-      "on\022 .compaction.v1.GetSessionRequest\032\026.c" +
-      "ompaction.v1.Session\022W\n\014ListSessions\022\".c" +
-      "ompaction.v1.ListSessionsRequest\032#.compa" +
-      "ction.v1.ListSessionsResponse\022L\n\rUpdateS" +
-      "ession\022#.compaction.v1.UpdateSessionRequ" +
-      "est\032\026.compaction.v1.Session\022Z\n\rDeleteSes" +
-      "sion\022#.compaction.v1.DeleteSessionReques" +
-      "t\032$.compaction.v1.DeleteSessionResponse\022" +
-      "W\n\014AppendEvents\022\".compaction.v1.AppendEv" +
-      "entsRequest\032#.compaction.v1.AppendEvents" +
-      "Response\022[\n\014StreamEvents\022\".compaction.v1" +
-      ".StreamEventsRequest\032#.compaction.v1.Str" +
-      "eamEventsResponse(\0010\001\022Q\n\nGetContext\022 .co" +
-      "mpaction.v1.GetContextRequest\032!.compacti" +
-      "on.v1.GetContextResponse\022H\n\007Compact\022\035.co" +
-      "mpaction.v1.CompactRequest\032\036.compaction." +
-      "v1.CompactResponse\022Y\n\014WatchSession\022\".com" +
-      "paction.v1.WatchSessionRequest\032#.compact" +
-      "ion.v1.WatchSessionResponse0\001\022Q\n\nListEve" +
-      "nts\022 .compaction.v1.ListEventsRequest\032!." +
-      "compaction.v1.ListEventsResponse\022W\n\014Sear" +
-      "chEvents\022\".compaction.v1.SearchEventsReq" +
-      "uest\032#.compaction.v1.SearchEventsRespons" +
-      "eB\213\001\n\030dev.compactionsidecar.v1B\026Compacti" +
-      "onServiceProtoP\001ZUgithub.com/compaction-" +
-      "sidecar/compaction-sidecar/clients/go/co" +
-      "mpactionv1;compactionv1b\006proto3"
+      "Missing\022?\n\rlabel_updates\030\005 \003(\0132\032.compact" +
+      "ion.v1.LabelUpdateR\014labelUpdates\"\336\001\n\013Lab" +
+      "elUpdate\022\035\n\nsession_id\030\001 \001(\tR\tsessionId\022" +
+      "5\n\003set\030\002 \003(\0132#.compaction.v1.LabelUpdate" +
+      ".SetEntryR\003set\022\026\n\006remove\030\003 \003(\tR\006remove\022)" +
+      "\n\020expected_version\030\004 \001(\003R\017expectedVersio" +
+      "n\0326\n\010SetEntry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005value" +
+      "\030\002 \001(\tR\005value:\0028\001\"\322\001\n\024AppendEventsRespon" +
+      "se\022,\n\006events\030\001 \003(\0132\024.compaction.v1.Event" +
+      "R\006events\022\030\n\007version\030\002 \001(\003R\007version\022?\n\nco" +
+      "mpaction\030\003 \001(\0132\037.compaction.v1.Compactio" +
+      "nResultR\ncompaction\0221\n\024compaction_schedu" +
+      "led\030\004 \001(\010R\023compactionScheduled\"\330\001\n\023Strea" +
+      "mEventsRequest\022\035\n\nrequest_id\030\001 \001(\tR\trequ" +
+      "estId\022\035\n\nsession_id\030\002 \001(\tR\tsessionId\022,\n\006" +
+      "events\030\003 \003(\0132\024.compaction.v1.EventR\006even" +
+      "ts\022)\n\020expected_version\030\004 \001(\003R\017expectedVe" +
+      "rsion\022*\n\021create_if_missing\030\005 \001(\010R\017create" +
+      "IfMissing\"\214\002\n\024StreamEventsResponse\022\035\n\nre" +
+      "quest_id\030\001 \001(\tR\trequestId\022=\n\006append\030\002 \001(" +
+      "\0132#.compaction.v1.AppendEventsResponseH\000" +
+      "R\006append\022*\n\005error\030\003 \001(\0132\022.google.rpc.Sta" +
+      "tusH\000R\005error\022A\n\ncompaction\030\004 \001(\0132\037.compa" +
+      "ction.v1.CompactionResultH\000R\ncompaction\022" +
+      "\035\n\nsession_id\030\005 \001(\tR\tsessionIdB\010\n\006result" +
+      "\"2\n\021GetContextRequest\022\035\n\nsession_id\030\001 \001(" +
+      "\tR\tsessionId\"\234\001\n\022GetContextResponse\022,\n\006e" +
+      "vents\030\001 \003(\0132\024.compaction.v1.EventR\006event" +
+      "s\022\030\n\007version\030\002 \001(\003R\007version\022\037\n\013token_cou" +
+      "nt\030\003 \001(\005R\ntokenCount\022\035\n\nturn_count\030\004 \001(\005" +
+      "R\tturnCount\"\251\001\n\016CompactRequest\022\035\n\nsessio" +
+      "n_id\030\001 \001(\tR\tsessionId\0227\n\006policy\030\002 \001(\0132\037." +
+      "compaction.v1.CompactionPolicyR\006policy\022\024" +
+      "\n\005force\030\003 \001(\010R\005force\022)\n\020expected_version" +
+      "\030\004 \001(\003R\017expectedVersion\"J\n\017CompactRespon" +
+      "se\0227\n\006result\030\001 \001(\0132\037.compaction.v1.Compa" +
+      "ctionResultR\006result\"4\n\023WatchSessionReque" +
+      "st\022\035\n\nsession_id\030\001 \001(\tR\tsessionId\"}\n\024Wat" +
+      "chSessionResponse\022A\n\ncompaction\030\001 \001(\0132\037." +
+      "compaction.v1.CompactionResultH\000R\ncompac" +
+      "tion\022\030\n\006missed\030\002 \001(\005H\000R\006missedB\010\n\006update" +
+      "\"\217\001\n\021ListEventsRequest\022\035\n\nsession_id\030\001 \001" +
+      "(\tR\tsessionId\022\033\n\tpage_size\030\002 \001(\005R\010pageSi" +
+      "ze\022\035\n\npage_token\030\003 \001(\tR\tpageToken\022\037\n\013act" +
+      "ive_only\030\004 \001(\010R\nactiveOnly\"j\n\022ListEvents" +
+      "Response\022,\n\006events\030\001 \003(\0132\024.compaction.v1" +
+      ".EventR\006events\022&\n\017next_page_token\030\002 \001(\tR" +
+      "\rnextPageToken\"\274\002\n\023SearchEventsRequest\022\024" +
+      "\n\005query\030\001 \001(\tR\005query\022\035\n\nsession_id\030\002 \001(\t" +
+      "R\tsessionId\022)\n\005roles\030\003 \003(\0162\023.compaction." +
+      "v1.RoleR\005roles\022%\n\016include_active\030\004 \001(\010R\r" +
+      "includeActive\0220\n\005since\030\005 \001(\0132\032.google.pr" +
+      "otobuf.TimestampR\005since\0220\n\005until\030\006 \001(\0132\032" +
+      ".google.protobuf.TimestampR\005until\022\033\n\tpag" +
+      "e_size\030\007 \001(\005R\010pageSize\022\035\n\npage_token\030\010 \001" +
+      "(\tR\tpageToken\"\204\001\n\tSearchHit\022\035\n\nsession_i" +
+      "d\030\001 \001(\tR\tsessionId\022*\n\005event\030\002 \001(\0132\024.comp" +
+      "action.v1.EventR\005event\022\022\n\004rank\030\003 \001(\001R\004ra" +
+      "nk\022\030\n\007snippet\030\004 \001(\tR\007snippet\"l\n\024SearchEv" +
+      "entsResponse\022,\n\004hits\030\001 \003(\0132\030.compaction." +
+      "v1.SearchHitR\004hits\022&\n\017next_page_token\030\002 " +
+      "\001(\tR\rnextPageToken2\206\010\n\021CompactionService" +
+      "\022L\n\rCreateSession\022#.compaction.v1.Create" +
+      "SessionRequest\032\026.compaction.v1.Session\022F" +
+      "\n\nGetSession\022 .compaction.v1.GetSessionR" +
+      "equest\032\026.compaction.v1.Session\022W\n\014ListSe" +
+      "ssions\022\".compaction.v1.ListSessionsReque" +
+      "st\032#.compaction.v1.ListSessionsResponse\022" +
+      "L\n\rUpdateSession\022#.compaction.v1.UpdateS" +
+      "essionRequest\032\026.compaction.v1.Session\022Z\n" +
+      "\rDeleteSession\022#.compaction.v1.DeleteSes" +
+      "sionRequest\032$.compaction.v1.DeleteSessio" +
+      "nResponse\022W\n\014AppendEvents\022\".compaction.v" +
+      "1.AppendEventsRequest\032#.compaction.v1.Ap" +
+      "pendEventsResponse\022[\n\014StreamEvents\022\".com" +
+      "paction.v1.StreamEventsRequest\032#.compact" +
+      "ion.v1.StreamEventsResponse(\0010\001\022Q\n\nGetCo" +
+      "ntext\022 .compaction.v1.GetContextRequest\032" +
+      "!.compaction.v1.GetContextResponse\022H\n\007Co" +
+      "mpact\022\035.compaction.v1.CompactRequest\032\036.c" +
+      "ompaction.v1.CompactResponse\022Y\n\014WatchSes" +
+      "sion\022\".compaction.v1.WatchSessionRequest" +
+      "\032#.compaction.v1.WatchSessionResponse0\001\022" +
+      "Q\n\nListEvents\022 .compaction.v1.ListEvents" +
+      "Request\032!.compaction.v1.ListEventsRespon" +
+      "se\022W\n\014SearchEvents\022\".compaction.v1.Searc" +
+      "hEventsRequest\032#.compaction.v1.SearchEve" +
+      "ntsResponseB\213\001\n\030dev.compactionsidecar.v1" +
+      "B\026CompactionServiceProtoP\001ZUgithub.com/c" +
+      "ompaction-sidecar/compaction-sidecar/cli" +
+      "ents/go/compactionv1;compactionv1b\006proto" +
+      "3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -342,87 +360,99 @@ public final class CompactionServiceProto extends com.google.protobuf.GeneratedF
     internal_static_compaction_v1_AppendEventsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_AppendEventsRequest_descriptor,
-        new java.lang.String[] { "SessionId", "Events", "ExpectedVersion", "CreateIfMissing", });
-    internal_static_compaction_v1_AppendEventsResponse_descriptor =
+        new java.lang.String[] { "SessionId", "Events", "ExpectedVersion", "CreateIfMissing", "LabelUpdates", });
+    internal_static_compaction_v1_LabelUpdate_descriptor =
       getDescriptor().getMessageType(8);
+    internal_static_compaction_v1_LabelUpdate_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_compaction_v1_LabelUpdate_descriptor,
+        new java.lang.String[] { "SessionId", "Set", "Remove", "ExpectedVersion", });
+    internal_static_compaction_v1_LabelUpdate_SetEntry_descriptor =
+      internal_static_compaction_v1_LabelUpdate_descriptor.getNestedType(0);
+    internal_static_compaction_v1_LabelUpdate_SetEntry_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_compaction_v1_LabelUpdate_SetEntry_descriptor,
+        new java.lang.String[] { "Key", "Value", });
+    internal_static_compaction_v1_AppendEventsResponse_descriptor =
+      getDescriptor().getMessageType(9);
     internal_static_compaction_v1_AppendEventsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_AppendEventsResponse_descriptor,
         new java.lang.String[] { "Events", "Version", "Compaction", "CompactionScheduled", });
     internal_static_compaction_v1_StreamEventsRequest_descriptor =
-      getDescriptor().getMessageType(9);
+      getDescriptor().getMessageType(10);
     internal_static_compaction_v1_StreamEventsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_StreamEventsRequest_descriptor,
         new java.lang.String[] { "RequestId", "SessionId", "Events", "ExpectedVersion", "CreateIfMissing", });
     internal_static_compaction_v1_StreamEventsResponse_descriptor =
-      getDescriptor().getMessageType(10);
+      getDescriptor().getMessageType(11);
     internal_static_compaction_v1_StreamEventsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_StreamEventsResponse_descriptor,
         new java.lang.String[] { "RequestId", "Append", "Error", "Compaction", "SessionId", "Result", });
     internal_static_compaction_v1_GetContextRequest_descriptor =
-      getDescriptor().getMessageType(11);
+      getDescriptor().getMessageType(12);
     internal_static_compaction_v1_GetContextRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_GetContextRequest_descriptor,
         new java.lang.String[] { "SessionId", });
     internal_static_compaction_v1_GetContextResponse_descriptor =
-      getDescriptor().getMessageType(12);
+      getDescriptor().getMessageType(13);
     internal_static_compaction_v1_GetContextResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_GetContextResponse_descriptor,
         new java.lang.String[] { "Events", "Version", "TokenCount", "TurnCount", });
     internal_static_compaction_v1_CompactRequest_descriptor =
-      getDescriptor().getMessageType(13);
+      getDescriptor().getMessageType(14);
     internal_static_compaction_v1_CompactRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_CompactRequest_descriptor,
         new java.lang.String[] { "SessionId", "Policy", "Force", "ExpectedVersion", });
     internal_static_compaction_v1_CompactResponse_descriptor =
-      getDescriptor().getMessageType(14);
+      getDescriptor().getMessageType(15);
     internal_static_compaction_v1_CompactResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_CompactResponse_descriptor,
         new java.lang.String[] { "Result", });
     internal_static_compaction_v1_WatchSessionRequest_descriptor =
-      getDescriptor().getMessageType(15);
+      getDescriptor().getMessageType(16);
     internal_static_compaction_v1_WatchSessionRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_WatchSessionRequest_descriptor,
         new java.lang.String[] { "SessionId", });
     internal_static_compaction_v1_WatchSessionResponse_descriptor =
-      getDescriptor().getMessageType(16);
+      getDescriptor().getMessageType(17);
     internal_static_compaction_v1_WatchSessionResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_WatchSessionResponse_descriptor,
         new java.lang.String[] { "Compaction", "Missed", "Update", });
     internal_static_compaction_v1_ListEventsRequest_descriptor =
-      getDescriptor().getMessageType(17);
+      getDescriptor().getMessageType(18);
     internal_static_compaction_v1_ListEventsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_ListEventsRequest_descriptor,
         new java.lang.String[] { "SessionId", "PageSize", "PageToken", "ActiveOnly", });
     internal_static_compaction_v1_ListEventsResponse_descriptor =
-      getDescriptor().getMessageType(18);
+      getDescriptor().getMessageType(19);
     internal_static_compaction_v1_ListEventsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_ListEventsResponse_descriptor,
         new java.lang.String[] { "Events", "NextPageToken", });
     internal_static_compaction_v1_SearchEventsRequest_descriptor =
-      getDescriptor().getMessageType(19);
+      getDescriptor().getMessageType(20);
     internal_static_compaction_v1_SearchEventsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_SearchEventsRequest_descriptor,
         new java.lang.String[] { "Query", "SessionId", "Roles", "IncludeActive", "Since", "Until", "PageSize", "PageToken", });
     internal_static_compaction_v1_SearchHit_descriptor =
-      getDescriptor().getMessageType(20);
+      getDescriptor().getMessageType(21);
     internal_static_compaction_v1_SearchHit_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_SearchHit_descriptor,
         new java.lang.String[] { "SessionId", "Event", "Rank", "Snippet", });
     internal_static_compaction_v1_SearchEventsResponse_descriptor =
-      getDescriptor().getMessageType(21);
+      getDescriptor().getMessageType(22);
     internal_static_compaction_v1_SearchEventsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_SearchEventsResponse_descriptor,

@@ -55,6 +55,7 @@ private static final long serialVersionUID = 0L;
             dev.compactionsidecar.v1.Strategy.class, dev.compactionsidecar.v1.Strategy.Builder.class);
   }
 
+  private int bitField0_;
   private int kindCase_ = 0;
   @SuppressWarnings("serial")
   private java.lang.Object kind_;
@@ -299,6 +300,45 @@ private static final long serialVersionUID = 0L;
     return result == null ? dev.compactionsidecar.v1.Boundary.UNRECOGNIZED : result;
   }
 
+  public static final int MIN_SAVED_TOKENS_FIELD_NUMBER = 6;
+  private int minSavedTokens_ = 0;
+  /**
+   * <pre>
+   * Skip a pass (skipped_reason "not_worth_it") unless it frees at least
+   * this many tokens: every pass invalidates the provider's prompt cache
+   * from its first change on. Window strategies check the plan; summarize
+   * checks before any LLM call, expecting a summary as long as the previous
+   * one (none: zero), so 1 compacts whenever it can shrink the context, as
+   * ADK does. Unset: 0 for window strategies; summarize then skips unless
+   * the events leaving outweigh the shadow prompt plus max_summary_tokens.
+   * </pre>
+   *
+   * <code>optional int32 min_saved_tokens = 6 [json_name = "minSavedTokens"];</code>
+   * @return Whether the minSavedTokens field is set.
+   */
+  @java.lang.Override
+  public boolean hasMinSavedTokens() {
+    return ((bitField0_ & 0x00000001) != 0);
+  }
+  /**
+   * <pre>
+   * Skip a pass (skipped_reason "not_worth_it") unless it frees at least
+   * this many tokens: every pass invalidates the provider's prompt cache
+   * from its first change on. Window strategies check the plan; summarize
+   * checks before any LLM call, expecting a summary as long as the previous
+   * one (none: zero), so 1 compacts whenever it can shrink the context, as
+   * ADK does. Unset: 0 for window strategies; summarize then skips unless
+   * the events leaving outweigh the shadow prompt plus max_summary_tokens.
+   * </pre>
+   *
+   * <code>optional int32 min_saved_tokens = 6 [json_name = "minSavedTokens"];</code>
+   * @return The minSavedTokens.
+   */
+  @java.lang.Override
+  public int getMinSavedTokens() {
+    return minSavedTokens_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -328,6 +368,9 @@ private static final long serialVersionUID = 0L;
     if (boundary_ != dev.compactionsidecar.v1.Boundary.BOUNDARY_UNSPECIFIED.getNumber()) {
       output.writeEnum(5, boundary_);
     }
+    if (((bitField0_ & 0x00000001) != 0)) {
+      output.writeInt32(6, minSavedTokens_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -351,6 +394,10 @@ private static final long serialVersionUID = 0L;
     if (boundary_ != dev.compactionsidecar.v1.Boundary.BOUNDARY_UNSPECIFIED.getNumber()) {
       size += com.google.protobuf.CodedOutputStream
         .computeEnumSize(5, boundary_);
+    }
+    if (((bitField0_ & 0x00000001) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeInt32Size(6, minSavedTokens_);
     }
     return size;
   }
@@ -377,6 +424,11 @@ private static final long serialVersionUID = 0L;
     dev.compactionsidecar.v1.Strategy other = (dev.compactionsidecar.v1.Strategy) obj;
 
     if (boundary_ != other.boundary_) return false;
+    if (hasMinSavedTokens() != other.hasMinSavedTokens()) return false;
+    if (hasMinSavedTokens()) {
+      if (getMinSavedTokens()
+          != other.getMinSavedTokens()) return false;
+    }
     if (!getKindCase().equals(other.getKindCase())) return false;
     switch (kindCase_) {
       case 1:
@@ -411,6 +463,10 @@ private static final long serialVersionUID = 0L;
     hash = (19 * hash) + getDescriptor().hashCode();
     hash = (37 * hash) + BOUNDARY_FIELD_NUMBER;
     hash = (53 * hash) + boundary_;
+    if (hasMinSavedTokens()) {
+      hash = (37 * hash) + MIN_SAVED_TOKENS_FIELD_NUMBER;
+      hash = (53 * hash) + getMinSavedTokens();
+    }
     switch (kindCase_) {
       case 1:
         hash = (37 * hash) + SLIDING_WINDOW_FIELD_NUMBER;
@@ -581,6 +637,7 @@ private static final long serialVersionUID = 0L;
         summarizeBuilder_.clear();
       }
       boundary_ = 0;
+      minSavedTokens_ = 0;
       kindCase_ = 0;
       kind_ = null;
       return this;
@@ -620,6 +677,12 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000010) != 0)) {
         result.boundary_ = boundary_;
       }
+      int to_bitField0_ = 0;
+      if (((from_bitField0_ & 0x00000020) != 0)) {
+        result.minSavedTokens_ = minSavedTokens_;
+        to_bitField0_ |= 0x00000001;
+      }
+      result.bitField0_ |= to_bitField0_;
     }
 
     private void buildPartialOneofs(dev.compactionsidecar.v1.Strategy result) {
@@ -657,6 +720,9 @@ private static final long serialVersionUID = 0L;
       if (other == dev.compactionsidecar.v1.Strategy.getDefaultInstance()) return this;
       if (other.boundary_ != 0) {
         setBoundaryValue(other.getBoundaryValue());
+      }
+      if (other.hasMinSavedTokens()) {
+        setMinSavedTokens(other.getMinSavedTokens());
       }
       switch (other.getKindCase()) {
         case SLIDING_WINDOW: {
@@ -736,6 +802,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000010;
               break;
             } // case 40
+            case 48: {
+              minSavedTokens_ = input.readInt32();
+              bitField0_ |= 0x00000020;
+              break;
+            } // case 48
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1540,6 +1611,86 @@ private static final long serialVersionUID = 0L;
     public Builder clearBoundary() {
       bitField0_ = (bitField0_ & ~0x00000010);
       boundary_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private int minSavedTokens_ ;
+    /**
+     * <pre>
+     * Skip a pass (skipped_reason "not_worth_it") unless it frees at least
+     * this many tokens: every pass invalidates the provider's prompt cache
+     * from its first change on. Window strategies check the plan; summarize
+     * checks before any LLM call, expecting a summary as long as the previous
+     * one (none: zero), so 1 compacts whenever it can shrink the context, as
+     * ADK does. Unset: 0 for window strategies; summarize then skips unless
+     * the events leaving outweigh the shadow prompt plus max_summary_tokens.
+     * </pre>
+     *
+     * <code>optional int32 min_saved_tokens = 6 [json_name = "minSavedTokens"];</code>
+     * @return Whether the minSavedTokens field is set.
+     */
+    @java.lang.Override
+    public boolean hasMinSavedTokens() {
+      return ((bitField0_ & 0x00000020) != 0);
+    }
+    /**
+     * <pre>
+     * Skip a pass (skipped_reason "not_worth_it") unless it frees at least
+     * this many tokens: every pass invalidates the provider's prompt cache
+     * from its first change on. Window strategies check the plan; summarize
+     * checks before any LLM call, expecting a summary as long as the previous
+     * one (none: zero), so 1 compacts whenever it can shrink the context, as
+     * ADK does. Unset: 0 for window strategies; summarize then skips unless
+     * the events leaving outweigh the shadow prompt plus max_summary_tokens.
+     * </pre>
+     *
+     * <code>optional int32 min_saved_tokens = 6 [json_name = "minSavedTokens"];</code>
+     * @return The minSavedTokens.
+     */
+    @java.lang.Override
+    public int getMinSavedTokens() {
+      return minSavedTokens_;
+    }
+    /**
+     * <pre>
+     * Skip a pass (skipped_reason "not_worth_it") unless it frees at least
+     * this many tokens: every pass invalidates the provider's prompt cache
+     * from its first change on. Window strategies check the plan; summarize
+     * checks before any LLM call, expecting a summary as long as the previous
+     * one (none: zero), so 1 compacts whenever it can shrink the context, as
+     * ADK does. Unset: 0 for window strategies; summarize then skips unless
+     * the events leaving outweigh the shadow prompt plus max_summary_tokens.
+     * </pre>
+     *
+     * <code>optional int32 min_saved_tokens = 6 [json_name = "minSavedTokens"];</code>
+     * @param value The minSavedTokens to set.
+     * @return This builder for chaining.
+     */
+    public Builder setMinSavedTokens(int value) {
+
+      minSavedTokens_ = value;
+      bitField0_ |= 0x00000020;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Skip a pass (skipped_reason "not_worth_it") unless it frees at least
+     * this many tokens: every pass invalidates the provider's prompt cache
+     * from its first change on. Window strategies check the plan; summarize
+     * checks before any LLM call, expecting a summary as long as the previous
+     * one (none: zero), so 1 compacts whenever it can shrink the context, as
+     * ADK does. Unset: 0 for window strategies; summarize then skips unless
+     * the events leaving outweigh the shadow prompt plus max_summary_tokens.
+     * </pre>
+     *
+     * <code>optional int32 min_saved_tokens = 6 [json_name = "minSavedTokens"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearMinSavedTokens() {
+      bitField0_ = (bitField0_ & ~0x00000020);
+      minSavedTokens_ = 0;
       onChanged();
       return this;
     }

@@ -137,5 +137,36 @@ public interface StrategyOrBuilder extends
    */
   dev.compactionsidecar.v1.Boundary getBoundary();
 
+  /**
+   * <pre>
+   * Skip a pass (skipped_reason "not_worth_it") unless it frees at least
+   * this many tokens: every pass invalidates the provider's prompt cache
+   * from its first change on. Window strategies check the plan; summarize
+   * checks before any LLM call, expecting a summary as long as the previous
+   * one (none: zero), so 1 compacts whenever it can shrink the context, as
+   * ADK does. Unset: 0 for window strategies; summarize then skips unless
+   * the events leaving outweigh the shadow prompt plus max_summary_tokens.
+   * </pre>
+   *
+   * <code>optional int32 min_saved_tokens = 6 [json_name = "minSavedTokens"];</code>
+   * @return Whether the minSavedTokens field is set.
+   */
+  boolean hasMinSavedTokens();
+  /**
+   * <pre>
+   * Skip a pass (skipped_reason "not_worth_it") unless it frees at least
+   * this many tokens: every pass invalidates the provider's prompt cache
+   * from its first change on. Window strategies check the plan; summarize
+   * checks before any LLM call, expecting a summary as long as the previous
+   * one (none: zero), so 1 compacts whenever it can shrink the context, as
+   * ADK does. Unset: 0 for window strategies; summarize then skips unless
+   * the events leaving outweigh the shadow prompt plus max_summary_tokens.
+   * </pre>
+   *
+   * <code>optional int32 min_saved_tokens = 6 [json_name = "minSavedTokens"];</code>
+   * @return The minSavedTokens.
+   */
+  int getMinSavedTokens();
+
   dev.compactionsidecar.v1.Strategy.KindCase getKindCase();
 }

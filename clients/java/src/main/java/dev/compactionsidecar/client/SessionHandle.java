@@ -66,6 +66,7 @@ public final class SessionHandle {
             .addAllEvents(Events.withIds(events))
             .setExpectedVersion(options.expectedVersion())
             .setCreateIfMissing(options.createIfMissing())
+            .addAllLabelUpdates(options.labelUpdates())
             .build();
     return client.unary(stub -> stub.appendEvents(request), true);
   }

@@ -168,7 +168,10 @@ class ConformanceTest {
             .session(append.getSessionId())
             .append(
                 append.getEventsList(),
-                new AppendOptions(append.getExpectedVersion(), append.getCreateIfMissing()));
+                new AppendOptions(
+                    append.getExpectedVersion(),
+                    append.getCreateIfMissing(),
+                    append.getLabelUpdatesList()));
       case "GetContext":
         return client.session(parse(request, GetContextRequest.newBuilder()).build().getSessionId()).context();
       case "Compact":

@@ -7,12 +7,14 @@ import static dev.compactionsidecar.client.Fixtures.u;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.compactionsidecar.v1.AppendEventsResponse;
 import dev.compactionsidecar.v1.CompactionPolicy;
 import dev.compactionsidecar.v1.CompactionResult;
 import dev.compactionsidecar.v1.Event;
+import dev.compactionsidecar.v1.LabelUpdate;
 import dev.compactionsidecar.v1.SearchEventsRequest;
 import dev.compactionsidecar.v1.SearchHit;
 import dev.compactionsidecar.v1.Session;
@@ -184,6 +186,39 @@ class SessionHandleTest {
       assertEquals(2, context.size());
       assertEquals(0, hits.size());
     }
+  }
+
+  @Test
+  void labelUpdatesLandWithTheAppendOrNotAtAll() {
+    SessionHandle chat = client.session("labels-1");
+    chat.append(
+        List.of(u("u1", "open ticket 42")),
+        AppendOptions.creatingIfMissing()
+            .withLabelUpdates(
+                LabelUpdate.newBuilder().putSet("ticket", "42").putSet("state", "open").build(),
+                LabelUpdate.newBuilder().setSessionId("labels-index").putSet("latest", "42").build()));
+    Map<String, String> opened = Map.of("ticket", "42", "state", "open");
+    assertEquals(opened, chat.get().getLabelsMap());
+    Session index = client.getSession("labels-index");
+    assertEquals(Map.of("latest", "42"), index.getLabelsMap());
+
+    SidecarException stale =
+        assertThrows(
+            SidecarException.class,
+            () ->
+                chat.append(
+                    List.of(u("u2", "close ticket 42")),
+                    AppendOptions.DEFAULT.withLabelUpdates(
+                        LabelUpdate.newBuilder().addRemove("state").build(),
+                        LabelUpdate.newBuilder()
+                            .setSessionId("labels-index")
+                            .putSet("latest", "43")
+                            .setExpectedVersion(index.getVersion() + 5)
+                            .build())));
+    assertEquals(Status.Code.FAILED_PRECONDITION, stale.getCode());
+    assertEquals(List.of("u1"), ids(chat.events().collect(Collectors.toList())));
+    assertEquals(opened, chat.get().getLabelsMap());
+    assertEquals(Map.of("latest", "42"), client.getSession("labels-index").getLabelsMap());
   }
 
   @Test
