@@ -24,16 +24,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from google.adk.agents.callback_context import CallbackContext
 from google.adk.errors.already_exists_error import AlreadyExistsError as AdkAlreadyExistsError
+from google.adk.errors.session_not_found_error import SessionNotFoundError
 from google.adk.events.event import Event as AdkEvent
-from google.adk.flows.llm_flows.contents import _get_contents
-from google.adk.models.llm_request import LlmRequest
-from google.adk.models.llm_response import LlmResponse
 from google.adk.sessions.base_session_service import (
     BaseSessionService,
     GetSessionConfig,
@@ -42,32 +38,38 @@ from google.adk.sessions.base_session_service import (
 from google.adk.sessions.session import Session as AdkSession
 from google.adk.sessions.state import State
 
+from sidecar.adapters.adk_callback import CompactingModelCallback
 from sidecar.adapters.adk_mapping import (
+    LABEL_AGENT,
     LABEL_APP,
     LABEL_KIND,
     LABEL_NAMESPACE,
     LABEL_SESSION,
+    LABEL_UPDATE_TIME,
     LABEL_USER,
     adk_policy,
     event_from_sidecar,
     event_to_sidecar,
     identity_labels,
+    json_safe,
     merged_state,
     session_key,
     split_state,
+    state_change,
     state_labels,
     state_of,
     window_to_adk,
 )
+from sidecar.adapters.clients import BARRIER, LoopClients
 from sidecar.client import (
     AlreadyExistsError,
+    AppendResult,
     AsyncClient,
     FailedPreconditionError,
     NotFoundError,
 )
 from sidecar.compaction.policy import CompactionPolicy
-from sidecar.compaction.sliding_window import SlidingWindow
-from sidecar.model import Session
+from sidecar.model import Event, LabelUpdate, Session
 
 __all__ = [
     "CompactingModelCallback",
@@ -78,43 +80,8 @@ __all__ = [
     "session_key",
 ]
 
-_APPEND_BATCH = 500
-
-# A compaction "pass" that never fires: Compact waits for a summary in flight first.
-_BARRIER = CompactionPolicy(trigger=None, strategy=SlidingWindow())
-
-
-# -- the session service ----------------------------------------------------------------
-
-
-class _Clients:
-    """One ``AsyncClient`` per event loop: a grpc.aio channel belongs to the loop that made it
-    (``Runner.run`` runs its own loop in a thread)."""
-
-    def __init__(self, target: AsyncClient | str, options: Mapping[str, Any]) -> None:
-        self._fixed = target if isinstance(target, AsyncClient) else None
-        self._address = target if isinstance(target, str) else ""
-        self._options = dict(options)
-        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncClient] = (
-            weakref.WeakKeyDictionary()
-        )
-
-    def get(self) -> AsyncClient:
-        if self._fixed is not None:
-            return self._fixed
-        loop = asyncio.get_running_loop()
-        client = self._by_loop.get(loop)
-        if client is None:
-            client = AsyncClient(self._address, **self._options)
-            self._by_loop[loop] = client
-        return client
-
-    async def close(self) -> None:
-        """Close the clients this object made (not one it was given)."""
-        loop = asyncio.get_running_loop()
-        client = self._by_loop.pop(loop, None)
-        if client is not None:
-            await client.close()
+# Attempts at a read-merge-write of state before giving up (each lost race retries).
+_ATTEMPTS = 8
 
 
 class CompactionSessionService(BaseSessionService):
@@ -124,11 +91,21 @@ class CompactionSessionService(BaseSessionService):
     event loop is made with ``client_options``). New sessions get ``policy``
     (None: the server's default; see ``adk_policy`` for ADK's settings).
     ``get_session`` returns the active window: archived events are not
-    loaded, the summary turn is. With ``await_compaction`` an append that
-    started a background summary waits for it to land, so the next
-    ``get_session`` sees it (deterministic runs, tests); otherwise it lands
-    when it lands. State lives in the session's labels (app and user state
-    in one holder session per app and per user), at most ~58 KB of JSON each.
+    loaded, the summary turn is.
+
+    A compaction that an append lands is applied to the caller's session at
+    once (``session.events`` becomes the compacted window), so the
+    invocation going on with it sees it — as ADK's own compaction after
+    invocation N is seen by invocation N+1, whose first append (the user's
+    message) is where the interval trigger fires here. With
+    ``await_compaction`` (the default, as in ADK, where compaction runs
+    before the run ends) an append that started a background summary waits
+    for it; with False the summary lands in the background and a later
+    ``get_session`` sees it.
+
+    State lives in the session's labels (app and user state in one holder
+    session per app and per user), at most ~58 KB of JSON each; an event and
+    its state changes are stored in one request, or not at all.
     """
 
     def __init__(
@@ -136,12 +113,12 @@ class CompactionSessionService(BaseSessionService):
         target: AsyncClient | str,
         *,
         policy: CompactionPolicy | None = None,
-        await_compaction: bool = False,
+        await_compaction: bool = True,
         summary_author: str | None = None,
         namespace: str = "adk",
         **client_options: Any,
     ) -> None:
-        self._clients = _Clients(target, client_options)
+        self._clients = LoopClients(target, client_options)
         self.policy = policy
         self.await_compaction = await_compaction
         self.summary_author = summary_author
@@ -151,7 +128,7 @@ class CompactionSessionService(BaseSessionService):
         await self._clients.close()
 
     def _key(self, app_name: str, user_id: str, session_id: str) -> str:
-        return session_key(self.namespace, app_name, user_id, session_id)
+        return session_key(self.namespace, app_name, user_id, _normalized(session_id))
 
     def _app_key(self, app_name: str) -> str:
         return session_key(self.namespace + "-app", app_name, "", "")
@@ -161,36 +138,37 @@ class CompactionSessionService(BaseSessionService):
 
     # -- state holders --
 
-    async def _scope_state(self, key: str) -> dict[str, Any]:
+    async def _header(self, key: str) -> Session | None:
         try:
-            return state_of((await self._clients.get().get_session(key)).labels)
+            return await self._clients.get().get_session(key)
         except NotFoundError:
-            return {}
+            return None
+
+    async def _scope_state(self, key: str) -> dict[str, Any]:
+        header = await self._header(key)
+        return state_of(header.labels) if header is not None else {}
 
     async def _update_state(
-        self, key: str, identity: Mapping[str, str], delta: Mapping[str, Any]
+        self, key: str, identity: Mapping[str, str], delta: Mapping[str, Any], scope: str
     ) -> dict[str, Any]:
-        """Merge ``delta`` into a session's state labels: read, merge, write at that version."""
+        """Merge ``delta`` into a holder's state: read, merge, write at that version."""
         client = self._clients.get()
-        if not delta:
-            return await self._scope_state(key)
-        for _ in range(8):
-            try:
-                current = await client.get_session(key)
-            except NotFoundError:
+        for _ in range(_ATTEMPTS):
+            current = await self._header(key)
+            if current is None:
                 try:
                     await client.create_session(key, None, {**identity, **state_labels(delta)})
-                    return dict(delta)
+                    return json_safe(delta)
                 except AlreadyExistsError:
                     continue
             state = {**state_of(current.labels), **delta}
-            labels = {**identity_labels(current.labels), **state_labels(state)}
+            labels = {**identity_labels(current.labels), **state_labels(state, scope)}
             try:
                 await client.update_session(key, labels=labels, expected_version=current.version)
-                return state
+                return json_safe(state)
             except FailedPreconditionError:
                 continue  # someone else wrote meanwhile: merge again
-        raise RuntimeError(f"state of {key!r} kept changing; gave up after 8 attempts")
+        raise RuntimeError(f"state of {key!r} kept changing; gave up after {_ATTEMPTS} attempts")
 
     def _session_labels(self, app_name: str, user_id: str, session_id: str) -> dict[str, str]:
         """What identifies a session among the labels (and lets list_sessions filter)."""
@@ -208,21 +186,6 @@ class CompactionSessionService(BaseSessionService):
             labels[LABEL_USER] = user_id
         return labels
 
-    async def _write_shared_state(
-        self, app_name: str, user_id: str, app: Mapping[str, Any], user: Mapping[str, Any]
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
-        app_state, user_state = await asyncio.gather(
-            self._update_state(
-                self._app_key(app_name), self._holder_labels("app_state", app_name), app
-            ),
-            self._update_state(
-                self._user_key(app_name, user_id),
-                self._holder_labels("user_state", app_name, user_id),
-                user,
-            ),
-        )
-        return app_state, user_state
-
     # -- BaseSessionService --
 
     async def create_session(
@@ -233,20 +196,46 @@ class CompactionSessionService(BaseSessionService):
         state: dict[str, Any] | None = None,
         session_id: str | None = None,
     ) -> AdkSession:
-        session_id = (session_id or "").strip() or str(uuid.uuid4())
+        """Create a session; its state is checked (size, JSON form) before anything is written."""
+        session_id = _normalized(session_id or "") or str(uuid.uuid4())
         own, app, user = split_state(state or {})
-        labels = {**self._session_labels(app_name, user_id, session_id), **state_labels(own)}
+        labels = {
+            **self._session_labels(app_name, user_id, session_id),
+            **state_labels(own, "session"),
+        }
+        state_labels(app, "app")  # refused here, before anything is written
+        state_labels(user, "user")
+        client = self._clients.get()
         key = self._key(app_name, user_id, session_id)
         try:
-            created = await self._clients.get().create_session(key, self.policy, labels)
+            created = await client.create_session(key, self.policy, labels)
         except AlreadyExistsError as exc:
             raise AdkAlreadyExistsError(f"Session with id {session_id} already exists.") from exc
-        app_state, user_state = await self._write_shared_state(app_name, user_id, app, user)
+        try:
+            app_state, user_state = await asyncio.gather(
+                self._update_state(
+                    self._app_key(app_name),
+                    self._holder_labels("app_state", app_name),
+                    app,
+                    "app",
+                ),
+                self._update_state(
+                    self._user_key(app_name, user_id),
+                    self._holder_labels("user_state", app_name, user_id),
+                    user,
+                    "user",
+                ),
+            )
+        except BaseException:
+            # Refused means nothing stored: take the session back.
+            with contextlib.suppress(Exception):
+                await client.delete_session(key)
+            raise
         return AdkSession(
             id=session_id,
             app_name=app_name,
             user_id=user_id,
-            state=merged_state(own, app_state, user_state),
+            state=merged_state(json_safe(own), app_state, user_state),
             events=[],
             last_update_time=created.update_time.timestamp(),
         )
@@ -271,7 +260,9 @@ class CompactionSessionService(BaseSessionService):
             )
         except NotFoundError:
             return None
-        events = window_to_adk(context.events, self.summary_author)
+        events = window_to_adk(
+            context.events, self.summary_author, header.labels.get(LABEL_AGENT, "model")
+        )
         if config is not None:
             if config.after_timestamp is not None:
                 after = config.after_timestamp
@@ -280,18 +271,19 @@ class CompactionSessionService(BaseSessionService):
                 n = config.num_recent_events
                 events = events[-n:] if n else []
         return AdkSession(
-            id=session_id,
+            id=_normalized(session_id),
             app_name=app_name,
             user_id=user_id,
             state=merged_state(state_of(header.labels), app_state, user_state),
             events=events,
-            last_update_time=header.update_time.timestamp(),
+            last_update_time=_update_time(header),
         )
 
     async def list_sessions(
         self, *, app_name: str, user_id: str | None = None
     ) -> ListSessionsResponse:
-        """The app's (or the user's) sessions, oldest update first; no events, own state only."""
+        """The app's (or the user's) sessions, oldest update first, without events; their
+        state merged with the app's and each user's, as ADK's services list them."""
         label_filter = {
             LABEL_NAMESPACE: self.namespace,
             LABEL_KIND: "session",
@@ -299,23 +291,27 @@ class CompactionSessionService(BaseSessionService):
         }
         if user_id is not None:
             label_filter[LABEL_USER] = user_id
-        found: list[Session] = [
-            s async for s in self._clients.get().list_sessions(label_filter=label_filter)
-        ]
-        found.sort(key=lambda s: s.update_time)
-        return ListSessionsResponse(
-            sessions=[
-                AdkSession(
-                    id=s.labels[LABEL_SESSION],
-                    app_name=app_name,
-                    user_id=s.labels[LABEL_USER],
-                    state=state_of(s.labels),
-                    events=[],
-                    last_update_time=s.update_time.timestamp(),
-                )
-                for s in found
-            ]
+        client = self._clients.get()
+        found: list[Session] = [s async for s in client.list_sessions(label_filter=label_filter)]
+        users = sorted({s.labels[LABEL_USER] for s in found})
+        app_state, *user_states = await asyncio.gather(
+            self._scope_state(self._app_key(app_name)),
+            *(self._scope_state(self._user_key(app_name, u)) for u in users),
         )
+        by_user = dict(zip(users, user_states, strict=True))
+        listed = [
+            AdkSession(
+                id=s.labels[LABEL_SESSION],
+                app_name=app_name,
+                user_id=s.labels[LABEL_USER],
+                state=merged_state(state_of(s.labels), app_state, by_user[s.labels[LABEL_USER]]),
+                events=[],
+                last_update_time=_update_time(s),
+            )
+            for s in found
+        ]
+        listed.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
+        return ListSessionsResponse(sessions=listed)
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Delete the session and its whole log; a missing session is not an error (as in ADK)."""
@@ -328,109 +324,143 @@ class CompactionSessionService(BaseSessionService):
         return await self._scope_state(self._user_key(app_name, user_id))
 
     async def append_event(self, session: AdkSession, event: AdkEvent) -> AdkEvent:
-        """Store the event (temp state trimmed), then apply it to ``session`` as ADK does.
+        """Store the event and its state changes in one request, then apply it as ADK does.
 
-        Stored first: when the service refuses it, the in-memory session is
-        left unchanged. Re-sending an event id is a no-op on the service.
+        Everything is mapped and checked first (state values as ADK stores
+        them, state sizes), so a refusal stores nothing and leaves ``session``
+        as it was. Re-sending an event stores nothing and adds nothing to
+        ``session``. When the append lands a compaction, ``session.events``
+        becomes the compacted window.
         """
         if event.partial:
             return event
         delta = dict(event.actions.state_delta) if event.actions else {}
-        own, app, user = split_state(delta)
         stored = event
-        if len(own) + len(app) + len(user) != len(delta):
+        if any(k.startswith(State.TEMP_PREFIX) for k in delta):
             stored = event.model_copy(deep=True)
             stored.actions.state_delta = {
                 k: v for k, v in delta.items() if not k.startswith(State.TEMP_PREFIX)
             }
-        client = self._clients.get()
+        ours = event_to_sidecar(stored)
         key = self._key(session.app_name, session.user_id, session.id)
-        handle = client.session(key)
-        result = await handle.append([event_to_sidecar(stored)])
-        if own:
-            identity = self._session_labels(session.app_name, session.user_id, session.id)
-            await self._update_state(key, identity, own)
-        if app or user:
-            await self._write_shared_state(session.app_name, session.user_id, app, user)
-        if self.await_compaction and result.compaction_scheduled:
-            await handle.compact(_BARRIER)
-        event = await super().append_event(session=session, event=event)
+        handle = self._clients.get().session(key)
+        result, written = await self._store(session, key, ours, split_state(delta), stored)
+        duplicate = any(e.id == event.id for e in session.events)
+        if not written and duplicate:
+            return event  # a re-sent event: one copy, in the store and in the session
+        if result.compaction_scheduled and self.await_compaction:
+            await handle.compact(BARRIER)
+            landed = True
+        else:
+            landed = result.compaction is not None and result.compaction.compacted
+        if not duplicate:
+            event = await super().append_event(session=session, event=event)
         session.last_update_time = event.timestamp
+        if landed:
+            window = (await handle.context()).events
+            mine = {e.id: e for e in session.events}
+            agents = [e.author for e in session.events if e.author not in ("", "user")]
+            default_author = agents[-1] if agents else "model"
+            session.events[:] = [
+                mine.get(e.id, rendered) if not e.synthetic else rendered
+                for e, rendered in zip(
+                    window, window_to_adk(window, self.summary_author, default_author), strict=True
+                )
+            ]
         return event
 
-
-# -- the before-model callback ----------------------------------------------------------
-
-
-class CompactingModelCallback:
-    """A ``before_model_callback`` that hands the model the compacted window.
-
-    For agents that keep their own session service: before each model call
-    the session's new events are mirrored into the service (idempotent by
-    event id), and the request's contents are rebuilt by ADK's own content
-    builder from the active window (summary turn included) instead of the
-    whole session. The session service is untouched; the history stays
-    whole there and in the service's log.
-    """
-
-    def __init__(
+    async def _store(
         self,
-        target: AsyncClient | str,
-        *,
-        policy: CompactionPolicy | None = None,
-        await_compaction: bool = False,
-        summary_author: str | None = None,
-        namespace: str = "adk-mirror",
-        **client_options: Any,
-    ) -> None:
-        self._clients = _Clients(target, client_options)
-        self.policy = policy
-        self.await_compaction = await_compaction
-        self.summary_author = summary_author
-        self.namespace = namespace
-        self._sent: dict[str, set[str]] = {}
+        session: AdkSession,
+        key: str,
+        ours: Event,
+        deltas: tuple[dict[str, Any], dict[str, Any], dict[str, Any]],
+        event: AdkEvent,
+    ) -> tuple[AppendResult, bool]:
+        """One AppendEvents carrying the event and every state change it makes.
 
-    async def close(self) -> None:
-        await self._clients.close()
-
-    async def _mirror(self, key: str, events: Sequence[AdkEvent]) -> bool:
-        """Append the events not sent yet; True when a background summary was started."""
+        Each state is merged at the version it was read at; when another
+        writer got there first the whole append is refused (nothing stored),
+        and this merges again. True when this call wrote the event.
+        """
+        own, app, user = deltas
         client = self._clients.get()
-        sent = self._sent.get(key)
-        if sent is None:
-            with contextlib.suppress(AlreadyExistsError):  # made by an earlier process
-                await client.create_session(key, self.policy, {LABEL_KIND: "mirror"})
-            sent = self._sent[key] = set()
-        new = [e for e in events if not e.partial and e.id not in sent]
-        scheduled = False
-        handle = client.session(key)
-        for start in range(0, len(new), _APPEND_BATCH):
-            batch = new[start : start + _APPEND_BATCH]
-            result = await handle.append([event_to_sidecar(e) for e in batch])
-            scheduled = scheduled or result.compaction_scheduled
-            sent.update(e.id for e in batch)
-        return scheduled
+        holders = []
+        if app:
+            holders.append(
+                (
+                    self._app_key(session.app_name),
+                    app,
+                    "app",
+                    self._holder_labels("app_state", session.app_name),
+                )
+            )
+        if user:
+            holders.append(
+                (
+                    self._user_key(session.app_name, session.user_id),
+                    user,
+                    "user",
+                    self._holder_labels("user_state", session.app_name, session.user_id),
+                )
+            )
+        for _ in range(_ATTEMPTS):
+            header, *others = await asyncio.gather(
+                self._header(key), *(self._header(h[0]) for h in holders)
+            )
+            if header is None:
+                raise SessionNotFoundError(f"Session {session.id} not found.")
+            chunks, stale = state_change(header.labels, own, "session")
+            updates = [
+                LabelUpdate(
+                    set={**chunks, **_event_labels(event)},
+                    remove=stale,
+                    expected_version=header.version,
+                )
+            ]
+            for (holder_key, delta, scope, identity), current in zip(holders, others, strict=True):
+                labels = current.labels if current is not None else identity
+                chunks, stale = state_change(labels, delta, scope)
+                updates.append(
+                    LabelUpdate(
+                        session_id=holder_key,
+                        set={**(identity if current is None else {}), **chunks},
+                        remove=stale,
+                        expected_version=current.version if current is not None else None,
+                    )
+                )
+            try:
+                result = await client.session(key).append([ours], label_updates=updates)
+            except NotFoundError as exc:
+                raise SessionNotFoundError(f"Session {session.id} not found.") from exc
+            except AlreadyExistsError as exc:
+                raise AdkAlreadyExistsError(
+                    f"Event {event.id} already exists in session {session.id} with"
+                    " different content; an event id may be re-sent only unchanged."
+                ) from exc
+            except FailedPreconditionError:
+                continue  # another writer changed this session or a shared state: merge again
+            return result, result.version != header.version
+        raise RuntimeError(
+            f"session {session.id!r} kept changing under append_event;"
+            f" gave up after {_ATTEMPTS} attempts"
+        )
 
-    async def __call__(
-        self, callback_context: CallbackContext, llm_request: LlmRequest
-    ) -> LlmResponse | None:
-        session = callback_context.session
-        key = session_key(self.namespace, session.app_name, session.user_id, session.id)
-        scheduled = await self._mirror(key, session.events)
-        handle = self._clients.get().session(key)
-        if self.await_compaction and scheduled:
-            await handle.compact(_BARRIER)
-        window = (await handle.context()).events
-        invocation = callback_context._invocation_context
-        keep_ids = any(
-            part.function_call is not None and part.function_call.id
-            for content in llm_request.contents
-            for part in content.parts or []
-        )
-        llm_request.contents = _get_contents(
-            invocation.branch,
-            window_to_adk(window, self.summary_author or callback_context.agent_name),
-            callback_context.agent_name,
-            preserve_function_call_ids=keep_ids,
-        )
-        return None
+
+def _event_labels(event: AdkEvent) -> dict[str, str]:
+    """What the session header keeps of its last event: ADK's last_update_time, the agent."""
+    labels = {LABEL_UPDATE_TIME: repr(event.timestamp)}
+    if event.author not in ("", "user"):
+        labels[LABEL_AGENT] = event.author[:1024]
+    return labels
+
+
+def _normalized(session_id: str) -> str:
+    """Session ids without surrounding whitespace, on every call (as ADK's services do)."""
+    return session_id.strip()
+
+
+def _update_time(header: Session) -> float:
+    """ADK's ``last_update_time``: the timestamp of the last appended event, else creation."""
+    stamp = header.labels.get(LABEL_UPDATE_TIME)
+    return float(stamp) if stamp is not None else header.update_time.timestamp()

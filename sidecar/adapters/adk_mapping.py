@@ -33,6 +33,8 @@ LABEL_NAMESPACE = "adk.namespace"
 LABEL_APP = "adk.app_name"
 LABEL_USER = "adk.user_id"
 LABEL_SESSION = "adk.session_id"
+LABEL_UPDATE_TIME = "adk.last_update_time"  # the last appended event's timestamp, as ADK keeps
+LABEL_AGENT = "adk.last_agent"  # the last agent that spoke: who a summary turn is shown to
 _STATE_LABEL = "adk.state."
 _STATE_CHUNK = 1000  # a label value holds at most 1024 characters
 _MAX_STATE_CHUNKS = 58  # 64 labels per session, less the identity labels
@@ -66,11 +68,23 @@ def adk_policy(
     """A summarizing policy mirroring ADK's ``EventsCompactionConfig``.
 
     ``compaction_interval`` turns since the last compaction, or
-    ``token_threshold`` tokens in the window, fire it (either, as in ADK). The
-    summary keeps ``event_retention_size`` recent events verbatim (token
-    mode) or ``overlap_size`` + 1 (interval mode), showing the first
-    ``overlap_size`` kept events to the summarizer as context. Needs a server
-    with a summarizer (``--summarizer gemini`` or ``extractive``).
+    ``token_threshold`` tokens in the window, fire it (either, as in ADK).
+    The interval fires as the turn after the interval begins, so with
+    ``CompactionSessionService`` that turn's model calls carry the summary of
+    every turn before it, as ADK's calls do after its post-invocation
+    compaction. The summary keeps ``event_retention_size`` recent events
+    verbatim (token mode) or the newest turn (interval mode).
+
+    ``overlap_size`` differs in kind: ADK re-summarizes that many earlier
+    invocations into the next summary; here the previous summary is folded
+    into the next one whole, and ``overlap_size`` kept events are shown to
+    the summarizer as context.
+
+    The cost check is ADK's: a pass is made when it can shrink the context,
+    the new summary expected as long as the previous one (none yet: any
+    saving), so one-line turns compact as in ADK; ``max_summary_tokens``
+    caps the summary. Needs a server with a summarizer (``--summarizer
+    gemini`` or ``extractive``).
     """
     triggers: list[Trigger] = []
     if token_threshold is not None:
@@ -86,7 +100,10 @@ def adk_policy(
     return CompactionPolicy(
         trigger=trigger,
         strategy=Summarize(
-            max_events_to_keep=keep, overlap=overlap, max_summary_tokens=max_summary_tokens
+            max_events_to_keep=keep,
+            overlap=overlap,
+            max_summary_tokens=max_summary_tokens,
+            min_saved_tokens=1,
         ),
     )
 
@@ -240,19 +257,21 @@ def event_from_sidecar(event: Event, *, author: str, timestamp: float | None = N
     return adk
 
 
-def window_to_adk(window: Sequence[Event], summary_author: str | None = None) -> list[AdkEvent]:
+def window_to_adk(
+    window: Sequence[Event], summary_author: str | None = None, default_author: str = "model"
+) -> list[AdkEvent]:
     """The active window as ADK events, in log order.
 
     The summary turn (a user shadow prompt and the model's summary) is
     attributed to ``summary_author``, by default the agent that speaks next
-    in the window, so ADK shows it to that agent as its own earlier turn. Its
-    timestamp is set just before the next event's, so time filters and
-    ordering see it where it stands.
+    in the window (``default_author`` when none does yet), so ADK shows it to
+    that agent as its own earlier turn. Its timestamp is set just before the
+    next event's, so time filters and ordering see it where it stands.
     """
     authors = [e.author for e in window if not e.synthetic and e.author not in ("", "user")]
     following = math.inf
     rendered: list[AdkEvent] = []
-    next_author = authors[-1] if authors else "model"
+    next_author = authors[-1] if authors else default_author
     for event in reversed(window):
         if event.synthetic:
             stamp = min(event.create_time.timestamp(), following - 1e-6)
@@ -295,18 +314,41 @@ def merged_state(
     return merged
 
 
-def state_labels(state: Mapping[str, Any]) -> dict[str, str]:
-    """State as JSON in label chunks (labels are the service's per-session key/value store)."""
+def json_safe(state: Mapping[str, Any]) -> dict[str, Any]:
+    """State as JSON values, as ADK's own services store it: rich types (datetimes,
+    models) faithfully, and values with no JSON form (callables) as their ``repr``."""
+    try:
+        safe: dict[str, Any] = to_jsonable_python(dict(state))
+    except Exception:  # pydantic-core raises several types for unserializable values
+        safe = to_jsonable_python(dict(state), serialize_unknown=True)
+    return safe
+
+
+def state_labels(state: Mapping[str, Any], scope: str = "session") -> dict[str, str]:
+    """State as JSON in label chunks (labels are the service's per-session key/value store).
+
+    Raises ``ValueError`` naming the scope when the state is over the limit.
+    """
     if not state:
         return {}
-    text = json.dumps(to_jsonable_python(dict(state)), ensure_ascii=True, sort_keys=True)
+    text = json.dumps(json_safe(state), ensure_ascii=True, sort_keys=True)
     chunks = [text[i : i + _STATE_CHUNK] for i in range(0, len(text), _STATE_CHUNK)]
     if len(chunks) > _MAX_STATE_CHUNKS:
         raise ValueError(
-            f"state is {len(text)} characters as JSON; the limit is"
+            f"{scope} state would be {len(text)} characters as JSON; the limit is"
             f" {_MAX_STATE_CHUNKS * _STATE_CHUNK} (keep large data in artifacts)"
         )
     return {f"{_STATE_LABEL}{i}": chunk for i, chunk in enumerate(chunks)}
+
+
+def state_change(
+    labels: Mapping[str, str], delta: Mapping[str, Any], scope: str
+) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The label changes that merge ``delta`` into the state held in ``labels``:
+    chunks to set, and stale chunks to remove. Refused (``ValueError``) over the limit."""
+    chunks = state_labels({**state_of(labels), **delta}, scope)
+    stale = tuple(k for k in labels if k.startswith(_STATE_LABEL) and k not in chunks)
+    return chunks, stale
 
 
 def state_of(labels: Mapping[str, str]) -> dict[str, Any]:
