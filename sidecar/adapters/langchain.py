@@ -7,8 +7,12 @@ context instead of the whole history (``wrap_model_call``). Unlike
 LangChain's ``SummarizationMiddleware`` it never removes messages from the
 graph's state — the checkpointed history stays whole, and so does the
 service's log — and the service never keeps a tool result without the call
-that requested it. The system prompt is the agent's own, sent first as
-always; the summary is a user/assistant pair after it.
+that requested it: compaction never makes an orphaned ``ToolMessage``. A
+``ToolMessage`` already orphaned in the state (its call is not there) is
+passed on as it is, as the graph would without this middleware. The system
+prompt is the agent's own, sent first as always; the summary is a
+user/assistant pair after it; a ``SystemMessage`` in the state stays where
+it stands (the latest is never archived).
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ import contextlib
 import hashlib
 import json
 import re
+import uuid
 import weakref
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from langchain.agents.middleware.types import (
@@ -129,24 +134,49 @@ def event_to_message(event: Event) -> AnyMessage:
     raise ValueError(f"unknown role {event.role!r}")
 
 
-def compacted_messages(window: Sequence[Event], messages: Sequence[AnyMessage]) -> list[AnyMessage]:
+def compacted_messages(
+    window: Sequence[Event],
+    messages: Sequence[AnyMessage],
+    mirrored: Collection[str] | None = None,
+) -> list[AnyMessage]:
     """The model's messages: the window in log order, each kept event as the state's own message.
 
-    Messages that reached the state after the window was read (another
-    middleware's) follow it, in state order.
+    Only messages the window archived are left out. Messages the session has
+    never seen (``mirrored``: the ids sent to it; by default everything after
+    the last message the window keeps) — another middleware's, or ones that
+    reached the state after the window was read — stay where they stand,
+    before the kept message that follows them. System messages stay in place
+    like any other (the latest is never archived).
     """
     by_id = {event_id(m): m for m in messages}
+    kept = {e.id for e in window if not e.synthetic}
+    if mirrored is None:
+        last = max((i for i, m in enumerate(messages) if event_id(m) in kept), default=-1)
+        mirrored = {event_id(m) for m in messages[: last + 1]}
+    before: dict[str, list[AnyMessage]] = {}
+    pending: list[AnyMessage] = []
+    for message in messages:
+        mid = event_id(message)
+        if mid in kept:
+            before[mid] = pending
+            pending = []
+        elif mid not in mirrored:
+            pending.append(message)
     out: list[AnyMessage] = []
-    used: set[str] = set()
     for event in window:
-        if event.role is Role.SYSTEM and not event.synthetic:
-            continue  # the agent's system prompt goes first, on its own
-        message = by_id.get(event.id) if not event.synthetic else None
-        out.append(message if message is not None else event_to_message(event))
-        used.add(event.id)
-    last = max((i for i, m in enumerate(messages) if event_id(m) in used), default=-1)
-    out.extend(m for m in messages[last + 1 :] if event_id(m) not in used)
+        own = by_id.get(event.id) if not event.synthetic else None
+        out.extend(before.get(event.id, ()))
+        out.append(own if own is not None else event_to_message(event))
+    out.extend(pending)
     return out
+
+
+def ensure_ids(messages: Sequence[BaseMessage]) -> None:
+    """Give id-less messages an id in place, as LangChain's own middleware does, so that two
+    equal messages stay two events (and the model gets both)."""
+    for message in messages:
+        if message.id is None:
+            message.id = str(uuid.uuid4())
 
 
 def _thread_session_id(runtime: Runtime[Any]) -> str:
@@ -224,6 +254,7 @@ class SessionCompactionMiddleware(AgentMiddleware):
         return f"{self.namespace}/{_SAFE_ID.sub(lambda m: f':{ord(m.group()):02X}', raw)}"
 
     def _new_events(self, key: str, messages: Sequence[AnyMessage]) -> list[Event]:
+        ensure_ids(messages)
         sent = self._sent.setdefault(key, set())
         events = [e for m in messages if (e := message_to_event(m)) is not None]
         return [e for e in events if e.id not in sent]
@@ -271,10 +302,12 @@ class SessionCompactionMiddleware(AgentMiddleware):
         return None
 
     def _compacted(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
-        window = self._windows.pop(self.key(request.runtime), None)
+        key = self.key(request.runtime)
+        window = self._windows.pop(key, None)
         if window is None:  # before_model did not run for this call: leave it alone
             return request
-        return request.override(messages=compacted_messages(window, request.messages))
+        messages = compacted_messages(window, request.messages, self._sent.get(key, set()))
+        return request.override(messages=messages)
 
     def wrap_model_call(
         self,

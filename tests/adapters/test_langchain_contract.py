@@ -1,0 +1,162 @@
+"""``SessionCompactionMiddleware`` as a drop-in: it never loses a message the model should see.
+
+Each case runs a real ``create_agent`` graph with a model that records what
+it receives, against a real server, and compares with what the same graph
+sends without the middleware (or with LangChain's ``SummarizationMiddleware``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain.agents.middleware.types import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langgraph.checkpoint.memory import InMemorySaver
+
+from sidecar.adapters.langchain import SessionCompactionMiddleware, compacted_messages
+from sidecar.client import Client
+from sidecar.compaction.policy import policy_from_dict
+from sidecar.model import Event, Role
+from sidecar.summarizer.prompts import DEFAULT_SHADOW_PROMPT
+from tests.adapters.chat_models import RecordingModel
+
+SUMMARIZE_ALL_BUT_LAST = policy_from_dict(
+    {
+        "trigger": {"turn_count": 1},
+        "strategy": {"summarize": {"max_events_to_keep": 1, "overlap": 0}, "min_saved_tokens": 1},
+    }
+)
+
+
+def texts(messages: Sequence[BaseMessage]) -> list[str]:
+    return [str(m.content) for m in messages]
+
+
+def run(
+    messages: list[AnyMessage],
+    middleware: Sequence[AgentMiddleware[Any, Any]] = (),
+    *,
+    thread: str,
+) -> list[BaseMessage]:
+    """What the model receives on one invocation of a graph whose state starts as ``messages``."""
+    model = RecordingModel()
+    agent = create_agent(model, [], middleware=list(middleware), checkpointer=InMemorySaver())
+    state: Any = {"messages": messages}
+    config: Any = {"configurable": {"thread_id": thread}}
+    agent.invoke(state, config)
+    (seen,) = model.seen
+    return seen
+
+
+def test_a_system_message_in_the_state_reaches_the_model_as_without_the_middleware(
+    sidecar_address: str,
+) -> None:
+    def state() -> list[AnyMessage]:
+        return [
+            HumanMessage("q1"),
+            AIMessage("a1"),
+            SystemMessage("Now answer in French."),
+            HumanMessage("q2"),
+        ]
+
+    plain = run(state(), thread="plain")
+    with Client(sidecar_address) as client:
+        middleware = SessionCompactionMiddleware(client, session_id="sys-in-state")
+        ours = run(state(), [middleware], thread="ours")
+    assert texts(ours) == texts(plain) == ["q1", "a1", "Now answer in French.", "q2"]
+
+
+def test_a_system_message_survives_compaction_in_place(sidecar_address: str) -> None:
+    with Client(sidecar_address) as client:
+        middleware = SessionCompactionMiddleware(
+            client, policy=SUMMARIZE_ALL_BUT_LAST, session_id="sys-kept", await_compaction=True
+        )
+        seen = run(
+            [
+                HumanMessage("q1 " * 50),
+                AIMessage("a1 " * 50),
+                SystemMessage("Use metric units."),
+                HumanMessage("q2"),
+            ],
+            [middleware],
+            thread="sys-kept",
+        )
+    # q1 and a1 are summarized; the latest system message stays where it was stored,
+    # the summary turn goes right before the kept conversation.
+    assert texts(seen)[0] == "Use metric units."
+    assert texts(seen)[1] == DEFAULT_SHADOW_PROMPT.strip()
+    assert texts(seen)[3:] == ["q2"]
+
+
+def test_equal_messages_without_ids_stay_two_messages(sidecar_address: str) -> None:
+    with Client(sidecar_address) as client:
+        middleware = SessionCompactionMiddleware(client, session_id="twins")
+        state: Any = {"messages": [HumanMessage("same"), AIMessage("ok"), HumanMessage("same")]}
+        middleware.before_model(state, None)  # type: ignore[arg-type]
+        assert len({m.id for m in state["messages"]}) == 3
+        log = list(client.session("langchain/twins").events())
+        assert [e.text for e in log] == ["same", "ok", "same"]
+        seen = run(
+            [HumanMessage("same"), AIMessage("ok"), HumanMessage("same")],
+            [SessionCompactionMiddleware(client, session_id="twins-graph")],
+            thread="twins",
+        )
+        assert texts(seen) == ["same", "ok", "same"]
+
+
+class Inject(AgentMiddleware[Any, Any]):
+    """An outer middleware that adds a message in front of the model's input."""
+
+    def wrap_model_call(self, request: ModelRequest[Any], handler: Any) -> ModelResponse[Any]:
+        note = HumanMessage("Context: the user is in Oslo.", id="injected")
+        return handler(request.override(messages=[note, *request.messages]))  # type: ignore[no-any-return]
+
+
+def test_a_message_another_middleware_adds_reaches_the_model(sidecar_address: str) -> None:
+    with Client(sidecar_address) as client:
+        middleware = SessionCompactionMiddleware(client, session_id="injected")
+        seen = run(
+            [HumanMessage("q1"), AIMessage("a1"), HumanMessage("q2")],
+            [Inject(), middleware],
+            thread="injected",
+        )
+    assert texts(seen) == ["Context: the user is in Oslo.", "q1", "a1", "q2"]
+
+
+def test_compaction_never_orphans_a_tool_result_and_passes_an_existing_orphan_as_is() -> None:
+    call = {"id": "c1", "name": "lookup", "args": {}}
+    messages: list[AnyMessage] = [
+        ToolMessage("stray", tool_call_id="nobody", id="t0"),
+        HumanMessage("q1", id="h1"),
+        AIMessage("", tool_calls=[call], id="a1"),
+        ToolMessage("found", tool_call_id="c1", id="t1"),
+        HumanMessage("q2", id="h2"),
+    ]
+    # The window the service keeps (it archived t0 and never cuts between a1 and t1).
+    window = [
+        Event(id="h1", role=Role.USER, text="q1"),
+        Event(id="a1", role=Role.ASSISTANT),
+        Event(id="t1", role=Role.TOOL),
+        Event(id="h2", role=Role.USER, text="q2"),
+    ]
+    mirrored = {m.id for m in messages if m.id}
+    out = compacted_messages(window, messages, mirrored)
+    assert [m.id for m in out] == ["h1", "a1", "t1", "h2"]
+    # Without compaction, an orphan already in the state goes on as the graph would send it.
+    window = [Event(id="t0", role=Role.TOOL), *window]
+    assert [m.id for m in compacted_messages(window, messages, mirrored)] == [
+        "t0",
+        "h1",
+        "a1",
+        "t1",
+        "h2",
+    ]
