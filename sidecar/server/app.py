@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -126,6 +127,13 @@ def make_summarizer(
     return None
 
 
+def _read(path: str, setting: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise InvalidConfig(setting, f"cannot read {path!r}: {exc.strerror or exc}") from None
+
+
 def _credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
     if not (config.tls_cert or config.tls_key):
         if config.tls_client_ca:
@@ -133,9 +141,9 @@ def _credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
         return None
     if not (config.tls_cert and config.tls_key):
         raise InvalidConfig("tls_cert", "--tls-cert and --tls-key go together")
-    key = Path(config.tls_key).read_bytes()
-    cert = Path(config.tls_cert).read_bytes()
-    client_ca = Path(config.tls_client_ca).read_bytes() if config.tls_client_ca else None
+    key = _read(config.tls_key, "tls_key")
+    cert = _read(config.tls_cert, "tls_cert")
+    client_ca = _read(config.tls_client_ca, "tls_client_ca") if config.tls_client_ca else None
     return grpc.ssl_server_credentials(
         [(key, cert)], root_certificates=client_ca, require_client_auth=client_ca is not None
     )
@@ -243,8 +251,13 @@ async def start(
     summarizer: Summarizer | None = None,
     store: Store | None = None,
 ) -> Sidecar:
-    """Open the store and start serving; returns once the ports are bound."""
-    # Everything that can reject the configuration runs before the store opens.
+    """Open the store and start serving; returns once the ports are bound.
+
+    Everything that can reject the configuration is checked before the store
+    opens; a failure after it (a port taken) stops what was started and
+    closes the store before it is raised, so a misconfigured process exits
+    at once instead of hanging on the store's threads.
+    """
     summarizer = summarizer or make_summarizer(config)
     default_policy = config.policy()
     if (
@@ -255,8 +268,58 @@ async def start(
         raise InvalidConfig("default_policy", "summarizes, but --summarizer is none")
     if summarizer is not None and tracing.enabled():
         summarizer = tracing.TracedSummarizer(summarizer)
+    credentials = _credentials(config)
+    tokens = None
+    if config.auth_token_file:
+        try:
+            tokens = TokenFile(config.auth_token_file)
+        except (OSError, ValueError) as exc:
+            raise InvalidConfig("auth_token_file", str(exc)) from exc
     store = store or open_store(config)
     await open_store_patiently(store, config.store_open_timeout_s)
+    undo: list[Callable[[], Awaitable[None]]] = []
+    try:
+        return await _serve_on(config, store, summarizer, default_policy, credentials, tokens, undo)
+    except BaseException:
+        for step in reversed(undo):
+            with contextlib.suppress(Exception):
+                await step()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(store.close(), timeout=5)
+        raise
+
+
+def _close_http(server: Any) -> None:
+    server.shutdown()
+    server.server_close()
+
+
+def _bound(server: grpc.aio.Server, address: str, setting: str, credentials: Any = None) -> int:
+    """Bind ``address``; a taken or malformed address is an InvalidConfig naming the setting."""
+    try:
+        if credentials is None:
+            port = server.add_insecure_port(address)
+        else:
+            port = server.add_secure_port(address, credentials)
+    except RuntimeError:
+        port = 0
+    if port == 0:
+        raise InvalidConfig(
+            setting, f"cannot listen on {address!r}: not host:port, or the port is taken"
+        )
+    return port
+
+
+async def _serve_on(
+    config: ServerConfig,
+    store: Store,
+    summarizer: Summarizer | None,
+    default_policy: Any,
+    credentials: grpc.ServerCredentials | None,
+    tokens: TokenFile | None,
+    undo: list[Callable[[], Awaitable[None]]],
+) -> Sidecar:
+    """The part of ``start`` after the store opened: the engine, the servers, the ports."""
     metrics = Metrics()
     engine = SessionEngine(
         TimedStore.wrap(store, metrics),
@@ -270,6 +333,7 @@ async def start(
         ),
         summary_timeout_s=config.summary_timeout_s,
     )
+    undo.append(functools.partial(engine.close, 0))
     options: list[tuple[str, Any]] = [
         ("grpc.max_receive_message_length", config.max_message_bytes),
         ("grpc.max_send_message_length", config.max_message_bytes),
@@ -283,13 +347,7 @@ async def start(
     interceptors: list[grpc.aio.ServerInterceptor[Any, Any]] = [RpcMetricsInterceptor(metrics)]
     if tracing.enabled():
         interceptors.insert(0, tracing.TracingInterceptor())
-    tokens = None
-    if config.auth_token_file:
-        try:
-            tokens = TokenFile(config.auth_token_file)
-        except (OSError, ValueError) as exc:
-            await store.close()
-            raise InvalidConfig("auth_token_file", str(exc)) from exc
+    if tokens is not None:
         interceptors.append(BearerTokenInterceptor(tokens))
     # Innermost, so the safe deserializer it installs is the one the outer ones pass on.
     interceptors.append(DecodeErrorInterceptor())
@@ -307,32 +365,26 @@ async def start(
     reflection.enable_server_reflection(
         (SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
-    credentials = _credentials(config)
-    if credentials is None:
-        port = server.add_insecure_port(config.listen)
-    else:
-        port = server.add_secure_port(config.listen, credentials)
-    if port == 0:
-        raise InvalidConfig("listen", f"cannot listen on {config.listen}")
+    port = _bound(server, config.listen, "listen", credentials)
     health_server = None
     health_port = None
     if config.health_listen:
         health_server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, health_server)
-        health_port = health_server.add_insecure_port(config.health_listen)
-        if health_port == 0:
-            raise InvalidConfig("health_listen", f"cannot listen on {config.health_listen}")
+        health_port = _bound(health_server, config.health_listen, "health_listen")
         await health_server.start()
+        undo.append(functools.partial(health_server.stop, 0))
     metrics_server = None
     if config.metrics_listen:
         try:
             metrics_server = metrics.serve(config.metrics_listen)
         except (OSError, ValueError) as exc:
-            await store.close()
             raise InvalidConfig(
-                "metrics_listen", f"cannot listen on {config.metrics_listen}: {exc}"
+                "metrics_listen", f"cannot listen on {config.metrics_listen!r}: {exc}"
             ) from exc
+        undo.append(functools.partial(asyncio.to_thread, _close_http, metrics_server))
     await server.start()
+    undo.append(functools.partial(server.stop, 0))
     sidecar = Sidecar(
         config,
         engine,

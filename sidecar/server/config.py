@@ -7,6 +7,7 @@ YAML/JSON file, an environment variable (``COMPACTION_*``), a flag.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 from dataclasses import dataclass, field, fields
@@ -70,7 +71,11 @@ class ServerConfig:
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise InvalidConfig("default_policy", f"is not JSON or YAML: {exc}") from None
+            raise InvalidConfig(
+                "default_policy", f"is not JSON or YAML: {_yaml_problem(exc)}"
+            ) from None
+        if not isinstance(data, dict):
+            raise InvalidConfig("default_policy", _not_a_policy(text))
         try:
             return policy_from_dict(data)
         except InvalidConfig as exc:
@@ -98,6 +103,23 @@ class ServerConfig:
         return self.store if is_postgres_url(self.store) else None
 
 
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML error on one line: what is wrong, and where."""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    mark = getattr(exc, "problem_mark", None)
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    return f"{problem}{where}"
+
+
+def _not_a_policy(text: str) -> str:
+    """What to say of a default_policy that is neither a document nor a file nor none."""
+    if "/" in text or text.endswith((".yaml", ".yml", ".json")):
+        return f"file {text!r} not found (give a policy as JSON or YAML, a file, or none)"
+    hint = difflib.get_close_matches(text.lower(), ["none"], n=1)
+    suggestion = " (did you mean none?)" if hint else ""
+    return f"{text[:60]!r} is not a policy: give a JSON or YAML object, a file, or none{suggestion}"
+
+
 def _env_name(name: str) -> str:
     return "COMPACTION_" + name.upper()
 
@@ -115,15 +137,46 @@ def _to_bool(value: object) -> bool:
 
 
 _KINDS: dict[str, Any] = {"int": int, "float": float, "bool": _to_bool}
+_KIND_NAMES = {
+    "int": "an integer",
+    "float": "a number",
+    "bool": "a boolean (true/false, yes/no, on/off, 1/0)",
+    "str": "a string",
+}
+_CHOICES = {
+    "log_level": ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
+    "log_format": ("text", "json"),
+    "summarizer": ("none", "extractive", "gemini"),
+    "sqlite_synchronous": ("OFF", "NORMAL", "FULL", "EXTRA"),
+}
+# The lowest value each numeric setting may take.
+_AT_LEAST: dict[str, float] = {
+    "max_event_bytes": 1,
+    "max_message_bytes": 1,
+    "max_events_per_append": 1,
+    "max_streams_per_connection": 1,
+    "summary_timeout_s": 0.001,
+    "gemini_timeout_s": 0.001,
+    "gemini_max_retries": 0,
+    "shutdown_grace_s": 0,
+    "store_pool_size": 1,
+    "store_open_timeout_s": 0,
+    "store_probe_interval_s": 0.001,
+    "read_cache_mib": 0,
+    "read_cache_idle_s": 0,
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """One flag per setting; defaults are left unset so that lower layers show through."""
+    """One flag per setting; defaults are left unset so that lower layers show through.
+
+    Flags are read as text and converted by ``load``, so that a bad value's
+    error names the setting and what it must be.
+    """
     parser.add_argument("--config", help="a YAML or JSON file with any of the settings below")
     for f in fields(ServerConfig):
         flag = "--" + f.name.replace("_", "-")
-        kind = _KINDS.get(str(f.type), str)
-        parser.add_argument(flag, type=kind, default=None, help=f"(env {_env_name(f.name)})")
+        parser.add_argument(flag, default=None, help=f"(env {_env_name(f.name)})")
 
 
 def load(args: argparse.Namespace, environ: dict[str, str] | None = None) -> ServerConfig:
@@ -137,13 +190,18 @@ def load(args: argparse.Namespace, environ: dict[str, str] | None = None) -> Ser
         try:
             setattr(config, name, kind(value) if not isinstance(value, dict) else json.dumps(value))
         except (TypeError, ValueError):
-            expected = str(known[name].type)
-            raise InvalidConfig(
-                name, f"from {source}: {value!r} is not a valid {expected}"
-            ) from None
+            expected = _KIND_NAMES.get(str(known[name].type), str(known[name].type))
+            raise InvalidConfig(name, f"from {source}: {value!r} is not {expected}") from None
 
     if getattr(args, "config", None):
-        data = yaml.safe_load(Path(args.config).read_text()) or {}
+        try:
+            data = yaml.safe_load(Path(args.config).read_text()) or {}
+        except OSError as exc:
+            raise InvalidConfig("config", f"cannot read {args.config!r}: {exc.strerror}") from None
+        except yaml.YAMLError as exc:
+            raise InvalidConfig(
+                "config", f"{args.config!r} is not YAML or JSON: {_yaml_problem(exc)}"
+            ) from None
         if not isinstance(data, dict):
             raise InvalidConfig("config", "must be a mapping of settings")
         for key, value in data.items():
@@ -159,12 +217,20 @@ def load(args: argparse.Namespace, environ: dict[str, str] | None = None) -> Ser
         value = getattr(args, name, None)
         if value is not None:
             put(name, value, "--" + name.replace("_", "-"))
-    if config.log_format not in ("text", "json"):
-        raise InvalidConfig("log_format", "must be text or json")
-    if config.read_cache_mib < 0:
-        raise InvalidConfig("read_cache_mib", "must be 0 (no caches) or more")
-    if config.read_cache_idle_s < 0:
-        raise InvalidConfig("read_cache_idle_s", "must be 0 (never release) or more")
-    if config.summarizer not in ("none", "extractive", "gemini"):
-        raise InvalidConfig("summarizer", "must be none, extractive or gemini")
+    check(config)
     return config
+
+
+def check(config: ServerConfig) -> None:
+    """Refuse values no setting can take, naming the setting and what it allows."""
+    for name, allowed in _CHOICES.items():
+        value = getattr(config, name)
+        match = next((a for a in allowed if a.lower() == str(value).lower()), None)
+        if match is None:
+            raise InvalidConfig(name, f"{value!r} is not one of {', '.join(allowed)}")
+        setattr(config, name, match)
+    for name, low in _AT_LEAST.items():
+        value = getattr(config, name)
+        if value < low:
+            bound = "more than 0" if 0 < low < 1 else f"at least {low:g}"
+            raise InvalidConfig(name, f"must be {bound}, got {value!r}")
