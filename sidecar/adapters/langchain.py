@@ -50,7 +50,7 @@ from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.sliding_window import SlidingWindow
 from sidecar.model import Event, Role, ToolCall, ToolResult
 
-_ID = re.compile(r"^[A-Za-z0-9._:~@/+=-]{1,128}$")
+_ID = re.compile(r"[A-Za-z0-9._:~@/+=-]{1,128}")
 _SAFE_ID = re.compile(r"[^A-Za-z0-9._~@+=-]")
 _APPEND_BATCH = 500
 # A compaction "pass" that never fires: Compact waits for a summary in flight first.
@@ -74,7 +74,7 @@ def _text(message: BaseMessage) -> str:
 
 def event_id(message: BaseMessage) -> str:
     """The message's id when the service accepts it, else a stable hash of the message."""
-    if message.id and _ID.match(message.id):
+    if message.id and _ID.fullmatch(message.id):
         return message.id
     basis = message.id or json.dumps(message.model_dump(mode="json"), sort_keys=True)
     return "lc-" + hashlib.sha256(basis.encode()).hexdigest()[:40]

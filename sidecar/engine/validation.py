@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from sidecar.errors import InvalidArgument, LimitExceeded
 from sidecar.model import Event, LabelUpdate, Role
 
-_ID = re.compile(r"^[A-Za-z0-9._:~@/+=-]{1,128}$")
+_ID = re.compile(r"[A-Za-z0-9._:~@/+=-]{1,128}")
 # What the engine accepts: a client's id, in a tenant's namespace or not (see tenancy.py).
-_STORED_ID = re.compile(r"^(?:[A-Za-z0-9._-]{1,64}#)?[A-Za-z0-9._:~@/+=-]{1,128}$")
+_STORED_ID = re.compile(r"(?:[A-Za-z0-9._-]{1,64}#)?[A-Za-z0-9._:~@/+=-]{1,128}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +30,7 @@ class Limits:
 
 def check_session_id(session_id: str, field: str = "session_id") -> None:
     """A session id as a client sends it."""
-    if not _ID.match(session_id):
+    if not _ID.fullmatch(session_id):
         raise InvalidArgument(
             field, "must be 1-128 characters of letters, digits and . _ : ~ @ / + = -"
         )
@@ -38,7 +38,7 @@ def check_session_id(session_id: str, field: str = "session_id") -> None:
 
 def check_stored_session_id(session_id: str, field: str = "session_id") -> None:
     """A session id as the engine stores it: a client's, possibly in a tenant's namespace."""
-    if not _STORED_ID.match(session_id):
+    if not _STORED_ID.fullmatch(session_id):
         raise InvalidArgument(
             field, "must be 1-128 characters of letters, digits and . _ : ~ @ / + = -"
         )
@@ -91,6 +91,56 @@ def check_label_updates(session_id: str, updates: Sequence[LabelUpdate], limits:
                 raise InvalidArgument(f"{field}.remove", f"label {key[:40]!r} is also in set")
 
 
+MAX_JSON_DEPTH = 100
+"""How deep JSON in an event may nest: protobuf's own bound on a message's nesting.
+
+Far below Python's recursion limit, so every reader in this process (an
+adapter's ``json.loads`` deep in a framework's stack) parses what was stored.
+"""
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _refuse_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _nests_deeper(value: object, limit: int) -> bool:
+    """Whether arrays and objects in ``value`` nest more than ``limit`` deep (level by level)."""
+    level = [value]
+    for _ in range(limit):
+        level = [
+            child
+            for item in level
+            if isinstance(item, dict | list)
+            for child in (item.values() if isinstance(item, dict) else item)
+        ]
+    return any(isinstance(item, dict | list) for item in level)
+
+
+def check_strict_json(text: str, field: str) -> None:
+    """JSON as RFC 8259 has it, which every client's parser reads the same way.
+
+    Python's parser also reads NaN and Infinity and lone surrogate escapes
+    (``"\\ud800"``), which other parsers refuse or mangle; and it nests as
+    deep as the stack allows, which is not the same in every reader.
+    """
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError:  # past the stack, so past MAX_JSON_DEPTH too
+        raise InvalidArgument(field, f"nests deeper than {MAX_JSON_DEPTH} levels") from None
+    except ValueError as exc:
+        raise InvalidArgument(field, f"is not valid JSON: {exc}") from None
+    if _nests_deeper(value, MAX_JSON_DEPTH):
+        raise InvalidArgument(field, f"nests deeper than {MAX_JSON_DEPTH} levels")
+    # A lone surrogate is in the text itself, or made by an escape (paired ones decode whole).
+    if _SURROGATE.search(text) or (
+        _SURROGATE_ESCAPE.search(text) and _SURROGATE.search(json.dumps(value, ensure_ascii=False))
+    ):
+        raise InvalidArgument(field, "holds a lone surrogate (\\ud800-\\udfff)")
+
+
 def event_size(event: Event) -> int:
     """Approximate stored size of an event's content, in bytes."""
     size = len(event.text.encode()) + sum(len(p.data) + len(p.uri) for p in event.parts)
@@ -114,7 +164,7 @@ def check_events(events: Sequence[Event], limits: Limits) -> None:
 
 
 def _check_event(event: Event, at: str, limits: Limits) -> None:
-    if event.id and not _ID.match(event.id):
+    if event.id and not _ID.fullmatch(event.id):
         raise InvalidArgument(
             f"{at}.id", "must be 1-128 characters of letters, digits and ._:~@/+=-"
         )
@@ -134,10 +184,7 @@ def _check_event(event: Event, at: str, limits: Limits) -> None:
         seen.add(call.id)
         if not call.name:
             raise InvalidArgument(f"{field}.name", "is required")
-        try:
-            json.loads(call.arguments_json or "{}")
-        except ValueError as exc:
-            raise InvalidArgument(f"{field}.arguments_json", f"is not valid JSON: {exc}") from None
+        check_strict_json(call.arguments_json or "{}", f"{field}.arguments_json")
     for j, result in enumerate(event.tool_results):
         if not result.call_id:
             raise InvalidArgument(f"{at}.tool_results[{j}].call_id", "is required")

@@ -53,7 +53,7 @@ EXEMPT_PREFIXES = (
 )
 DEFAULT_TENANT = "default"
 CHECK_INTERVAL_S = 1.0
-_TENANT = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_TENANT = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +81,7 @@ def parse_tokens(lines: Iterable[str], where: str) -> Tokens:
         parts = line.split()
         if len(parts) == 1:
             entries.append((None, parts[0]))
-        elif len(parts) == 2 and _TENANT.match(parts[0]):
+        elif len(parts) == 2 and _TENANT.fullmatch(parts[0]):
             entries.append((parts[0], parts[1]))
         else:
             raise ValueError(

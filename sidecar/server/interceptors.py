@@ -8,7 +8,8 @@ rebuild a handler of the same kind around it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -52,7 +53,7 @@ def rebuilt(
     deserializer = request_deserializer or handler.request_deserializer
     serializer = handler.response_serializer
     if handler.response_streaming:
-        behavior = around_stream(handler.stream_stream or handler.unary_stream)
+        behavior = around_stream(_generating(handler.stream_stream or handler.unary_stream))
         if handler.request_streaming:
             return grpc.stream_stream_rpc_method_handler(behavior, deserializer, serializer)
         return grpc.unary_stream_rpc_method_handler(behavior, deserializer, serializer)
@@ -60,6 +61,26 @@ def rebuilt(
     if handler.request_streaming:
         return grpc.stream_unary_rpc_method_handler(behavior, deserializer, serializer)
     return grpc.unary_unary_rpc_method_handler(behavior, deserializer, serializer)
+
+
+def _generating(behavior: Behavior) -> Behavior:
+    """A streaming behavior as an async generator, which is what every ``around_stream`` wraps.
+
+    grpc.aio also takes a coroutine that sends its responses with
+    ``context.write`` (grpc_health's Watch does); that one runs whole inside
+    a generator that yields nothing, its writes going out as it makes them.
+    """
+    if inspect.isasyncgenfunction(behavior):
+        return behavior
+
+    async def generator(
+        request: Any, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[Any]:
+        await behavior(request, context)
+        return
+        yield  # makes this an async generator
+
+    return generator
 
 
 class HandlerCache:

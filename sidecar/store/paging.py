@@ -71,6 +71,20 @@ def decode_int_key(token: str, *, kind: str, bound: str, length: int) -> tuple[i
     return tuple(v for v in after if isinstance(v, int))
 
 
+def decode_offset(token: str, *, kind: str, bound: str) -> int:
+    """The offset ``after`` of a ranked listing's token: "" is the first page, at 0.
+
+    A negative offset was never issued: SQLite would read it as 0 (the first
+    page again), PostgreSQL refuses it (an INTERNAL error).
+    """
+    if not token:
+        return 0
+    (offset,) = decode_int_key(token, kind=kind, bound=bound, length=1)
+    if offset < 0:
+        raise InvalidArgument(_FIELD, "malformed page token")
+    return offset
+
+
 def decode_str_key(token: str, *, kind: str, bound: str) -> str:
     """The single string sort key ``after`` of a token made by ``encode_token``."""
     after = _decode(token, kind, bound)

@@ -15,7 +15,13 @@ from sidecar.errors import SessionNotFound
 from sidecar.model import CompactionResult, Event, Session, SessionCounters
 from sidecar.store.codec import decode_event, to_micros
 from sidecar.store.event_cache import DecodedEvents
-from sidecar.store.paging import decode_int_key, decode_str_key, encode_token, fingerprint
+from sidecar.store.paging import (
+    decode_int_key,
+    decode_offset,
+    decode_str_key,
+    encode_token,
+    fingerprint,
+)
 from sidecar.store.postgres_schema import INDEXED_TEXT_CHARS, SEARCH_CONFIG, Db
 from sidecar.store.protocol import (
     CompactionRecord,
@@ -261,7 +267,7 @@ async def search(db: Db, query: SearchQuery, *, size: int, token: str) -> Page[S
         query.since.isoformat() if query.since else None,
         query.until.isoformat() if query.until else None,
     )
-    offset = decode_int_key(token, kind="search", bound=bound, length=1)[0] if token else 0
+    offset = decode_offset(token, kind="search", bound=bound)
     words = query_words(query.text)
     if not words.strip():
         return Page(())

@@ -19,6 +19,7 @@ from sidecar.store.codec import decode_event, decode_labels, from_micros, to_mic
 from sidecar.store.event_cache import DecodedEvents
 from sidecar.store.paging import (
     decode_int_key,
+    decode_offset,
     decode_str_key,
     encode_token,
     fingerprint,
@@ -269,7 +270,7 @@ def search(db: sqlite3.Connection, query: SearchQuery, *, size: int, token: str)
         query.since.isoformat() if query.since else None,
         query.until.isoformat() if query.until else None,
     )
-    offset = decode_int_key(token, kind="search", bound=bound, length=1)[0] if token else 0
+    offset = decode_offset(token, kind="search", bound=bound)
     match = fts_match(query.text)
     if not match:
         return Page(())
