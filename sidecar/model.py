@@ -267,6 +267,8 @@ class CompactionResult:
     version: int = 0
     compaction_id: str = ""
     error: str = ""
+    content_omitted: bool = False
+    """The events came without their content: the answer would have been too large."""
 
     @property
     def archived_event_count(self) -> int:

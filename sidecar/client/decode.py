@@ -102,6 +102,7 @@ def compaction(msg: session_pb2.CompactionResult) -> CompactionResult:
         version=msg.version,
         compaction_id=msg.compaction_id,
         error=msg.error,
+        content_omitted=msg.content_omitted,
     )
 
 
@@ -111,6 +112,7 @@ def append_result(msg: pb.AppendEventsResponse) -> AppendResult:
         version=msg.version,
         compaction=compaction(msg.compaction) if msg.HasField("compaction") else None,
         compaction_scheduled=msg.compaction_scheduled,
+        content_omitted=msg.content_omitted,
     )
 
 

@@ -26,6 +26,9 @@ class AppendResult:
     version: int
     compaction: CompactionResult | None = None
     compaction_scheduled: bool = False
+    content_omitted: bool = False
+    """``events`` came without their content (you sent it): the answer would have been
+    larger than the server's message limit. They were stored."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -357,6 +357,7 @@ async def _serve_on(
         tokens,
         max_streams_per_connection=config.max_streams_per_connection,
         cache_bytes=config.read_cache_bytes()[1],
+        max_message_bytes=config.max_message_bytes,
     )
     compaction_service_pb2_grpc.add_CompactionServiceServicer_to_server(servicer, server)
     metrics.bind_servicer(servicer)

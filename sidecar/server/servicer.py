@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.message import Message
 from google.rpc import code_pb2, status_pb2
 from grpc_status import rpc_status
 
@@ -34,7 +35,7 @@ from sidecar.gen.compaction.v1 import (
     session_pb2,
 )
 from sidecar.model import CompactionResult, LabelUpdate, Session
-from sidecar.server import convert
+from sidecar.server import answers, convert
 from sidecar.server.auth import TokenFile
 from sidecar.server.context_cache import ContextResponses, EventBlobs
 from sidecar.server.decoding import Undecodable, undecodable_message
@@ -52,21 +53,25 @@ STREAM_READ_AHEAD = 64
 STREAM_MAX_WATCHED_SESSIONS = 256
 
 
-def _ack_out(result: AppendResult, out: pb.AppendEventsResponse) -> pb.AppendEventsResponse:
-    """``out`` filled as the answer of the append that gave ``result``."""
+def _ack_out(
+    result: AppendResult, out: pb.AppendEventsResponse, limit: int, outer: Message | None = None
+) -> pb.AppendEventsResponse:
+    """``out`` filled as the answer of the append that gave ``result``, within ``limit``
+    bytes (``outer``: the message ``out`` travels in, when it is part of one)."""
     out.version = result.session.version
     out.compaction_scheduled = result.compaction_scheduled
     convert.events_out(result.events, out.events)
     if result.compaction is not None:
         convert.result_out(result.compaction, out.compaction)
+    answers.fit_ack(out, outer if outer is not None else out, limit)
     return out
 
 
 def _split_ack(
-    group: list[pb.StreamEventsRequest], combined: AppendResult
+    group: list[pb.StreamEventsRequest], combined: AppendResult, limit: int
 ) -> list[pb.StreamEventsResponse]:
     """Per-request acks for a folded append: each its own events; the compaction on the last."""
-    answers = []
+    acks = []
     start = 0
     for index, request in enumerate(group):
         out = pb.StreamEventsResponse(request_id=request.request_id, session_id=request.session_id)
@@ -78,8 +83,9 @@ def _split_ack(
             if combined.compaction is not None:
                 convert.result_out(combined.compaction, ack.compaction)
             ack.compaction_scheduled = combined.compaction_scheduled
-        answers.append(out)
-    return answers
+        answers.fit_ack(ack, out, limit)
+        acks.append(out)
+    return acks
 
 
 def unary(
@@ -164,8 +170,11 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         *,
         max_streams_per_connection: int = 100,
         cache_bytes: int = 32 << 20,
+        max_message_bytes: int = 16 << 20,
     ) -> None:
         self.engine = engine
+        self.max_message_bytes = max_message_bytes
+        """The server's send limit: answers are fitted within it (see ``answers``)."""
         self.store = engine.store
         self.tokens = tokens
         self.max_streams_per_connection = max_streams_per_connection
@@ -338,7 +347,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             request.create_if_missing,
             request.label_updates,
         )
-        return _ack_out(result, pb.AppendEventsResponse())
+        return _ack_out(result, pb.AppendEventsResponse(), self.max_message_bytes)
 
     async def StreamEvents(
         self,
@@ -369,6 +378,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
                     continue  # a stream only relays results; WatchSession reports lag
                 out = pb.StreamEventsResponse(session_id=session_id)
                 convert.result_out(update, out.compaction)
+                answers.fit_result(out.compaction, out, self.max_message_bytes)
                 await queue.put(out)
 
         def watch(session_id: str) -> None:
@@ -515,8 +525,8 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             except Exception:
                 pass  # fall through to one by one
             else:
-                return _split_ack(group, combined)
-        answers = []
+                return _split_ack(group, combined, self.max_message_bytes)
+        acks = []
         for request in group:
             out = pb.StreamEventsResponse(
                 request_id=request.request_id, session_id=request.session_id
@@ -528,13 +538,13 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
                     request.expected_version,
                     request.create_if_missing,
                 )
-                _ack_out(result, out.append)
+                _ack_out(result, out.append, self.max_message_bytes, out)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 out.error.CopyFrom(status_of(exc))
-            answers.append(out)
-        return answers
+            acks.append(out)
+        return acks
 
     # -- context and compaction -------------------------------------------
 
@@ -571,6 +581,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         )
         out = pb.CompactResponse()
         convert.result_out(result, out.result)
+        answers.fit_result(out.result, out, self.max_message_bytes)
         return out
 
     async def WatchSession(
@@ -595,6 +606,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
                     out.missed = update.missed
                 else:
                     convert.result_out(update, out.compaction)
+                    answers.fit_result(out.compaction, out, self.max_message_bytes)
                 yield out
         finally:
             watcher.close()

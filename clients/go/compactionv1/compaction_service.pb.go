@@ -580,8 +580,13 @@ type AppendEventsResponse struct {
 	// True when a summarizing compaction was started in the background; its
 	// result arrives on StreamEvents and WatchSession.
 	CompactionScheduled bool `protobuf:"varint,4,opt,name=compaction_scheduled,json=compactionScheduled,proto3" json:"compaction_scheduled,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// True when events are listed without their content (the client sent it),
+	// because the answer would pass the server's message size limit; as
+	// CompactionResult.content_omitted. The events were stored: an append is
+	// never answered with an error after it landed.
+	ContentOmitted bool `protobuf:"varint,5,opt,name=content_omitted,json=contentOmitted,proto3" json:"content_omitted,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *AppendEventsResponse) Reset() {
@@ -638,6 +643,13 @@ func (x *AppendEventsResponse) GetCompaction() *CompactionResult {
 func (x *AppendEventsResponse) GetCompactionScheduled() bool {
 	if x != nil {
 		return x.CompactionScheduled
+	}
+	return false
+}
+
+func (x *AppendEventsResponse) GetContentOmitted() bool {
+	if x != nil {
+		return x.ContentOmitted
 	}
 	return false
 }
@@ -1634,14 +1646,15 @@ const file_compaction_v1_compaction_service_proto_rawDesc = "" +
 	"\x10expected_version\x18\x04 \x01(\x03R\x0fexpectedVersion\x1a6\n" +
 	"\bSetEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd2\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfb\x01\n" +
 	"\x14AppendEventsResponse\x12,\n" +
 	"\x06events\x18\x01 \x03(\v2\x14.compaction.v1.EventR\x06events\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\x12?\n" +
 	"\n" +
 	"compaction\x18\x03 \x01(\v2\x1f.compaction.v1.CompactionResultR\n" +
 	"compaction\x121\n" +
-	"\x14compaction_scheduled\x18\x04 \x01(\bR\x13compactionScheduled\"\xd8\x01\n" +
+	"\x14compaction_scheduled\x18\x04 \x01(\bR\x13compactionScheduled\x12'\n" +
+	"\x0fcontent_omitted\x18\x05 \x01(\bR\x0econtentOmitted\"\xd8\x01\n" +
 	"\x13StreamEventsRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1d\n" +

@@ -185,9 +185,16 @@ type CompactionResult struct {
 	Strategy string `protobuf:"bytes,9,opt,name=strategy,proto3" json:"strategy,omitempty"`
 	// For a background pass that failed: what went wrong. The session is
 	// unchanged.
-	Error         string `protobuf:"bytes,10,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Error string `protobuf:"bytes,10,opt,name=error,proto3" json:"error,omitempty"`
+	// True when active_events and archived_events are listed without their
+	// content (text, tool call arguments, tool result content, parts' data,
+	// metadata), because the whole answer would pass the server's message size
+	// limit (--max-message-bytes). Ids, positions, roles and flags are kept;
+	// read the content with GetContext or ListEvents. An answer is never
+	// refused for its size after the change it reports was stored.
+	ContentOmitted bool `protobuf:"varint,11,opt,name=content_omitted,json=contentOmitted,proto3" json:"content_omitted,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CompactionResult) Reset() {
@@ -290,6 +297,13 @@ func (x *CompactionResult) GetError() string {
 	return ""
 }
 
+func (x *CompactionResult) GetContentOmitted() bool {
+	if x != nil {
+		return x.ContentOmitted
+	}
+	return false
+}
+
 var File_compaction_v1_session_proto protoreflect.FileDescriptor
 
 const file_compaction_v1_session_proto_rawDesc = "" +
@@ -314,7 +328,7 @@ const file_compaction_v1_session_proto_rawDesc = "" +
 	"\x12last_compaction_id\x18\v \x01(\tR\x10lastCompactionId\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaa\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd3\x03\n" +
 	"\x10CompactionResult\x12\x1c\n" +
 	"\tcompacted\x18\x01 \x01(\bR\tcompacted\x12%\n" +
 	"\x0eskipped_reason\x18\x02 \x01(\tR\rskippedReason\x129\n" +
@@ -326,7 +340,8 @@ const file_compaction_v1_session_proto_rawDesc = "" +
 	"\rcompaction_id\x18\b \x01(\tR\fcompactionId\x12\x1a\n" +
 	"\bstrategy\x18\t \x01(\tR\bstrategy\x12\x14\n" +
 	"\x05error\x18\n" +
-	" \x01(\tR\x05errorB\x81\x01\n" +
+	" \x01(\tR\x05error\x12'\n" +
+	"\x0fcontent_omitted\x18\v \x01(\bR\x0econtentOmittedB\x81\x01\n" +
 	"\x18dev.compactionsidecar.v1B\fSessionProtoP\x01ZUgithub.com/compaction-sidecar/compaction-sidecar/clients/go/compactionv1;compactionv1b\x06proto3"
 
 var (

@@ -384,11 +384,18 @@ class AppendEventsResponse(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     COMPACTION_FIELD_NUMBER: _builtins.int
     COMPACTION_SCHEDULED_FIELD_NUMBER: _builtins.int
+    CONTENT_OMITTED_FIELD_NUMBER: _builtins.int
     version: _builtins.int
     """The session's version after the append (and any inline compaction)."""
     compaction_scheduled: _builtins.bool
     """True when a summarizing compaction was started in the background; its
     result arrives on StreamEvents and WatchSession.
+    """
+    content_omitted: _builtins.bool
+    """True when events are listed without their content (the client sent it),
+    because the answer would pass the server's message size limit; as
+    CompactionResult.content_omitted. The events were stored: an append is
+    never answered with an error after it landed.
     """
     @_builtins.property
     def events(self) -> _containers.RepeatedCompositeFieldContainer[_event_pb2.Event]:
@@ -405,10 +412,11 @@ class AppendEventsResponse(_message.Message):
         version: _builtins.int = ...,
         compaction: _session_pb2.CompactionResult | None = ...,
         compaction_scheduled: _builtins.bool = ...,
+        content_omitted: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["compaction", b"compaction"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction", b"compaction", "compaction_scheduled", b"compaction_scheduled", "events", b"events", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction", b"compaction", "compaction_scheduled", b"compaction_scheduled", "content_omitted", b"content_omitted", "events", b"events", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -132,6 +132,7 @@ class CompactionResult(_message.Message):
     COMPACTION_ID_FIELD_NUMBER: _builtins.int
     STRATEGY_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
+    CONTENT_OMITTED_FIELD_NUMBER: _builtins.int
     compacted: _builtins.bool
     """True when the pass archived or inserted anything."""
     skipped_reason: _builtins.str
@@ -152,6 +153,14 @@ class CompactionResult(_message.Message):
     error: _builtins.str
     """For a background pass that failed: what went wrong. The session is
     unchanged.
+    """
+    content_omitted: _builtins.bool
+    """True when active_events and archived_events are listed without their
+    content (text, tool call arguments, tool result content, parts' data,
+    metadata), because the whole answer would pass the server's message size
+    limit (--max-message-bytes). Ids, positions, roles and flags are kept;
+    read the content with GetContext or ListEvents. An answer is never
+    refused for its size after the change it reports was stored.
     """
     @_builtins.property
     def active_events(self) -> _containers.RepeatedCompositeFieldContainer[_event_pb2.Event]:
@@ -174,10 +183,11 @@ class CompactionResult(_message.Message):
         compaction_id: _builtins.str = ...,
         strategy: _builtins.str = ...,
         error: _builtins.str = ...,
+        content_omitted: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_events", b"active_events", "archived_event_count", b"archived_event_count", "archived_events", b"archived_events", "compacted", b"compacted", "compaction_id", b"compaction_id", "error", b"error", "skipped_reason", b"skipped_reason", "strategy", b"strategy", "tokens_estimated_saved", b"tokens_estimated_saved", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_events", b"active_events", "archived_event_count", b"archived_event_count", "archived_events", b"archived_events", "compacted", b"compacted", "compaction_id", b"compaction_id", "content_omitted", b"content_omitted", "error", b"error", "skipped_reason", b"skipped_reason", "strategy", b"strategy", "tokens_estimated_saved", b"tokens_estimated_saved", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

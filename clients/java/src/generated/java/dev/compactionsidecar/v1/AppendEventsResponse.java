@@ -184,6 +184,24 @@ private static final long serialVersionUID = 0L;
     return compactionScheduled_;
   }
 
+  public static final int CONTENT_OMITTED_FIELD_NUMBER = 5;
+  private boolean contentOmitted_ = false;
+  /**
+   * <pre>
+   * True when events are listed without their content (the client sent it),
+   * because the answer would pass the server's message size limit; as
+   * CompactionResult.content_omitted. The events were stored: an append is
+   * never answered with an error after it landed.
+   * </pre>
+   *
+   * <code>bool content_omitted = 5 [json_name = "contentOmitted"];</code>
+   * @return The contentOmitted.
+   */
+  @java.lang.Override
+  public boolean getContentOmitted() {
+    return contentOmitted_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -210,6 +228,9 @@ private static final long serialVersionUID = 0L;
     if (compactionScheduled_ != false) {
       output.writeBool(4, compactionScheduled_);
     }
+    if (contentOmitted_ != false) {
+      output.writeBool(5, contentOmitted_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -234,6 +255,10 @@ private static final long serialVersionUID = 0L;
     if (compactionScheduled_ != false) {
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(4, compactionScheduled_);
+    }
+    if (contentOmitted_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(5, contentOmitted_);
     }
     return size;
   }
@@ -270,6 +295,8 @@ private static final long serialVersionUID = 0L;
     }
     if (getCompactionScheduled()
         != other.getCompactionScheduled()) return false;
+    if (getContentOmitted()
+        != other.getContentOmitted()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -295,6 +322,9 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + COMPACTION_SCHEDULED_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getCompactionScheduled());
+    hash = (37 * hash) + CONTENT_OMITTED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getContentOmitted());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -451,6 +481,7 @@ private static final long serialVersionUID = 0L;
         compactionBuilder_ = null;
       }
       compactionScheduled_ = false;
+      contentOmitted_ = false;
       return this;
     }
 
@@ -510,6 +541,9 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000008) != 0)) {
         result.compactionScheduled_ = compactionScheduled_;
       }
+      if (((from_bitField0_ & 0x00000010) != 0)) {
+        result.contentOmitted_ = contentOmitted_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -559,6 +593,9 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getCompactionScheduled() != false) {
         setCompactionScheduled(other.getCompactionScheduled());
+      }
+      if (other.getContentOmitted() != false) {
+        setContentOmitted(other.getContentOmitted());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -614,6 +651,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000008;
               break;
             } // case 32
+            case 40: {
+              contentOmitted_ = input.readBool();
+              bitField0_ |= 0x00000010;
+              break;
+            } // case 40
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1179,6 +1221,59 @@ private static final long serialVersionUID = 0L;
     public Builder clearCompactionScheduled() {
       bitField0_ = (bitField0_ & ~0x00000008);
       compactionScheduled_ = false;
+      onChanged();
+      return this;
+    }
+
+    private boolean contentOmitted_ ;
+    /**
+     * <pre>
+     * True when events are listed without their content (the client sent it),
+     * because the answer would pass the server's message size limit; as
+     * CompactionResult.content_omitted. The events were stored: an append is
+     * never answered with an error after it landed.
+     * </pre>
+     *
+     * <code>bool content_omitted = 5 [json_name = "contentOmitted"];</code>
+     * @return The contentOmitted.
+     */
+    @java.lang.Override
+    public boolean getContentOmitted() {
+      return contentOmitted_;
+    }
+    /**
+     * <pre>
+     * True when events are listed without their content (the client sent it),
+     * because the answer would pass the server's message size limit; as
+     * CompactionResult.content_omitted. The events were stored: an append is
+     * never answered with an error after it landed.
+     * </pre>
+     *
+     * <code>bool content_omitted = 5 [json_name = "contentOmitted"];</code>
+     * @param value The contentOmitted to set.
+     * @return This builder for chaining.
+     */
+    public Builder setContentOmitted(boolean value) {
+
+      contentOmitted_ = value;
+      bitField0_ |= 0x00000010;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * True when events are listed without their content (the client sent it),
+     * because the answer would pass the server's message size limit; as
+     * CompactionResult.content_omitted. The events were stored: an append is
+     * never answered with an error after it landed.
+     * </pre>
+     *
+     * <code>bool content_omitted = 5 [json_name = "contentOmitted"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearContentOmitted() {
+      bitField0_ = (bitField0_ & ~0x00000010);
+      contentOmitted_ = false;
       onChanged();
       return this;
     }

@@ -101,4 +101,17 @@ public interface AppendEventsResponseOrBuilder extends
    * @return The compactionScheduled.
    */
   boolean getCompactionScheduled();
+
+  /**
+   * <pre>
+   * True when events are listed without their content (the client sent it),
+   * because the answer would pass the server's message size limit; as
+   * CompactionResult.content_omitted. The events were stored: an append is
+   * never answered with an error after it landed.
+   * </pre>
+   *
+   * <code>bool content_omitted = 5 [json_name = "contentOmitted"];</code>
+   * @return The contentOmitted.
+   */
+  boolean getContentOmitted();
 }

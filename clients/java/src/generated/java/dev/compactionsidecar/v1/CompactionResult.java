@@ -434,6 +434,26 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int CONTENT_OMITTED_FIELD_NUMBER = 11;
+  private boolean contentOmitted_ = false;
+  /**
+   * <pre>
+   * True when active_events and archived_events are listed without their
+   * content (text, tool call arguments, tool result content, parts' data,
+   * metadata), because the whole answer would pass the server's message size
+   * limit (--max-message-bytes). Ids, positions, roles and flags are kept;
+   * read the content with GetContext or ListEvents. An answer is never
+   * refused for its size after the change it reports was stored.
+   * </pre>
+   *
+   * <code>bool content_omitted = 11 [json_name = "contentOmitted"];</code>
+   * @return The contentOmitted.
+   */
+  @java.lang.Override
+  public boolean getContentOmitted() {
+    return contentOmitted_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -477,6 +497,9 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(error_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 10, error_);
+    }
+    if (contentOmitted_ != false) {
+      output.writeBool(11, contentOmitted_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -528,6 +551,10 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(error_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(10, error_);
     }
+    if (contentOmitted_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(11, contentOmitted_);
+    }
     return size;
   }
   @java.lang.Override
@@ -572,6 +599,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getStrategy())) return false;
     if (!getError()
         .equals(other.getError())) return false;
+    if (getContentOmitted()
+        != other.getContentOmitted()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -609,6 +638,9 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getStrategy().hashCode();
     hash = (37 * hash) + ERROR_FIELD_NUMBER;
     hash = (53 * hash) + getError().hashCode();
+    hash = (37 * hash) + CONTENT_OMITTED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getContentOmitted());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -766,6 +798,7 @@ private static final long serialVersionUID = 0L;
       compactionId_ = "";
       strategy_ = "";
       error_ = "";
+      contentOmitted_ = false;
       return this;
     }
 
@@ -844,6 +877,9 @@ private static final long serialVersionUID = 0L;
       }
       if (((from_bitField0_ & 0x00000200) != 0)) {
         result.error_ = error_;
+      }
+      if (((from_bitField0_ & 0x00000400) != 0)) {
+        result.contentOmitted_ = contentOmitted_;
       }
     }
 
@@ -943,6 +979,9 @@ private static final long serialVersionUID = 0L;
         bitField0_ |= 0x00000200;
         onChanged();
       }
+      if (other.getContentOmitted() != false) {
+        setContentOmitted(other.getContentOmitted());
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -1033,6 +1072,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000200;
               break;
             } // case 82
+            case 88: {
+              contentOmitted_ = input.readBool();
+              bitField0_ |= 0x00000400;
+              break;
+            } // case 88
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2217,6 +2261,65 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       error_ = value;
       bitField0_ |= 0x00000200;
+      onChanged();
+      return this;
+    }
+
+    private boolean contentOmitted_ ;
+    /**
+     * <pre>
+     * True when active_events and archived_events are listed without their
+     * content (text, tool call arguments, tool result content, parts' data,
+     * metadata), because the whole answer would pass the server's message size
+     * limit (--max-message-bytes). Ids, positions, roles and flags are kept;
+     * read the content with GetContext or ListEvents. An answer is never
+     * refused for its size after the change it reports was stored.
+     * </pre>
+     *
+     * <code>bool content_omitted = 11 [json_name = "contentOmitted"];</code>
+     * @return The contentOmitted.
+     */
+    @java.lang.Override
+    public boolean getContentOmitted() {
+      return contentOmitted_;
+    }
+    /**
+     * <pre>
+     * True when active_events and archived_events are listed without their
+     * content (text, tool call arguments, tool result content, parts' data,
+     * metadata), because the whole answer would pass the server's message size
+     * limit (--max-message-bytes). Ids, positions, roles and flags are kept;
+     * read the content with GetContext or ListEvents. An answer is never
+     * refused for its size after the change it reports was stored.
+     * </pre>
+     *
+     * <code>bool content_omitted = 11 [json_name = "contentOmitted"];</code>
+     * @param value The contentOmitted to set.
+     * @return This builder for chaining.
+     */
+    public Builder setContentOmitted(boolean value) {
+
+      contentOmitted_ = value;
+      bitField0_ |= 0x00000400;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * True when active_events and archived_events are listed without their
+     * content (text, tool call arguments, tool result content, parts' data,
+     * metadata), because the whole answer would pass the server's message size
+     * limit (--max-message-bytes). Ids, positions, roles and flags are kept;
+     * read the content with GetContext or ListEvents. An answer is never
+     * refused for its size after the change it reports was stored.
+     * </pre>
+     *
+     * <code>bool content_omitted = 11 [json_name = "contentOmitted"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearContentOmitted() {
+      bitField0_ = (bitField0_ & ~0x00000400);
+      contentOmitted_ = false;
       onChanged();
       return this;
     }

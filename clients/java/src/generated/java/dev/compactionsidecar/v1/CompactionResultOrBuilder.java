@@ -223,4 +223,19 @@ public interface CompactionResultOrBuilder extends
    */
   com.google.protobuf.ByteString
       getErrorBytes();
+
+  /**
+   * <pre>
+   * True when active_events and archived_events are listed without their
+   * content (text, tool call arguments, tool result content, parts' data,
+   * metadata), because the whole answer would pass the server's message size
+   * limit (--max-message-bytes). Ids, positions, roles and flags are kept;
+   * read the content with GetContext or ListEvents. An answer is never
+   * refused for its size after the change it reports was stored.
+   * </pre>
+   *
+   * <code>bool content_omitted = 11 [json_name = "contentOmitted"];</code>
+   * @return The contentOmitted.
+   */
+  boolean getContentOmitted();
 }

@@ -205,91 +205,92 @@ public final class CompactionServiceProto extends com.google.protobuf.GeneratedF
       ".SetEntryR\003set\022\026\n\006remove\030\003 \003(\tR\006remove\022)" +
       "\n\020expected_version\030\004 \001(\003R\017expectedVersio" +
       "n\0326\n\010SetEntry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005value" +
-      "\030\002 \001(\tR\005value:\0028\001\"\322\001\n\024AppendEventsRespon" +
+      "\030\002 \001(\tR\005value:\0028\001\"\373\001\n\024AppendEventsRespon" +
       "se\022,\n\006events\030\001 \003(\0132\024.compaction.v1.Event" +
       "R\006events\022\030\n\007version\030\002 \001(\003R\007version\022?\n\nco" +
       "mpaction\030\003 \001(\0132\037.compaction.v1.Compactio" +
       "nResultR\ncompaction\0221\n\024compaction_schedu" +
-      "led\030\004 \001(\010R\023compactionScheduled\"\330\001\n\023Strea" +
-      "mEventsRequest\022\035\n\nrequest_id\030\001 \001(\tR\trequ" +
-      "estId\022\035\n\nsession_id\030\002 \001(\tR\tsessionId\022,\n\006" +
-      "events\030\003 \003(\0132\024.compaction.v1.EventR\006even" +
-      "ts\022)\n\020expected_version\030\004 \001(\003R\017expectedVe" +
-      "rsion\022*\n\021create_if_missing\030\005 \001(\010R\017create" +
-      "IfMissing\"\214\002\n\024StreamEventsResponse\022\035\n\nre" +
-      "quest_id\030\001 \001(\tR\trequestId\022=\n\006append\030\002 \001(" +
-      "\0132#.compaction.v1.AppendEventsResponseH\000" +
-      "R\006append\022*\n\005error\030\003 \001(\0132\022.google.rpc.Sta" +
-      "tusH\000R\005error\022A\n\ncompaction\030\004 \001(\0132\037.compa" +
-      "ction.v1.CompactionResultH\000R\ncompaction\022" +
-      "\035\n\nsession_id\030\005 \001(\tR\tsessionIdB\010\n\006result" +
-      "\"2\n\021GetContextRequest\022\035\n\nsession_id\030\001 \001(" +
-      "\tR\tsessionId\"\234\001\n\022GetContextResponse\022,\n\006e" +
-      "vents\030\001 \003(\0132\024.compaction.v1.EventR\006event" +
-      "s\022\030\n\007version\030\002 \001(\003R\007version\022\037\n\013token_cou" +
-      "nt\030\003 \001(\005R\ntokenCount\022\035\n\nturn_count\030\004 \001(\005" +
-      "R\tturnCount\"\251\001\n\016CompactRequest\022\035\n\nsessio" +
-      "n_id\030\001 \001(\tR\tsessionId\0227\n\006policy\030\002 \001(\0132\037." +
-      "compaction.v1.CompactionPolicyR\006policy\022\024" +
-      "\n\005force\030\003 \001(\010R\005force\022)\n\020expected_version" +
-      "\030\004 \001(\003R\017expectedVersion\"J\n\017CompactRespon" +
-      "se\0227\n\006result\030\001 \001(\0132\037.compaction.v1.Compa" +
-      "ctionResultR\006result\"4\n\023WatchSessionReque" +
-      "st\022\035\n\nsession_id\030\001 \001(\tR\tsessionId\"}\n\024Wat" +
-      "chSessionResponse\022A\n\ncompaction\030\001 \001(\0132\037." +
-      "compaction.v1.CompactionResultH\000R\ncompac" +
-      "tion\022\030\n\006missed\030\002 \001(\005H\000R\006missedB\010\n\006update" +
-      "\"\217\001\n\021ListEventsRequest\022\035\n\nsession_id\030\001 \001" +
-      "(\tR\tsessionId\022\033\n\tpage_size\030\002 \001(\005R\010pageSi" +
-      "ze\022\035\n\npage_token\030\003 \001(\tR\tpageToken\022\037\n\013act" +
-      "ive_only\030\004 \001(\010R\nactiveOnly\"j\n\022ListEvents" +
-      "Response\022,\n\006events\030\001 \003(\0132\024.compaction.v1" +
-      ".EventR\006events\022&\n\017next_page_token\030\002 \001(\tR" +
-      "\rnextPageToken\"\274\002\n\023SearchEventsRequest\022\024" +
-      "\n\005query\030\001 \001(\tR\005query\022\035\n\nsession_id\030\002 \001(\t" +
-      "R\tsessionId\022)\n\005roles\030\003 \003(\0162\023.compaction." +
-      "v1.RoleR\005roles\022%\n\016include_active\030\004 \001(\010R\r" +
-      "includeActive\0220\n\005since\030\005 \001(\0132\032.google.pr" +
-      "otobuf.TimestampR\005since\0220\n\005until\030\006 \001(\0132\032" +
-      ".google.protobuf.TimestampR\005until\022\033\n\tpag" +
-      "e_size\030\007 \001(\005R\010pageSize\022\035\n\npage_token\030\010 \001" +
-      "(\tR\tpageToken\"\204\001\n\tSearchHit\022\035\n\nsession_i" +
-      "d\030\001 \001(\tR\tsessionId\022*\n\005event\030\002 \001(\0132\024.comp" +
-      "action.v1.EventR\005event\022\022\n\004rank\030\003 \001(\001R\004ra" +
-      "nk\022\030\n\007snippet\030\004 \001(\tR\007snippet\"l\n\024SearchEv" +
-      "entsResponse\022,\n\004hits\030\001 \003(\0132\030.compaction." +
-      "v1.SearchHitR\004hits\022&\n\017next_page_token\030\002 " +
-      "\001(\tR\rnextPageToken2\206\010\n\021CompactionService" +
-      "\022L\n\rCreateSession\022#.compaction.v1.Create" +
-      "SessionRequest\032\026.compaction.v1.Session\022F" +
-      "\n\nGetSession\022 .compaction.v1.GetSessionR" +
-      "equest\032\026.compaction.v1.Session\022W\n\014ListSe" +
-      "ssions\022\".compaction.v1.ListSessionsReque" +
-      "st\032#.compaction.v1.ListSessionsResponse\022" +
-      "L\n\rUpdateSession\022#.compaction.v1.UpdateS" +
-      "essionRequest\032\026.compaction.v1.Session\022Z\n" +
-      "\rDeleteSession\022#.compaction.v1.DeleteSes" +
-      "sionRequest\032$.compaction.v1.DeleteSessio" +
-      "nResponse\022W\n\014AppendEvents\022\".compaction.v" +
-      "1.AppendEventsRequest\032#.compaction.v1.Ap" +
-      "pendEventsResponse\022[\n\014StreamEvents\022\".com" +
-      "paction.v1.StreamEventsRequest\032#.compact" +
-      "ion.v1.StreamEventsResponse(\0010\001\022Q\n\nGetCo" +
-      "ntext\022 .compaction.v1.GetContextRequest\032" +
-      "!.compaction.v1.GetContextResponse\022H\n\007Co" +
-      "mpact\022\035.compaction.v1.CompactRequest\032\036.c" +
-      "ompaction.v1.CompactResponse\022Y\n\014WatchSes" +
-      "sion\022\".compaction.v1.WatchSessionRequest" +
-      "\032#.compaction.v1.WatchSessionResponse0\001\022" +
-      "Q\n\nListEvents\022 .compaction.v1.ListEvents" +
-      "Request\032!.compaction.v1.ListEventsRespon" +
-      "se\022W\n\014SearchEvents\022\".compaction.v1.Searc" +
-      "hEventsRequest\032#.compaction.v1.SearchEve" +
-      "ntsResponseB\213\001\n\030dev.compactionsidecar.v1" +
-      "B\026CompactionServiceProtoP\001ZUgithub.com/c" +
-      "ompaction-sidecar/compaction-sidecar/cli" +
-      "ents/go/compactionv1;compactionv1b\006proto" +
-      "3"
+      "led\030\004 \001(\010R\023compactionScheduled\022\'\n\017conten" +
+      "t_omitted\030\005 \001(\010R\016contentOmitted\"\330\001\n\023Stre" +
+      "amEventsRequest\022\035\n\nrequest_id\030\001 \001(\tR\treq" +
+      "uestId\022\035\n\nsession_id\030\002 \001(\tR\tsessionId\022,\n" +
+      "\006events\030\003 \003(\0132\024.compaction.v1.EventR\006eve" +
+      "nts\022)\n\020expected_version\030\004 \001(\003R\017expectedV" +
+      "ersion\022*\n\021create_if_missing\030\005 \001(\010R\017creat" +
+      "eIfMissing\"\214\002\n\024StreamEventsResponse\022\035\n\nr" +
+      "equest_id\030\001 \001(\tR\trequestId\022=\n\006append\030\002 \001" +
+      "(\0132#.compaction.v1.AppendEventsResponseH" +
+      "\000R\006append\022*\n\005error\030\003 \001(\0132\022.google.rpc.St" +
+      "atusH\000R\005error\022A\n\ncompaction\030\004 \001(\0132\037.comp" +
+      "action.v1.CompactionResultH\000R\ncompaction" +
+      "\022\035\n\nsession_id\030\005 \001(\tR\tsessionIdB\010\n\006resul" +
+      "t\"2\n\021GetContextRequest\022\035\n\nsession_id\030\001 \001" +
+      "(\tR\tsessionId\"\234\001\n\022GetContextResponse\022,\n\006" +
+      "events\030\001 \003(\0132\024.compaction.v1.EventR\006even" +
+      "ts\022\030\n\007version\030\002 \001(\003R\007version\022\037\n\013token_co" +
+      "unt\030\003 \001(\005R\ntokenCount\022\035\n\nturn_count\030\004 \001(" +
+      "\005R\tturnCount\"\251\001\n\016CompactRequest\022\035\n\nsessi" +
+      "on_id\030\001 \001(\tR\tsessionId\0227\n\006policy\030\002 \001(\0132\037" +
+      ".compaction.v1.CompactionPolicyR\006policy\022" +
+      "\024\n\005force\030\003 \001(\010R\005force\022)\n\020expected_versio" +
+      "n\030\004 \001(\003R\017expectedVersion\"J\n\017CompactRespo" +
+      "nse\0227\n\006result\030\001 \001(\0132\037.compaction.v1.Comp" +
+      "actionResultR\006result\"4\n\023WatchSessionRequ" +
+      "est\022\035\n\nsession_id\030\001 \001(\tR\tsessionId\"}\n\024Wa" +
+      "tchSessionResponse\022A\n\ncompaction\030\001 \001(\0132\037" +
+      ".compaction.v1.CompactionResultH\000R\ncompa" +
+      "ction\022\030\n\006missed\030\002 \001(\005H\000R\006missedB\010\n\006updat" +
+      "e\"\217\001\n\021ListEventsRequest\022\035\n\nsession_id\030\001 " +
+      "\001(\tR\tsessionId\022\033\n\tpage_size\030\002 \001(\005R\010pageS" +
+      "ize\022\035\n\npage_token\030\003 \001(\tR\tpageToken\022\037\n\013ac" +
+      "tive_only\030\004 \001(\010R\nactiveOnly\"j\n\022ListEvent" +
+      "sResponse\022,\n\006events\030\001 \003(\0132\024.compaction.v" +
+      "1.EventR\006events\022&\n\017next_page_token\030\002 \001(\t" +
+      "R\rnextPageToken\"\274\002\n\023SearchEventsRequest\022" +
+      "\024\n\005query\030\001 \001(\tR\005query\022\035\n\nsession_id\030\002 \001(" +
+      "\tR\tsessionId\022)\n\005roles\030\003 \003(\0162\023.compaction" +
+      ".v1.RoleR\005roles\022%\n\016include_active\030\004 \001(\010R" +
+      "\rincludeActive\0220\n\005since\030\005 \001(\0132\032.google.p" +
+      "rotobuf.TimestampR\005since\0220\n\005until\030\006 \001(\0132" +
+      "\032.google.protobuf.TimestampR\005until\022\033\n\tpa" +
+      "ge_size\030\007 \001(\005R\010pageSize\022\035\n\npage_token\030\010 " +
+      "\001(\tR\tpageToken\"\204\001\n\tSearchHit\022\035\n\nsession_" +
+      "id\030\001 \001(\tR\tsessionId\022*\n\005event\030\002 \001(\0132\024.com" +
+      "paction.v1.EventR\005event\022\022\n\004rank\030\003 \001(\001R\004r" +
+      "ank\022\030\n\007snippet\030\004 \001(\tR\007snippet\"l\n\024SearchE" +
+      "ventsResponse\022,\n\004hits\030\001 \003(\0132\030.compaction" +
+      ".v1.SearchHitR\004hits\022&\n\017next_page_token\030\002" +
+      " \001(\tR\rnextPageToken2\206\010\n\021CompactionServic" +
+      "e\022L\n\rCreateSession\022#.compaction.v1.Creat" +
+      "eSessionRequest\032\026.compaction.v1.Session\022" +
+      "F\n\nGetSession\022 .compaction.v1.GetSession" +
+      "Request\032\026.compaction.v1.Session\022W\n\014ListS" +
+      "essions\022\".compaction.v1.ListSessionsRequ" +
+      "est\032#.compaction.v1.ListSessionsResponse" +
+      "\022L\n\rUpdateSession\022#.compaction.v1.Update" +
+      "SessionRequest\032\026.compaction.v1.Session\022Z" +
+      "\n\rDeleteSession\022#.compaction.v1.DeleteSe" +
+      "ssionRequest\032$.compaction.v1.DeleteSessi" +
+      "onResponse\022W\n\014AppendEvents\022\".compaction." +
+      "v1.AppendEventsRequest\032#.compaction.v1.A" +
+      "ppendEventsResponse\022[\n\014StreamEvents\022\".co" +
+      "mpaction.v1.StreamEventsRequest\032#.compac" +
+      "tion.v1.StreamEventsResponse(\0010\001\022Q\n\nGetC" +
+      "ontext\022 .compaction.v1.GetContextRequest" +
+      "\032!.compaction.v1.GetContextResponse\022H\n\007C" +
+      "ompact\022\035.compaction.v1.CompactRequest\032\036." +
+      "compaction.v1.CompactResponse\022Y\n\014WatchSe" +
+      "ssion\022\".compaction.v1.WatchSessionReques" +
+      "t\032#.compaction.v1.WatchSessionResponse0\001" +
+      "\022Q\n\nListEvents\022 .compaction.v1.ListEvent" +
+      "sRequest\032!.compaction.v1.ListEventsRespo" +
+      "nse\022W\n\014SearchEvents\022\".compaction.v1.Sear" +
+      "chEventsRequest\032#.compaction.v1.SearchEv" +
+      "entsResponseB\213\001\n\030dev.compactionsidecar.v" +
+      "1B\026CompactionServiceProtoP\001ZUgithub.com/" +
+      "compaction-sidecar/compaction-sidecar/cl" +
+      "ients/go/compactionv1;compactionv1b\006prot" +
+      "o3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -378,7 +379,7 @@ public final class CompactionServiceProto extends com.google.protobuf.GeneratedF
     internal_static_compaction_v1_AppendEventsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_AppendEventsResponse_descriptor,
-        new java.lang.String[] { "Events", "Version", "Compaction", "CompactionScheduled", });
+        new java.lang.String[] { "Events", "Version", "Compaction", "CompactionScheduled", "ContentOmitted", });
     internal_static_compaction_v1_StreamEventsRequest_descriptor =
       getDescriptor().getMessageType(10);
     internal_static_compaction_v1_StreamEventsRequest_fieldAccessorTable = new

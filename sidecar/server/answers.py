@@ -1,0 +1,55 @@
+"""Answers that always fit: an answer is never refused for its size after its change landed.
+
+An append's acknowledgement echoes the stored events, and an inline
+compaction adds the new active window and what it archived; a forced
+Compact and the results sent to watchers carry the same lists. Together they
+can pass the message size limit although every request was within it, and
+grpc would then fail the call (a stream would die) after the write was
+committed. So an answer over the limit lists its events without their
+content — ids, positions, roles and flags kept, ``content_omitted`` set —
+archived events first, then the active window, then the echoed events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from google.protobuf.message import Message
+
+from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
+from sidecar.gen.compaction.v1 import event_pb2, session_pb2
+
+# Room for what wraps an answer on a stream (request and session ids, the frame).
+_MARGIN = 4096
+
+
+def _strip(events: Iterable[event_pb2.Event]) -> None:
+    """Drop each event's content, keeping what identifies it and its place."""
+    for event in events:
+        event.text = ""
+        event.metadata.clear()
+        for call in event.tool_calls:
+            call.arguments_json = ""
+        for result in event.tool_results:
+            result.content = ""
+        for part in event.parts:
+            part.ClearField("data")
+            part.uri = ""
+
+
+def fit_result(result: session_pb2.CompactionResult, outer: Message, limit: int) -> None:
+    """Strip ``result``'s events, archived first, while ``outer`` is over ``limit`` bytes."""
+    for events in (result.archived_events, result.active_events):
+        if outer.ByteSize() + _MARGIN <= limit:
+            return
+        _strip(events)
+        result.content_omitted = True
+
+
+def fit_ack(ack: pb.AppendEventsResponse, outer: Message, limit: int) -> None:
+    """An append's acknowledgement within ``limit``: the compaction's events, then its own."""
+    if ack.HasField("compaction"):
+        fit_result(ack.compaction, outer, limit)
+    if outer.ByteSize() + _MARGIN > limit:
+        _strip(ack.events)
+        ack.content_omitted = True
