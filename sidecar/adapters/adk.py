@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from google.adk.errors._stale_session_error import StaleSessionError
 from google.adk.errors.already_exists_error import AlreadyExistsError as AdkAlreadyExistsError
 from google.adk.errors.session_not_found_error import SessionNotFoundError
 from google.adk.events.event import Event as AdkEvent
@@ -67,6 +69,7 @@ from sidecar.client import (
     AsyncClient,
     FailedPreconditionError,
     NotFoundError,
+    ResourceExhaustedError,
 )
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.model import Event, LabelUpdate, Session
@@ -81,7 +84,7 @@ __all__ = [
 ]
 
 # Attempts at a read-merge-write of state before giving up (each lost race retries).
-_ATTEMPTS = 8
+_ATTEMPTS = 16
 
 
 class CompactionSessionService(BaseSessionService):
@@ -170,6 +173,20 @@ class CompactionSessionService(BaseSessionService):
                 continue  # someone else wrote meanwhile: merge again
         raise RuntimeError(f"state of {key!r} kept changing; gave up after {_ATTEMPTS} attempts")
 
+    async def _shared_state(
+        self,
+        key: str,
+        holder: Session | None,
+        identity: Mapping[str, str],
+        delta: Mapping[str, Any],
+        scope: str,
+    ) -> dict[str, Any]:
+        """A shared (app or user) state after merging ``delta``; written only when there is
+        something to merge, so creating sessions does not contend on the holder."""
+        if not delta:
+            return state_of(holder.labels) if holder is not None else {}
+        return await self._update_state(key, identity, delta, scope)
+
     def _session_labels(self, app_name: str, user_id: str, session_id: str) -> dict[str, str]:
         """What identifies a session among the labels (and lets list_sessions filter)."""
         return {
@@ -203,8 +220,13 @@ class CompactionSessionService(BaseSessionService):
             **self._session_labels(app_name, user_id, session_id),
             **state_labels(own, "session"),
         }
-        state_labels(app, "app")  # refused here, before anything is written
-        state_labels(user, "user")
+        app_key, user_key = self._app_key(app_name), self._user_key(app_name, user_id)
+        app_holder, user_holder = await asyncio.gather(
+            self._header(app_key), self._header(user_key)
+        )
+        # Refused here, before anything is written: the shared states as they would become.
+        for holder, delta, scope in ((app_holder, app, "app"), (user_holder, user, "user")):
+            state_change(holder.labels if holder is not None else {}, delta, scope)
         client = self._clients.get()
         key = self._key(app_name, user_id, session_id)
         try:
@@ -213,14 +235,12 @@ class CompactionSessionService(BaseSessionService):
             raise AdkAlreadyExistsError(f"Session with id {session_id} already exists.") from exc
         try:
             app_state, user_state = await asyncio.gather(
-                self._update_state(
-                    self._app_key(app_name),
-                    self._holder_labels("app_state", app_name),
-                    app,
-                    "app",
+                self._shared_state(
+                    app_key, app_holder, self._holder_labels("app_state", app_name), app, "app"
                 ),
-                self._update_state(
-                    self._user_key(app_name, user_id),
+                self._shared_state(
+                    user_key,
+                    user_holder,
                     self._holder_labels("user_state", app_name, user_id),
                     user,
                     "user",
@@ -369,6 +389,19 @@ class CompactionSessionService(BaseSessionService):
             ]
         return event
 
+    async def _holder(self, key: str, identity: Mapping[str, str]) -> Session:
+        """A state holder's header, creating the holder when absent, so that every change to
+        it can be made at a version (two first writers must not both think it empty)."""
+        header = await self._header(key)
+        if header is not None:
+            return header
+        with contextlib.suppress(AlreadyExistsError):
+            return await self._clients.get().create_session(key, None, dict(identity))
+        header = await self._header(key)
+        if header is None:  # created and deleted in between: a caller's race, not ours
+            raise RuntimeError(f"state holder {key!r} vanished while it was created")
+        return header
+
     async def _store(
         self,
         session: AdkSession,
@@ -379,34 +412,27 @@ class CompactionSessionService(BaseSessionService):
     ) -> tuple[AppendResult, bool]:
         """One AppendEvents carrying the event and every state change it makes.
 
-        Each state is merged at the version it was read at; when another
-        writer got there first the whole append is refused (nothing stored),
-        and this merges again. True when this call wrote the event.
+        Each state that changes is merged at the version it was read at; when
+        another writer got there first the whole append is refused (nothing
+        stored), and this merges again after a short random pause. An event
+        that changes no session state is appended at no version, so writers
+        of one session only race on the state they both change. True when
+        this call wrote the event.
         """
         own, app, user = deltas
         client = self._clients.get()
         holders = []
         if app:
-            holders.append(
-                (
-                    self._app_key(session.app_name),
-                    app,
-                    "app",
-                    self._holder_labels("app_state", session.app_name),
-                )
-            )
+            identity = self._holder_labels("app_state", session.app_name)
+            holders.append((self._app_key(session.app_name), app, "app", identity))
         if user:
+            identity = self._holder_labels("user_state", session.app_name, session.user_id)
             holders.append(
-                (
-                    self._user_key(session.app_name, session.user_id),
-                    user,
-                    "user",
-                    self._holder_labels("user_state", session.app_name, session.user_id),
-                )
+                (self._user_key(session.app_name, session.user_id), user, "user", identity)
             )
-        for _ in range(_ATTEMPTS):
-            header, *others = await asyncio.gather(
-                self._header(key), *(self._header(h[0]) for h in holders)
+        for attempt in range(_ATTEMPTS):
+            header, others = await asyncio.gather(
+                self._header(key), asyncio.gather(*(self._holder(h[0], h[3]) for h in holders))
             )
             if header is None:
                 raise SessionNotFoundError(f"Session {session.id} not found.")
@@ -415,18 +441,17 @@ class CompactionSessionService(BaseSessionService):
                 LabelUpdate(
                     set={**chunks, **_event_labels(event)},
                     remove=stale,
-                    expected_version=header.version,
+                    expected_version=header.version if own else None,
                 )
             ]
-            for (holder_key, delta, scope, identity), current in zip(holders, others, strict=True):
-                labels = current.labels if current is not None else identity
-                chunks, stale = state_change(labels, delta, scope)
+            for (holder_key, delta, scope, _), current in zip(holders, others, strict=True):
+                chunks, stale = state_change(current.labels, delta, scope)
                 updates.append(
                     LabelUpdate(
                         session_id=holder_key,
-                        set={**(identity if current is None else {}), **chunks},
+                        set=chunks,
                         remove=stale,
-                        expected_version=current.version if current is not None else None,
+                        expected_version=current.version,
                     )
                 )
             try:
@@ -438,12 +463,16 @@ class CompactionSessionService(BaseSessionService):
                     f"Event {event.id} already exists in session {session.id} with"
                     " different content; an event id may be re-sent only unchanged."
                 ) from exc
+            except ResourceExhaustedError as exc:
+                raise ValueError(f"event {event.id} refused: {exc}") from exc
             except FailedPreconditionError:
-                continue  # another writer changed this session or a shared state: merge again
+                # Another writer changed this session's or a shared state: merge again.
+                await asyncio.sleep(random.uniform(0, 0.002 * 2 ** min(attempt, 6)))
+                continue
             return result, result.version != header.version
-        raise RuntimeError(
-            f"session {session.id!r} kept changing under append_event;"
-            f" gave up after {_ATTEMPTS} attempts"
+        raise StaleSessionError(
+            f"session {session.id!r}: its state kept changing under append_event;"
+            f" gave up after {_ATTEMPTS} merges"
         )
 
 

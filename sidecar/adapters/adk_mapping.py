@@ -37,7 +37,9 @@ LABEL_UPDATE_TIME = "adk.last_update_time"  # the last appended event's timestam
 LABEL_AGENT = "adk.last_agent"  # the last agent that spoke: who a summary turn is shown to
 _STATE_LABEL = "adk.state."
 _STATE_CHUNK = 1000  # a label value holds at most 1024 characters
-_MAX_STATE_CHUNKS = 58  # 64 labels per session, less the identity labels
+# 64 labels per session, less the 5 identity labels and the 2 an append sets (last update
+# time, last agent).
+_MAX_STATE_CHUNKS = 57
 
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._~@+=-")
 

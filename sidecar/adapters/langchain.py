@@ -141,7 +141,9 @@ def compacted_messages(
 ) -> list[AnyMessage]:
     """The model's messages: the window in log order, each kept event as the state's own message.
 
-    Only messages the window archived are left out. Messages the session has
+    Only messages the window archived, and ones the graph no longer has
+    (removed from its state), are left out. A message edited in place keeps
+    its id, so the model gets the edited one. Messages the session has
     never seen (``mirrored``: the ids sent to it; by default everything after
     the last message the window keeps) — another middleware's, or ones that
     reached the state after the window was read — stay where they stand,
@@ -165,6 +167,8 @@ def compacted_messages(
     out: list[AnyMessage] = []
     for event in window:
         own = by_id.get(event.id) if not event.synthetic else None
+        if own is None and not event.synthetic:
+            continue  # no longer in the graph's messages (a RemoveMessage): not sent either
         out.extend(before.get(event.id, ()))
         out.append(own if own is not None else event_to_message(event))
     out.extend(pending)
@@ -273,7 +277,12 @@ class SessionCompactionMiddleware(AgentMiddleware):
         scheduled = False
         for start in range(0, len(new), _APPEND_BATCH):
             batch = new[start : start + _APPEND_BATCH]
-            scheduled = handle.append(batch).compaction_scheduled or scheduled
+            try:
+                scheduled = handle.append(batch).compaction_scheduled or scheduled
+            except AlreadyExistsError:  # a message edited in place: store the rest
+                for event in batch:
+                    with contextlib.suppress(AlreadyExistsError):
+                        scheduled = handle.append([event]).compaction_scheduled or scheduled
             self._sent[key].update(e.id for e in batch)
         if self.await_compaction and scheduled:
             handle.compact(_BARRIER)
@@ -294,7 +303,13 @@ class SessionCompactionMiddleware(AgentMiddleware):
         scheduled = False
         for start in range(0, len(new), _APPEND_BATCH):
             batch = new[start : start + _APPEND_BATCH]
-            scheduled = (await handle.append(batch)).compaction_scheduled or scheduled
+            try:
+                scheduled = (await handle.append(batch)).compaction_scheduled or scheduled
+            except AlreadyExistsError:  # a message edited in place: store the rest
+                for event in batch:
+                    with contextlib.suppress(AlreadyExistsError):
+                        appended = await handle.append([event])
+                        scheduled = appended.compaction_scheduled or scheduled
             self._sent[key].update(e.id for e in batch)
         if self.await_compaction and scheduled:
             await handle.compact(_BARRIER)

@@ -9,6 +9,7 @@ re-sent id with other content — the test is ours alone.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,7 +24,7 @@ from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.genai import types
 
 from sidecar.adapters.adk import CompactionSessionService, session_key
-from sidecar.client import AsyncClient
+from sidecar.client import AsyncClient, NotFoundError
 
 APP = "app"
 
@@ -184,3 +185,57 @@ async def test_concurrent_writers_of_shared_state_lose_no_update(
     assert {k: v for k, v in fresh.state.items() if k.startswith("app:")} == {
         f"app:k{i}": i for i in range(6)
     }
+
+
+async def test_many_sessions_created_at_once_in_one_app_all_land(
+    ours: CompactionSessionService,
+) -> None:
+    made = await asyncio.gather(
+        *(ours.create_session(app_name=APP, user_id=f"u{i % 3}") for i in range(30))
+    )
+    listed = await ours.list_sessions(app_name=APP)
+    assert sorted(s.id for s in listed.sessions) == sorted(s.id for s in made)
+
+
+async def test_first_writers_of_a_shared_state_merge_instead_of_mixing(
+    ours: CompactionSessionService, client: AsyncClient
+) -> None:
+    # No user holder exists yet (sessions made before holders were, or by an older
+    # release): concurrent first writers must merge, not interleave chunks.
+    for round_ in range(10):
+        user = f"first{round_}"
+        one = await ours.create_session(app_name=APP, user_id=user, session_id="s")
+        two = await ours.create_session(app_name=APP, user_id=user, session_id="t")
+        with contextlib.suppress(NotFoundError):
+            await client.delete_session(session_key(ours.namespace + "-user", APP, user, ""))
+        await asyncio.gather(
+            ours.append_event(one, said("a", state_delta={"user:big": "x" * 2500})),
+            ours.append_event(two, said("b", state_delta={"user:small": 1})),
+        )
+        state = await ours.get_user_state(app_name=APP, user_id=user)
+        assert state == {"big": "x" * 2500, "small": 1}
+
+
+async def test_a_state_at_the_limit_still_takes_agent_events(
+    ours: CompactionSessionService,
+) -> None:
+    # Every append also sets two labels of its own: the state's limit leaves room for them.
+    with pytest.raises(ValueError, match="session state would be"):
+        await ours.create_session(app_name=APP, user_id="u", state={"blob": "y" * 57_500})
+    session = await ours.create_session(app_name=APP, user_id="u", state={"blob": "y" * 56_500})
+    await ours.append_event(session, said("answer", author="agent"))
+    with pytest.raises(ValueError, match="session state would be"):
+        await ours.append_event(session, said("more", state_delta={"blob2": "z" * 3_000}))
+    stored = await ours.get_session(app_name=APP, user_id="u", session_id=session.id)
+    assert stored is not None
+    assert len(stored.events) == 1
+
+
+async def test_concurrent_appends_to_one_session_all_land(
+    ours: CompactionSessionService, client: AsyncClient
+) -> None:
+    session = await ours.create_session(app_name=APP, user_id="u", session_id="busy")
+    events = [said(f"m{i}", author="agent") for i in range(30)]
+    await asyncio.gather(*(ours.append_event(session, e) for e in events))
+    log = [e async for e in client.session(session_key(ours.namespace, APP, "u", "busy")).events()]
+    assert sorted(e.id for e in log) == sorted(e.id for e in events)

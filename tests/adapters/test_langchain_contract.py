@@ -160,3 +160,24 @@ def test_compaction_never_orphans_a_tool_result_and_passes_an_existing_orphan_as
         "t1",
         "h2",
     ]
+
+
+def test_a_message_removed_from_the_state_is_not_sent_again() -> None:
+    messages: list[AnyMessage] = [HumanMessage("q2", id="h2")]
+    window = [
+        Event(id="h1", role=Role.USER, text="secret: 1234"),  # removed by RemoveMessage
+        Event(id="h2", role=Role.USER, text="q2"),
+    ]
+    assert [m.id for m in compacted_messages(window, messages, {"h1", "h2"})] == ["h2"]
+
+
+def test_a_message_edited_in_place_does_not_wedge_a_restarted_thread(sidecar_address: str) -> None:
+    with Client(sidecar_address) as client:
+        first = SessionCompactionMiddleware(client, session_id="edited")
+        state: Any = {"messages": [HumanMessage("q1", id="h1")]}
+        first.before_model(state, None)  # type: ignore[arg-type]
+        restarted = SessionCompactionMiddleware(client, session_id="edited")
+        state = {"messages": [HumanMessage("q1, edited", id="h1"), HumanMessage("q2", id="h2")]}
+        restarted.before_model(state, None)  # type: ignore[arg-type]
+        log = list(client.session("langchain/edited").events())
+        assert [(e.id, e.text) for e in log] == [("h1", "q1"), ("h2", "q2")]
