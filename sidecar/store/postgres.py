@@ -20,6 +20,13 @@ service resumes by itself when the database is back. Reads and appends (which
 are idempotent by event id) are retried once at once on such a failure: the
 first call after a database restart usually meets a pooled connection the
 server has closed, and should not fail for that.
+
+Searches. At most half the pool searches at once (at least one search), so
+context reads always find a connection. A search past its budget is
+stopped twice over: asyncpg cancels its statement when the waiting call
+gives up, and ``SET LOCAL statement_timeout`` has the server stop it should
+that cancel not get through. Either is a ``TimeoutError``, not an outage:
+the connection is fine, and the search is not retried.
 """
 
 from __future__ import annotations
@@ -27,7 +34,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import ssl
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
@@ -69,6 +78,10 @@ UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+class _SearchStopped(Exception):
+    """The server stopped a search at its statement_timeout (kept apart from outages)."""
+
+
 class PostgresStore:
     """The Store protocol on a PostgreSQL database (see the module docstring)."""
 
@@ -92,6 +105,7 @@ class PostgresStore:
         self.statement_timeout_s = statement_timeout_s
         self._pool: asyncpg.Pool | None = None
         self._decoded = DecodedEvents(decoded_cache_bytes)
+        self._searching = asyncio.Semaphore(max(1, pool_size // 2))
         self.folds_accents = False
         """Whether search folds accents (the unaccent extension was there); set by open."""
         self.origin = uuid.uuid4().hex
@@ -409,10 +423,32 @@ class PostgresStore:
         )
 
     async def search(
-        self, query: SearchQuery, *, page_size: int, page_token: str
+        self,
+        query: SearchQuery,
+        *,
+        page_size: int,
+        page_token: str,
+        timeout_s: float | None = None,
     ) -> Page[SearchHit]:
         size = effective_page_size(page_size)
-        return await self._read(lambda db: reads.search(db, query, size=size, token=page_token))
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+
+        async def search(db: Db) -> Page[SearchHit]:
+            if deadline is not None:
+                left_ms = math.ceil((deadline - time.monotonic()) * 1000)
+                await db.execute(f"SET LOCAL statement_timeout = {max(left_ms, 1)}")
+            try:
+                return await reads.search(db, query, size=size, token=page_token)
+            except asyncpg.QueryCanceledError as exc:
+                if deadline is None:
+                    raise  # someone else's cancel: an outage like any other
+                raise _SearchStopped() from exc
+
+        try:
+            async with asyncio.timeout(timeout_s), self._searching:
+                return await self._read(search)
+        except _SearchStopped:
+            raise TimeoutError("search stopped at its statement_timeout") from None
 
     async def compaction_result(self, session_id: str, compaction_id: str) -> CompactionResult:
         return await self._read(lambda db: reads.compaction_result(db, session_id, compaction_id))

@@ -188,9 +188,20 @@ class Store(Protocol):
         """The whole log in log order, archived events included unless told otherwise."""
 
     async def search(
-        self, query: SearchQuery, *, page_size: int, page_token: str
+        self,
+        query: SearchQuery,
+        *,
+        page_size: int,
+        page_token: str,
+        timeout_s: float | None = None,
     ) -> Page[SearchHit]:
-        """Full-text search, best rank first. Archived events always; active ones if asked."""
+        """Full-text search, best rank first. Archived events always; active ones if asked.
+
+        The query's terms are bounded (``search_terms``: InvalidArgument past
+        them). The search stops once ``timeout_s`` has passed (TimeoutError),
+        waiting for a connection included, and at once when its caller is
+        cancelled; searches never take the connections other reads need.
+        """
 
     async def list_compactions(
         self, session_id: str, *, page_size: int, page_token: str

@@ -1,7 +1,9 @@
 """The SQLite store: the embedded default, one file, no server.
 
-Connections. One writer connection and a small pool of reader connections
-(WAL lets readers run while the writer commits). aiosqlite gives each
+Connections. One writer connection, a small pool of reader connections
+(WAL lets readers run while the writer commits), and connections of their
+own for searches, so that no search, however long, keeps a context read
+waiting for a reader (see ``sqlite_search``). aiosqlite gives each
 connection its own thread; a whole transaction (BEGIN ... COMMIT and every
 statement between) is queued to that thread as ONE function, so:
 
@@ -44,7 +46,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import aiosqlite
 
@@ -70,26 +72,12 @@ from sidecar.store.sqlite_schema import (
     configure_writer,
     migrate,
 )
+from sidecar.store.sqlite_search import SearchConnections
+from sidecar.store.sqlite_threads import run_in_connection_thread
+
+__all__ = ["SqliteStore", "run_in_connection_thread"]
 
 T = TypeVar("T")
-
-
-async def run_in_connection_thread(
-    connection: aiosqlite.Connection, fn: Callable[[sqlite3.Connection], T]
-) -> T:
-    """Run ``fn(raw_connection)`` on the aiosqlite connection's own thread, as one job.
-
-    aiosqlite is pinned at 0.22.1, whose ``Connection._execute(fn, *args)``
-    queues ``fn(*args)`` on the connection's worker thread and awaits its
-    result. It is private API: re-check this helper when upgrading aiosqlite.
-    """
-    try:
-        result = await connection._execute(fn, connection._conn)  # type: ignore[no-untyped-call]
-    except (sqlite3.IntegrityError, sqlite3.ProgrammingError):
-        raise  # a bug in this store, not a state of the database
-    except sqlite3.DatabaseError as exc:  # locked past busy_timeout, I/O error, full, corrupt
-        raise StoreUnavailable(f"sqlite: {exc}") from exc
-    return cast(T, result)
 
 
 def _in_transaction(
@@ -158,6 +146,7 @@ class SqliteStore:
         *,
         synchronous: str = "NORMAL",
         readers: int = 2,
+        search_connections: int = 2,
         decoded_cache_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         if synchronous.upper() not in SYNCHRONOUS_MODES:
@@ -170,6 +159,7 @@ class SqliteStore:
         self._writer: aiosqlite.Connection | None = None
         self._readers: list[aiosqlite.Connection] = []
         self._idle: asyncio.Queue[aiosqlite.Connection] = asyncio.Queue()
+        self._searches = SearchConnections(search_connections)
         self._queue: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = []
         self._committer: asyncio.Task[None] | None = None
         self._busy = False  # a write is running; new ones queue behind it
@@ -192,14 +182,16 @@ class SqliteStore:
                 self._readers.append(reader)
                 await run_in_connection_thread(reader, configure_reader)
                 self._idle.put_nowait(reader)
+            await self._searches.open(self.path)
         except BaseException:
             await writer.close()
             await self._close_readers()
+            await self._searches.close(wait=False)
             raise
         self._writer = writer
 
     async def close(self) -> None:
-        """Refuse new calls, let the ones in flight finish, then disconnect."""
+        """Refuse new calls, let the ones in flight finish (stopping searches), then disconnect."""
         writer = self._writer
         if writer is None:
             return
@@ -209,6 +201,7 @@ class SqliteStore:
             else:
                 await asyncio.sleep(0.001)
         self._writer = None
+        await self._searches.close()  # searches in flight are stopped: they are only reads
         # Taking every reader back from the pool waits for the reads in flight.
         for _ in self._readers:
             await self._idle.get()
@@ -429,10 +422,19 @@ class SqliteStore:
         )
 
     async def search(
-        self, query: SearchQuery, *, page_size: int, page_token: str
+        self,
+        query: SearchQuery,
+        *,
+        page_size: int,
+        page_token: str,
+        timeout_s: float | None = None,
     ) -> Page[SearchHit]:
+        if self._writer is None:
+            raise StoreUnavailable("sqlite store is not open")
         size = effective_page_size(page_size)
-        return await self._read(lambda db: reads.search(db, query, size=size, token=page_token))
+        return await self._searches.run(
+            lambda db: reads.search(db, query, size=size, token=page_token), timeout_s
+        )
 
     async def compaction_result(self, session_id: str, compaction_id: str) -> CompactionResult:
         return await self._read(lambda db: reads.compaction_result(db, session_id, compaction_id))

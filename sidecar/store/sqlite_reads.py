@@ -31,6 +31,7 @@ from sidecar.store.protocol import (
     SearchQuery,
     SessionFilter,
 )
+from sidecar.store.search_terms import query_terms
 
 SESSION_COLUMNS = """s.pk, s.id, s.version, s.policy_json, s.labels, s.create_time,
     s.update_time, s.active_events, s.real_events, s.turns, s.tokens, s.system_tokens,
@@ -242,17 +243,16 @@ def compaction_result(
 
 
 def fts_match(text: str) -> str:
-    """The FTS5 query for user text: every term an FTS string literal, all required.
+    """The FTS5 query for user text: every distinct term an FTS string literal, all required.
 
     Quoting each whitespace-separated term (doubling its quotes) means no user
     text is ever read as FTS syntax (AND, NEAR, ``*``, parentheses, column
     filters): ``"foo AND (`` searches for the words foo and and. A term that
     tokenizes to nothing (``"*"``) is an empty phrase, which FTS5 ignores.
-    Terms are ANDed: a hit contains every word, in any order.
+    Terms are ANDed: a hit contains every word, in any order. Repeats are
+    dropped and the rest bounded by ``query_terms``.
     """
-    # FTS5 reads its query as a C string: a NUL would end it inside a literal.
-    terms = text.replace("\x00", " ").split()
-    return " ".join('"' + term.replace('"', '""') + '"' for term in terms)
+    return " ".join('"' + term.replace('"', '""') + '"' for term in query_terms(text))
 
 
 def search(db: sqlite3.Connection, query: SearchQuery, *, size: int, token: str) -> Page[SearchHit]:
