@@ -47,7 +47,7 @@ def events(msgs: Iterable[event_pb2.Event]) -> tuple[Event, ...]:
 
 
 def policy(msg: policy_pb2.CompactionPolicy) -> CompactionPolicy:
-    return convert.policy_in(msg)
+    return convert.policy_in(msg, bounded=False)  # the server's, stored: read it as it is
 
 
 def session(msg: session_pb2.Session) -> Session:

@@ -13,9 +13,10 @@ compaction still applies its strategy.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, TypeVar
 
 from sidecar.compaction.sliding_window import SlidingWindow
 from sidecar.compaction.summarize import Summarize
@@ -38,6 +39,14 @@ WindowStrategy = SlidingWindow | TurnWindow | TokenBudget
 Strategy = WindowStrategy | Summarize
 
 MAX_TRIGGER_DEPTH = 8
+MAX_TRIGGERS = 64
+"""How many triggers one policy may hold, nested ones included: every append checks them all."""
+MAX_POLICY_BYTES = 64 << 10
+"""How large a policy's stored document (``CompactionPolicy.to_json``) may be.
+
+A policy is parsed and kept per session; only a summarizer's prompts make
+one large, and 64 KiB leaves them room for some 10,000 words.
+"""
 # Fields every strategy has, set beside its kind rather than inside it (as in the proto).
 _STRATEGY_LEVEL = ("boundary", "min_saved_tokens")
 
@@ -63,6 +72,10 @@ class CompactionPolicy:
         if self.trigger is not None:
             out["trigger"] = trigger_to_dict(self.trigger)
         return out
+
+    def to_json(self) -> str:
+        """The compact document a session stores (what ``MAX_POLICY_BYTES`` bounds)."""
+        return json.dumps(self.to_dict(), separators=(",", ":"))
 
 
 def trigger_to_dict(trigger: Trigger) -> dict[str, Any]:
@@ -109,6 +122,50 @@ def _count(value: Any, field: str) -> int:
     if _int(value, field) < 1:
         raise InvalidConfig(field, f"must be a positive integer, got {value!r}")
     return int(value)
+
+
+_Node = TypeVar("_Node")
+
+
+def check_trigger_count(
+    root: _Node,
+    nested: Callable[[_Node], tuple[str, Sequence[_Node]] | None],
+    field: str = "trigger",
+) -> None:
+    """Refuse a trigger tree of more than ``MAX_TRIGGERS`` triggers before any of it is parsed.
+
+    ``nested`` gives a node's ``any_of``/``all_of`` kind and list, or None: the
+    one rule serves every form of a policy (plain data, protobuf). It counts
+    level by level with ``len`` and stops once past the limit, so a list of a
+    million triggers costs no more than one of 65. The error names the list
+    that passed it.
+    """
+    count = 1
+    level = [(root, field)]
+    while level:
+        deeper: list[tuple[_Node, str]] = []
+        for node, path in level:
+            found = nested(node)
+            if found is None:
+                continue
+            kind, items = found
+            count += len(items)
+            if count > MAX_TRIGGERS:
+                raise InvalidConfig(
+                    f"{path}.{kind}",
+                    f"makes the policy hold more than {MAX_TRIGGERS} triggers"
+                    " (nested ones count), the most one may hold",
+                )
+            deeper += ((item, f"{path}.{kind}[{i}]") for i, item in enumerate(items))
+        level = deeper
+
+
+def _nested_in_dict(data: Any) -> tuple[str, Sequence[Any]] | None:
+    if isinstance(data, Mapping) and len(data) == 1:
+        ((kind, value),) = data.items()
+        if kind in ("any_of", "all_of") and isinstance(value, list):
+            return kind, value
+    return None  # not a list of triggers (or malformed: trigger_from_dict says how)
 
 
 def trigger_from_dict(data: Any, field: str = "trigger", depth: int = 0) -> Trigger:
@@ -188,8 +245,14 @@ def strategy_from_dict(data: Any, field: str = "strategy") -> Strategy:
     return cls(boundary=boundary, min_saved_tokens=min_saved, **config)
 
 
-def policy_from_dict(data: Any) -> CompactionPolicy:
-    """Parse a policy from its plain-data form (a decoded JSON or YAML document)."""
+def policy_from_dict(data: Any, *, bounded: bool = True) -> CompactionPolicy:
+    """Parse a policy from its plain-data form (a decoded JSON or YAML document).
+
+    ``bounded`` refuses more than ``MAX_TRIGGERS`` triggers (before parsing
+    them) and a document over ``MAX_POLICY_BYTES``. Only a policy already
+    stored is read unbounded: it was accepted when it was written (perhaps
+    before the bounds), and its session must go on working.
+    """
     if not isinstance(data, Mapping):
         raise InvalidConfig("policy", "must be an object")
     unknown = set(data) - {"trigger", "strategy"}
@@ -197,5 +260,18 @@ def policy_from_dict(data: Any) -> CompactionPolicy:
         raise InvalidConfig(f"policy.{sorted(unknown)[0]}", "unknown field")
     if "strategy" not in data:
         raise InvalidConfig("policy.strategy", "is required")
-    trigger = trigger_from_dict(data["trigger"]) if data.get("trigger") is not None else None
-    return CompactionPolicy(trigger=trigger, strategy=strategy_from_dict(data["strategy"]))
+    trigger = None
+    if data.get("trigger") is not None:
+        if bounded:
+            check_trigger_count(data["trigger"], _nested_in_dict)
+        trigger = trigger_from_dict(data["trigger"])
+    policy = CompactionPolicy(trigger=trigger, strategy=strategy_from_dict(data["strategy"]))
+    if bounded:
+        check_policy_bytes(len(policy.to_json()))
+    return policy
+
+
+def check_policy_bytes(size: int, field: str = "policy") -> None:
+    """Refuse a policy of ``size`` bytes serialized if that is over ``MAX_POLICY_BYTES``."""
+    if size > MAX_POLICY_BYTES:
+        raise InvalidConfig(field, f"is {size} bytes, the limit is {MAX_POLICY_BYTES}")

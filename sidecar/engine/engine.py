@@ -16,8 +16,6 @@
 from __future__ import annotations
 
 import asyncio
-import functools
-import json
 import logging
 import os
 import time
@@ -27,11 +25,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sidecar.compaction.formatting import format_event
-from sidecar.compaction.policy import CompactionPolicy, policy_from_dict
+from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.tokens import TokenEstimator, default_estimator
 from sidecar.engine.locks import LockRegistry
 from sidecar.engine.observer import EngineObserver, NoObserver
+from sidecar.engine.policy_cache import ParsedPolicies
 from sidecar.engine.validation import (
     Limits,
     check_events,
@@ -74,14 +73,16 @@ loop goes on serving other calls. Below this size the hop to the thread
 """
 
 
-@functools.lru_cache(maxsize=4096)
+_PARSED_POLICIES = ParsedPolicies()
+
+
 def parse_policy(policy_json: str) -> CompactionPolicy:
-    """A stored policy, parsed once per distinct document."""
-    return policy_from_dict(json.loads(policy_json))
+    """A stored policy, parsed once per distinct document (within a memory bound)."""
+    return _PARSED_POLICIES.get(policy_json)
 
 
 def policy_json(policy: CompactionPolicy | None) -> str | None:
-    return None if policy is None else json.dumps(policy.to_dict(), separators=(",", ":"))
+    return None if policy is None else policy.to_json()
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Sized
 from dataclasses import dataclass
+from typing import Protocol
 
 from sidecar.errors import InvalidArgument, LimitExceeded
 from sidecar.model import Event, LabelUpdate, Role
@@ -20,12 +21,27 @@ _STORED_ID = re.compile(r"(?:[A-Za-z0-9._-]{1,64}#)?[A-Za-z0-9._:~@/+=-]{1,128}"
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Size limits on what one request may store."""
+    """Size limits on what one request may store.
+
+    The counts bound the work one request makes on the event loop: each
+    tool call, tool result, part and metadata entry is checked and converted
+    one by one, some microseconds each. They are checked first, from the
+    counts alone (``check_shape``), so a request far past them costs nothing.
+    """
 
     max_event_bytes: int = 1 << 20
     max_events_per_append: int = 1000
     max_metadata_entries: int = 64
     max_labels: int = 64
+    max_tool_calls_per_event: int = 1000
+    max_tool_results_per_event: int = 1000
+    max_parts_per_event: int = 1000
+    max_items_per_append: int = 4096
+    """Tool calls, tool results and parts of all the append's events together.
+
+    An append at this and ``max_events_per_append`` holds the loop for some
+    tens of milliseconds, about what 1,000 plain events do.
+    """
 
 
 def check_session_id(session_id: str, field: str = "session_id") -> None:
@@ -69,8 +85,17 @@ def check_labels(labels: Mapping[str, str], limits: Limits, field: str = "labels
             )
 
 
+MAX_LABEL_UPDATES = 16
+"""Sessions one append may change the labels of (each may be created)."""
+
+
 def check_label_updates(session_id: str, updates: Sequence[LabelUpdate], limits: Limits) -> None:
     """Label updates of an append: each session named once, keys and values as labels'."""
+    if len(updates) > MAX_LABEL_UPDATES:
+        raise LimitExceeded(
+            "max_label_updates",
+            f"label_updates has {len(updates)} entries, the limit is {MAX_LABEL_UPDATES}",
+        )
     seen: set[str] = set()
     for index, update in enumerate(updates):
         field = f"label_updates[{index}]"
@@ -106,10 +131,16 @@ def _refuse_constant(name: str) -> object:
     raise ValueError(f"{name} is not a JSON number")
 
 
+# One decoder for every check: ``json.loads`` with an option builds one per call.
+_STRICT_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
 def _nests_deeper(value: object, limit: int) -> bool:
     """Whether arrays and objects in ``value`` nest more than ``limit`` deep (level by level)."""
     level = [value]
     for _ in range(limit):
+        if not level:  # a flat value is done in a level or two, not ``limit``
+            return False
         level = [
             child
             for item in level
@@ -127,12 +158,15 @@ def check_strict_json(text: str, field: str) -> None:
     deep as the stack allows, which is not the same in every reader.
     """
     try:
-        value = json.loads(text, parse_constant=_refuse_constant)
+        value = _STRICT_DECODER.decode(text)
     except RecursionError:  # past the stack, so past MAX_JSON_DEPTH too
         raise InvalidArgument(field, f"nests deeper than {MAX_JSON_DEPTH} levels") from None
     except ValueError as exc:
         raise InvalidArgument(field, f"is not valid JSON: {exc}") from None
-    if _nests_deeper(value, MAX_JSON_DEPTH):
+    # Nesting never goes deeper than the text has brackets (those in strings only add to
+    # the count): counting them is a C loop, walking the value a Python one.
+    brackets = text.count("{") + text.count("[")
+    if brackets > MAX_JSON_DEPTH and _nests_deeper(value, MAX_JSON_DEPTH):
         raise InvalidArgument(field, f"nests deeper than {MAX_JSON_DEPTH} levels")
     # A lone surrogate is in the text itself, or made by an escape (paired ones decode whole).
     if _SURROGATE.search(text) or (
@@ -150,15 +184,70 @@ def event_size(event: Event) -> int:
     return size
 
 
-def check_events(events: Sequence[Event], limits: Limits) -> None:
-    """Raise InvalidArgument or LimitExceeded for the first bad event."""
-    if not events:
-        raise InvalidArgument("events", "must hold at least one event")
+class EventShape(Protocol):
+    """What ``check_shape`` reads of an event: the model's Event and the protobuf message alike."""
+
+    @property
+    def tool_calls(self) -> Sized: ...
+    @property
+    def tool_results(self) -> Sized: ...
+    @property
+    def parts(self) -> Sized: ...
+    @property
+    def metadata(self) -> Sized: ...
+
+
+def _refuse_entries(event: EventShape, limits: Limits, at: str) -> None:
+    """LimitExceeded naming the first of ``event``'s repeated fields that is too long."""
+    for name, limit_name in (
+        ("tool_calls", "max_tool_calls_per_event"),
+        ("tool_results", "max_tool_results_per_event"),
+        ("parts", "max_parts_per_event"),
+        ("metadata", "max_metadata_entries"),
+    ):
+        count, limit = len(getattr(event, name)), getattr(limits, limit_name)
+        if count > limit:
+            raise LimitExceeded(
+                limit_name, f"{at}.{name} has {count} entries, the limit is {limit}"
+            )
+
+
+def check_shape(events: Sequence[EventShape], limits: Limits, field: str = "events") -> None:
+    """LimitExceeded if an append holds too many events, or entries in them.
+
+    Counts only (``len``), so it is run on the protobuf message before any
+    model object is built from it: a million tool calls are refused in
+    microseconds.
+    """
     if len(events) > limits.max_events_per_append:
         raise LimitExceeded(
             "max_events_per_append",
             f"{len(events)} events in one append, the limit is {limits.max_events_per_append}",
         )
+    items = 0
+    for i, event in enumerate(events):
+        calls, results, parts = len(event.tool_calls), len(event.tool_results), len(event.parts)
+        if (
+            calls > limits.max_tool_calls_per_event
+            or results > limits.max_tool_results_per_event
+            or parts > limits.max_parts_per_event
+            or len(event.metadata) > limits.max_metadata_entries
+        ):
+            _refuse_entries(event, limits, f"{field}[{i}]")
+        items += calls + results + parts
+    if items > limits.max_items_per_append:
+        raise LimitExceeded(
+            "max_items_per_append",
+            f"{field} hold {items} tool calls, tool results and parts in all,"
+            f" the limit is {limits.max_items_per_append}",
+        )
+
+
+def check_events(events: Sequence[Event], limits: Limits) -> None:
+    """Raise InvalidArgument or LimitExceeded for the first bad event."""
+    if not events:
+        raise InvalidArgument("events", "must hold at least one event")
+    check_shape(events, limits)
     for i, event in enumerate(events):
         _check_event(event, f"events[{i}]", limits)
 
@@ -193,12 +282,6 @@ def _check_event(event: Event, at: str, limits: Limits) -> None:
             raise InvalidArgument(f"{at}.parts[{j}].mime_type", "is required")
         if part.data and part.uri:
             raise InvalidArgument(f"{at}.parts[{j}]", "set data or uri, not both")
-    if len(event.metadata) > limits.max_metadata_entries:
-        raise LimitExceeded(
-            "max_metadata_entries",
-            f"{at}.metadata has {len(event.metadata)} entries,"
-            f" the limit is {limits.max_metadata_entries}",
-        )
     size = event_size(event)
     if size > limits.max_event_bytes:
         raise LimitExceeded(

@@ -8,14 +8,20 @@ them and names the offending field.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from google.protobuf import json_format
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from sidecar.compaction.policy import CompactionPolicy, policy_from_dict
+from sidecar.compaction.policy import (
+    CompactionPolicy,
+    check_policy_bytes,
+    check_trigger_count,
+    policy_from_dict,
+)
+from sidecar.engine.validation import Limits, check_shape
 from sidecar.errors import InvalidArgument, InvalidConfig
 from sidecar.gen.compaction.v1 import (
     event_pb2,
@@ -99,7 +105,15 @@ def event_in(msg: event_pb2.Event, field: str) -> Event:
     )
 
 
-def events_in(msgs: Iterable[event_pb2.Event], field: str = "events") -> list[Event]:
+def events_in(
+    msgs: Sequence[event_pb2.Event], limits: Limits, field: str = "events"
+) -> list[Event]:
+    """A client's events, their counts checked first (``check_shape``).
+
+    Building the model costs microseconds per tool call, part and metadata
+    entry, so a request of a million is refused from its counts, not built.
+    """
+    check_shape(msgs, limits, field)
     return [event_in(m, f"{field}[{i}]") for i, m in enumerate(msgs)]
 
 
@@ -173,13 +187,37 @@ def _policy_message(data: dict[str, Any], into: policy_pb2.CompactionPolicy) -> 
     json_format.ParseDict(data, into)
 
 
-def policy_in(msg: policy_pb2.CompactionPolicy, field: str = "policy") -> CompactionPolicy:
-    """A policy message, checked; errors name the field under ``field``."""
-    data = json_format.MessageToDict(msg, preserving_proto_field_name=True)
-    if "trigger" in data:
-        data["trigger"] = _triggers_in(data["trigger"])
+def _nested_in_message(
+    trigger: policy_pb2.Trigger,
+) -> tuple[str, Sequence[policy_pb2.Trigger]] | None:
+    kind = trigger.WhichOneof("kind")
+    if kind == "any_of":
+        return kind, trigger.any_of.triggers
+    if kind == "all_of":
+        return kind, trigger.all_of.triggers
+    return None
+
+
+def policy_in(
+    msg: policy_pb2.CompactionPolicy, field: str = "policy", *, bounded: bool = True
+) -> CompactionPolicy:
+    """A policy message, checked; errors name the field under ``field``.
+
+    Its trigger count and size are checked on the message itself: converting
+    it to plain data costs microseconds per trigger, seconds for a million.
+    (The message's size is close to its stored document's, which
+    ``policy_from_dict`` then bounds exactly.) A client reading a policy the
+    server stored passes ``bounded=False``: it was accepted when written.
+    """
     try:
-        return policy_from_dict(data)
+        if bounded:
+            if msg.HasField("trigger"):
+                check_trigger_count(msg.trigger, _nested_in_message)
+            check_policy_bytes(msg.ByteSize())
+        data = json_format.MessageToDict(msg, preserving_proto_field_name=True)
+        if "trigger" in data:
+            data["trigger"] = _triggers_in(data["trigger"])
+        return policy_from_dict(data, bounded=bounded)
     except InvalidConfig as exc:
         path = exc.field.removeprefix("policy").lstrip(".")
         raise InvalidConfig(f"{field}.{path}" if path else field, exc.description) from None
