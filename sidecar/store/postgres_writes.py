@@ -171,6 +171,14 @@ async def append(
     """
     rules.require_ids(events)
     created = False
+    shared = sorted({u.session_id for u in label_updates} - {"", session_id})
+    if shared:
+        # Every session this append writes, locked in one id order: two appends that
+        # update each other's labels queue on the first lock instead of deadlocking.
+        await db.execute(
+            "SELECT 1 FROM sessions WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE",
+            sorted([session_id, *shared]),
+        )
     found = await find_session(db, session_id, for_update=True)
     if found is None:
         if not create_if_missing:

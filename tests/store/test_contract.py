@@ -5,6 +5,7 @@ The ``store`` fixture (conftest.py) runs each test once per implementation.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -419,6 +420,21 @@ async def test_a_refused_label_update_refuses_the_whole_append(store: Store) -> 
     assert (holder.labels, holder.version) == ({"a": "1"}, 1)
     with pytest.raises(SessionNotFound):
         await store.get_session("nobody")
+
+
+async def test_appends_updating_each_others_labels_at_once_all_land(store: Store) -> None:
+    # A appends and updates B while B appends and updates A: one lock order, no deadlock.
+    await store.create_session("A", policy_json=None, labels={})
+    await store.create_session("B", policy_json=None, labels={})
+
+    async def append(own: str, other: str, n: int) -> None:
+        update = LabelUpdate(session_id=other, set={f"from-{own}": str(n)})
+        await store.append(own, [u(f"{own}{n}")], label_updates=[update])
+
+    for n in range(5):
+        await asyncio.gather(*(append(o, t, 3 * n + i) for i in range(3) for o, t in ("AB", "BA")))
+    assert len((await store.active_window("A"))[1]) == 15
+    assert (await store.get_session("A")).labels["from-B"] in {"12", "13", "14"}
 
 
 async def test_a_retried_append_writes_no_label_update(store: Store) -> None:
