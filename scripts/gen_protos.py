@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROTOS = ROOT / "protos"
 DEFAULT_OUT = ROOT / "sidecar" / "gen"
 HEADER = "# Generated from protos/ by scripts/gen_protos.py. Do not edit.\n"
+DESCRIPTORS = "descriptors.binpb"
 _IMPORT = re.compile(r"^(from|import) compaction\.v1", re.M)
 
 
@@ -43,6 +44,10 @@ def generate(out: Path) -> None:
             f"--mypy_out={tmp}",
             f"--grpc_python_out={tmp}",
             f"--mypy_grpc_out={tmp}",
+            # The API with its comments, for server reflection (grpcurl describe shows them).
+            f"--descriptor_set_out={Path(tmp) / DESCRIPTORS}",
+            "--include_source_info",
+            "--include_imports",
             *sources,
         ]
         if protoc.main(args) != 0:
@@ -53,9 +58,12 @@ def generate(out: Path) -> None:
         for path in sorted(Path(tmp).rglob("*")):
             if path.is_dir():
                 continue
-            text = _IMPORT.sub(r"\1 sidecar.gen.compaction.v1", path.read_text())
             target = out / path.relative_to(tmp)
             target.parent.mkdir(parents=True, exist_ok=True)
+            if path.name == DESCRIPTORS:
+                target.write_bytes(path.read_bytes())
+                continue
+            text = _IMPORT.sub(r"\1 sidecar.gen.compaction.v1", path.read_text())
             target.write_text(HEADER + text)
     for package in [out, *[p for p in out.rglob("*") if p.is_dir()]]:
         (package / "__init__.py").write_text(HEADER)

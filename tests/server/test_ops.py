@@ -146,6 +146,17 @@ async def test_reflection_lists_the_services(sidecar: object, tmp_path: Path) ->
             database.FindFileContainingSymbol, "compaction.v1.CompactionService"
         )
         assert descriptor.package == "compaction.v1"
+        # The documentation travels too, so `grpcurl describe` shows each field's comment.
+        comments = {
+            location.leading_comments.strip()
+            for location in descriptor.source_code_info.location
+            if location.leading_comments
+        }
+        assert any(c.startswith("Label changes stored in the same transaction") for c in comments)
+        health_file = await asyncio.to_thread(
+            database.FindFileContainingSymbol, "grpc.health.v1.Health"
+        )
+        assert health_file.package == "grpc.health.v1"
     finally:
         channel.close()
 
