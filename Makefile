@@ -4,23 +4,33 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo serve bench bench-quick test lint typecheck unit protos proto-check clean \
+.PHONY: runtime setup demo serve bench bench-quick test lint typecheck unit protos proto-check clean \
 	clients-ts protos-ts clients-go protos-go clients-java clients-java-gen clients-java-gen-check helm bench-adk-venv reliability
 
-$(STAMP): pyproject.toml
+RUNTIME_STAMP := $(VENV)/.runtime
+
+## The server and its runtime dependencies only (what serve and demo need).
+$(RUNTIME_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip==25.3
+	$(BIN)/pip install --quiet -e .
+	touch $(RUNTIME_STAMP)
+
+## Plus the test, lint and benchmark tools (what test and bench need).
+$(STAMP): $(RUNTIME_STAMP)
 	$(BIN)/pip install --quiet -e '.[test,bench]'
 	touch $(STAMP)
+
+runtime: $(RUNTIME_STAMP)
 
 setup: $(STAMP)
 
 ## The main job on the embedded defaults.
-demo: setup
+demo: runtime
 	$(BIN)/compaction-sidecar demo
 
 ## Run the server on the embedded defaults (SQLite file ./compaction.db, 127.0.0.1:50051).
-serve: setup
+serve: runtime
 	$(BIN)/compaction-sidecar serve
 
 ADK_VENV ?= .venv-adk
@@ -91,9 +101,12 @@ protos-go: $(NODE_STAMP)
 	clients/go/scripts/gen.sh
 
 ## Java client: its tests and the conformance suite, each test class against a real server.
+## Prints Surefire's summary lines (the whole log, .venv/mvn-test.log, when it fails).
 clients-java: setup
 	cd clients/java && SIDECAR_BIN=$(abspath $(BIN))/compaction-sidecar \
-		mvn -B --no-transfer-progress -q test
+		mvn -B --no-transfer-progress -Dstyle.color=never test > $(abspath $(VENV))/mvn-test.log 2>&1; \
+		status=$$?; grep -E 'Tests run:|BUILD|ERROR' $(abspath $(VENV))/mvn-test.log; \
+		[ $$status -eq 0 ] || tail -n 150 $(abspath $(VENV))/mvn-test.log; exit $$status
 
 ## Regenerate clients/java/src/generated/java from protos/ (buf; protoc from Maven Central;
 ## grpc_java_plugin from Debian, apt-installed by the script when missing).

@@ -34,6 +34,7 @@ from sidecar.server import tracing
 from sidecar.server.auth import BearerTokenInterceptor, TokenFile
 from sidecar.server.config import ServerConfig
 from sidecar.server.decoding import DecodeErrorInterceptor
+from sidecar.server.descriptors import enable_documented_reflection
 from sidecar.server.memory import return_freed_memory
 from sidecar.server.metrics import Metrics, RpcMetricsInterceptor, TimedStore
 from sidecar.server.servicer import CompactionServicer
@@ -58,6 +59,7 @@ def open_store(config: ServerConfig) -> Store:
 
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
+            log.info("store: SQLite file %s", Path(path).resolve())
         return SqliteStore(
             path,
             synchronous=config.sqlite_synchronous,
@@ -358,14 +360,13 @@ async def _serve_on(
         max_streams_per_connection=config.max_streams_per_connection,
         cache_bytes=config.read_cache_bytes()[1],
         max_message_bytes=config.max_message_bytes,
+        search_timeout_s=config.search_timeout_s,
     )
     compaction_service_pb2_grpc.add_CompactionServiceServicer_to_server(servicer, server)
     metrics.bind_servicer(servicer)
     health_servicer = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        (SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-    )
+    enable_documented_reflection((SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
     port = _bound(server, config.listen, "listen", credentials)
     health_server = None
     health_port = None

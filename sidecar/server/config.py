@@ -60,6 +60,7 @@ class ServerConfig:
     store_probe_interval_s: float = 5.0
     read_cache_mib: int = 64
     read_cache_idle_s: float = 30.0
+    search_timeout_s: float = 5.0
 
     def policy(self) -> CompactionPolicy | None:
         """The default policy document, parsed; "none" means no default."""
@@ -164,6 +165,7 @@ _AT_LEAST: dict[str, float] = {
     "store_probe_interval_s": 0.001,
     "read_cache_mib": 0,
     "read_cache_idle_s": 0,
+    "search_timeout_s": 0.001,
 }
 
 

@@ -42,6 +42,7 @@ from sidecar.server.decoding import Undecodable, undecodable_message
 from sidecar.server.status import to_status
 from sidecar.server.tenancy import UNSCOPED, Scope, current_scope
 from sidecar.store.protocol import SearchQuery, SessionFilter
+from sidecar.store.search_terms import query_terms
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,12 @@ Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
 STREAM_QUEUE_SIZE = 256
+# How often an idle long-lived call checks that its token is still in force (the token
+# file itself is re-read at most once a second).
+REVOCATION_CHECK_S = 0.5
+REVOKED = "bearer token revoked: this call ended with it"
+# Stands for "nothing arrived in REVOCATION_CHECK_S" in a stream's outgoing loop.
+_IDLE = pb.StreamEventsResponse(request_id="\x00idle")
 STREAM_READ_AHEAD = 64
 STREAM_MAX_WATCHED_SESSIONS = 256
 
@@ -171,8 +178,11 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         max_streams_per_connection: int = 100,
         cache_bytes: int = 32 << 20,
         max_message_bytes: int = 16 << 20,
+        search_timeout_s: float = 5.0,
     ) -> None:
         self.engine = engine
+        self.search_timeout_s = search_timeout_s
+        """The longest one SearchEvents may take (a caller's shorter deadline wins)."""
         self.max_message_bytes = max_message_bytes
         """The server's send limit: answers are fitted within it (see ``answers``)."""
         self.store = engine.store
@@ -215,6 +225,20 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             self._streams[peer] = left
         else:
             del self._streams[peer]
+
+    def revoked(self, context: grpc.aio.ServicerContext[Any, Any], scope: Scope) -> bool:
+        """Whether an open call's token is no longer in force (or now names another tenant).
+
+        Long-lived calls ask this before every write they make and every
+        result they deliver, and at least every ``REVOCATION_CHECK_S`` while
+        idle, so removing a token from the file ends its open calls too.
+        """
+        if self.tokens is None:
+            return False
+        tenant = self.tokens.tenant_of(context.invocation_metadata())
+        if tenant is False:
+            return True
+        return self.tokens.current().multi_tenant and tenant != scope.tenant
 
     def scope_of(self, context: grpc.aio.ServicerContext[Any, Any]) -> Scope:
         """The caller's namespace: its tenant's in multi-tenant mode, else every session."""
@@ -319,7 +343,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         ]
         result = await self.engine.append(
             stored,
-            convert.events_in(events),
+            convert.events_in(events, self.engine.limits),
             expected_version=_optional_version(expected_version),
             create_if_missing=create_if_missing,
             label_updates=updates,
@@ -361,7 +385,8 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         flow control pushes back on the client. Memory stays bounded.
         """
         # Set before the tasks below are made, so they inherit it.
-        current_scope.set(self.scope_of(context))
+        scope = self.scope_of(context)
+        current_scope.set(scope)
         try:
             peer = self._open_stream(context)
         except LimitExceeded as exc:
@@ -413,6 +438,8 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
                             ended = True
                             break
                         arrived.append(more)
+                    if self.revoked(context, scope):
+                        break  # nothing more is written for a revoked token
                     for out in await self._stream_batch(arrived):
                         if out.HasField("append"):
                             watch(out.session_id)
@@ -424,10 +451,21 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         reader = asyncio.create_task(read())
         try:
             while True:
-                item = await queue.get()
+                try:
+                    item = await asyncio.wait_for(queue.get(), REVOCATION_CHECK_S)
+                except TimeoutError:
+                    item = _IDLE
+                # Acks of writes made while the token held are delivered; results,
+                # the end of the stream and idle time are where a revocation ends it.
+                delivers_content = item is not None and item is not _IDLE and not item.request_id
+                if (item is None or item is _IDLE or delivers_content) and self.revoked(
+                    context, scope
+                ):
+                    await context.abort(grpc.StatusCode.UNAUTHENTICATED, REVOKED)
                 if item is None:
                     break
-                yield item
+                if item is not _IDLE:
+                    yield item
             await reader
         finally:
             self._close_stream(peer)
@@ -596,11 +634,21 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             await abort(context, exc)
             raise  # unreachable: abort raises
         watcher = self.engine.watch(session_id)
+        scope = current_scope.get()
         try:
             # Headers now, so a client knows the watch is in place before the first result.
             await context.send_initial_metadata(())
             while True:
-                update: CompactionResult | Lagged = await watcher.next()
+                try:
+                    update: CompactionResult | Lagged = await asyncio.wait_for(
+                        watcher.next(), REVOCATION_CHECK_S
+                    )
+                except TimeoutError:
+                    if self.revoked(context, scope):
+                        await context.abort(grpc.StatusCode.UNAUTHENTICATED, REVOKED)
+                    continue
+                if self.revoked(context, scope):
+                    await context.abort(grpc.StatusCode.UNAUTHENTICATED, REVOKED)
                 out = pb.WatchSessionResponse()
                 if isinstance(update, Lagged):
                     out.missed = update.missed
@@ -634,6 +682,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     ) -> pb.SearchEventsResponse:
         if not request.query.strip():
             raise InvalidArgument("query", "is required")
+        query_terms(request.query)  # past the bounds, refused before the store is touched
         scope = current_scope.get()
         query = SearchQuery(
             text=request.query,
@@ -644,9 +693,24 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             since=convert.time_in(request.since, "since") if request.HasField("since") else None,
             until=convert.time_in(request.until, "until") if request.HasField("until") else None,
         )
-        page = await self.store.search(
-            query, page_size=request.page_size, page_token=request.page_token
-        )
+        remaining = context.time_remaining()
+        budget = self.search_timeout_s
+        by_deadline = remaining is not None and remaining < budget
+        try:
+            page = await self.store.search(
+                query,
+                page_size=request.page_size,
+                page_token=request.page_token,
+                timeout_s=remaining if by_deadline else budget,
+            )
+        except TimeoutError:
+            if by_deadline:
+                raise  # the caller's own deadline: DEADLINE_EXCEEDED
+            raise LimitExceeded(
+                "search_timeout_s",
+                f"the search ran past {budget:g} s, the longest one may take; narrow it"
+                " (rarer words, one session, a time range, a smaller page)",
+            ) from None
         out = pb.SearchEventsResponse(next_page_token=page.next_page_token)
         for hit in page.items:
             added = out.hits.add(

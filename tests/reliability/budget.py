@@ -57,6 +57,7 @@ FIGURES: Counter[str] = Counter()
 """What this run did, summed over the tests: printed at the end (see conftest.py)."""
 
 LABELS = {
+    "open_calls_ended_by_revocation": "open streams and watches ended by a token's removal",
     "oversized_answers_sent_without_content": "answers past the size limit, sent without content",
     "requests_fuzzed": "requests fuzzed (every RPC; valid, boundary, malformed)",
     "garbage_connections": "connections of raw garbage bytes",
