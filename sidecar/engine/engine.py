@@ -249,8 +249,31 @@ class SessionEngine:
         Without ``force`` the trigger decides. ``policy`` overrides the
         session's for this pass. A summarizing pass already in flight for the
         session is waited for first. ``deadline_s`` (the caller's remaining
-        time) bounds the summarizer call.
+        time) bounds the summarizer call. The result carries the active window
+        whether or not the pass changed anything (a skipped pass's is read
+        after it), as every strategy's contract says.
         """
+        result = await self._compact(
+            session_id,
+            policy=policy,
+            force=force,
+            expected_version=expected_version,
+            deadline_s=deadline_s,
+        )
+        if result.compacted:
+            return result
+        session, window = await self.store.active_window(session_id)
+        return replace(result, active_events=window, version=session.version)
+
+    async def _compact(
+        self,
+        session_id: str,
+        *,
+        policy: CompactionPolicy | None,
+        force: bool,
+        expected_version: int | None,
+        deadline_s: float | None,
+    ) -> CompactionResult:
         check_stored_session_id(session_id)
         self.check_policy(policy)
         running = self._in_flight.get(session_id)

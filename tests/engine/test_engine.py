@@ -196,6 +196,21 @@ async def test_compact_without_force_respects_the_trigger(store: SqliteStore) ->
     assert result.skipped_reason is SkipReason.TRIGGER_NOT_FIRED
 
 
+async def test_a_skipped_compact_still_returns_the_active_window(store: SqliteStore) -> None:
+    engine = SessionEngine(store)
+    await engine.create_session("s", policy=WINDOW)
+    await engine.append("s", turn(0))
+    for result in (await engine.compact("s"), await engine.compact("s", force=True)):
+        assert not result.compacted
+        assert [e.id for e in result.active_events] == ["u0", "a0"]
+        assert result.version == (await store.get_session("s")).version
+    await engine.create_session("none", use_default_policy=False)
+    await engine.append("none", turn(1))
+    result = await engine.compact("none", force=True)
+    assert result.skipped_reason is SkipReason.NO_POLICY
+    assert [e.id for e in result.active_events] == ["u1", "a1"]
+
+
 async def test_policy_without_trigger_never_compacts_on_its_own(store: SqliteStore) -> None:
     engine = SessionEngine(store)
     await engine.create_session("s", policy=CompactionPolicy(None, SlidingWindow(2)))
