@@ -18,6 +18,7 @@ import yaml
 
 from sidecar.compaction.policy import CompactionPolicy, policy_from_dict
 from sidecar.errors import InvalidConfig
+from sidecar.server import settings
 from sidecar.store.urls import is_postgres_url
 
 DEFAULT_POLICY: dict[str, Any] = {
@@ -176,9 +177,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     error names the setting and what it must be.
     """
     parser.add_argument("--config", help="a YAML or JSON file with any of the settings below")
+    documented = settings.by_name()
     for f in fields(ServerConfig):
         flag = "--" + f.name.replace("_", "-")
-        parser.add_argument(flag, default=None, help=f"(env {_env_name(f.name)})")
+        help_text = settings.help_text(documented[f.name])
+        parser.add_argument(flag, default=None, metavar=f.name.upper(), help=help_text)
 
 
 def load(args: argparse.Namespace, environ: dict[str, str] | None = None) -> ServerConfig:

@@ -1,0 +1,169 @@
+"""What each ``serve`` setting means: one table for ``serve --help`` and the README.
+
+``tests/server/test_settings_doc.py`` keeps the README's Configuration table
+equal to ``markdown_table()`` and this table equal to ``ServerConfig``'s
+fields, so the two never drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """A setting's name (as in ``ServerConfig``), its default as shown, and its meaning."""
+
+    name: str
+    default: str
+    meaning: str
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return "COMPACTION_" + self.name.upper()
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("listen", "`127.0.0.1:50051`", "HOST:PORT of the API"),
+    Setting(
+        "health_listen", "off", "HOST:PORT of a second, health-only listener for Kubernetes probes"
+    ),
+    Setting(
+        "metrics_listen",
+        "off",
+        "HOST:PORT of a plain-HTTP Prometheus endpoint (`/metrics`), see Observability",
+    ),
+    Setting(
+        "store",
+        "`sqlite:///./compaction.db`",
+        "`sqlite:///PATH` is relative to the working directory, four slashes make it absolute"
+        " (`sqlite:////var/lib/sidecar/x.db`); missing directories are created and the resolved"
+        " path is logged at start. Or `postgresql://USER:PASSWORD@HOST:5432/DB` (a libpq URL:"
+        " `?sslmode=require`, `?search_path=SCHEMA`, ...)",
+    ),
+    Setting(
+        "default_policy",
+        "token_count 8000 → token_budget 4000",
+        "the policy of sessions created without one: JSON or YAML, a file holding it, or `none`",
+    ),
+    Setting(
+        "max_event_bytes",
+        "1 MiB",
+        "the largest event; over it `RESOURCE_EXHAUSTED` naming the limit, nothing stored",
+    ),
+    Setting(
+        "max_message_bytes",
+        "16 MiB",
+        "the largest request and answer; an answer over it goes out without its events' content"
+        " (`content_omitted`), never as an error",
+    ),
+    Setting("max_events_per_append", "1000", "events one append may carry"),
+    Setting(
+        "max_streams_per_connection",
+        "100",
+        "open `StreamEvents`/`WatchSession` calls per connection; past it `RESOURCE_EXHAUSTED`",
+    ),
+    Setting(
+        "auth_token_file",
+        "off",
+        "bearer tokens, one per line, optionally `TENANT TOKEN` (see Security); re-read when it"
+        " changes, and a removed token ends its open calls",
+    ),
+    Setting("tls_cert", "off", "PEM certificate chain: serve TLS (with `--tls-key`)"),
+    Setting("tls_key", "off", "PEM private key of `--tls-cert`"),
+    Setting("tls_client_ca", "off", "PEM CA bundle: require client certificates (mutual TLS)"),
+    Setting("log_level", "`INFO`", "`DEBUG`, `INFO`, `WARNING`, `ERROR` or `CRITICAL`"),
+    Setting(
+        "log_format",
+        "`text`",
+        "`text`, or `json`: one object per line with `session_id`, `compaction_id`, `method`,"
+        " `code` as fields",
+    ),
+    Setting(
+        "log_event_content",
+        "`false`",
+        "log appended events' content at DEBUG; otherwise content is never logged",
+    ),
+    Setting(
+        "summarizer",
+        "`none`",
+        "`gemini`, `extractive` (offline, no model) or `none`; with `none` a summarizing policy"
+        " is refused with `FAILED_PRECONDITION`",
+    ),
+    Setting(
+        "summary_timeout_s",
+        "60",
+        "the whole summarizer call, retries included (a caller's shorter deadline wins)",
+    ),
+    Setting(
+        "gemini_model",
+        "`gemini-2.5-flash`",
+        "the summary model; the key comes from `GEMINI_API_KEY` / `GOOGLE_API_KEY`, Vertex AI"
+        " from `GOOGLE_GENAI_USE_VERTEXAI`, `GOOGLE_CLOUD_PROJECT`, `GOOGLE_CLOUD_LOCATION`",
+    ),
+    Setting("gemini_base_url", "the SDK's", "another Gemini endpoint (a proxy, a test server)"),
+    Setting("gemini_api_version", "`v1`", "the Gemini API version"),
+    Setting("gemini_timeout_s", "30", "one Gemini request"),
+    Setting("gemini_max_retries", "3", "retries of a failed Gemini request"),
+    Setting(
+        "shutdown_grace_s",
+        "10",
+        "on SIGTERM health goes `NOT_SERVING` and calls get this long; 0 or more",
+    ),
+    Setting(
+        "sqlite_synchronous",
+        "`NORMAL`",
+        "`OFF`, `NORMAL`, `FULL` (fsync every commit, see Durability) or `EXTRA`",
+    ),
+    Setting("store_pool_size", "10", "PostgreSQL connections per replica"),
+    Setting(
+        "store_open_timeout_s",
+        "30",
+        "at start, how long to wait for an unreachable store before giving up",
+    ),
+    Setting(
+        "store_probe_interval_s",
+        "5",
+        "how often health re-checks the store (`NOT_SERVING` while it is unreachable)",
+    ),
+    Setting(
+        "read_cache_mib",
+        "64",
+        "memory the read caches may hold (decoded events; GetContext's wire bytes and last"
+        " answers); `0` turns them off. Bounded, never stale (see Performance)",
+    ),
+    Setting(
+        "read_cache_idle_s",
+        "30",
+        "after this long without calls the read caches are dropped and the freed heap handed"
+        " back to the OS; `0` keeps them",
+    ),
+    Setting(
+        "search_timeout_s",
+        "5",
+        "the longest one `SearchEvents` may take, waiting for a connection included (a caller's"
+        " shorter deadline wins); past it the search stops and answers `RESOURCE_EXHAUSTED`"
+        " naming `search_timeout_s`",
+    ),
+)
+
+
+def by_name() -> dict[str, Setting]:
+    return {s.name: s for s in SETTINGS}
+
+
+def markdown_table() -> str:
+    """The README's Configuration table."""
+    rows = ["| setting | environment | default | meaning |", "|---|---|---|---|"]
+    rows += [f"| `{s.flag}` | `{s.env}` | {s.default} | {s.meaning} |" for s in SETTINGS]
+    return "\n".join(rows) + "\n"
+
+
+def help_text(setting: Setting) -> str:
+    """One setting's ``serve --help`` line: meaning, default, environment variable."""
+    plain = f"{setting.meaning} (default: {setting.default}; env {setting.env})"
+    return plain.replace("`", "").replace("%", "%%")
