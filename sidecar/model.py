@@ -112,6 +112,14 @@ class Event:
     archived: bool = False
     token_count: int = 0
 
+    def content_bytes(self) -> int:
+        """Approximate bytes of the event's content as stored and sent."""
+        size = len(self.text.encode()) + sum(len(p.data) + len(p.uri) for p in self.parts)
+        size += sum(len(c.arguments_json) + len(c.name) + len(c.id) for c in self.tool_calls)
+        size += sum(len(r.content.encode()) + len(r.name) for r in self.tool_results)
+        size += sum(len(k) + len(v) for k, v in self.metadata.items())
+        return size
+
     @property
     def is_turn_start(self) -> bool:
         """A turn starts at each non-synthetic USER event."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
@@ -44,6 +45,10 @@ async def _paged(fetch: Callable[[str], Awaitable[tuple[Iterable[T], str]]]) -> 
             yield item
         if not token:
             return
+
+
+# Reads of a window too large for one answer, before taking the newest pages as they are.
+_WHOLE_WINDOW_TRIES = 3
 
 
 class AsyncClient:
@@ -254,10 +259,22 @@ class SessionHandle:
             call.cancel()
 
     async def context(self) -> SessionContext:
-        """The active window to send to the model, in log order."""
+        """The active window to send to the model, in log order.
+
+        A window too large for one answer comes without its events' content;
+        it is then read in byte-bounded pages (ListEvents) and put together.
+        """
         client = self._client
         request = pb.GetContextRequest(session_id=self.session_id)
-        return decode.context(await client._unary(client._stub.GetContext, request, retry=True))
+        for _ in range(_WHOLE_WINDOW_TRIES):
+            answer = await client._unary(client._stub.GetContext, request, retry=True)
+            window = decode.context(answer)
+            if not answer.content_omitted:
+                return window
+            listed = tuple([e async for e in self.events(active_only=True)])
+            if [e.id for e in listed] == [e.id for e in window.events]:
+                break  # the same window: nothing changed in between
+        return replace(window, events=listed)
 
     async def compact(
         self,

@@ -11,6 +11,7 @@ generator; closing either generator cancels its call.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
@@ -46,6 +47,10 @@ def _paged(fetch: Callable[[str], tuple[Iterable[T], str]]) -> Iterator[T]:
 def _cancel(call: Any) -> None:
     """End a streaming call (typed loosely: the stubs leave ``Call.cancel`` untyped)."""
     call.cancel()
+
+
+# Reads of a window too large for one answer, before taking the newest pages as they are.
+_WHOLE_WINDOW_TRIES = 3
 
 
 class Client:
@@ -246,10 +251,19 @@ class SyncSessionHandle:
             _cancel(call)
 
     def context(self) -> SessionContext:
-        """The active window to send to the model, in log order."""
+        """The active window to send to the model, in log order (see ``SessionHandle.context``:
+        a window too large for one answer is read in byte-bounded pages and put together)."""
         client = self._client
         request = pb.GetContextRequest(session_id=self.session_id)
-        return decode.context(client._unary(client._stub.GetContext, request, retry=True))
+        for _ in range(_WHOLE_WINDOW_TRIES):
+            answer = client._unary(client._stub.GetContext, request, retry=True)
+            window = decode.context(answer)
+            if not answer.content_omitted:
+                return window
+            listed = tuple(self.events(active_only=True))
+            if [e.id for e in listed] == [e.id for e in window.events]:
+                break
+        return replace(window, events=listed)
 
     def compact(
         self,

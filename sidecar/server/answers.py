@@ -53,3 +53,20 @@ def fit_ack(ack: pb.AppendEventsResponse, outer: Message, limit: int) -> None:
     if outer.ByteSize() + _MARGIN > limit:
         _strip(ack.events)
         ack.content_omitted = True
+
+
+def fit_context(answer: pb.GetContextResponse, limit: int) -> pb.GetContextResponse:
+    """``answer`` itself when it fits in ``limit`` bytes, else a copy without content.
+
+    A window of twenty 0.9 MB images counts few tokens, so no token trigger
+    fires and a forced compaction may not shrink it; such a session must still
+    be readable. Its content is then read in parts with ListEvents, whose
+    pages are bounded in bytes.
+    """
+    if answer.ByteSize() + _MARGIN <= limit:
+        return answer
+    stripped = pb.GetContextResponse()
+    stripped.CopyFrom(answer)
+    _strip(stripped.events)
+    stripped.content_omitted = True
+    return stripped

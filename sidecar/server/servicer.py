@@ -595,12 +595,12 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             kept = self.contexts.get(session_id, await self.store.get_session(session_id))
             if kept is not None:
                 self.context_reads["kept"] += 1
-                return kept
+                return answers.fit_context(kept, self.max_message_bytes)
         session, events = await self.engine.context(session_id)
         out = self.blobs.response(session, events)
         self.contexts.put(session_id, session, out)
         self.context_reads["built"] += 1
-        return out
+        return answers.fit_context(out, self.max_message_bytes)
 
     @unary
     async def Compact(
@@ -671,6 +671,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             page_size=request.page_size,
             page_token=request.page_token,
             include_archived=not request.active_only,
+            max_bytes=self.max_message_bytes // 2,
         )
         out = pb.ListEventsResponse(next_page_token=page.next_page_token)
         convert.events_out(page.items, out.events)

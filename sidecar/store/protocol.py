@@ -184,8 +184,13 @@ class Store(Protocol):
         page_size: int,
         page_token: str,
         include_archived: bool = True,
+        max_bytes: int | None = None,
     ) -> Page[Event]:
-        """The whole log in log order, archived events included unless told otherwise."""
+        """The whole log in log order, archived events included unless told otherwise.
+
+        A page also stops before its events' content passes ``max_bytes``
+        (holding at least one event), continuing from there on the next page.
+        """
 
     async def search(
         self,

@@ -42,6 +42,26 @@ def check_absent_version(session_id: str, expected_version: int | None) -> None:
         )
 
 
+PAGE_ITEM_OVERHEAD = 128
+"""What an event costs on the wire beyond its content: ids, numbers, field tags."""
+
+
+def fitting(events: Sequence[Event], max_bytes: int | None) -> int:
+    """How many of ``events``, from the first, fit in ``max_bytes`` (always at least one).
+
+    A page bounded only by count can pass the message limit (twenty 0.9 MB
+    images), and then no page of that listing could ever be read.
+    """
+    if max_bytes is None:
+        return len(events)
+    total = 0
+    for index, event in enumerate(events):
+        total += event.content_bytes() + PAGE_ITEM_OVERHEAD
+        if total > max_bytes and index > 0:
+            return index
+    return len(events)
+
+
 def split_label_updates(
     session_id: str, updates: Sequence[LabelUpdate]
 ) -> tuple[LabelUpdate | None, list[LabelUpdate]]:

@@ -413,11 +413,17 @@ class SqliteStore:
         page_size: int,
         page_token: str,
         include_archived: bool = True,
+        max_bytes: int | None = None,
     ) -> Page[Event]:
         size = effective_page_size(page_size)
         return await self._read(
             lambda db: reads.list_events(
-                db, session_id, size=size, token=page_token, include_archived=include_archived
+                db,
+                session_id,
+                size=size,
+                token=page_token,
+                include_archived=include_archived,
+                max_bytes=max_bytes,
             )
         )
 

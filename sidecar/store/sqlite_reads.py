@@ -15,6 +15,7 @@ from typing import Any
 
 from sidecar.errors import SessionNotFound
 from sidecar.model import CompactionResult, Event, Session, SessionCounters
+from sidecar.store import rules
 from sidecar.store.codec import decode_event, decode_labels, from_micros, to_micros
 from sidecar.store.event_cache import DecodedEvents
 from sidecar.store.paging import (
@@ -122,6 +123,7 @@ def list_events(
     size: int,
     token: str,
     include_archived: bool,
+    max_bytes: int | None = None,
 ) -> Page[Event]:
     """A page of the log in log order; keyset on ``(sort_key, position)``."""
     bound = fingerprint(session_id, include_archived)
@@ -138,11 +140,12 @@ def list_events(
         (pk, *after, size + 1),
     ).fetchall()
     items = tuple(event_from_row(row) for row in rows[:size])
+    kept = rules.fitting(items, max_bytes)
     next_token = ""
-    if len(rows) > size:
-        last = rows[size - 1]
+    if len(rows) > kept:
+        last = rows[kept - 1]
         next_token = encode_token("events", bound, (last[_EVENT_WIDTH], last[3]))
-    return Page(items, next_token)
+    return Page(items[:kept], next_token)
 
 
 def list_sessions(

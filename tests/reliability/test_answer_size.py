@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
+from sidecar.client import AsyncClient
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
 from sidecar.gen.compaction.v1 import event_pb2, policy_pb2
@@ -120,3 +121,37 @@ async def test_a_stream_survives_an_answer_that_would_be_too_large(tmp_path: Pat
             assert await stored_ids(stub, "st") == [
                 f"{kind}{n}" for n in range(4) for kind in ("u", "a")
             ]
+
+
+async def test_a_window_too_large_for_one_answer_stays_readable(tmp_path: Path) -> None:
+    # Ten 90 KB images count a few tokens each: no token trigger fires, and the window
+    # (900 KB) passes the 400 KB limit; GetContext, ListEvents and the client still read it.
+    async with running(tmp_path, max_message_bytes=LIMIT, max_event_bytes=BIG + 10_000) as sidecar:
+        async with channel(address(sidecar)) as ch:
+            stub: Stub = pb_grpc.CompactionServiceStub(ch)
+            images = [
+                event_pb2.Event(
+                    id=f"img{n}",
+                    role=event_pb2.ROLE_USER if n % 2 == 0 else event_pb2.ROLE_ASSISTANT,
+                    parts=[event_pb2.Part(mime_type="image/png", data=bytes([n]) * BIG)],
+                )
+                for n in range(10)
+            ]
+            for n in range(0, 10, 2):
+                await stub.AppendEvents(
+                    pb.AppendEventsRequest(
+                        session_id="pics", events=images[n : n + 2], create_if_missing=True
+                    )
+                )
+            answer = await stub.GetContext(pb.GetContextRequest(session_id="pics"))
+            assert answer.content_omitted
+            assert [e.id for e in answer.events] == [e.id for e in images]
+            assert await stored_ids(stub, "pics") == [e.id for e in images]
+            page = await stub.ListEvents(pb.ListEventsRequest(session_id="pics"))
+            assert 1 <= len(page.events) < 10
+            assert page.ByteSize() <= LIMIT // 2 + BIG
+            assert page.next_page_token
+        async with AsyncClient(address(sidecar)) as client:
+            window = await client.session("pics").context()
+        assert [e.parts[0].data[:1] for e in window.events] == [bytes([n]) for n in range(10)]
+        assert all(len(e.parts[0].data) == BIG for e in window.events)

@@ -914,9 +914,15 @@ type GetContextResponse struct {
 	// Tokens of the window as a token trigger counts them.
 	TokenCount int32 `protobuf:"varint,3,opt,name=token_count,json=tokenCount,proto3" json:"token_count,omitempty"`
 	// Turns in the window.
-	TurnCount     int32 `protobuf:"varint,4,opt,name=turn_count,json=turnCount,proto3" json:"turn_count,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TurnCount int32 `protobuf:"varint,4,opt,name=turn_count,json=turnCount,proto3" json:"turn_count,omitempty"`
+	// True when the window would pass the server's message size limit
+	// (--max-message-bytes): its events are listed without their content (ids,
+	// positions, roles, flags and token counts kept). Read the content in parts
+	// with ListEvents(active_only), whose pages are bounded in bytes; the
+	// Python client does this for you.
+	ContentOmitted bool `protobuf:"varint,5,opt,name=content_omitted,json=contentOmitted,proto3" json:"content_omitted,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GetContextResponse) Reset() {
@@ -975,6 +981,13 @@ func (x *GetContextResponse) GetTurnCount() int32 {
 		return x.TurnCount
 	}
 	return 0
+}
+
+func (x *GetContextResponse) GetContentOmitted() bool {
+	if x != nil {
+		return x.ContentOmitted
+	}
+	return false
 }
 
 // Request of Compact.
@@ -1235,7 +1248,9 @@ type ListEventsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// At most this many events (default 100, at most 1000).
+	// At most this many events (default 100, at most 1000). A page also
+	// stops before it would pass half the server's message size limit (it
+	// always holds at least one event), so every session stays listable.
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// From a previous response's next_page_token.
 	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
@@ -1676,14 +1691,15 @@ const file_compaction_v1_compaction_service_proto_rawDesc = "" +
 	"\x06result\"2\n" +
 	"\x11GetContextRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"\x9c\x01\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\xc5\x01\n" +
 	"\x12GetContextResponse\x12,\n" +
 	"\x06events\x18\x01 \x03(\v2\x14.compaction.v1.EventR\x06events\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\x12\x1f\n" +
 	"\vtoken_count\x18\x03 \x01(\x05R\n" +
 	"tokenCount\x12\x1d\n" +
 	"\n" +
-	"turn_count\x18\x04 \x01(\x05R\tturnCount\"\xa9\x01\n" +
+	"turn_count\x18\x04 \x01(\x05R\tturnCount\x12'\n" +
+	"\x0fcontent_omitted\x18\x05 \x01(\bR\x0econtentOmitted\"\xa9\x01\n" +
 	"\x0eCompactRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x127\n" +

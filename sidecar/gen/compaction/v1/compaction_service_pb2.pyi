@@ -540,12 +540,20 @@ class GetContextResponse(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     TOKEN_COUNT_FIELD_NUMBER: _builtins.int
     TURN_COUNT_FIELD_NUMBER: _builtins.int
+    CONTENT_OMITTED_FIELD_NUMBER: _builtins.int
     version: _builtins.int
     """The session's version this window belongs to."""
     token_count: _builtins.int
     """Tokens of the window as a token trigger counts them."""
     turn_count: _builtins.int
     """Turns in the window."""
+    content_omitted: _builtins.bool
+    """True when the window would pass the server's message size limit
+    (--max-message-bytes): its events are listed without their content (ids,
+    positions, roles, flags and token counts kept). Read the content in parts
+    with ListEvents(active_only), whose pages are bounded in bytes; the
+    Python client does this for you.
+    """
     @_builtins.property
     def events(self) -> _containers.RepeatedCompositeFieldContainer[_event_pb2.Event]:
         """The active window in log order: what to send to the model."""
@@ -557,10 +565,11 @@ class GetContextResponse(_message.Message):
         version: _builtins.int = ...,
         token_count: _builtins.int = ...,
         turn_count: _builtins.int = ...,
+        content_omitted: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["events", b"events", "token_count", b"token_count", "turn_count", b"turn_count", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_omitted", b"content_omitted", "events", b"events", "token_count", b"token_count", "turn_count", b"turn_count", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -693,7 +702,10 @@ class ListEventsRequest(_message.Message):
     session_id: _builtins.str
     """Required."""
     page_size: _builtins.int
-    """At most this many events (default 100, at most 1000)."""
+    """At most this many events (default 100, at most 1000). A page also
+    stops before it would pass half the server's message size limit (it
+    always holds at least one event), so every session stays listable.
+    """
     page_token: _builtins.str
     """From a previous response's next_page_token."""
     active_only: _builtins.bool

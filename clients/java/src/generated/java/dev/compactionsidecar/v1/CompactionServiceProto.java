@@ -225,72 +225,73 @@ public final class CompactionServiceProto extends com.google.protobuf.GeneratedF
       "action.v1.CompactionResultH\000R\ncompaction" +
       "\022\035\n\nsession_id\030\005 \001(\tR\tsessionIdB\010\n\006resul" +
       "t\"2\n\021GetContextRequest\022\035\n\nsession_id\030\001 \001" +
-      "(\tR\tsessionId\"\234\001\n\022GetContextResponse\022,\n\006" +
+      "(\tR\tsessionId\"\305\001\n\022GetContextResponse\022,\n\006" +
       "events\030\001 \003(\0132\024.compaction.v1.EventR\006even" +
       "ts\022\030\n\007version\030\002 \001(\003R\007version\022\037\n\013token_co" +
       "unt\030\003 \001(\005R\ntokenCount\022\035\n\nturn_count\030\004 \001(" +
-      "\005R\tturnCount\"\251\001\n\016CompactRequest\022\035\n\nsessi" +
-      "on_id\030\001 \001(\tR\tsessionId\0227\n\006policy\030\002 \001(\0132\037" +
-      ".compaction.v1.CompactionPolicyR\006policy\022" +
-      "\024\n\005force\030\003 \001(\010R\005force\022)\n\020expected_versio" +
-      "n\030\004 \001(\003R\017expectedVersion\"J\n\017CompactRespo" +
-      "nse\0227\n\006result\030\001 \001(\0132\037.compaction.v1.Comp" +
-      "actionResultR\006result\"4\n\023WatchSessionRequ" +
-      "est\022\035\n\nsession_id\030\001 \001(\tR\tsessionId\"}\n\024Wa" +
-      "tchSessionResponse\022A\n\ncompaction\030\001 \001(\0132\037" +
-      ".compaction.v1.CompactionResultH\000R\ncompa" +
-      "ction\022\030\n\006missed\030\002 \001(\005H\000R\006missedB\010\n\006updat" +
-      "e\"\217\001\n\021ListEventsRequest\022\035\n\nsession_id\030\001 " +
-      "\001(\tR\tsessionId\022\033\n\tpage_size\030\002 \001(\005R\010pageS" +
-      "ize\022\035\n\npage_token\030\003 \001(\tR\tpageToken\022\037\n\013ac" +
-      "tive_only\030\004 \001(\010R\nactiveOnly\"j\n\022ListEvent" +
-      "sResponse\022,\n\006events\030\001 \003(\0132\024.compaction.v" +
-      "1.EventR\006events\022&\n\017next_page_token\030\002 \001(\t" +
-      "R\rnextPageToken\"\274\002\n\023SearchEventsRequest\022" +
-      "\024\n\005query\030\001 \001(\tR\005query\022\035\n\nsession_id\030\002 \001(" +
-      "\tR\tsessionId\022)\n\005roles\030\003 \003(\0162\023.compaction" +
-      ".v1.RoleR\005roles\022%\n\016include_active\030\004 \001(\010R" +
-      "\rincludeActive\0220\n\005since\030\005 \001(\0132\032.google.p" +
-      "rotobuf.TimestampR\005since\0220\n\005until\030\006 \001(\0132" +
-      "\032.google.protobuf.TimestampR\005until\022\033\n\tpa" +
-      "ge_size\030\007 \001(\005R\010pageSize\022\035\n\npage_token\030\010 " +
-      "\001(\tR\tpageToken\"\204\001\n\tSearchHit\022\035\n\nsession_" +
-      "id\030\001 \001(\tR\tsessionId\022*\n\005event\030\002 \001(\0132\024.com" +
-      "paction.v1.EventR\005event\022\022\n\004rank\030\003 \001(\001R\004r" +
-      "ank\022\030\n\007snippet\030\004 \001(\tR\007snippet\"l\n\024SearchE" +
-      "ventsResponse\022,\n\004hits\030\001 \003(\0132\030.compaction" +
-      ".v1.SearchHitR\004hits\022&\n\017next_page_token\030\002" +
-      " \001(\tR\rnextPageToken2\206\010\n\021CompactionServic" +
-      "e\022L\n\rCreateSession\022#.compaction.v1.Creat" +
+      "\005R\tturnCount\022\'\n\017content_omitted\030\005 \001(\010R\016c" +
+      "ontentOmitted\"\251\001\n\016CompactRequest\022\035\n\nsess" +
+      "ion_id\030\001 \001(\tR\tsessionId\0227\n\006policy\030\002 \001(\0132" +
+      "\037.compaction.v1.CompactionPolicyR\006policy" +
+      "\022\024\n\005force\030\003 \001(\010R\005force\022)\n\020expected_versi" +
+      "on\030\004 \001(\003R\017expectedVersion\"J\n\017CompactResp" +
+      "onse\0227\n\006result\030\001 \001(\0132\037.compaction.v1.Com" +
+      "pactionResultR\006result\"4\n\023WatchSessionReq" +
+      "uest\022\035\n\nsession_id\030\001 \001(\tR\tsessionId\"}\n\024W" +
+      "atchSessionResponse\022A\n\ncompaction\030\001 \001(\0132" +
+      "\037.compaction.v1.CompactionResultH\000R\ncomp" +
+      "action\022\030\n\006missed\030\002 \001(\005H\000R\006missedB\010\n\006upda" +
+      "te\"\217\001\n\021ListEventsRequest\022\035\n\nsession_id\030\001" +
+      " \001(\tR\tsessionId\022\033\n\tpage_size\030\002 \001(\005R\010page" +
+      "Size\022\035\n\npage_token\030\003 \001(\tR\tpageToken\022\037\n\013a" +
+      "ctive_only\030\004 \001(\010R\nactiveOnly\"j\n\022ListEven" +
+      "tsResponse\022,\n\006events\030\001 \003(\0132\024.compaction." +
+      "v1.EventR\006events\022&\n\017next_page_token\030\002 \001(" +
+      "\tR\rnextPageToken\"\274\002\n\023SearchEventsRequest" +
+      "\022\024\n\005query\030\001 \001(\tR\005query\022\035\n\nsession_id\030\002 \001" +
+      "(\tR\tsessionId\022)\n\005roles\030\003 \003(\0162\023.compactio" +
+      "n.v1.RoleR\005roles\022%\n\016include_active\030\004 \001(\010" +
+      "R\rincludeActive\0220\n\005since\030\005 \001(\0132\032.google." +
+      "protobuf.TimestampR\005since\0220\n\005until\030\006 \001(\013" +
+      "2\032.google.protobuf.TimestampR\005until\022\033\n\tp" +
+      "age_size\030\007 \001(\005R\010pageSize\022\035\n\npage_token\030\010" +
+      " \001(\tR\tpageToken\"\204\001\n\tSearchHit\022\035\n\nsession" +
+      "_id\030\001 \001(\tR\tsessionId\022*\n\005event\030\002 \001(\0132\024.co" +
+      "mpaction.v1.EventR\005event\022\022\n\004rank\030\003 \001(\001R\004" +
+      "rank\022\030\n\007snippet\030\004 \001(\tR\007snippet\"l\n\024Search" +
+      "EventsResponse\022,\n\004hits\030\001 \003(\0132\030.compactio" +
+      "n.v1.SearchHitR\004hits\022&\n\017next_page_token\030" +
+      "\002 \001(\tR\rnextPageToken2\206\010\n\021CompactionServi" +
+      "ce\022L\n\rCreateSession\022#.compaction.v1.Crea" +
+      "teSessionRequest\032\026.compaction.v1.Session" +
+      "\022F\n\nGetSession\022 .compaction.v1.GetSessio" +
+      "nRequest\032\026.compaction.v1.Session\022W\n\014List" +
+      "Sessions\022\".compaction.v1.ListSessionsReq" +
+      "uest\032#.compaction.v1.ListSessionsRespons" +
+      "e\022L\n\rUpdateSession\022#.compaction.v1.Updat" +
       "eSessionRequest\032\026.compaction.v1.Session\022" +
-      "F\n\nGetSession\022 .compaction.v1.GetSession" +
-      "Request\032\026.compaction.v1.Session\022W\n\014ListS" +
-      "essions\022\".compaction.v1.ListSessionsRequ" +
-      "est\032#.compaction.v1.ListSessionsResponse" +
-      "\022L\n\rUpdateSession\022#.compaction.v1.Update" +
-      "SessionRequest\032\026.compaction.v1.Session\022Z" +
-      "\n\rDeleteSession\022#.compaction.v1.DeleteSe" +
-      "ssionRequest\032$.compaction.v1.DeleteSessi" +
-      "onResponse\022W\n\014AppendEvents\022\".compaction." +
-      "v1.AppendEventsRequest\032#.compaction.v1.A" +
-      "ppendEventsResponse\022[\n\014StreamEvents\022\".co" +
-      "mpaction.v1.StreamEventsRequest\032#.compac" +
-      "tion.v1.StreamEventsResponse(\0010\001\022Q\n\nGetC" +
-      "ontext\022 .compaction.v1.GetContextRequest" +
-      "\032!.compaction.v1.GetContextResponse\022H\n\007C" +
-      "ompact\022\035.compaction.v1.CompactRequest\032\036." +
-      "compaction.v1.CompactResponse\022Y\n\014WatchSe" +
-      "ssion\022\".compaction.v1.WatchSessionReques" +
-      "t\032#.compaction.v1.WatchSessionResponse0\001" +
-      "\022Q\n\nListEvents\022 .compaction.v1.ListEvent" +
-      "sRequest\032!.compaction.v1.ListEventsRespo" +
-      "nse\022W\n\014SearchEvents\022\".compaction.v1.Sear" +
-      "chEventsRequest\032#.compaction.v1.SearchEv" +
-      "entsResponseB\213\001\n\030dev.compactionsidecar.v" +
-      "1B\026CompactionServiceProtoP\001ZUgithub.com/" +
-      "compaction-sidecar/compaction-sidecar/cl" +
-      "ients/go/compactionv1;compactionv1b\006prot" +
-      "o3"
+      "Z\n\rDeleteSession\022#.compaction.v1.DeleteS" +
+      "essionRequest\032$.compaction.v1.DeleteSess" +
+      "ionResponse\022W\n\014AppendEvents\022\".compaction" +
+      ".v1.AppendEventsRequest\032#.compaction.v1." +
+      "AppendEventsResponse\022[\n\014StreamEvents\022\".c" +
+      "ompaction.v1.StreamEventsRequest\032#.compa" +
+      "ction.v1.StreamEventsResponse(\0010\001\022Q\n\nGet" +
+      "Context\022 .compaction.v1.GetContextReques" +
+      "t\032!.compaction.v1.GetContextResponse\022H\n\007" +
+      "Compact\022\035.compaction.v1.CompactRequest\032\036" +
+      ".compaction.v1.CompactResponse\022Y\n\014WatchS" +
+      "ession\022\".compaction.v1.WatchSessionReque" +
+      "st\032#.compaction.v1.WatchSessionResponse0" +
+      "\001\022Q\n\nListEvents\022 .compaction.v1.ListEven" +
+      "tsRequest\032!.compaction.v1.ListEventsResp" +
+      "onse\022W\n\014SearchEvents\022\".compaction.v1.Sea" +
+      "rchEventsRequest\032#.compaction.v1.SearchE" +
+      "ventsResponseB\213\001\n\030dev.compactionsidecar." +
+      "v1B\026CompactionServiceProtoP\001ZUgithub.com" +
+      "/compaction-sidecar/compaction-sidecar/c" +
+      "lients/go/compactionv1;compactionv1b\006pro" +
+      "to3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -403,7 +404,7 @@ public final class CompactionServiceProto extends com.google.protobuf.GeneratedF
     internal_static_compaction_v1_GetContextResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_GetContextResponse_descriptor,
-        new java.lang.String[] { "Events", "Version", "TokenCount", "TurnCount", });
+        new java.lang.String[] { "Events", "Version", "TokenCount", "TurnCount", "ContentOmitted", });
     internal_static_compaction_v1_CompactRequest_descriptor =
       getDescriptor().getMessageType(14);
     internal_static_compaction_v1_CompactRequest_fieldAccessorTable = new

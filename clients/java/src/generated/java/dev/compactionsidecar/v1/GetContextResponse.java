@@ -159,6 +159,25 @@ private static final long serialVersionUID = 0L;
     return turnCount_;
   }
 
+  public static final int CONTENT_OMITTED_FIELD_NUMBER = 5;
+  private boolean contentOmitted_ = false;
+  /**
+   * <pre>
+   * True when the window would pass the server's message size limit
+   * (--max-message-bytes): its events are listed without their content (ids,
+   * positions, roles, flags and token counts kept). Read the content in parts
+   * with ListEvents(active_only), whose pages are bounded in bytes; the
+   * Python client does this for you.
+   * </pre>
+   *
+   * <code>bool content_omitted = 5 [json_name = "contentOmitted"];</code>
+   * @return The contentOmitted.
+   */
+  @java.lang.Override
+  public boolean getContentOmitted() {
+    return contentOmitted_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -185,6 +204,9 @@ private static final long serialVersionUID = 0L;
     if (turnCount_ != 0) {
       output.writeInt32(4, turnCount_);
     }
+    if (contentOmitted_ != false) {
+      output.writeBool(5, contentOmitted_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -209,6 +231,10 @@ private static final long serialVersionUID = 0L;
     if (turnCount_ != 0) {
       size += com.google.protobuf.CodedOutputStream
         .computeInt32Size(4, turnCount_);
+    }
+    if (contentOmitted_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(5, contentOmitted_);
     }
     return size;
   }
@@ -242,6 +268,8 @@ private static final long serialVersionUID = 0L;
         != other.getTokenCount()) return false;
     if (getTurnCount()
         != other.getTurnCount()) return false;
+    if (getContentOmitted()
+        != other.getContentOmitted()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -264,6 +292,9 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getTokenCount();
     hash = (37 * hash) + TURN_COUNT_FIELD_NUMBER;
     hash = (53 * hash) + getTurnCount();
+    hash = (37 * hash) + CONTENT_OMITTED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getContentOmitted());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -409,6 +440,7 @@ private static final long serialVersionUID = 0L;
       version_ = 0L;
       tokenCount_ = 0;
       turnCount_ = 0;
+      contentOmitted_ = false;
       return this;
     }
 
@@ -464,6 +496,9 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000008) != 0)) {
         result.turnCount_ = turnCount_;
       }
+      if (((from_bitField0_ & 0x00000010) != 0)) {
+        result.contentOmitted_ = contentOmitted_;
+      }
     }
 
     @java.lang.Override
@@ -512,6 +547,9 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getTurnCount() != 0) {
         setTurnCount(other.getTurnCount());
+      }
+      if (other.getContentOmitted() != false) {
+        setContentOmitted(other.getContentOmitted());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -565,6 +603,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000008;
               break;
             } // case 32
+            case 40: {
+              contentOmitted_ = input.readBool();
+              bitField0_ |= 0x00000010;
+              break;
+            } // case 40
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1016,6 +1059,62 @@ private static final long serialVersionUID = 0L;
     public Builder clearTurnCount() {
       bitField0_ = (bitField0_ & ~0x00000008);
       turnCount_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private boolean contentOmitted_ ;
+    /**
+     * <pre>
+     * True when the window would pass the server's message size limit
+     * (--max-message-bytes): its events are listed without their content (ids,
+     * positions, roles, flags and token counts kept). Read the content in parts
+     * with ListEvents(active_only), whose pages are bounded in bytes; the
+     * Python client does this for you.
+     * </pre>
+     *
+     * <code>bool content_omitted = 5 [json_name = "contentOmitted"];</code>
+     * @return The contentOmitted.
+     */
+    @java.lang.Override
+    public boolean getContentOmitted() {
+      return contentOmitted_;
+    }
+    /**
+     * <pre>
+     * True when the window would pass the server's message size limit
+     * (--max-message-bytes): its events are listed without their content (ids,
+     * positions, roles, flags and token counts kept). Read the content in parts
+     * with ListEvents(active_only), whose pages are bounded in bytes; the
+     * Python client does this for you.
+     * </pre>
+     *
+     * <code>bool content_omitted = 5 [json_name = "contentOmitted"];</code>
+     * @param value The contentOmitted to set.
+     * @return This builder for chaining.
+     */
+    public Builder setContentOmitted(boolean value) {
+
+      contentOmitted_ = value;
+      bitField0_ |= 0x00000010;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * True when the window would pass the server's message size limit
+     * (--max-message-bytes): its events are listed without their content (ids,
+     * positions, roles, flags and token counts kept). Read the content in parts
+     * with ListEvents(active_only), whose pages are bounded in bytes; the
+     * Python client does this for you.
+     * </pre>
+     *
+     * <code>bool content_omitted = 5 [json_name = "contentOmitted"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearContentOmitted() {
+      bitField0_ = (bitField0_ & ~0x00000010);
+      contentOmitted_ = false;
       onChanged();
       return this;
     }

@@ -83,4 +83,18 @@ public interface GetContextResponseOrBuilder extends
    * @return The turnCount.
    */
   int getTurnCount();
+
+  /**
+   * <pre>
+   * True when the window would pass the server's message size limit
+   * (--max-message-bytes): its events are listed without their content (ids,
+   * positions, roles, flags and token counts kept). Read the content in parts
+   * with ListEvents(active_only), whose pages are bounded in bytes; the
+   * Python client does this for you.
+   * </pre>
+   *
+   * <code>bool content_omitted = 5 [json_name = "contentOmitted"];</code>
+   * @return The contentOmitted.
+   */
+  boolean getContentOmitted();
 }

@@ -105,7 +105,9 @@ private static final long serialVersionUID = 0L;
   private int pageSize_ = 0;
   /**
    * <pre>
-   * At most this many events (default 100, at most 1000).
+   * At most this many events (default 100, at most 1000). A page also
+   * stops before it would pass half the server's message size limit (it
+   * always holds at least one event), so every session stays listable.
    * </pre>
    *
    * <code>int32 page_size = 2 [json_name = "pageSize"];</code>
@@ -644,7 +646,9 @@ private static final long serialVersionUID = 0L;
     private int pageSize_ ;
     /**
      * <pre>
-     * At most this many events (default 100, at most 1000).
+     * At most this many events (default 100, at most 1000). A page also
+     * stops before it would pass half the server's message size limit (it
+     * always holds at least one event), so every session stays listable.
      * </pre>
      *
      * <code>int32 page_size = 2 [json_name = "pageSize"];</code>
@@ -656,7 +660,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * At most this many events (default 100, at most 1000).
+     * At most this many events (default 100, at most 1000). A page also
+     * stops before it would pass half the server's message size limit (it
+     * always holds at least one event), so every session stays listable.
      * </pre>
      *
      * <code>int32 page_size = 2 [json_name = "pageSize"];</code>
@@ -672,7 +678,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * At most this many events (default 100, at most 1000).
+     * At most this many events (default 100, at most 1000). A page also
+     * stops before it would pass half the server's message size limit (it
+     * always holds at least one event), so every session stays listable.
      * </pre>
      *
      * <code>int32 page_size = 2 [json_name = "pageSize"];</code>

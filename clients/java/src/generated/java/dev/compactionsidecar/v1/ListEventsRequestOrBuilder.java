@@ -32,7 +32,9 @@ public interface ListEventsRequestOrBuilder extends
 
   /**
    * <pre>
-   * At most this many events (default 100, at most 1000).
+   * At most this many events (default 100, at most 1000). A page also
+   * stops before it would pass half the server's message size limit (it
+   * always holds at least one event), so every session stays listable.
    * </pre>
    *
    * <code>int32 page_size = 2 [json_name = "pageSize"];</code>
