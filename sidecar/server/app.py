@@ -38,6 +38,8 @@ from sidecar.server.descriptors import enable_documented_reflection
 from sidecar.server.memory import return_freed_memory
 from sidecar.server.metrics import Metrics, RpcMetricsInterceptor, TimedStore
 from sidecar.server.servicer import CompactionServicer
+from sidecar.server.streams import TRANSPORT_OPTIONS
+from sidecar.store import paging
 from sidecar.store.protocol import Store
 from sidecar.store.urls import redact
 from sidecar.summarizer.protocol import Summarizer
@@ -277,6 +279,10 @@ async def start(
             tokens = TokenFile(config.auth_token_file)
         except (OSError, ValueError) as exc:
             raise InvalidConfig("auth_token_file", str(exc)) from exc
+    # Replicas on one PostgreSQL database share its URL (credentials included), so by
+    # default they share a key and a client can page across them; set page_token_key
+    # to choose one. A SQLite server's own random key is the default there.
+    paging.use_key(config.page_token_key or (config.postgres_url() or ""))
     store = store or open_store(config)
     await open_store_patiently(store, config.store_open_timeout_s)
     undo: list[Callable[[], Awaitable[None]]] = []
@@ -340,6 +346,7 @@ async def _serve_on(
         ("grpc.max_receive_message_length", config.max_message_bytes),
         ("grpc.max_send_message_length", config.max_message_bytes),
         ("grpc.so_reuseport", 0),
+        *TRANSPORT_OPTIONS,  # what grpc reads ahead of a stream, fixed (see streams.py)
     ]
     metrics.bind_engine(engine)
     on_compaction_elsewhere = getattr(store, "on_compaction_elsewhere", None)
@@ -361,6 +368,7 @@ async def _serve_on(
         cache_bytes=config.read_cache_bytes()[1],
         max_message_bytes=config.max_message_bytes,
         search_timeout_s=config.search_timeout_s,
+        max_inflight_bytes=config.max_inflight_mib << 20,
     )
     compaction_service_pb2_grpc.add_CompactionServiceServicer_to_server(servicer, server)
     metrics.bind_servicer(servicer)

@@ -13,7 +13,9 @@ When any line names a tenant, the server is multi-tenant: every session
 belongs to the tenant of the token that created it, and a tenant can neither
 see nor touch another's sessions (they answer NOT_FOUND, exactly as absent
 ones do, so nothing reveals that they exist). Lines without a tenant then
-belong to the tenant ``default``.
+belong to the tenant ``default``: they see the sessions made with tenant-less
+tokens and no others. A file that also names a tenant ``default`` is refused,
+since that tenant would silently share them.
 
 The file is checked for changes at most once a second and re-read when its
 modification time, size or inode changes (a Kubernetes Secret update swaps a
@@ -25,6 +27,11 @@ Tokens are looked up by their SHA-256 digest, so the time a lookup takes says
 nothing about how much of a guess was right. Health checking and reflection
 are exempt: Kubernetes probes cannot send credentials, and listing services
 reveals nothing about sessions.
+
+A call's token is looked up once, as its handler starts: that one answer lets
+it in and fixes its tenant (``tenancy.current_scope``), so a reload landing
+while the call is set up cannot make it half-authenticated. Long-lived calls
+look again later only to notice a revocation (``CompactionServicer.revoked``).
 """
 
 from __future__ import annotations
@@ -42,7 +49,8 @@ from typing import Any
 
 import grpc
 
-from sidecar.server.interceptors import ServerInterceptor
+from sidecar.server.interceptors import Behavior, HandlerCache, ServerInterceptor, rebuilt
+from sidecar.server.tenancy import Scope, current_scope
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +82,8 @@ class Tokens:
 def parse_tokens(lines: Iterable[str], where: str) -> Tokens:
     """Read token lines (see the module docstring); ValueError names the bad line."""
     entries: list[tuple[str | None, str]] = []
+    tenant_less: int | None = None  # the first line without a tenant
+    named_default: int | None = None  # the first line naming DEFAULT_TENANT
     for number, raw in enumerate(lines, start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
@@ -81,8 +91,11 @@ def parse_tokens(lines: Iterable[str], where: str) -> Tokens:
         parts = line.split()
         if len(parts) == 1:
             entries.append((None, parts[0]))
+            tenant_less = tenant_less or number
         elif len(parts) == 2 and _TENANT.fullmatch(parts[0]):
             entries.append((parts[0], parts[1]))
+            if parts[0] == DEFAULT_TENANT:
+                named_default = named_default or number
         else:
             raise ValueError(
                 f"{where}:{number}: expected TOKEN or TENANT TOKEN"
@@ -90,6 +103,12 @@ def parse_tokens(lines: Iterable[str], where: str) -> Tokens:
             )
     if not entries:
         raise ValueError(f"{where} holds no token")
+    if tenant_less is not None and named_default is not None:
+        raise ValueError(
+            f"{where}:{named_default}: the tenant {DEFAULT_TENANT!r} is the one the tokens"
+            f" without a tenant belong to (line {tenant_less}), so the two would share sessions:"
+            f" name this tenant otherwise, or write {DEFAULT_TENANT!r} before those tokens too"
+        )
     multi = any(tenant is not None for tenant, _ in entries)
     tenants: dict[bytes, str | None] = {}
     for tenant, token in entries:
@@ -162,28 +181,20 @@ class TokenFile:
         return False
 
 
-def _deny(kind: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
-    async def unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid bearer token")
-
-    async def streaming(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid bearer token")
-        yield  # pragma: no cover - makes this an async generator
-
-    if kind.request_streaming and kind.response_streaming:
-        return grpc.stream_stream_rpc_method_handler(streaming)
-    if kind.request_streaming:
-        return grpc.stream_unary_rpc_method_handler(unary)
-    if kind.response_streaming:
-        return grpc.unary_stream_rpc_method_handler(streaming)
-    return grpc.unary_unary_rpc_method_handler(unary)
+UNAUTHENTICATED = "missing or invalid bearer token"
 
 
 class BearerTokenInterceptor(ServerInterceptor):
-    """Rejects calls without ``authorization: Bearer <token>`` matching a known token."""
+    """Lets in calls whose ``authorization: Bearer <token>`` is a known token, in its tenant.
+
+    The handler it hands grpc looks the token up when the call starts (once:
+    see the module docstring), refuses it UNAUTHENTICATED, or sets the call's
+    scope and runs the servicer's handler.
+    """
 
     def __init__(self, tokens: TokenFile) -> None:
         self.tokens = tokens
+        self._handlers = HandlerCache()
 
     async def intercept_service(
         self,
@@ -196,6 +207,32 @@ class BearerTokenInterceptor(ServerInterceptor):
         method = handler_call_details.method
         if handler is None or method.startswith(EXEMPT_PREFIXES):
             return handler
-        if self.tokens.tenant_of(handler_call_details.invocation_metadata) is not False:
-            return handler
-        return _deny(handler)
+        return self._handlers.get(method, handler, lambda: self._checked(handler))
+
+    async def _admit(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        """The call's one token lookup: its scope set, or the call aborted."""
+        tenant = self.tokens.tenant_of(context.invocation_metadata())
+        if tenant is False:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED)
+        # In the handler's own task and context, so the servicer and its tasks see it.
+        current_scope.set(Scope(tenant if isinstance(tenant, str) else None))
+
+    def _checked(self, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
+        admit = self._admit
+
+        def around_stream(behavior: Behavior) -> Behavior:
+            async def streaming(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+                await admit(context)
+                async for response in behavior(request, context):
+                    yield response
+
+            return streaming
+
+        def around_unary(behavior: Behavior) -> Behavior:
+            async def unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+                await admit(context)
+                return await behavior(request, context)
+
+            return unary
+
+        return rebuilt(handler, around_unary=around_unary, around_stream=around_stream)

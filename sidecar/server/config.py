@@ -21,6 +21,8 @@ from sidecar.errors import InvalidConfig
 from sidecar.server import settings
 from sidecar.store.urls import is_postgres_url
 
+MIN_PAGE_TOKEN_KEY_CHARS = 16
+
 DEFAULT_POLICY: dict[str, Any] = {
     "trigger": {"token_count": 8000},
     "strategy": {"token_budget": {"max_tokens": 4000}, "boundary": "TURN"},
@@ -40,6 +42,7 @@ class ServerConfig:
     max_message_bytes: int = 16 << 20
     max_events_per_append: int = 1000
     max_streams_per_connection: int = 100
+    max_inflight_mib: int = 256
     auth_token_file: str = ""
     tls_cert: str = ""
     tls_key: str = ""
@@ -62,6 +65,7 @@ class ServerConfig:
     read_cache_mib: int = 64
     read_cache_idle_s: float = 30.0
     search_timeout_s: float = 5.0
+    page_token_key: str = field(default="", repr=False)  # a secret: kept out of reprs
 
     def policy(self) -> CompactionPolicy | None:
         """The default policy document, parsed; "none" means no default."""
@@ -157,6 +161,7 @@ _AT_LEAST: dict[str, float] = {
     "max_message_bytes": 1,
     "max_events_per_append": 1,
     "max_streams_per_connection": 1,
+    "max_inflight_mib": 1,
     "summary_timeout_s": 0.001,
     "gemini_timeout_s": 0.001,
     "gemini_max_retries": 0,
@@ -239,3 +244,9 @@ def check(config: ServerConfig) -> None:
         if value < low:
             bound = "more than 0" if 0 < low < 1 else f"at least {low:g}"
             raise InvalidConfig(name, f"must be {bound}, got {value!r}")
+    if config.page_token_key and len(config.page_token_key) < MIN_PAGE_TOKEN_KEY_CHARS:
+        # The key signs what clients hold: a short one could be guessed from a token.
+        raise InvalidConfig(
+            "page_token_key",
+            f"must be at least {MIN_PAGE_TOKEN_KEY_CHARS} characters (a random secret)",
+        )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import functools
 import logging
 import time
@@ -23,7 +24,7 @@ from grpc_status import rpc_status
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.engine.engine import AppendResult, SessionEngine, policy_json
 from sidecar.engine.validation import check_labels
-from sidecar.engine.watchers import Lagged, Watcher
+from sidecar.engine.watchers import Lagged
 from sidecar.errors import InvalidArgument, LimitExceeded
 from sidecar.gen.compaction.v1 import (
     compaction_service_pb2 as pb,
@@ -39,8 +40,10 @@ from sidecar.server import answers, convert
 from sidecar.server.auth import TokenFile
 from sidecar.server.context_cache import ContextResponses, EventBlobs
 from sidecar.server.decoding import Undecodable, undecodable_message
+from sidecar.server.inflight import InflightBudget
 from sidecar.server.status import to_status
-from sidecar.server.tenancy import UNSCOPED, Scope, current_scope
+from sidecar.server.streams import EventStream, Revoked
+from sidecar.server.tenancy import Scope, current_scope
 from sidecar.store.protocol import SearchQuery, SessionFilter
 from sidecar.store.search_terms import query_terms
 
@@ -49,15 +52,10 @@ log = logging.getLogger(__name__)
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
-STREAM_QUEUE_SIZE = 256
 # How often an idle long-lived call checks that its token is still in force (the token
 # file itself is re-read at most once a second).
 REVOCATION_CHECK_S = 0.5
 REVOKED = "bearer token revoked: this call ended with it"
-# Stands for "nothing arrived in REVOCATION_CHECK_S" in a stream's outgoing loop.
-_IDLE = pb.StreamEventsResponse(request_id="\x00idle")
-STREAM_READ_AHEAD = 64
-STREAM_MAX_WATCHED_SESSIONS = 256
 
 
 def _ack_out(
@@ -104,7 +102,6 @@ def unary(
     async def wrapped(
         self: Any, request: Req, context: grpc.aio.ServicerContext[Req, Resp]
     ) -> Resp:
-        current_scope.set(self.scope_of(context))  # this call's own task and context
         self.last_call = time.monotonic()
         try:
             return await handler(self, request, context)
@@ -179,8 +176,11 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         cache_bytes: int = 32 << 20,
         max_message_bytes: int = 16 << 20,
         search_timeout_s: float = 5.0,
+        max_inflight_bytes: int = 256 << 20,
     ) -> None:
         self.engine = engine
+        self.inflight = InflightBudget(max_inflight_bytes)
+        """What appends may hold at once, in bytes: every stream's and unary call's."""
         self.search_timeout_s = search_timeout_s
         """The longest one SearchEvents may take (a caller's shorter deadline wins)."""
         self.max_message_bytes = max_message_bytes
@@ -235,19 +235,17 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         """
         if self.tokens is None:
             return False
+        # One lookup; a single-tenant token's tenant is None, as is its scope's.
         tenant = self.tokens.tenant_of(context.invocation_metadata())
-        if tenant is False:
-            return True
-        return self.tokens.current().multi_tenant and tenant != scope.tenant
+        return tenant is False or tenant != scope.tenant
 
     def scope_of(self, context: grpc.aio.ServicerContext[Any, Any]) -> Scope:
-        """The caller's namespace: its tenant's in multi-tenant mode, else every session."""
-        if self.tokens is None or not self.tokens.current().multi_tenant:
-            return UNSCOPED
-        tenant = self.tokens.tenant_of(context.invocation_metadata())
-        if not isinstance(tenant, str):  # the interceptor lets no such call through
-            raise PermissionError("call without a tenant reached the servicer")
-        return Scope(tenant)
+        """The caller's namespace: its tenant's in multi-tenant mode, else every session.
+
+        The BearerTokenInterceptor sets it from the call's one token lookup,
+        before the handler runs; without token authentication it is every session.
+        """
+        return current_scope.get()
 
     # -- sessions ---------------------------------------------------------
 
@@ -364,14 +362,15 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     async def AppendEvents(
         self, request: pb.AppendEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.AppendEventsResponse:
-        result = await self._append(
-            request.session_id,
-            request.events,
-            request.expected_version,
-            request.create_if_missing,
-            request.label_updates,
-        )
-        return _ack_out(result, pb.AppendEventsResponse(), self.max_message_bytes)
+        async with self.inflight.holding(request.ByteSize()):
+            result = await self._append(
+                request.session_id,
+                request.events,
+                request.expected_version,
+                request.create_if_missing,
+                request.label_updates,
+            )
+            return _ack_out(result, pb.AppendEventsResponse(), self.max_message_bytes)
 
     async def StreamEvents(
         self,
@@ -380,9 +379,11 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     ) -> AsyncIterator[pb.StreamEventsResponse]:
         """Appends in order; acks, per-request errors and background results on one stream.
 
-        A bounded queue sits between reading and writing: when the client stops
-        reading, the queue fills, the reader stops taking requests, and HTTP/2
-        flow control pushes back on the client. Memory stays bounded.
+        Memory stays bounded in bytes: a stream reads ahead at most 4 MiB of
+        requests and queues at most 4 MiB of answers (one message at least),
+        and every request and answer counts against the server's in-flight
+        budget (``--max-inflight-mib``). Past any of them the stream stops
+        reading and HTTP/2 flow control pushes back on the client (``streams.py``).
         """
         # Set before the tasks below are made, so they inherit it.
         scope = self.scope_of(context)
@@ -392,89 +393,23 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         except LimitExceeded as exc:
             await abort(context, exc)
             raise  # unreachable: abort raises
-        queue: asyncio.Queue[pb.StreamEventsResponse | None] = asyncio.Queue(STREAM_QUEUE_SIZE)
-        watchers: dict[str, Watcher] = {}
-        forwarders: list[asyncio.Task[None]] = []
-
-        async def forward(watcher: Watcher, session_id: str) -> None:
-            while True:
-                update = await watcher.next()
-                if isinstance(update, Lagged):
-                    continue  # a stream only relays results; WatchSession reports lag
-                out = pb.StreamEventsResponse(session_id=session_id)
-                convert.result_out(update, out.compaction)
-                answers.fit_result(out.compaction, out, self.max_message_bytes)
-                await queue.put(out)
-
-        def watch(session_id: str) -> None:
-            if session_id in watchers or len(watchers) >= STREAM_MAX_WATCHED_SESSIONS:
-                return
-            watcher = watchers[session_id] = self.engine.watch(_stored(session_id))
-            forwarders.append(asyncio.create_task(forward(watcher, session_id)))
-
-        inbox: asyncio.Queue[pb.StreamEventsRequest | Undecodable | None] = asyncio.Queue(
-            STREAM_READ_AHEAD
+        stream = EventStream(
+            answer=self._stream_batch,
+            watch=lambda session_id: self.engine.watch(_stored(session_id)),
+            revoked=functools.partial(self.revoked, context, scope),
+            budget=self.inflight,
+            max_message_bytes=self.max_message_bytes,
+            idle_check_s=REVOCATION_CHECK_S,
         )
-
-        async def receive() -> None:
-            try:
-                async for request in request_iterator:
-                    await inbox.put(request)
-            finally:
-                await inbox.put(None)
-
-        async def read() -> None:
-            """Take what has arrived, answer it as a batch (see ``_stream_batch``), in order."""
-            try:
-                ended = False
-                while not ended:
-                    first = await inbox.get()
-                    if first is None:
-                        break
-                    arrived = [first]
-                    while not inbox.empty() and len(arrived) < STREAM_READ_AHEAD:
-                        more = inbox.get_nowait()
-                        if more is None:
-                            ended = True
-                            break
-                        arrived.append(more)
-                    if self.revoked(context, scope):
-                        break  # nothing more is written for a revoked token
-                    for out in await self._stream_batch(arrived):
-                        if out.HasField("append"):
-                            watch(out.session_id)
-                        await queue.put(out)
-            finally:
-                await queue.put(None)
-
-        receiver = asyncio.create_task(receive())
-        reader = asyncio.create_task(read())
         try:
-            while True:
-                try:
-                    item = await asyncio.wait_for(queue.get(), REVOCATION_CHECK_S)
-                except TimeoutError:
-                    item = _IDLE
-                # Acks of writes made while the token held are delivered; results,
-                # the end of the stream and idle time are where a revocation ends it.
-                delivers_content = item is not None and item is not _IDLE and not item.request_id
-                if (item is None or item is _IDLE or delivers_content) and self.revoked(
-                    context, scope
-                ):
-                    await context.abort(grpc.StatusCode.UNAUTHENTICATED, REVOKED)
-                if item is None:
-                    break
-                if item is not _IDLE:
-                    yield item
-            await reader
+            # Closed here, not when collected: its tasks end and its budget returns at once.
+            async with contextlib.aclosing(stream.run(request_iterator)) as outs:
+                async for out in outs:
+                    yield out
+        except Revoked:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, REVOKED)
         finally:
             self._close_stream(peer)
-            reader.cancel()
-            receiver.cancel()
-            for task in forwarders:
-                task.cancel()
-            for watcher in watchers.values():
-                watcher.close()
 
     async def _stream_batch(
         self, requests: list[pb.StreamEventsRequest | Undecodable]

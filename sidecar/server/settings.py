@@ -68,6 +68,13 @@ SETTINGS: tuple[Setting, ...] = (
         "open `StreamEvents`/`WatchSession` calls per connection; past it `RESOURCE_EXHAUSTED`",
     ),
     Setting(
+        "max_inflight_mib",
+        "256",
+        "what appends may hold at once, whole server: the bytes of requests being handled"
+        " (streamed and unary) and of stream answers not yet written; past it no more requests"
+        " are read until some are answered (one larger than it is taken alone)",
+    ),
+    Setting(
         "auth_token_file",
         "off",
         "bearer tokens, one per line, optionally `TENANT TOKEN` (see Security); re-read when it"
@@ -148,6 +155,13 @@ SETTINGS: tuple[Setting, ...] = (
         "the longest one `SearchEvents` may take, waiting for a connection included (a caller's"
         " shorter deadline wins); past it the search stops and answers `RESOURCE_EXHAUSTED`"
         " naming `search_timeout_s`",
+    ),
+    Setting(
+        "page_token_key",
+        "PostgreSQL: from the store URL; SQLite: random per process",
+        "a secret of 16 or more characters that signs page tokens (see Security). Replicas of"
+        " one PostgreSQL database share a key derived from its URL unless this is set. Give it"
+        " by environment or `--config`, not as a flag, which every local user can read",
     ),
 )
 

@@ -1,18 +1,25 @@
 """Page sizes and opaque page tokens, shared by every store.
 
-A token is base64url of a small JSON array ``[kind, bound, *after]``:
+A token is base64url of a 16-byte HMAC-SHA256 tag followed by the JSON array
+``after``, the sort key of the last item returned (keyset pagination: a page
+costs O(page) however deep it is, and items written meanwhile are neither
+skipped nor repeated), or an offset for ranked search, whose order has no
+stable key. The tag covers ``after`` and two things the token does not carry:
 
-- ``kind`` names the listing, so a token from one listing is refused by another;
-- ``bound`` ties the token to what was listed (a session id, a hash of the
-  filter or query), so reusing it with other arguments is refused rather than
-  silently skipping or repeating items;
-- ``after`` is the sort key of the last item returned (keyset pagination: a
-  page costs O(page) however deep it is, and items written meanwhile are
-  neither skipped nor repeated), or an offset for ranked search, whose order
-  has no stable key.
+- ``kind``, the listing, so a token from one listing is refused by another;
+- ``bound``, what was listed (a session id, a hash of the filter or query, all
+  in the caller's tenant namespace), so reusing a token with other arguments,
+  or in another tenant's namespace, is refused rather than silently skipping
+  or repeating items.
 
-Clients must treat tokens as opaque; anything that does not decode to the
-expected shape is ``InvalidArgument("page_token", ...)``.
+A client can therefore only hand back a token exactly as it got it: one it
+built, altered, or took from another listing is ``InvalidArgument("page_token",
+...)``. The key is the process's own random one unless ``use_key`` is given a
+secret (the server's ``page_token_key``): a token is accepted only by servers
+signing with the same key, so replicas that share a database must share
+``page_token_key`` for a client to page across them, and a restart without
+it ends every listing in progress (the client starts it again from the first
+page).
 """
 
 from __future__ import annotations
@@ -20,7 +27,9 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import hmac
 import json
+import secrets
 
 from sidecar.errors import InvalidArgument
 
@@ -28,6 +37,9 @@ DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
 
 _FIELD = "page_token"
+_TAG_BYTES = 16
+_PROCESS_KEY = secrets.token_bytes(32)
+_key = _PROCESS_KEY
 
 
 def page_size(requested: int) -> int:
@@ -38,26 +50,55 @@ def page_size(requested: int) -> int:
 
 
 def fingerprint(*parts: object) -> str:
-    """A short stable hash of a listing's arguments, to bind a token to them."""
-    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+    """A stable hash of a listing's arguments, to bind a token to them (it is signed, not sent)."""
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+def use_key(secret: str) -> None:
+    """Sign and check tokens with a key derived from ``secret``; "" means the process's own.
+
+    The server calls this once at start; every store in the process shares the key.
+    """
+    global _key
+    if not secret:
+        _key = _PROCESS_KEY
+        return
+    _key = hashlib.sha256(b"compaction-sidecar page tokens\0" + secret.encode()).digest()
+
+
+def _tag(kind: str, bound: str, payload: bytes) -> bytes:
+    message = b"\0".join((kind.encode(), bound.encode(), payload))
+    return hmac.digest(_key, message, "sha256")[:_TAG_BYTES]
 
 
 def encode_token(kind: str, bound: str, after: tuple[int | str, ...]) -> str:
-    payload = json.dumps([kind, bound, *after], separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(payload).decode("ascii").rstrip("=")
+    payload = json.dumps(list(after), separators=(",", ":")).encode()
+    token = _tag(kind, bound, payload) + payload
+    return base64.urlsafe_b64encode(token).decode("ascii").rstrip("=")
 
 
 def _decode(token: str, kind: str, bound: str) -> list[object]:
     try:
-        padded = token + "=" * (-len(token) % 4)
-        payload = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
-    except (ValueError, binascii.Error, UnicodeError, RecursionError) as exc:
+        raw = base64.urlsafe_b64decode((token + "=" * (-len(token) % 4)).encode("ascii"))
+    except (ValueError, binascii.Error, UnicodeError) as exc:
         raise InvalidArgument(_FIELD, "malformed page token") from exc
-    if not isinstance(payload, list) or len(payload) < 2 or payload[0] != kind:
-        raise InvalidArgument(_FIELD, f"not a page token of this listing ({kind})")
-    if payload[1] != bound:
-        raise InvalidArgument(_FIELD, "page token was issued for different arguments")
-    return payload[2:]
+    tag, payload = raw[:_TAG_BYTES], raw[_TAG_BYTES:]
+    # Only the exact text issued: base64 that decodes alike but reads otherwise is not it.
+    canonical = base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=") == token
+    if not (canonical and hmac.compare_digest(tag, _tag(kind, bound, payload))):
+        raise InvalidArgument(
+            _FIELD,
+            f"not issued by this listing ({kind}) for these arguments, or issued by a server"
+            " with another page_token_key: pass next_page_token back unchanged, or start the"
+            " listing again with an empty one",
+        )
+    try:  # signed, so issued here; read with care all the same
+        after = json.loads(payload)
+    except (ValueError, UnicodeError, RecursionError) as exc:
+        raise InvalidArgument(_FIELD, "malformed page token") from exc
+    if not isinstance(after, list):
+        raise InvalidArgument(_FIELD, "malformed page token")
+    return after
 
 
 def decode_int_key(token: str, *, kind: str, bound: str, length: int) -> tuple[int, ...]:

@@ -36,6 +36,7 @@ from hypothesis import strategies as st
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
 from sidecar.gen.compaction.v1 import event_pb2, policy_pb2, session_pb2
+from sidecar.store import paging
 from sidecar.store.paging import encode_token, fingerprint
 from tests.reliability import wire
 from tests.reliability.budget import BUDGET, FIGURES, LONG
@@ -52,6 +53,7 @@ from tests.server.harness import free_port
 
 FORBIDDEN = {grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN, grpc.StatusCode.UNAVAILABLE}
 PATH = "/compaction.v1.CompactionService/"
+PAGE_TOKEN_KEY = "the-fuzzed-servers-page-token-key"
 
 
 @dataclass
@@ -123,8 +125,13 @@ class FuzzTarget:
                 timeout=10,
             ).next_page_token,
         ]
-        # Real tokens, and forged ones bound to a seed's listing (past the bound check).
-        forged = encode_token("events", fingerprint(SEEDS[0], True), (10**30, 1))
+        # Real tokens, and forged ones bound to a seed's listing, signed with the server's
+        # key (past the signature check, as if the key had leaked) to reach the range checks.
+        paging.use_key(PAGE_TOKEN_KEY)
+        try:
+            forged = encode_token("events", fingerprint(SEEDS[0], True), (10**30, 1))
+        finally:
+            paging.use_key("")
         POOLS.page_tokens = [*(t for t in tokens if t), forged]
 
     def take_snapshot(self) -> dict[str, bytes]:
@@ -180,7 +187,9 @@ class FuzzTarget:
 @pytest.fixture(scope="module")
 def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FuzzTarget]:
     tmp: Path = tmp_path_factory.mktemp("fuzz")
-    server = ServeProcess(tmp / "fuzz.db", free_port(), tmp / "serve.log")
+    server = ServeProcess(
+        tmp / "fuzz.db", free_port(), tmp / "serve.log", ("--page-token-key", PAGE_TOKEN_KEY)
+    )
     server.start()
     fuzz = FuzzTarget(server)
     try:
