@@ -1,0 +1,182 @@
+"""The in-flight budget and a stream's byte-bounded queues, on their own."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from sidecar.server.inflight import InflightBudget
+from sidecar.server.streams import ByteQueue
+
+
+async def settle() -> None:
+    """Let every task that can run, run."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+def admitted(budget: InflightBudget, size: int, order: list[int]) -> asyncio.Task[None]:
+    async def admit() -> None:
+        await budget.admit(size)
+        order.append(size)
+
+    return asyncio.create_task(admit())
+
+
+async def test_requests_within_the_budget_are_taken_at_once() -> None:
+    budget = InflightBudget(100)
+    await budget.admit(60)
+    await budget.admit(40)
+    assert budget.held == 100
+
+
+async def test_past_the_budget_a_request_waits_until_bytes_are_given_back() -> None:
+    budget = InflightBudget(100)
+    await budget.admit(80)
+    order: list[int] = []
+    waiter = admitted(budget, 30, order)
+    await settle()
+    assert order == []
+    assert budget.waiting == 1
+    budget.release(10)  # 70 + 30 fits
+    await waiter
+    assert order == [30]
+    assert budget.held == 100
+
+
+async def test_a_request_larger_than_the_budget_is_taken_alone() -> None:
+    budget = InflightBudget(100)
+    await budget.admit(500)  # nothing held: taken
+    assert budget.held == 500
+    budget.release(500)
+    await budget.admit(1)
+    order: list[int] = []
+    big = admitted(budget, 500, order)
+    await settle()
+    assert order == []  # not beside anything else
+    budget.release(1)
+    await big
+    assert order == [500]
+
+
+async def test_requests_are_taken_in_arrival_order_so_a_big_one_is_not_starved() -> None:
+    budget = InflightBudget(100)
+    await budget.admit(90)
+    order: list[int] = []
+    big = admitted(budget, 80, order)
+    await settle()
+    small = admitted(budget, 5, order)  # would fit now, but the big one came first
+    await settle()
+    assert order == []
+    budget.release(90)
+    await asyncio.gather(big, small)
+    assert order == [80, 5]
+
+
+async def test_a_cancelled_waiter_holds_nothing_and_lets_the_next_in() -> None:
+    budget = InflightBudget(100)
+    await budget.admit(90)
+    order: list[int] = []
+    big = admitted(budget, 80, order)
+    await settle()
+    small = admitted(budget, 10, order)
+    await settle()
+    assert order == []
+    big.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await big
+    await small  # 90 + 10 fits once the big one is out of the line
+    assert order == [10]
+    assert budget.held == 100
+    assert budget.waiting == 0
+
+
+async def test_a_waiter_cancelled_as_it_is_admitted_gives_its_bytes_back() -> None:
+    budget = InflightBudget(100)
+    await budget.admit(100)
+    waiter = asyncio.create_task(budget.admit(50))
+    await settle()
+    budget.release(100)  # admits the waiter: 50 held for it
+    waiter.cancel()  # before it resumes
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert budget.held == 0
+
+
+async def test_answers_are_counted_without_waiting_and_hold_requests_back() -> None:
+    budget = InflightBudget(100)
+    budget.charge(150)  # an answer that exists already
+    assert budget.held == 150
+    assert budget.high_water == 150
+    order: list[int] = []
+    waiter = admitted(budget, 1, order)
+    await settle()
+    assert order == []
+    budget.release(150)
+    await waiter
+    assert order == [1]
+
+
+async def test_holding_gives_the_bytes_back_when_the_block_fails() -> None:
+    budget = InflightBudget(100)
+    seen: list[int] = []
+
+    async def failing_append() -> None:
+        async with budget.holding(70):
+            seen.append(budget.held)
+            raise RuntimeError("the append failed")
+
+    with pytest.raises(RuntimeError):
+        await failing_append()
+    assert seen == [70]
+    assert budget.held == 0
+
+
+async def test_a_queue_takes_items_while_under_its_bound_and_one_that_crosses_it() -> None:
+    queue: ByteQueue[str] = ByteQueue(max_items=10, max_bytes=100)
+    await queue.put("a", 60)
+    await queue.put("b", 60)  # crosses the bound: taken whole
+    assert not queue.has_room()
+    assert queue.bytes == 120
+    put = asyncio.create_task(queue.put("c", 1))
+    await settle()
+    assert not put.done()
+    assert await queue.get() == ("a", 60)  # 60 left: under the bound again
+    await put
+    assert queue.drain() == [("b", 60), ("c", 1)]
+
+
+async def test_an_empty_queue_takes_an_item_of_any_size() -> None:
+    queue: ByteQueue[str] = ByteQueue(max_items=10, max_bytes=100)
+    await queue.put("huge", 10_000)
+    assert len(queue) == 1
+    assert not queue.has_room()
+
+
+async def test_a_queue_bounds_its_count_too() -> None:
+    queue: ByteQueue[int] = ByteQueue(max_items=2, max_bytes=1 << 20)
+    await queue.put(1, 1)
+    await queue.put(2, 1)
+    assert not queue.has_room()
+
+
+async def test_a_closed_queue_gives_what_it_holds_then_none() -> None:
+    queue: ByteQueue[str] = ByteQueue(max_items=10, max_bytes=100)
+    getter = asyncio.create_task(queue.get())
+    await settle()
+    await queue.put("last", 1)
+    queue.close()
+    assert await getter == ("last", 1)
+    assert await queue.get() is None
+
+
+async def test_a_cancelled_get_takes_nothing() -> None:
+    queue: ByteQueue[str] = ByteQueue(max_items=10, max_bytes=100)
+    getter = asyncio.create_task(queue.get())
+    await settle()
+    getter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await getter
+    await queue.put("kept", 1)
+    assert await queue.get() == ("kept", 1)
