@@ -176,12 +176,8 @@ def check_strict_json(text: str, field: str) -> None:
 
 
 def event_size(event: Event) -> int:
-    """Approximate stored size of an event's content, in bytes."""
-    size = len(event.text.encode()) + sum(len(p.data) + len(p.uri) for p in event.parts)
-    size += sum(len(c.arguments_json) + len(c.name) + len(c.id) for c in event.tool_calls)
-    size += sum(len(r.content.encode()) + len(r.name) for r in event.tool_results)
-    size += sum(len(k) + len(v) for k, v in event.metadata.items())
-    return size
+    """Approximate stored size of an event's content, in bytes (one rule: ``Event``'s own)."""
+    return event.content_bytes()
 
 
 class EventShape(Protocol):
