@@ -319,8 +319,14 @@ type Event struct {
 	// Output only. True once a compaction moved the event out of the active
 	// window. Archived events stay in the log and stay searchable.
 	Archived bool `protobuf:"varint,13,opt,name=archived,proto3" json:"archived,omitempty"`
-	// Output only. The event's tokens as counted for compaction.
-	TokenCount    int32 `protobuf:"varint,14,opt,name=token_count,json=tokenCount,proto3" json:"token_count,omitempty"`
+	// Output only. The event's tokens as counted for compaction (for a
+	// cleared event in the active window: with its placeholder).
+	TokenCount int32 `protobuf:"varint,14,opt,name=token_count,json=tokenCount,proto3" json:"token_count,omitempty"`
+	// Output only. True once a clear_tool_results pass replaced this event's
+	// tool results (or call arguments) with a placeholder. GetContext returns
+	// the placeholder; ListEvents returns the original content, which
+	// SearchEvents also finds. The event stays active and in place.
+	Cleared       bool `protobuf:"varint,15,opt,name=cleared,proto3" json:"cleared,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -453,6 +459,13 @@ func (x *Event) GetTokenCount() int32 {
 	return 0
 }
 
+func (x *Event) GetCleared() bool {
+	if x != nil {
+		return x.Cleared
+	}
+	return false
+}
+
 var File_compaction_v1_event_proto protoreflect.FileDescriptor
 
 const file_compaction_v1_event_proto_rawDesc = "" +
@@ -471,7 +484,7 @@ const file_compaction_v1_event_proto_rawDesc = "" +
 	"\x04Part\x12\x1b\n" +
 	"\tmime_type\x18\x01 \x01(\tR\bmimeType\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x10\n" +
-	"\x03uri\x18\x03 \x01(\tR\x03uri\"\xd6\x04\n" +
+	"\x03uri\x18\x03 \x01(\tR\x03uri\"\xf0\x04\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\x03R\bposition\x12'\n" +
@@ -490,7 +503,8 @@ const file_compaction_v1_event_proto_rawDesc = "" +
 	"\tsynthetic\x18\f \x01(\bR\tsynthetic\x12\x1a\n" +
 	"\barchived\x18\r \x01(\bR\barchived\x12\x1f\n" +
 	"\vtoken_count\x18\x0e \x01(\x05R\n" +
-	"tokenCount\x1a;\n" +
+	"tokenCount\x12\x18\n" +
+	"\acleared\x18\x0f \x01(\bR\acleared\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*_\n" +

@@ -370,8 +370,10 @@ type Strategy struct {
 	//	*Strategy_TurnWindow
 	//	*Strategy_TokenBudget
 	//	*Strategy_Summarize
+	//	*Strategy_ClearToolResults
+	//	*Strategy_Pipeline
 	Kind isStrategy_Kind `protobuf_oneof:"kind"`
-	// Where the cut may land.
+	// Where the cut may land. Not set on a pipeline (set it on its steps).
 	Boundary Boundary `protobuf:"varint,5,opt,name=boundary,proto3,enum=compaction.v1.Boundary" json:"boundary,omitempty"`
 	// Skip a pass (skipped_reason "not_worth_it") unless it frees at least
 	// this many tokens: every pass invalidates the provider's prompt cache
@@ -458,6 +460,24 @@ func (x *Strategy) GetSummarize() *Summarize {
 	return nil
 }
 
+func (x *Strategy) GetClearToolResults() *ClearToolResults {
+	if x != nil {
+		if x, ok := x.Kind.(*Strategy_ClearToolResults); ok {
+			return x.ClearToolResults
+		}
+	}
+	return nil
+}
+
+func (x *Strategy) GetPipeline() *Pipeline {
+	if x != nil {
+		if x, ok := x.Kind.(*Strategy_Pipeline); ok {
+			return x.Pipeline
+		}
+	}
+	return nil
+}
+
 func (x *Strategy) GetBoundary() Boundary {
 	if x != nil {
 		return x.Boundary
@@ -496,6 +516,18 @@ type Strategy_Summarize struct {
 	Summarize *Summarize `protobuf:"bytes,4,opt,name=summarize,proto3,oneof"`
 }
 
+type Strategy_ClearToolResults struct {
+	// Replace old tool results with a placeholder, in place: nothing is
+	// archived, the calls stay paired with their (cleared) results.
+	ClearToolResults *ClearToolResults `protobuf:"bytes,7,opt,name=clear_tool_results,json=clearToolResults,proto3,oneof"`
+}
+
+type Strategy_Pipeline struct {
+	// Run several strategies in order, stopping once the trigger no longer
+	// fires (a forced Compact runs every step).
+	Pipeline *Pipeline `protobuf:"bytes,8,opt,name=pipeline,proto3,oneof"`
+}
+
 func (*Strategy_SlidingWindow) isStrategy_Kind() {}
 
 func (*Strategy_TurnWindow) isStrategy_Kind() {}
@@ -503,6 +535,10 @@ func (*Strategy_TurnWindow) isStrategy_Kind() {}
 func (*Strategy_TokenBudget) isStrategy_Kind() {}
 
 func (*Strategy_Summarize) isStrategy_Kind() {}
+
+func (*Strategy_ClearToolResults) isStrategy_Kind() {}
+
+func (*Strategy_Pipeline) isStrategy_Kind() {}
 
 // Keep the last max_events conversation events (default 20).
 type SlidingWindow struct {
@@ -778,6 +814,148 @@ func (x *Summarize) GetThinkingBudget() int32 {
 	return 0
 }
 
+// Clear old tool results in place: the newest keep_tool_uses tool calls of
+// the active window keep their results verbatim; older results are replaced
+// by a placeholder. A cleared event stays active, in place, with its call,
+// and carries Event.cleared: GetContext shows the placeholder (and counts its
+// tokens), ListEvents the original, and SearchEvents finds the original.
+// Never archives.
+type ClearToolResults struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The newest tool calls whose results are kept verbatim; 0 or more. Unset
+	// means 3.
+	KeepToolUses *int32 `protobuf:"varint,1,opt,name=keep_tool_uses,json=keepToolUses,proto3,oneof" json:"keep_tool_uses,omitempty"`
+	// Tool names whose results (and inputs) are never cleared.
+	ExcludeTools []string `protobuf:"bytes,2,rep,name=exclude_tools,json=excludeTools,proto3" json:"exclude_tools,omitempty"`
+	// Also replace the cleared calls' arguments. Default false.
+	ClearToolInputs bool `protobuf:"varint,3,opt,name=clear_tool_inputs,json=clearToolInputs,proto3" json:"clear_tool_inputs,omitempty"`
+	// Skip the pass (skipped_reason "not_worth_it") unless it frees at least
+	// this many tokens: a clearing breaks the provider's prompt cache from the
+	// first cleared event on. Unset means 0.
+	MinClearedTokens *int32 `protobuf:"varint,4,opt,name=min_cleared_tokens,json=minClearedTokens,proto3,oneof" json:"min_cleared_tokens,omitempty"`
+	// The text that replaces a cleared result; "{name}" and "{call_id}" are
+	// replaced by the call's. Empty means the built-in one, which names the
+	// call and says the original can be searched.
+	Placeholder   string `protobuf:"bytes,5,opt,name=placeholder,proto3" json:"placeholder,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClearToolResults) Reset() {
+	*x = ClearToolResults{}
+	mi := &file_compaction_v1_policy_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClearToolResults) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClearToolResults) ProtoMessage() {}
+
+func (x *ClearToolResults) ProtoReflect() protoreflect.Message {
+	mi := &file_compaction_v1_policy_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClearToolResults.ProtoReflect.Descriptor instead.
+func (*ClearToolResults) Descriptor() ([]byte, []int) {
+	return file_compaction_v1_policy_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ClearToolResults) GetKeepToolUses() int32 {
+	if x != nil && x.KeepToolUses != nil {
+		return *x.KeepToolUses
+	}
+	return 0
+}
+
+func (x *ClearToolResults) GetExcludeTools() []string {
+	if x != nil {
+		return x.ExcludeTools
+	}
+	return nil
+}
+
+func (x *ClearToolResults) GetClearToolInputs() bool {
+	if x != nil {
+		return x.ClearToolInputs
+	}
+	return false
+}
+
+func (x *ClearToolResults) GetMinClearedTokens() int32 {
+	if x != nil && x.MinClearedTokens != nil {
+		return *x.MinClearedTokens
+	}
+	return 0
+}
+
+func (x *ClearToolResults) GetPlaceholder() string {
+	if x != nil {
+		return x.Placeholder
+	}
+	return ""
+}
+
+// Strategies run in order, each on the window the previous one left. After
+// each step the session's trigger is checked again on the new counters, and
+// the pipeline stops as soon as it no longer fires; a forced Compact runs
+// every step. Each step lands as a compaction of its own (its own version and
+// compaction id). Typical: clear_tool_results first, summarize last.
+type Pipeline struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At least one; a step is not itself a pipeline.
+	Steps         []*Strategy `protobuf:"bytes,1,rep,name=steps,proto3" json:"steps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Pipeline) Reset() {
+	*x = Pipeline{}
+	mi := &file_compaction_v1_policy_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Pipeline) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Pipeline) ProtoMessage() {}
+
+func (x *Pipeline) ProtoReflect() protoreflect.Message {
+	mi := &file_compaction_v1_policy_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Pipeline.ProtoReflect.Descriptor instead.
+func (*Pipeline) Descriptor() ([]byte, []int) {
+	return file_compaction_v1_policy_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Pipeline) GetSteps() []*Strategy {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
 var File_compaction_v1_policy_proto protoreflect.FileDescriptor
 
 const file_compaction_v1_policy_proto_rawDesc = "" +
@@ -799,13 +977,15 @@ const file_compaction_v1_policy_proto_rawDesc = "" +
 	"\x06always\x18\a \x01(\bH\x00R\x06alwaysB\x06\n" +
 	"\x04kind\"A\n" +
 	"\vTriggerList\x122\n" +
-	"\btriggers\x18\x01 \x03(\v2\x16.compaction.v1.TriggerR\btriggers\"\x8b\x03\n" +
+	"\btriggers\x18\x01 \x03(\v2\x16.compaction.v1.TriggerR\btriggers\"\x93\x04\n" +
 	"\bStrategy\x12E\n" +
 	"\x0esliding_window\x18\x01 \x01(\v2\x1c.compaction.v1.SlidingWindowH\x00R\rslidingWindow\x12<\n" +
 	"\vturn_window\x18\x02 \x01(\v2\x19.compaction.v1.TurnWindowH\x00R\n" +
 	"turnWindow\x12?\n" +
 	"\ftoken_budget\x18\x03 \x01(\v2\x1a.compaction.v1.TokenBudgetH\x00R\vtokenBudget\x128\n" +
-	"\tsummarize\x18\x04 \x01(\v2\x18.compaction.v1.SummarizeH\x00R\tsummarize\x123\n" +
+	"\tsummarize\x18\x04 \x01(\v2\x18.compaction.v1.SummarizeH\x00R\tsummarize\x12O\n" +
+	"\x12clear_tool_results\x18\a \x01(\v2\x1f.compaction.v1.ClearToolResultsH\x00R\x10clearToolResults\x125\n" +
+	"\bpipeline\x18\b \x01(\v2\x17.compaction.v1.PipelineH\x00R\bpipeline\x123\n" +
 	"\bboundary\x18\x05 \x01(\x0e2\x17.compaction.v1.BoundaryR\bboundary\x12-\n" +
 	"\x10min_saved_tokens\x18\x06 \x01(\x05H\x01R\x0eminSavedTokens\x88\x01\x01B\x06\n" +
 	"\x04kindB\x13\n" +
@@ -842,7 +1022,17 @@ const file_compaction_v1_policy_proto_rawDesc = "" +
 	"\x11_max_input_tokensB\x19\n" +
 	"\x17_max_tool_result_tokensB\x0e\n" +
 	"\f_temperatureB\x12\n" +
-	"\x10_thinking_budget*O\n" +
+	"\x10_thinking_budget\"\x8d\x02\n" +
+	"\x10ClearToolResults\x12)\n" +
+	"\x0ekeep_tool_uses\x18\x01 \x01(\x05H\x00R\fkeepToolUses\x88\x01\x01\x12#\n" +
+	"\rexclude_tools\x18\x02 \x03(\tR\fexcludeTools\x12*\n" +
+	"\x11clear_tool_inputs\x18\x03 \x01(\bR\x0fclearToolInputs\x121\n" +
+	"\x12min_cleared_tokens\x18\x04 \x01(\x05H\x01R\x10minClearedTokens\x88\x01\x01\x12 \n" +
+	"\vplaceholder\x18\x05 \x01(\tR\vplaceholderB\x11\n" +
+	"\x0f_keep_tool_usesB\x15\n" +
+	"\x13_min_cleared_tokens\"9\n" +
+	"\bPipeline\x12-\n" +
+	"\x05steps\x18\x01 \x03(\v2\x17.compaction.v1.StrategyR\x05steps*O\n" +
 	"\bBoundary\x12\x18\n" +
 	"\x14BOUNDARY_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rBOUNDARY_TURN\x10\x01\x12\x16\n" +
@@ -862,7 +1052,7 @@ func file_compaction_v1_policy_proto_rawDescGZIP() []byte {
 }
 
 var file_compaction_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_compaction_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_compaction_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_compaction_v1_policy_proto_goTypes = []any{
 	(Boundary)(0),            // 0: compaction.v1.Boundary
 	(*CompactionPolicy)(nil), // 1: compaction.v1.CompactionPolicy
@@ -873,6 +1063,8 @@ var file_compaction_v1_policy_proto_goTypes = []any{
 	(*TurnWindow)(nil),       // 6: compaction.v1.TurnWindow
 	(*TokenBudget)(nil),      // 7: compaction.v1.TokenBudget
 	(*Summarize)(nil),        // 8: compaction.v1.Summarize
+	(*ClearToolResults)(nil), // 9: compaction.v1.ClearToolResults
+	(*Pipeline)(nil),         // 10: compaction.v1.Pipeline
 }
 var file_compaction_v1_policy_proto_depIdxs = []int32{
 	2,  // 0: compaction.v1.CompactionPolicy.trigger:type_name -> compaction.v1.Trigger
@@ -884,12 +1076,15 @@ var file_compaction_v1_policy_proto_depIdxs = []int32{
 	6,  // 6: compaction.v1.Strategy.turn_window:type_name -> compaction.v1.TurnWindow
 	7,  // 7: compaction.v1.Strategy.token_budget:type_name -> compaction.v1.TokenBudget
 	8,  // 8: compaction.v1.Strategy.summarize:type_name -> compaction.v1.Summarize
-	0,  // 9: compaction.v1.Strategy.boundary:type_name -> compaction.v1.Boundary
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	9,  // 9: compaction.v1.Strategy.clear_tool_results:type_name -> compaction.v1.ClearToolResults
+	10, // 10: compaction.v1.Strategy.pipeline:type_name -> compaction.v1.Pipeline
+	0,  // 11: compaction.v1.Strategy.boundary:type_name -> compaction.v1.Boundary
+	4,  // 12: compaction.v1.Pipeline.steps:type_name -> compaction.v1.Strategy
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_compaction_v1_policy_proto_init() }
@@ -911,18 +1106,21 @@ func file_compaction_v1_policy_proto_init() {
 		(*Strategy_TurnWindow)(nil),
 		(*Strategy_TokenBudget)(nil),
 		(*Strategy_Summarize)(nil),
+		(*Strategy_ClearToolResults)(nil),
+		(*Strategy_Pipeline)(nil),
 	}
 	file_compaction_v1_policy_proto_msgTypes[4].OneofWrappers = []any{}
 	file_compaction_v1_policy_proto_msgTypes[5].OneofWrappers = []any{}
 	file_compaction_v1_policy_proto_msgTypes[6].OneofWrappers = []any{}
 	file_compaction_v1_policy_proto_msgTypes[7].OneofWrappers = []any{}
+	file_compaction_v1_policy_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_compaction_v1_policy_proto_rawDesc), len(file_compaction_v1_policy_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -163,7 +163,7 @@ func (x *Session) GetLastCompactionId() string {
 // The outcome of a compaction pass.
 type CompactionResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// True when the pass archived or inserted anything.
+	// True when the pass archived, inserted or cleared anything.
 	Compacted bool `protobuf:"varint,1,opt,name=compacted,proto3" json:"compacted,omitempty"`
 	// Why the conversation was not compacted, when it was not: trigger_not_fired,
 	// within_limit, no_turn_boundary, blank_summary, not_worth_it, superseded,
@@ -193,8 +193,11 @@ type CompactionResult struct {
 	// read the content with GetContext or ListEvents. An answer is never
 	// refused for its size after the change it reports was stored.
 	ContentOmitted bool `protobuf:"varint,11,opt,name=content_omitted,json=contentOmitted,proto3" json:"content_omitted,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The events this pass cleared (clear_tool_results): still active, listed
+	// in active_events with cleared set.
+	ClearedEventIds []string `protobuf:"bytes,12,rep,name=cleared_event_ids,json=clearedEventIds,proto3" json:"cleared_event_ids,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CompactionResult) Reset() {
@@ -304,6 +307,13 @@ func (x *CompactionResult) GetContentOmitted() bool {
 	return false
 }
 
+func (x *CompactionResult) GetClearedEventIds() []string {
+	if x != nil {
+		return x.ClearedEventIds
+	}
+	return nil
+}
+
 var File_compaction_v1_session_proto protoreflect.FileDescriptor
 
 const file_compaction_v1_session_proto_rawDesc = "" +
@@ -328,7 +338,7 @@ const file_compaction_v1_session_proto_rawDesc = "" +
 	"\x12last_compaction_id\x18\v \x01(\tR\x10lastCompactionId\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd3\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xff\x03\n" +
 	"\x10CompactionResult\x12\x1c\n" +
 	"\tcompacted\x18\x01 \x01(\bR\tcompacted\x12%\n" +
 	"\x0eskipped_reason\x18\x02 \x01(\tR\rskippedReason\x129\n" +
@@ -341,7 +351,8 @@ const file_compaction_v1_session_proto_rawDesc = "" +
 	"\bstrategy\x18\t \x01(\tR\bstrategy\x12\x14\n" +
 	"\x05error\x18\n" +
 	" \x01(\tR\x05error\x12'\n" +
-	"\x0fcontent_omitted\x18\v \x01(\bR\x0econtentOmittedB\x81\x01\n" +
+	"\x0fcontent_omitted\x18\v \x01(\bR\x0econtentOmitted\x12*\n" +
+	"\x11cleared_event_ids\x18\f \x03(\tR\x0fclearedEventIdsB\x81\x01\n" +
 	"\x18dev.compactionsidecar.v1B\fSessionProtoP\x01ZUgithub.com/compaction-sidecar/compaction-sidecar/clients/go/compactionv1;compactionv1b\x06proto3"
 
 var (

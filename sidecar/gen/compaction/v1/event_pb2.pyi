@@ -197,6 +197,7 @@ class Event(_message.Message):
     SYNTHETIC_FIELD_NUMBER: _builtins.int
     ARCHIVED_FIELD_NUMBER: _builtins.int
     TOKEN_COUNT_FIELD_NUMBER: _builtins.int
+    CLEARED_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Unique within the session. Client-supplied ids make retries safe:
     re-sending an id already stored is a no-op that returns the stored event.
@@ -219,7 +220,15 @@ class Event(_message.Message):
     window. Archived events stay in the log and stay searchable.
     """
     token_count: _builtins.int
-    """Output only. The event's tokens as counted for compaction."""
+    """Output only. The event's tokens as counted for compaction (for a
+    cleared event in the active window: with its placeholder).
+    """
+    cleared: _builtins.bool
+    """Output only. True once a clear_tool_results pass replaced this event's
+    tool results (or call arguments) with a placeholder. GetContext returns
+    the placeholder; ListEvents returns the original content, which
+    SearchEvents also finds. The event stays active and in place.
+    """
     @_builtins.property
     def tool_calls(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolCall]:
         """Tools requested by an ASSISTANT event."""
@@ -257,10 +266,11 @@ class Event(_message.Message):
         synthetic: _builtins.bool = ...,
         archived: _builtins.bool = ...,
         token_count: _builtins.int = ...,
+        cleared: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["archived", b"archived", "author", b"author", "branch", b"branch", "create_time", b"create_time", "id", b"id", "metadata", b"metadata", "parts", b"parts", "position", b"position", "role", b"role", "synthetic", b"synthetic", "text", b"text", "token_count", b"token_count", "tool_calls", b"tool_calls", "tool_results", b"tool_results"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archived", b"archived", "author", b"author", "branch", b"branch", "cleared", b"cleared", "create_time", b"create_time", "id", b"id", "metadata", b"metadata", "parts", b"parts", "position", b"position", "role", b"role", "synthetic", b"synthetic", "text", b"text", "token_count", b"token_count", "tool_calls", b"tool_calls", "tool_results", b"tool_results"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

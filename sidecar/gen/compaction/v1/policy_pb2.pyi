@@ -185,10 +185,12 @@ class Strategy(_message.Message):
     TURN_WINDOW_FIELD_NUMBER: _builtins.int
     TOKEN_BUDGET_FIELD_NUMBER: _builtins.int
     SUMMARIZE_FIELD_NUMBER: _builtins.int
+    CLEAR_TOOL_RESULTS_FIELD_NUMBER: _builtins.int
+    PIPELINE_FIELD_NUMBER: _builtins.int
     BOUNDARY_FIELD_NUMBER: _builtins.int
     MIN_SAVED_TOKENS_FIELD_NUMBER: _builtins.int
     boundary: Global___Boundary.ValueType
-    """Where the cut may land."""
+    """Where the cut may land. Not set on a pipeline (set it on its steps)."""
     min_saved_tokens: _builtins.int
     """Skip a pass (skipped_reason "not_worth_it") unless it frees at least
     this many tokens: every pass invalidates the provider's prompt cache
@@ -214,6 +216,18 @@ class Strategy(_message.Message):
     def summarize(self) -> Global___Summarize:
         """Roll the archived conversation into an LLM summary turn."""
 
+    @_builtins.property
+    def clear_tool_results(self) -> Global___ClearToolResults:
+        """Replace old tool results with a placeholder, in place: nothing is
+        archived, the calls stay paired with their (cleared) results.
+        """
+
+    @_builtins.property
+    def pipeline(self) -> Global___Pipeline:
+        """Run several strategies in order, stopping once the trigger no longer
+        fires (a forced Compact runs every step).
+        """
+
     def __init__(
         self,
         *,
@@ -221,16 +235,18 @@ class Strategy(_message.Message):
         turn_window: Global___TurnWindow | None = ...,
         token_budget: Global___TokenBudget | None = ...,
         summarize: Global___Summarize | None = ...,
+        clear_tool_results: Global___ClearToolResults | None = ...,
+        pipeline: Global___Pipeline | None = ...,
         boundary: Global___Boundary.ValueType = ...,
         min_saved_tokens: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_min_saved_tokens", b"_min_saved_tokens", "kind", b"kind", "min_saved_tokens", b"min_saved_tokens", "sliding_window", b"sliding_window", "summarize", b"summarize", "token_budget", b"token_budget", "turn_window", b"turn_window"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_min_saved_tokens", b"_min_saved_tokens", "clear_tool_results", b"clear_tool_results", "kind", b"kind", "min_saved_tokens", b"min_saved_tokens", "pipeline", b"pipeline", "sliding_window", b"sliding_window", "summarize", b"summarize", "token_budget", b"token_budget", "turn_window", b"turn_window"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_min_saved_tokens", b"_min_saved_tokens", "boundary", b"boundary", "kind", b"kind", "min_saved_tokens", b"min_saved_tokens", "sliding_window", b"sliding_window", "summarize", b"summarize", "token_budget", b"token_budget", "turn_window", b"turn_window"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_min_saved_tokens", b"_min_saved_tokens", "boundary", b"boundary", "clear_tool_results", b"clear_tool_results", "kind", b"kind", "min_saved_tokens", b"min_saved_tokens", "pipeline", b"pipeline", "sliding_window", b"sliding_window", "summarize", b"summarize", "token_budget", b"token_budget", "turn_window", b"turn_window"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__min_saved_tokens: _TypeAlias = _typing.Literal["min_saved_tokens"]  # noqa: Y015
     _WhichOneofArgType__min_saved_tokens: _TypeAlias = _typing.Literal["_min_saved_tokens", b"_min_saved_tokens"]  # noqa: Y015
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["sliding_window", "turn_window", "token_budget", "summarize"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["sliding_window", "turn_window", "token_budget", "summarize", "clear_tool_results", "pipeline"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__min_saved_tokens) -> _WhichOneofReturnType__min_saved_tokens | None: ...
@@ -411,3 +427,93 @@ class Summarize(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__thinking_budget) -> _WhichOneofReturnType__thinking_budget | None: ...
 
 Global___Summarize: _TypeAlias = Summarize  # noqa: Y015
+
+@_typing.final
+class ClearToolResults(_message.Message):
+    """Clear old tool results in place: the newest keep_tool_uses tool calls of
+    the active window keep their results verbatim; older results are replaced
+    by a placeholder. A cleared event stays active, in place, with its call,
+    and carries Event.cleared: GetContext shows the placeholder (and counts its
+    tokens), ListEvents the original, and SearchEvents finds the original.
+    Never archives.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEEP_TOOL_USES_FIELD_NUMBER: _builtins.int
+    EXCLUDE_TOOLS_FIELD_NUMBER: _builtins.int
+    CLEAR_TOOL_INPUTS_FIELD_NUMBER: _builtins.int
+    MIN_CLEARED_TOKENS_FIELD_NUMBER: _builtins.int
+    PLACEHOLDER_FIELD_NUMBER: _builtins.int
+    keep_tool_uses: _builtins.int
+    """The newest tool calls whose results are kept verbatim; 0 or more. Unset
+    means 3.
+    """
+    clear_tool_inputs: _builtins.bool
+    """Also replace the cleared calls' arguments. Default false."""
+    min_cleared_tokens: _builtins.int
+    """Skip the pass (skipped_reason "not_worth_it") unless it frees at least
+    this many tokens: a clearing breaks the provider's prompt cache from the
+    first cleared event on. Unset means 0.
+    """
+    placeholder: _builtins.str
+    """The text that replaces a cleared result; "{name}" and "{call_id}" are
+    replaced by the call's. Empty means the built-in one, which names the
+    call and says the original can be searched.
+    """
+    @_builtins.property
+    def exclude_tools(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Tool names whose results (and inputs) are never cleared."""
+
+    def __init__(
+        self,
+        *,
+        keep_tool_uses: _builtins.int | None = ...,
+        exclude_tools: _abc.Iterable[_builtins.str] | None = ...,
+        clear_tool_inputs: _builtins.bool = ...,
+        min_cleared_tokens: _builtins.int | None = ...,
+        placeholder: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_keep_tool_uses", b"_keep_tool_uses", "_min_cleared_tokens", b"_min_cleared_tokens", "keep_tool_uses", b"keep_tool_uses", "min_cleared_tokens", b"min_cleared_tokens"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keep_tool_uses", b"_keep_tool_uses", "_min_cleared_tokens", b"_min_cleared_tokens", "clear_tool_inputs", b"clear_tool_inputs", "exclude_tools", b"exclude_tools", "keep_tool_uses", b"keep_tool_uses", "min_cleared_tokens", b"min_cleared_tokens", "placeholder", b"placeholder"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__keep_tool_uses: _TypeAlias = _typing.Literal["keep_tool_uses"]  # noqa: Y015
+    _WhichOneofArgType__keep_tool_uses: _TypeAlias = _typing.Literal["_keep_tool_uses", b"_keep_tool_uses"]  # noqa: Y015
+    _WhichOneofReturnType__min_cleared_tokens: _TypeAlias = _typing.Literal["min_cleared_tokens"]  # noqa: Y015
+    _WhichOneofArgType__min_cleared_tokens: _TypeAlias = _typing.Literal["_min_cleared_tokens", b"_min_cleared_tokens"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__keep_tool_uses) -> _WhichOneofReturnType__keep_tool_uses | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__min_cleared_tokens) -> _WhichOneofReturnType__min_cleared_tokens | None: ...
+
+Global___ClearToolResults: _TypeAlias = ClearToolResults  # noqa: Y015
+
+@_typing.final
+class Pipeline(_message.Message):
+    """Strategies run in order, each on the window the previous one left. After
+    each step the session's trigger is checked again on the new counters, and
+    the pipeline stops as soon as it no longer fires; a forced Compact runs
+    every step. Each step lands as a compaction of its own (its own version and
+    compaction id). Typical: clear_tool_results first, summarize last.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STEPS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def steps(self) -> _containers.RepeatedCompositeFieldContainer[Global___Strategy]:
+        """At least one; a step is not itself a pipeline."""
+
+    def __init__(
+        self,
+        *,
+        steps: _abc.Iterable[Global___Strategy] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["steps", b"steps"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Pipeline: _TypeAlias = Pipeline  # noqa: Y015

@@ -133,8 +133,9 @@ class CompactionResult(_message.Message):
     STRATEGY_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     CONTENT_OMITTED_FIELD_NUMBER: _builtins.int
+    CLEARED_EVENT_IDS_FIELD_NUMBER: _builtins.int
     compacted: _builtins.bool
-    """True when the pass archived or inserted anything."""
+    """True when the pass archived, inserted or cleared anything."""
     skipped_reason: _builtins.str
     """Why the conversation was not compacted, when it was not: trigger_not_fired,
     within_limit, no_turn_boundary, blank_summary, not_worth_it, superseded,
@@ -170,6 +171,12 @@ class CompactionResult(_message.Message):
     def archived_events(self) -> _containers.RepeatedCompositeFieldContainer[_event_pb2.Event]:
         """The events this pass archived (still in the log)."""
 
+    @_builtins.property
+    def cleared_event_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The events this pass cleared (clear_tool_results): still active, listed
+        in active_events with cleared set.
+        """
+
     def __init__(
         self,
         *,
@@ -184,10 +191,11 @@ class CompactionResult(_message.Message):
         strategy: _builtins.str = ...,
         error: _builtins.str = ...,
         content_omitted: _builtins.bool = ...,
+        cleared_event_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_events", b"active_events", "archived_event_count", b"archived_event_count", "archived_events", b"archived_events", "compacted", b"compacted", "compaction_id", b"compaction_id", "content_omitted", b"content_omitted", "error", b"error", "skipped_reason", b"skipped_reason", "strategy", b"strategy", "tokens_estimated_saved", b"tokens_estimated_saved", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_events", b"active_events", "archived_event_count", b"archived_event_count", "archived_events", b"archived_events", "cleared_event_ids", b"cleared_event_ids", "compacted", b"compacted", "compaction_id", b"compaction_id", "content_omitted", b"content_omitted", "error", b"error", "skipped_reason", b"skipped_reason", "strategy", b"strategy", "tokens_estimated_saved", b"tokens_estimated_saved", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file compaction/v1/event.proto.
  */
 export const file_compaction_v1_event: GenFile = /*@__PURE__*/
-  fileDesc("Chljb21wYWN0aW9uL3YxL2V2ZW50LnByb3RvEg1jb21wYWN0aW9uLnYxIjwKCFRvb2xDYWxsEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSFgoOYXJndW1lbnRzX2pzb24YAyABKAkiTgoKVG9vbFJlc3VsdBIPCgdjYWxsX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSDwoHY29udGVudBgDIAEoCRIQCghpc19lcnJvchgEIAEoCCI0CgRQYXJ0EhEKCW1pbWVfdHlwZRgBIAEoCRIMCgRkYXRhGAIgASgMEgsKA3VyaRgDIAEoCSLKAwoFRXZlbnQSCgoCaWQYASABKAkSEAoIcG9zaXRpb24YAiABKAMSIQoEcm9sZRgDIAEoDjITLmNvbXBhY3Rpb24udjEuUm9sZRIMCgR0ZXh0GAQgASgJEisKCnRvb2xfY2FsbHMYBSADKAsyFy5jb21wYWN0aW9uLnYxLlRvb2xDYWxsEi8KDHRvb2xfcmVzdWx0cxgGIAMoCzIZLmNvbXBhY3Rpb24udjEuVG9vbFJlc3VsdBIiCgVwYXJ0cxgHIAMoCzITLmNvbXBhY3Rpb24udjEuUGFydBIOCgZhdXRob3IYCCABKAkSDgoGYnJhbmNoGAkgASgJEjQKCG1ldGFkYXRhGAogAygLMiIuY29tcGFjdGlvbi52MS5FdmVudC5NZXRhZGF0YUVudHJ5Ei8KC2NyZWF0ZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglzeW50aGV0aWMYDCABKAgSEAoIYXJjaGl2ZWQYDSABKAgSEwoLdG9rZW5fY291bnQYDiABKAUaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBKl8KBFJvbGUSFAoQUk9MRV9VTlNQRUNJRklFRBAAEg0KCVJPTEVfVVNFUhABEhIKDlJPTEVfQVNTSVNUQU5UEAISDwoLUk9MRV9TWVNURU0QAxINCglST0xFX1RPT0wQBEJ/ChhkZXYuY29tcGFjdGlvbnNpZGVjYXIudjFCCkV2ZW50UHJvdG9QAVpVZ2l0aHViLmNvbS9jb21wYWN0aW9uLXNpZGVjYXIvY29tcGFjdGlvbi1zaWRlY2FyL2NsaWVudHMvZ28vY29tcGFjdGlvbnYxO2NvbXBhY3Rpb252MWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("Chljb21wYWN0aW9uL3YxL2V2ZW50LnByb3RvEg1jb21wYWN0aW9uLnYxIjwKCFRvb2xDYWxsEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSFgoOYXJndW1lbnRzX2pzb24YAyABKAkiTgoKVG9vbFJlc3VsdBIPCgdjYWxsX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSDwoHY29udGVudBgDIAEoCRIQCghpc19lcnJvchgEIAEoCCI0CgRQYXJ0EhEKCW1pbWVfdHlwZRgBIAEoCRIMCgRkYXRhGAIgASgMEgsKA3VyaRgDIAEoCSLbAwoFRXZlbnQSCgoCaWQYASABKAkSEAoIcG9zaXRpb24YAiABKAMSIQoEcm9sZRgDIAEoDjITLmNvbXBhY3Rpb24udjEuUm9sZRIMCgR0ZXh0GAQgASgJEisKCnRvb2xfY2FsbHMYBSADKAsyFy5jb21wYWN0aW9uLnYxLlRvb2xDYWxsEi8KDHRvb2xfcmVzdWx0cxgGIAMoCzIZLmNvbXBhY3Rpb24udjEuVG9vbFJlc3VsdBIiCgVwYXJ0cxgHIAMoCzITLmNvbXBhY3Rpb24udjEuUGFydBIOCgZhdXRob3IYCCABKAkSDgoGYnJhbmNoGAkgASgJEjQKCG1ldGFkYXRhGAogAygLMiIuY29tcGFjdGlvbi52MS5FdmVudC5NZXRhZGF0YUVudHJ5Ei8KC2NyZWF0ZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglzeW50aGV0aWMYDCABKAgSEAoIYXJjaGl2ZWQYDSABKAgSEwoLdG9rZW5fY291bnQYDiABKAUSDwoHY2xlYXJlZBgPIAEoCBovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEqXwoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDQoJUk9MRV9VU0VSEAESEgoOUk9MRV9BU1NJU1RBTlQQAhIPCgtST0xFX1NZU1RFTRADEg0KCVJPTEVfVE9PTBAEQn8KGGRldi5jb21wYWN0aW9uc2lkZWNhci52MUIKRXZlbnRQcm90b1ABWlVnaXRodWIuY29tL2NvbXBhY3Rpb24tc2lkZWNhci9jb21wYWN0aW9uLXNpZGVjYXIvY2xpZW50cy9nby9jb21wYWN0aW9udjE7Y29tcGFjdGlvbnYxYgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * A tool invocation requested by the assistant.
@@ -228,11 +228,22 @@ export type Event = Message<"compaction.v1.Event"> & {
   archived: boolean;
 
   /**
-   * Output only. The event's tokens as counted for compaction.
+   * Output only. The event's tokens as counted for compaction (for a
+   * cleared event in the active window: with its placeholder).
    *
    * @generated from field: int32 token_count = 14;
    */
   tokenCount: number;
+
+  /**
+   * Output only. True once a clear_tool_results pass replaced this event's
+   * tool results (or call arguments) with a placeholder. GetContext returns
+   * the placeholder; ListEvents returns the original content, which
+   * SearchEvents also finds. The event stays active and in place.
+   *
+   * @generated from field: bool cleared = 15;
+   */
+  cleared: boolean;
 };
 
 /**

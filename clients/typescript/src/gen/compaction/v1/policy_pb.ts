@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file compaction/v1/policy.proto.
  */
 export const file_compaction_v1_policy: GenFile = /*@__PURE__*/
-  fileDesc("Chpjb21wYWN0aW9uL3YxL3BvbGljeS5wcm90bxINY29tcGFjdGlvbi52MSJmChBDb21wYWN0aW9uUG9saWN5EicKB3RyaWdnZXIYASABKAsyFi5jb21wYWN0aW9uLnYxLlRyaWdnZXISKQoIc3RyYXRlZ3kYAiABKAsyFy5jb21wYWN0aW9uLnYxLlN0cmF0ZWd5It0BCgdUcmlnZ2VyEhQKCnR1cm5fY291bnQYASABKAVIABIVCgt0b2tlbl9jb3VudBgCIAEoBUgAEhUKC2V2ZW50X2NvdW50GAMgASgFSAASGAoOaW50ZXJ2YWxfdHVybnMYBCABKAVIABIsCgZhbnlfb2YYBSABKAsyGi5jb21wYWN0aW9uLnYxLlRyaWdnZXJMaXN0SAASLAoGYWxsX29mGAYgASgLMhouY29tcGFjdGlvbi52MS5UcmlnZ2VyTGlzdEgAEhAKBmFsd2F5cxgHIAEoCEgAQgYKBGtpbmQiNwoLVHJpZ2dlckxpc3QSKAoIdHJpZ2dlcnMYASADKAsyFi5jb21wYWN0aW9uLnYxLlRyaWdnZXIivgIKCFN0cmF0ZWd5EjYKDnNsaWRpbmdfd2luZG93GAEgASgLMhwuY29tcGFjdGlvbi52MS5TbGlkaW5nV2luZG93SAASMAoLdHVybl93aW5kb3cYAiABKAsyGS5jb21wYWN0aW9uLnYxLlR1cm5XaW5kb3dIABIyCgx0b2tlbl9idWRnZXQYAyABKAsyGi5jb21wYWN0aW9uLnYxLlRva2VuQnVkZ2V0SAASLQoJc3VtbWFyaXplGAQgASgLMhguY29tcGFjdGlvbi52MS5TdW1tYXJpemVIABIpCghib3VuZGFyeRgFIAEoDjIXLmNvbXBhY3Rpb24udjEuQm91bmRhcnkSHQoQbWluX3NhdmVkX3Rva2VucxgGIAEoBUgBiAEBQgYKBGtpbmRCEwoRX21pbl9zYXZlZF90b2tlbnMiNwoNU2xpZGluZ1dpbmRvdxIXCgptYXhfZXZlbnRzGAEgASgFSACIAQFCDQoLX21heF9ldmVudHMiMgoKVHVybldpbmRvdxIWCgltYXhfdHVybnMYASABKAVIAIgBAUIMCgpfbWF4X3R1cm5zIjUKC1Rva2VuQnVkZ2V0EhcKCm1heF90b2tlbnMYASABKAVIAIgBAUINCgtfbWF4X3Rva2VucyKqAwoJU3VtbWFyaXplEh8KEm1heF9ldmVudHNfdG9fa2VlcBgBIAEoBUgAiAEBEhQKB292ZXJsYXAYAiABKAVIAYgBARIVCg1zeXN0ZW1fcHJvbXB0GAMgASgJEhUKDXNoYWRvd19wcm9tcHQYBCABKAkSDQoFbW9kZWwYBSABKAkSHwoSbWF4X3N1bW1hcnlfdG9rZW5zGAYgASgFSAKIAQESHQoQbWF4X2lucHV0X3Rva2VucxgHIAEoBUgDiAEBEiMKFm1heF90b29sX3Jlc3VsdF90b2tlbnMYCCABKAVIBIgBARIYCgt0ZW1wZXJhdHVyZRgJIAEoAkgFiAEBEhwKD3RoaW5raW5nX2J1ZGdldBgKIAEoBUgGiAEBQhUKE19tYXhfZXZlbnRzX3RvX2tlZXBCCgoIX292ZXJsYXBCFQoTX21heF9zdW1tYXJ5X3Rva2Vuc0ITChFfbWF4X2lucHV0X3Rva2Vuc0IZChdfbWF4X3Rvb2xfcmVzdWx0X3Rva2Vuc0IOCgxfdGVtcGVyYXR1cmVCEgoQX3RoaW5raW5nX2J1ZGdldCpPCghCb3VuZGFyeRIYChRCT1VOREFSWV9VTlNQRUNJRklFRBAAEhEKDUJPVU5EQVJZX1RVUk4QARIWChJCT1VOREFSWV9UT09MX1BBSVIQAkKAAQoYZGV2LmNvbXBhY3Rpb25zaWRlY2FyLnYxQgtQb2xpY3lQcm90b1ABWlVnaXRodWIuY29tL2NvbXBhY3Rpb24tc2lkZWNhci9jb21wYWN0aW9uLXNpZGVjYXIvY2xpZW50cy9nby9jb21wYWN0aW9udjE7Y29tcGFjdGlvbnYxYgZwcm90bzM");
+  fileDesc("Chpjb21wYWN0aW9uL3YxL3BvbGljeS5wcm90bxINY29tcGFjdGlvbi52MSJmChBDb21wYWN0aW9uUG9saWN5EicKB3RyaWdnZXIYASABKAsyFi5jb21wYWN0aW9uLnYxLlRyaWdnZXISKQoIc3RyYXRlZ3kYAiABKAsyFy5jb21wYWN0aW9uLnYxLlN0cmF0ZWd5It0BCgdUcmlnZ2VyEhQKCnR1cm5fY291bnQYASABKAVIABIVCgt0b2tlbl9jb3VudBgCIAEoBUgAEhUKC2V2ZW50X2NvdW50GAMgASgFSAASGAoOaW50ZXJ2YWxfdHVybnMYBCABKAVIABIsCgZhbnlfb2YYBSABKAsyGi5jb21wYWN0aW9uLnYxLlRyaWdnZXJMaXN0SAASLAoGYWxsX29mGAYgASgLMhouY29tcGFjdGlvbi52MS5UcmlnZ2VyTGlzdEgAEhAKBmFsd2F5cxgHIAEoCEgAQgYKBGtpbmQiNwoLVHJpZ2dlckxpc3QSKAoIdHJpZ2dlcnMYASADKAsyFi5jb21wYWN0aW9uLnYxLlRyaWdnZXIiqgMKCFN0cmF0ZWd5EjYKDnNsaWRpbmdfd2luZG93GAEgASgLMhwuY29tcGFjdGlvbi52MS5TbGlkaW5nV2luZG93SAASMAoLdHVybl93aW5kb3cYAiABKAsyGS5jb21wYWN0aW9uLnYxLlR1cm5XaW5kb3dIABIyCgx0b2tlbl9idWRnZXQYAyABKAsyGi5jb21wYWN0aW9uLnYxLlRva2VuQnVkZ2V0SAASLQoJc3VtbWFyaXplGAQgASgLMhguY29tcGFjdGlvbi52MS5TdW1tYXJpemVIABI9ChJjbGVhcl90b29sX3Jlc3VsdHMYByABKAsyHy5jb21wYWN0aW9uLnYxLkNsZWFyVG9vbFJlc3VsdHNIABIrCghwaXBlbGluZRgIIAEoCzIXLmNvbXBhY3Rpb24udjEuUGlwZWxpbmVIABIpCghib3VuZGFyeRgFIAEoDjIXLmNvbXBhY3Rpb24udjEuQm91bmRhcnkSHQoQbWluX3NhdmVkX3Rva2VucxgGIAEoBUgBiAEBQgYKBGtpbmRCEwoRX21pbl9zYXZlZF90b2tlbnMiNwoNU2xpZGluZ1dpbmRvdxIXCgptYXhfZXZlbnRzGAEgASgFSACIAQFCDQoLX21heF9ldmVudHMiMgoKVHVybldpbmRvdxIWCgltYXhfdHVybnMYASABKAVIAIgBAUIMCgpfbWF4X3R1cm5zIjUKC1Rva2VuQnVkZ2V0EhcKCm1heF90b2tlbnMYASABKAVIAIgBAUINCgtfbWF4X3Rva2VucyKqAwoJU3VtbWFyaXplEh8KEm1heF9ldmVudHNfdG9fa2VlcBgBIAEoBUgAiAEBEhQKB292ZXJsYXAYAiABKAVIAYgBARIVCg1zeXN0ZW1fcHJvbXB0GAMgASgJEhUKDXNoYWRvd19wcm9tcHQYBCABKAkSDQoFbW9kZWwYBSABKAkSHwoSbWF4X3N1bW1hcnlfdG9rZW5zGAYgASgFSAKIAQESHQoQbWF4X2lucHV0X3Rva2VucxgHIAEoBUgDiAEBEiMKFm1heF90b29sX3Jlc3VsdF90b2tlbnMYCCABKAVIBIgBARIYCgt0ZW1wZXJhdHVyZRgJIAEoAkgFiAEBEhwKD3RoaW5raW5nX2J1ZGdldBgKIAEoBUgGiAEBQhUKE19tYXhfZXZlbnRzX3RvX2tlZXBCCgoIX292ZXJsYXBCFQoTX21heF9zdW1tYXJ5X3Rva2Vuc0ITChFfbWF4X2lucHV0X3Rva2Vuc0IZChdfbWF4X3Rvb2xfcmVzdWx0X3Rva2Vuc0IOCgxfdGVtcGVyYXR1cmVCEgoQX3RoaW5raW5nX2J1ZGdldCLBAQoQQ2xlYXJUb29sUmVzdWx0cxIbCg5rZWVwX3Rvb2xfdXNlcxgBIAEoBUgAiAEBEhUKDWV4Y2x1ZGVfdG9vbHMYAiADKAkSGQoRY2xlYXJfdG9vbF9pbnB1dHMYAyABKAgSHwoSbWluX2NsZWFyZWRfdG9rZW5zGAQgASgFSAGIAQESEwoLcGxhY2Vob2xkZXIYBSABKAlCEQoPX2tlZXBfdG9vbF91c2VzQhUKE19taW5fY2xlYXJlZF90b2tlbnMiMgoIUGlwZWxpbmUSJgoFc3RlcHMYASADKAsyFy5jb21wYWN0aW9uLnYxLlN0cmF0ZWd5Kk8KCEJvdW5kYXJ5EhgKFEJPVU5EQVJZX1VOU1BFQ0lGSUVEEAASEQoNQk9VTkRBUllfVFVSThABEhYKEkJPVU5EQVJZX1RPT0xfUEFJUhACQoABChhkZXYuY29tcGFjdGlvbnNpZGVjYXIudjFCC1BvbGljeVByb3RvUAFaVWdpdGh1Yi5jb20vY29tcGFjdGlvbi1zaWRlY2FyL2NvbXBhY3Rpb24tc2lkZWNhci9jbGllbnRzL2dvL2NvbXBhY3Rpb252MTtjb21wYWN0aW9udjFiBnByb3RvMw");
 
 /**
  * When to compact (trigger) and how (strategy).
@@ -190,10 +190,28 @@ export type Strategy = Message<"compaction.v1.Strategy"> & {
      */
     value: Summarize;
     case: "summarize";
+  } | {
+    /**
+     * Replace old tool results with a placeholder, in place: nothing is
+     * archived, the calls stay paired with their (cleared) results.
+     *
+     * @generated from field: compaction.v1.ClearToolResults clear_tool_results = 7;
+     */
+    value: ClearToolResults;
+    case: "clearToolResults";
+  } | {
+    /**
+     * Run several strategies in order, stopping once the trigger no longer
+     * fires (a forced Compact runs every step).
+     *
+     * @generated from field: compaction.v1.Pipeline pipeline = 8;
+     */
+    value: Pipeline;
+    case: "pipeline";
   } | { case: undefined; value?: undefined };
 
   /**
-   * Where the cut may land.
+   * Where the cut may land. Not set on a pipeline (set it on its steps).
    *
    * @generated from field: compaction.v1.Boundary boundary = 5;
    */
@@ -375,6 +393,90 @@ export type Summarize = Message<"compaction.v1.Summarize"> & {
  */
 export const SummarizeSchema: GenMessage<Summarize> = /*@__PURE__*/
   messageDesc(file_compaction_v1_policy, 7);
+
+/**
+ * Clear old tool results in place: the newest keep_tool_uses tool calls of
+ * the active window keep their results verbatim; older results are replaced
+ * by a placeholder. A cleared event stays active, in place, with its call,
+ * and carries Event.cleared: GetContext shows the placeholder (and counts its
+ * tokens), ListEvents the original, and SearchEvents finds the original.
+ * Never archives.
+ *
+ * @generated from message compaction.v1.ClearToolResults
+ */
+export type ClearToolResults = Message<"compaction.v1.ClearToolResults"> & {
+  /**
+   * The newest tool calls whose results are kept verbatim; 0 or more. Unset
+   * means 3.
+   *
+   * @generated from field: optional int32 keep_tool_uses = 1;
+   */
+  keepToolUses?: number | undefined;
+
+  /**
+   * Tool names whose results (and inputs) are never cleared.
+   *
+   * @generated from field: repeated string exclude_tools = 2;
+   */
+  excludeTools: string[];
+
+  /**
+   * Also replace the cleared calls' arguments. Default false.
+   *
+   * @generated from field: bool clear_tool_inputs = 3;
+   */
+  clearToolInputs: boolean;
+
+  /**
+   * Skip the pass (skipped_reason "not_worth_it") unless it frees at least
+   * this many tokens: a clearing breaks the provider's prompt cache from the
+   * first cleared event on. Unset means 0.
+   *
+   * @generated from field: optional int32 min_cleared_tokens = 4;
+   */
+  minClearedTokens?: number | undefined;
+
+  /**
+   * The text that replaces a cleared result; "{name}" and "{call_id}" are
+   * replaced by the call's. Empty means the built-in one, which names the
+   * call and says the original can be searched.
+   *
+   * @generated from field: string placeholder = 5;
+   */
+  placeholder: string;
+};
+
+/**
+ * Describes the message compaction.v1.ClearToolResults.
+ * Use `create(ClearToolResultsSchema)` to create a new message.
+ */
+export const ClearToolResultsSchema: GenMessage<ClearToolResults> = /*@__PURE__*/
+  messageDesc(file_compaction_v1_policy, 8);
+
+/**
+ * Strategies run in order, each on the window the previous one left. After
+ * each step the session's trigger is checked again on the new counters, and
+ * the pipeline stops as soon as it no longer fires; a forced Compact runs
+ * every step. Each step lands as a compaction of its own (its own version and
+ * compaction id). Typical: clear_tool_results first, summarize last.
+ *
+ * @generated from message compaction.v1.Pipeline
+ */
+export type Pipeline = Message<"compaction.v1.Pipeline"> & {
+  /**
+   * At least one; a step is not itself a pipeline.
+   *
+   * @generated from field: repeated compaction.v1.Strategy steps = 1;
+   */
+  steps: Strategy[];
+};
+
+/**
+ * Describes the message compaction.v1.Pipeline.
+ * Use `create(PipelineSchema)` to create a new message.
+ */
+export const PipelineSchema: GenMessage<Pipeline> = /*@__PURE__*/
+  messageDesc(file_compaction_v1_policy, 9);
 
 /**
  * Where a strategy may cut the log.

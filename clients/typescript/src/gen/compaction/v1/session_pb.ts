@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file compaction/v1/session.proto.
  */
 export const file_compaction_v1_session: GenFile = /*@__PURE__*/
-  fileDesc("Chtjb21wYWN0aW9uL3YxL3Nlc3Npb24ucHJvdG8SDWNvbXBhY3Rpb24udjEiogMKB1Nlc3Npb24SEgoKc2Vzc2lvbl9pZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgDEi8KBnBvbGljeRgDIAEoCzIfLmNvbXBhY3Rpb24udjEuQ29tcGFjdGlvblBvbGljeRIyCgZsYWJlbHMYBCADKAsyIi5jb21wYWN0aW9uLnYxLlNlc3Npb24uTGFiZWxzRW50cnkSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIaChJhY3RpdmVfZXZlbnRfY291bnQYByABKAUSEgoKdHVybl9jb3VudBgIIAEoBRIVCg1hY3RpdmVfdG9rZW5zGAkgASgFEhkKEXRvdGFsX2V2ZW50X2NvdW50GAogASgDEhoKEmxhc3RfY29tcGFjdGlvbl9pZBgLIAEoCRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIrkCChBDb21wYWN0aW9uUmVzdWx0EhEKCWNvbXBhY3RlZBgBIAEoCBIWCg5za2lwcGVkX3JlYXNvbhgCIAEoCRIrCg1hY3RpdmVfZXZlbnRzGAMgAygLMhQuY29tcGFjdGlvbi52MS5FdmVudBItCg9hcmNoaXZlZF9ldmVudHMYBCADKAsyFC5jb21wYWN0aW9uLnYxLkV2ZW50EhwKFGFyY2hpdmVkX2V2ZW50X2NvdW50GAUgASgFEh4KFnRva2Vuc19lc3RpbWF0ZWRfc2F2ZWQYBiABKAUSDwoHdmVyc2lvbhgHIAEoAxIVCg1jb21wYWN0aW9uX2lkGAggASgJEhAKCHN0cmF0ZWd5GAkgASgJEg0KBWVycm9yGAogASgJEhcKD2NvbnRlbnRfb21pdHRlZBgLIAEoCEKBAQoYZGV2LmNvbXBhY3Rpb25zaWRlY2FyLnYxQgxTZXNzaW9uUHJvdG9QAVpVZ2l0aHViLmNvbS9jb21wYWN0aW9uLXNpZGVjYXIvY29tcGFjdGlvbi1zaWRlY2FyL2NsaWVudHMvZ28vY29tcGFjdGlvbnYxO2NvbXBhY3Rpb252MWIGcHJvdG8z", [file_compaction_v1_event, file_compaction_v1_policy, file_google_protobuf_timestamp]);
+  fileDesc("Chtjb21wYWN0aW9uL3YxL3Nlc3Npb24ucHJvdG8SDWNvbXBhY3Rpb24udjEiogMKB1Nlc3Npb24SEgoKc2Vzc2lvbl9pZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgDEi8KBnBvbGljeRgDIAEoCzIfLmNvbXBhY3Rpb24udjEuQ29tcGFjdGlvblBvbGljeRIyCgZsYWJlbHMYBCADKAsyIi5jb21wYWN0aW9uLnYxLlNlc3Npb24uTGFiZWxzRW50cnkSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIaChJhY3RpdmVfZXZlbnRfY291bnQYByABKAUSEgoKdHVybl9jb3VudBgIIAEoBRIVCg1hY3RpdmVfdG9rZW5zGAkgASgFEhkKEXRvdGFsX2V2ZW50X2NvdW50GAogASgDEhoKEmxhc3RfY29tcGFjdGlvbl9pZBgLIAEoCRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBItQCChBDb21wYWN0aW9uUmVzdWx0EhEKCWNvbXBhY3RlZBgBIAEoCBIWCg5za2lwcGVkX3JlYXNvbhgCIAEoCRIrCg1hY3RpdmVfZXZlbnRzGAMgAygLMhQuY29tcGFjdGlvbi52MS5FdmVudBItCg9hcmNoaXZlZF9ldmVudHMYBCADKAsyFC5jb21wYWN0aW9uLnYxLkV2ZW50EhwKFGFyY2hpdmVkX2V2ZW50X2NvdW50GAUgASgFEh4KFnRva2Vuc19lc3RpbWF0ZWRfc2F2ZWQYBiABKAUSDwoHdmVyc2lvbhgHIAEoAxIVCg1jb21wYWN0aW9uX2lkGAggASgJEhAKCHN0cmF0ZWd5GAkgASgJEg0KBWVycm9yGAogASgJEhcKD2NvbnRlbnRfb21pdHRlZBgLIAEoCBIZChFjbGVhcmVkX2V2ZW50X2lkcxgMIAMoCUKBAQoYZGV2LmNvbXBhY3Rpb25zaWRlY2FyLnYxQgxTZXNzaW9uUHJvdG9QAVpVZ2l0aHViLmNvbS9jb21wYWN0aW9uLXNpZGVjYXIvY29tcGFjdGlvbi1zaWRlY2FyL2NsaWVudHMvZ28vY29tcGFjdGlvbnYxO2NvbXBhY3Rpb252MWIGcHJvdG8z", [file_compaction_v1_event, file_compaction_v1_policy, file_google_protobuf_timestamp]);
 
 /**
  * A session's header: identity, version, policy and running counters.
@@ -118,7 +118,7 @@ export const SessionSchema: GenMessage<Session> = /*@__PURE__*/
  */
 export type CompactionResult = Message<"compaction.v1.CompactionResult"> & {
   /**
-   * True when the pass archived or inserted anything.
+   * True when the pass archived, inserted or cleared anything.
    *
    * @generated from field: bool compacted = 1;
    */
@@ -201,6 +201,14 @@ export type CompactionResult = Message<"compaction.v1.CompactionResult"> & {
    * @generated from field: bool content_omitted = 11;
    */
   contentOmitted: boolean;
+
+  /**
+   * The events this pass cleared (clear_tool_results): still active, listed
+   * in active_events with cleared set.
+   *
+   * @generated from field: repeated string cleared_event_ids = 12;
+   */
+  clearedEventIds: string[];
 };
 
 /**

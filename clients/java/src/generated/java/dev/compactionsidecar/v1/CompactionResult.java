@@ -38,6 +38,8 @@ private static final long serialVersionUID = 0L;
     compactionId_ = "";
     strategy_ = "";
     error_ = "";
+    clearedEventIds_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -62,7 +64,7 @@ private static final long serialVersionUID = 0L;
   private boolean compacted_ = false;
   /**
    * <pre>
-   * True when the pass archived or inserted anything.
+   * True when the pass archived, inserted or cleared anything.
    * </pre>
    *
    * <code>bool compacted = 1 [json_name = "compacted"];</code>
@@ -454,6 +456,63 @@ private static final long serialVersionUID = 0L;
     return contentOmitted_;
   }
 
+  public static final int CLEARED_EVENT_IDS_FIELD_NUMBER = 12;
+  @SuppressWarnings("serial")
+  private com.google.protobuf.LazyStringArrayList clearedEventIds_ =
+      com.google.protobuf.LazyStringArrayList.emptyList();
+  /**
+   * <pre>
+   * The events this pass cleared (clear_tool_results): still active, listed
+   * in active_events with cleared set.
+   * </pre>
+   *
+   * <code>repeated string cleared_event_ids = 12 [json_name = "clearedEventIds"];</code>
+   * @return A list containing the clearedEventIds.
+   */
+  public com.google.protobuf.ProtocolStringList
+      getClearedEventIdsList() {
+    return clearedEventIds_;
+  }
+  /**
+   * <pre>
+   * The events this pass cleared (clear_tool_results): still active, listed
+   * in active_events with cleared set.
+   * </pre>
+   *
+   * <code>repeated string cleared_event_ids = 12 [json_name = "clearedEventIds"];</code>
+   * @return The count of clearedEventIds.
+   */
+  public int getClearedEventIdsCount() {
+    return clearedEventIds_.size();
+  }
+  /**
+   * <pre>
+   * The events this pass cleared (clear_tool_results): still active, listed
+   * in active_events with cleared set.
+   * </pre>
+   *
+   * <code>repeated string cleared_event_ids = 12 [json_name = "clearedEventIds"];</code>
+   * @param index The index of the element to return.
+   * @return The clearedEventIds at the given index.
+   */
+  public java.lang.String getClearedEventIds(int index) {
+    return clearedEventIds_.get(index);
+  }
+  /**
+   * <pre>
+   * The events this pass cleared (clear_tool_results): still active, listed
+   * in active_events with cleared set.
+   * </pre>
+   *
+   * <code>repeated string cleared_event_ids = 12 [json_name = "clearedEventIds"];</code>
+   * @param index The index of the value to return.
+   * @return The bytes of the clearedEventIds at the given index.
+   */
+  public com.google.protobuf.ByteString
+      getClearedEventIdsBytes(int index) {
+    return clearedEventIds_.getByteString(index);
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -500,6 +559,9 @@ private static final long serialVersionUID = 0L;
     }
     if (contentOmitted_ != false) {
       output.writeBool(11, contentOmitted_);
+    }
+    for (int i = 0; i < clearedEventIds_.size(); i++) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 12, clearedEventIds_.getRaw(i));
     }
     getUnknownFields().writeTo(output);
   }
@@ -555,6 +617,14 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(11, contentOmitted_);
     }
+    {
+      int dataSize = 0;
+      for (int i = 0; i < clearedEventIds_.size(); i++) {
+        dataSize += computeStringSizeNoTag(clearedEventIds_.getRaw(i));
+      }
+      size += dataSize;
+      size += 1 * getClearedEventIdsList().size();
+    }
     return size;
   }
   @java.lang.Override
@@ -601,6 +671,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getError())) return false;
     if (getContentOmitted()
         != other.getContentOmitted()) return false;
+    if (!getClearedEventIdsList()
+        .equals(other.getClearedEventIdsList())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -641,6 +713,10 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + CONTENT_OMITTED_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getContentOmitted());
+    if (getClearedEventIdsCount() > 0) {
+      hash = (37 * hash) + CLEARED_EVENT_IDS_FIELD_NUMBER;
+      hash = (53 * hash) + getClearedEventIdsList().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -799,6 +875,8 @@ private static final long serialVersionUID = 0L;
       strategy_ = "";
       error_ = "";
       contentOmitted_ = false;
+      clearedEventIds_ =
+          com.google.protobuf.LazyStringArrayList.emptyList();
       return this;
     }
 
@@ -880,6 +958,10 @@ private static final long serialVersionUID = 0L;
       }
       if (((from_bitField0_ & 0x00000400) != 0)) {
         result.contentOmitted_ = contentOmitted_;
+      }
+      if (((from_bitField0_ & 0x00000800) != 0)) {
+        clearedEventIds_.makeImmutable();
+        result.clearedEventIds_ = clearedEventIds_;
       }
     }
 
@@ -982,6 +1064,16 @@ private static final long serialVersionUID = 0L;
       if (other.getContentOmitted() != false) {
         setContentOmitted(other.getContentOmitted());
       }
+      if (!other.clearedEventIds_.isEmpty()) {
+        if (clearedEventIds_.isEmpty()) {
+          clearedEventIds_ = other.clearedEventIds_;
+          bitField0_ |= 0x00000800;
+        } else {
+          ensureClearedEventIdsIsMutable();
+          clearedEventIds_.addAll(other.clearedEventIds_);
+        }
+        onChanged();
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -1077,6 +1169,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000400;
               break;
             } // case 88
+            case 98: {
+              ensureClearedEventIdsIsMutable();
+              clearedEventIds_.add(input.readStringRequireUtf8());
+              break;
+            } // case 98
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1097,7 +1194,7 @@ private static final long serialVersionUID = 0L;
     private boolean compacted_ ;
     /**
      * <pre>
-     * True when the pass archived or inserted anything.
+     * True when the pass archived, inserted or cleared anything.
      * </pre>
      *
      * <code>bool compacted = 1 [json_name = "compacted"];</code>
@@ -1109,7 +1206,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * True when the pass archived or inserted anything.
+     * True when the pass archived, inserted or cleared anything.
      * </pre>
      *
      * <code>bool compacted = 1 [json_name = "compacted"];</code>
@@ -1125,7 +1222,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * True when the pass archived or inserted anything.
+     * True when the pass archived, inserted or cleared anything.
      * </pre>
      *
      * <code>bool compacted = 1 [json_name = "compacted"];</code>
@@ -2320,6 +2417,162 @@ private static final long serialVersionUID = 0L;
     public Builder clearContentOmitted() {
       bitField0_ = (bitField0_ & ~0x00000400);
       contentOmitted_ = false;
+      onChanged();
+      return this;
+    }
+
+    private com.google.protobuf.LazyStringArrayList clearedEventIds_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
+    private void ensureClearedEventIdsIsMutable() {
+      if (!clearedEventIds_.isModifiable()) {
+        clearedEventIds_ = new com.google.protobuf.LazyStringArrayList(clearedEventIds_);
+      }
+      bitField0_ |= 0x00000800;
+    }
+    /**
+     * <pre>
+     * The events this pass cleared (clear_tool_results): still active, listed
+     * in active_events with cleared set.
+     * </pre>
+     *
+     * <code>repeated string cleared_event_ids = 12 [json_name = "clearedEventIds"];</code>
+     * @return A list containing the clearedEventIds.
+     */
+    public com.google.protobuf.ProtocolStringList
+        getClearedEventIdsList() {
+      clearedEventIds_.makeImmutable();
+      return clearedEventIds_;
+    }
+    /**
+     * <pre>
+     * The events this pass cleared (clear_tool_results): still active, listed
+     * in active_events with cleared set.
+     * </pre>
+     *
+     * <code>repeated string cleared_event_ids = 12 [json_name = "clearedEventIds"];</code>
+     * @return The count of clearedEventIds.
+     */
+    public int getClearedEventIdsCount() {
+      return clearedEventIds_.size();
+    }
+    /**
+     * <pre>
+     * The events this pass cleared (clear_tool_results): still active, listed
+     * in active_events with cleared set.
+     * </pre>
+     *
+     * <code>repeated string cleared_event_ids = 12 [json_name = "clearedEventIds"];</code>
+     * @param index The index of the element to return.
+     * @return The clearedEventIds at the given index.
+     */
+    public java.lang.String getClearedEventIds(int index) {
+      return clearedEventIds_.get(index);
+    }
+    /**
+     * <pre>
+     * The events this pass cleared (clear_tool_results): still active, listed
+     * in active_events with cleared set.
+     * </pre>
+     *
+     * <code>repeated string cleared_event_ids = 12 [json_name = "clearedEventIds"];</code>
+     * @param index The index of the value to return.
+     * @return The bytes of the clearedEventIds at the given index.
+     */
+    public com.google.protobuf.ByteString
+        getClearedEventIdsBytes(int index) {
+      return clearedEventIds_.getByteString(index);
+    }
+    /**
+     * <pre>
+     * The events this pass cleared (clear_tool_results): still active, listed
+     * in active_events with cleared set.
+     * </pre>
+     *
+     * <code>repeated string cleared_event_ids = 12 [json_name = "clearedEventIds"];</code>
+     * @param index The index to set the value at.
+     * @param value The clearedEventIds to set.
+     * @return This builder for chaining.
+     */
+    public Builder setClearedEventIds(
+        int index, java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      ensureClearedEventIdsIsMutable();
+      clearedEventIds_.set(index, value);
+      bitField0_ |= 0x00000800;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The events this pass cleared (clear_tool_results): still active, listed
+     * in active_events with cleared set.
+     * </pre>
+     *
+     * <code>repeated string cleared_event_ids = 12 [json_name = "clearedEventIds"];</code>
+     * @param value The clearedEventIds to add.
+     * @return This builder for chaining.
+     */
+    public Builder addClearedEventIds(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      ensureClearedEventIdsIsMutable();
+      clearedEventIds_.add(value);
+      bitField0_ |= 0x00000800;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The events this pass cleared (clear_tool_results): still active, listed
+     * in active_events with cleared set.
+     * </pre>
+     *
+     * <code>repeated string cleared_event_ids = 12 [json_name = "clearedEventIds"];</code>
+     * @param values The clearedEventIds to add.
+     * @return This builder for chaining.
+     */
+    public Builder addAllClearedEventIds(
+        java.lang.Iterable<java.lang.String> values) {
+      ensureClearedEventIdsIsMutable();
+      com.google.protobuf.AbstractMessageLite.Builder.addAll(
+          values, clearedEventIds_);
+      bitField0_ |= 0x00000800;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The events this pass cleared (clear_tool_results): still active, listed
+     * in active_events with cleared set.
+     * </pre>
+     *
+     * <code>repeated string cleared_event_ids = 12 [json_name = "clearedEventIds"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearClearedEventIds() {
+      clearedEventIds_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
+      bitField0_ = (bitField0_ & ~0x00000800);;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The events this pass cleared (clear_tool_results): still active, listed
+     * in active_events with cleared set.
+     * </pre>
+     *
+     * <code>repeated string cleared_event_ids = 12 [json_name = "clearedEventIds"];</code>
+     * @param value The bytes of the clearedEventIds to add.
+     * @return This builder for chaining.
+     */
+    public Builder addClearedEventIdsBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      ensureClearedEventIdsIsMutable();
+      clearedEventIds_.add(value);
+      bitField0_ |= 0x00000800;
       onChanged();
       return this;
     }

@@ -12,7 +12,7 @@ public interface CompactionResultOrBuilder extends
 
   /**
    * <pre>
-   * True when the pass archived or inserted anything.
+   * True when the pass archived, inserted or cleared anything.
    * </pre>
    *
    * <code>bool compacted = 1 [json_name = "compacted"];</code>
@@ -238,4 +238,49 @@ public interface CompactionResultOrBuilder extends
    * @return The contentOmitted.
    */
   boolean getContentOmitted();
+
+  /**
+   * <pre>
+   * The events this pass cleared (clear_tool_results): still active, listed
+   * in active_events with cleared set.
+   * </pre>
+   *
+   * <code>repeated string cleared_event_ids = 12 [json_name = "clearedEventIds"];</code>
+   * @return A list containing the clearedEventIds.
+   */
+  java.util.List<java.lang.String>
+      getClearedEventIdsList();
+  /**
+   * <pre>
+   * The events this pass cleared (clear_tool_results): still active, listed
+   * in active_events with cleared set.
+   * </pre>
+   *
+   * <code>repeated string cleared_event_ids = 12 [json_name = "clearedEventIds"];</code>
+   * @return The count of clearedEventIds.
+   */
+  int getClearedEventIdsCount();
+  /**
+   * <pre>
+   * The events this pass cleared (clear_tool_results): still active, listed
+   * in active_events with cleared set.
+   * </pre>
+   *
+   * <code>repeated string cleared_event_ids = 12 [json_name = "clearedEventIds"];</code>
+   * @param index The index of the element to return.
+   * @return The clearedEventIds at the given index.
+   */
+  java.lang.String getClearedEventIds(int index);
+  /**
+   * <pre>
+   * The events this pass cleared (clear_tool_results): still active, listed
+   * in active_events with cleared set.
+   * </pre>
+   *
+   * <code>repeated string cleared_event_ids = 12 [json_name = "clearedEventIds"];</code>
+   * @param index The index of the value to return.
+   * @return The bytes of the clearedEventIds at the given index.
+   */
+  com.google.protobuf.ByteString
+      getClearedEventIdsBytes(int index);
 }

@@ -657,7 +657,8 @@ java.lang.String defaultValue) {
   private int tokenCount_ = 0;
   /**
    * <pre>
-   * Output only. The event's tokens as counted for compaction.
+   * Output only. The event's tokens as counted for compaction (for a
+   * cleared event in the active window: with its placeholder).
    * </pre>
    *
    * <code>int32 token_count = 14 [json_name = "tokenCount"];</code>
@@ -666,6 +667,24 @@ java.lang.String defaultValue) {
   @java.lang.Override
   public int getTokenCount() {
     return tokenCount_;
+  }
+
+  public static final int CLEARED_FIELD_NUMBER = 15;
+  private boolean cleared_ = false;
+  /**
+   * <pre>
+   * Output only. True once a clear_tool_results pass replaced this event's
+   * tool results (or call arguments) with a placeholder. GetContext returns
+   * the placeholder; ListEvents returns the original content, which
+   * SearchEvents also finds. The event stays active and in place.
+   * </pre>
+   *
+   * <code>bool cleared = 15 [json_name = "cleared"];</code>
+   * @return The cleared.
+   */
+  @java.lang.Override
+  public boolean getCleared() {
+    return cleared_;
   }
 
   private byte memoizedIsInitialized = -1;
@@ -726,6 +745,9 @@ java.lang.String defaultValue) {
     }
     if (tokenCount_ != 0) {
       output.writeInt32(14, tokenCount_);
+    }
+    if (cleared_ != false) {
+      output.writeBool(15, cleared_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -804,6 +826,10 @@ java.lang.String defaultValue) {
       size += com.google.protobuf.CodedOutputStream
         .computeInt32Size(14, tokenCount_);
     }
+    if (cleared_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(15, cleared_);
+    }
     return size;
   }
   @java.lang.Override
@@ -858,6 +884,8 @@ java.lang.String defaultValue) {
         != other.getArchived()) return false;
     if (getTokenCount()
         != other.getTokenCount()) return false;
+    if (getCleared()
+        != other.getCleared()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -910,6 +938,9 @@ java.lang.String defaultValue) {
         getArchived());
     hash = (37 * hash) + TOKEN_COUNT_FIELD_NUMBER;
     hash = (53 * hash) + getTokenCount();
+    hash = (37 * hash) + CLEARED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getCleared());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -1112,6 +1143,7 @@ java.lang.String defaultValue) {
       synthetic_ = false;
       archived_ = false;
       tokenCount_ = 0;
+      cleared_ = false;
       return this;
     }
 
@@ -1213,6 +1245,9 @@ java.lang.String defaultValue) {
       }
       if (((from_bitField0_ & 0x00002000) != 0)) {
         result.tokenCount_ = tokenCount_;
+      }
+      if (((from_bitField0_ & 0x00004000) != 0)) {
+        result.cleared_ = cleared_;
       }
       result.bitField0_ |= to_bitField0_;
     }
@@ -1348,6 +1383,9 @@ java.lang.String defaultValue) {
       if (other.getTokenCount() != 0) {
         setTokenCount(other.getTokenCount());
       }
+      if (other.getCleared() != false) {
+        setCleared(other.getCleared());
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -1472,6 +1510,11 @@ java.lang.String defaultValue) {
               bitField0_ |= 0x00002000;
               break;
             } // case 112
+            case 120: {
+              cleared_ = input.readBool();
+              bitField0_ |= 0x00004000;
+              break;
+            } // case 120
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -3305,7 +3348,8 @@ java.lang.String defaultValue) {
     private int tokenCount_ ;
     /**
      * <pre>
-     * Output only. The event's tokens as counted for compaction.
+     * Output only. The event's tokens as counted for compaction (for a
+     * cleared event in the active window: with its placeholder).
      * </pre>
      *
      * <code>int32 token_count = 14 [json_name = "tokenCount"];</code>
@@ -3317,7 +3361,8 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * Output only. The event's tokens as counted for compaction.
+     * Output only. The event's tokens as counted for compaction (for a
+     * cleared event in the active window: with its placeholder).
      * </pre>
      *
      * <code>int32 token_count = 14 [json_name = "tokenCount"];</code>
@@ -3333,7 +3378,8 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * Output only. The event's tokens as counted for compaction.
+     * Output only. The event's tokens as counted for compaction (for a
+     * cleared event in the active window: with its placeholder).
      * </pre>
      *
      * <code>int32 token_count = 14 [json_name = "tokenCount"];</code>
@@ -3342,6 +3388,59 @@ java.lang.String defaultValue) {
     public Builder clearTokenCount() {
       bitField0_ = (bitField0_ & ~0x00002000);
       tokenCount_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private boolean cleared_ ;
+    /**
+     * <pre>
+     * Output only. True once a clear_tool_results pass replaced this event's
+     * tool results (or call arguments) with a placeholder. GetContext returns
+     * the placeholder; ListEvents returns the original content, which
+     * SearchEvents also finds. The event stays active and in place.
+     * </pre>
+     *
+     * <code>bool cleared = 15 [json_name = "cleared"];</code>
+     * @return The cleared.
+     */
+    @java.lang.Override
+    public boolean getCleared() {
+      return cleared_;
+    }
+    /**
+     * <pre>
+     * Output only. True once a clear_tool_results pass replaced this event's
+     * tool results (or call arguments) with a placeholder. GetContext returns
+     * the placeholder; ListEvents returns the original content, which
+     * SearchEvents also finds. The event stays active and in place.
+     * </pre>
+     *
+     * <code>bool cleared = 15 [json_name = "cleared"];</code>
+     * @param value The cleared to set.
+     * @return This builder for chaining.
+     */
+    public Builder setCleared(boolean value) {
+
+      cleared_ = value;
+      bitField0_ |= 0x00004000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. True once a clear_tool_results pass replaced this event's
+     * tool results (or call arguments) with a placeholder. GetContext returns
+     * the placeholder; ListEvents returns the original content, which
+     * SearchEvents also finds. The event stays active and in place.
+     * </pre>
+     *
+     * <code>bool cleared = 15 [json_name = "cleared"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearCleared() {
+      bitField0_ = (bitField0_ & ~0x00004000);
+      cleared_ = false;
       onChanged();
       return this;
     }

@@ -359,11 +359,25 @@ java.lang.String defaultValue);
 
   /**
    * <pre>
-   * Output only. The event's tokens as counted for compaction.
+   * Output only. The event's tokens as counted for compaction (for a
+   * cleared event in the active window: with its placeholder).
    * </pre>
    *
    * <code>int32 token_count = 14 [json_name = "tokenCount"];</code>
    * @return The tokenCount.
    */
   int getTokenCount();
+
+  /**
+   * <pre>
+   * Output only. True once a clear_tool_results pass replaced this event's
+   * tool results (or call arguments) with a placeholder. GetContext returns
+   * the placeholder; ListEvents returns the original content, which
+   * SearchEvents also finds. The event stays active and in place.
+   * </pre>
+   *
+   * <code>bool cleared = 15 [json_name = "cleared"];</code>
+   * @return The cleared.
+   */
+  boolean getCleared();
 }

@@ -68,7 +68,7 @@ public final class EventProto extends com.google.protobuf.GeneratedFile {
       "d\022\022\n\004name\030\002 \001(\tR\004name\022\030\n\007content\030\003 \001(\tR\007" +
       "content\022\031\n\010is_error\030\004 \001(\010R\007isError\"I\n\004Pa" +
       "rt\022\033\n\tmime_type\030\001 \001(\tR\010mimeType\022\022\n\004data\030" +
-      "\002 \001(\014R\004data\022\020\n\003uri\030\003 \001(\tR\003uri\"\326\004\n\005Event\022" +
+      "\002 \001(\014R\004data\022\020\n\003uri\030\003 \001(\tR\003uri\"\360\004\n\005Event\022" +
       "\016\n\002id\030\001 \001(\tR\002id\022\032\n\010position\030\002 \001(\003R\010posit" +
       "ion\022\'\n\004role\030\003 \001(\0162\023.compaction.v1.RoleR\004" +
       "role\022\022\n\004text\030\004 \001(\tR\004text\0226\n\ntool_calls\030\005" +
@@ -82,14 +82,15 @@ public final class EventProto extends com.google.protobuf.GeneratedFile {
       ".google.protobuf.TimestampR\ncreateTime\022\034" +
       "\n\tsynthetic\030\014 \001(\010R\tsynthetic\022\032\n\010archived" +
       "\030\r \001(\010R\010archived\022\037\n\013token_count\030\016 \001(\005R\nt" +
-      "okenCount\032;\n\rMetadataEntry\022\020\n\003key\030\001 \001(\tR" +
-      "\003key\022\024\n\005value\030\002 \001(\tR\005value:\0028\001*_\n\004Role\022\024" +
-      "\n\020ROLE_UNSPECIFIED\020\000\022\r\n\tROLE_USER\020\001\022\022\n\016R" +
-      "OLE_ASSISTANT\020\002\022\017\n\013ROLE_SYSTEM\020\003\022\r\n\tROLE" +
-      "_TOOL\020\004B\177\n\030dev.compactionsidecar.v1B\nEve" +
-      "ntProtoP\001ZUgithub.com/compaction-sidecar" +
-      "/compaction-sidecar/clients/go/compactio" +
-      "nv1;compactionv1b\006proto3"
+      "okenCount\022\030\n\007cleared\030\017 \001(\010R\007cleared\032;\n\rM" +
+      "etadataEntry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005value\030" +
+      "\002 \001(\tR\005value:\0028\001*_\n\004Role\022\024\n\020ROLE_UNSPECI" +
+      "FIED\020\000\022\r\n\tROLE_USER\020\001\022\022\n\016ROLE_ASSISTANT\020" +
+      "\002\022\017\n\013ROLE_SYSTEM\020\003\022\r\n\tROLE_TOOL\020\004B\177\n\030dev" +
+      ".compactionsidecar.v1B\nEventProtoP\001ZUgit" +
+      "hub.com/compaction-sidecar/compaction-si" +
+      "decar/clients/go/compactionv1;compaction" +
+      "v1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -119,7 +120,7 @@ public final class EventProto extends com.google.protobuf.GeneratedFile {
     internal_static_compaction_v1_Event_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_Event_descriptor,
-        new java.lang.String[] { "Id", "Position", "Role", "Text", "ToolCalls", "ToolResults", "Parts", "Author", "Branch", "Metadata", "CreateTime", "Synthetic", "Archived", "TokenCount", });
+        new java.lang.String[] { "Id", "Position", "Role", "Text", "ToolCalls", "ToolResults", "Parts", "Author", "Branch", "Metadata", "CreateTime", "Synthetic", "Archived", "TokenCount", "Cleared", });
     internal_static_compaction_v1_Event_MetadataEntry_descriptor =
       internal_static_compaction_v1_Event_descriptor.getNestedType(0);
     internal_static_compaction_v1_Event_MetadataEntry_fieldAccessorTable = new

@@ -66,6 +66,16 @@ public final class PolicyProto extends com.google.protobuf.GeneratedFile {
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_compaction_v1_Summarize_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_compaction_v1_ClearToolResults_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_compaction_v1_ClearToolResults_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_compaction_v1_Pipeline_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_compaction_v1_Pipeline_fieldAccessorTable;
 
   public static com.google.protobuf.Descriptors.FileDescriptor
       getDescriptor() {
@@ -88,41 +98,53 @@ public final class PolicyProto extends com.google.protobuf.GeneratedFile {
       "tion.v1.TriggerListH\000R\005allOf\022\030\n\006always\030\007" +
       " \001(\010H\000R\006alwaysB\006\n\004kind\"A\n\013TriggerList\0222\n" +
       "\010triggers\030\001 \003(\0132\026.compaction.v1.TriggerR" +
-      "\010triggers\"\213\003\n\010Strategy\022E\n\016sliding_window" +
+      "\010triggers\"\223\004\n\010Strategy\022E\n\016sliding_window" +
       "\030\001 \001(\0132\034.compaction.v1.SlidingWindowH\000R\r" +
       "slidingWindow\022<\n\013turn_window\030\002 \001(\0132\031.com" +
       "paction.v1.TurnWindowH\000R\nturnWindow\022?\n\014t" +
       "oken_budget\030\003 \001(\0132\032.compaction.v1.TokenB" +
       "udgetH\000R\013tokenBudget\0228\n\tsummarize\030\004 \001(\0132" +
-      "\030.compaction.v1.SummarizeH\000R\tsummarize\0223" +
-      "\n\010boundary\030\005 \001(\0162\027.compaction.v1.Boundar" +
-      "yR\010boundary\022-\n\020min_saved_tokens\030\006 \001(\005H\001R" +
-      "\016minSavedTokens\210\001\001B\006\n\004kindB\023\n\021_min_saved" +
-      "_tokens\"B\n\rSlidingWindow\022\"\n\nmax_events\030\001" +
-      " \001(\005H\000R\tmaxEvents\210\001\001B\r\n\013_max_events\"<\n\nT" +
-      "urnWindow\022 \n\tmax_turns\030\001 \001(\005H\000R\010maxTurns" +
-      "\210\001\001B\014\n\n_max_turns\"@\n\013TokenBudget\022\"\n\nmax_" +
-      "tokens\030\001 \001(\005H\000R\tmaxTokens\210\001\001B\r\n\013_max_tok" +
-      "ens\"\273\004\n\tSummarize\0220\n\022max_events_to_keep\030" +
-      "\001 \001(\005H\000R\017maxEventsToKeep\210\001\001\022\035\n\007overlap\030\002" +
-      " \001(\005H\001R\007overlap\210\001\001\022#\n\rsystem_prompt\030\003 \001(" +
-      "\tR\014systemPrompt\022#\n\rshadow_prompt\030\004 \001(\tR\014" +
-      "shadowPrompt\022\024\n\005model\030\005 \001(\tR\005model\0221\n\022ma" +
-      "x_summary_tokens\030\006 \001(\005H\002R\020maxSummaryToke" +
-      "ns\210\001\001\022-\n\020max_input_tokens\030\007 \001(\005H\003R\016maxIn" +
-      "putTokens\210\001\001\0228\n\026max_tool_result_tokens\030\010" +
-      " \001(\005H\004R\023maxToolResultTokens\210\001\001\022%\n\013temper" +
-      "ature\030\t \001(\002H\005R\013temperature\210\001\001\022,\n\017thinkin" +
-      "g_budget\030\n \001(\005H\006R\016thinkingBudget\210\001\001B\025\n\023_" +
-      "max_events_to_keepB\n\n\010_overlapB\025\n\023_max_s" +
-      "ummary_tokensB\023\n\021_max_input_tokensB\031\n\027_m" +
-      "ax_tool_result_tokensB\016\n\014_temperatureB\022\n" +
-      "\020_thinking_budget*O\n\010Boundary\022\030\n\024BOUNDAR" +
-      "Y_UNSPECIFIED\020\000\022\021\n\rBOUNDARY_TURN\020\001\022\026\n\022BO" +
-      "UNDARY_TOOL_PAIR\020\002B\200\001\n\030dev.compactionsid" +
-      "ecar.v1B\013PolicyProtoP\001ZUgithub.com/compa" +
-      "ction-sidecar/compaction-sidecar/clients" +
-      "/go/compactionv1;compactionv1b\006proto3"
+      "\030.compaction.v1.SummarizeH\000R\tsummarize\022O" +
+      "\n\022clear_tool_results\030\007 \001(\0132\037.compaction." +
+      "v1.ClearToolResultsH\000R\020clearToolResults\022" +
+      "5\n\010pipeline\030\010 \001(\0132\027.compaction.v1.Pipeli" +
+      "neH\000R\010pipeline\0223\n\010boundary\030\005 \001(\0162\027.compa" +
+      "ction.v1.BoundaryR\010boundary\022-\n\020min_saved" +
+      "_tokens\030\006 \001(\005H\001R\016minSavedTokens\210\001\001B\006\n\004ki" +
+      "ndB\023\n\021_min_saved_tokens\"B\n\rSlidingWindow" +
+      "\022\"\n\nmax_events\030\001 \001(\005H\000R\tmaxEvents\210\001\001B\r\n\013" +
+      "_max_events\"<\n\nTurnWindow\022 \n\tmax_turns\030\001" +
+      " \001(\005H\000R\010maxTurns\210\001\001B\014\n\n_max_turns\"@\n\013Tok" +
+      "enBudget\022\"\n\nmax_tokens\030\001 \001(\005H\000R\tmaxToken" +
+      "s\210\001\001B\r\n\013_max_tokens\"\273\004\n\tSummarize\0220\n\022max" +
+      "_events_to_keep\030\001 \001(\005H\000R\017maxEventsToKeep" +
+      "\210\001\001\022\035\n\007overlap\030\002 \001(\005H\001R\007overlap\210\001\001\022#\n\rsy" +
+      "stem_prompt\030\003 \001(\tR\014systemPrompt\022#\n\rshado" +
+      "w_prompt\030\004 \001(\tR\014shadowPrompt\022\024\n\005model\030\005 " +
+      "\001(\tR\005model\0221\n\022max_summary_tokens\030\006 \001(\005H\002" +
+      "R\020maxSummaryTokens\210\001\001\022-\n\020max_input_token" +
+      "s\030\007 \001(\005H\003R\016maxInputTokens\210\001\001\0228\n\026max_tool" +
+      "_result_tokens\030\010 \001(\005H\004R\023maxToolResultTok" +
+      "ens\210\001\001\022%\n\013temperature\030\t \001(\002H\005R\013temperatu" +
+      "re\210\001\001\022,\n\017thinking_budget\030\n \001(\005H\006R\016thinki" +
+      "ngBudget\210\001\001B\025\n\023_max_events_to_keepB\n\n\010_o" +
+      "verlapB\025\n\023_max_summary_tokensB\023\n\021_max_in" +
+      "put_tokensB\031\n\027_max_tool_result_tokensB\016\n" +
+      "\014_temperatureB\022\n\020_thinking_budget\"\215\002\n\020Cl" +
+      "earToolResults\022)\n\016keep_tool_uses\030\001 \001(\005H\000" +
+      "R\014keepToolUses\210\001\001\022#\n\rexclude_tools\030\002 \003(\t" +
+      "R\014excludeTools\022*\n\021clear_tool_inputs\030\003 \001(" +
+      "\010R\017clearToolInputs\0221\n\022min_cleared_tokens" +
+      "\030\004 \001(\005H\001R\020minClearedTokens\210\001\001\022 \n\013placeho" +
+      "lder\030\005 \001(\tR\013placeholderB\021\n\017_keep_tool_us" +
+      "esB\025\n\023_min_cleared_tokens\"9\n\010Pipeline\022-\n" +
+      "\005steps\030\001 \003(\0132\027.compaction.v1.StrategyR\005s" +
+      "teps*O\n\010Boundary\022\030\n\024BOUNDARY_UNSPECIFIED" +
+      "\020\000\022\021\n\rBOUNDARY_TURN\020\001\022\026\n\022BOUNDARY_TOOL_P" +
+      "AIR\020\002B\200\001\n\030dev.compactionsidecar.v1B\013Poli" +
+      "cyProtoP\001ZUgithub.com/compaction-sidecar" +
+      "/compaction-sidecar/clients/go/compactio" +
+      "nv1;compactionv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -151,7 +173,7 @@ public final class PolicyProto extends com.google.protobuf.GeneratedFile {
     internal_static_compaction_v1_Strategy_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_Strategy_descriptor,
-        new java.lang.String[] { "SlidingWindow", "TurnWindow", "TokenBudget", "Summarize", "Boundary", "MinSavedTokens", "Kind", });
+        new java.lang.String[] { "SlidingWindow", "TurnWindow", "TokenBudget", "Summarize", "ClearToolResults", "Pipeline", "Boundary", "MinSavedTokens", "Kind", });
     internal_static_compaction_v1_SlidingWindow_descriptor =
       getDescriptor().getMessageType(4);
     internal_static_compaction_v1_SlidingWindow_fieldAccessorTable = new
@@ -176,6 +198,18 @@ public final class PolicyProto extends com.google.protobuf.GeneratedFile {
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_Summarize_descriptor,
         new java.lang.String[] { "MaxEventsToKeep", "Overlap", "SystemPrompt", "ShadowPrompt", "Model", "MaxSummaryTokens", "MaxInputTokens", "MaxToolResultTokens", "Temperature", "ThinkingBudget", });
+    internal_static_compaction_v1_ClearToolResults_descriptor =
+      getDescriptor().getMessageType(8);
+    internal_static_compaction_v1_ClearToolResults_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_compaction_v1_ClearToolResults_descriptor,
+        new java.lang.String[] { "KeepToolUses", "ExcludeTools", "ClearToolInputs", "MinClearedTokens", "Placeholder", });
+    internal_static_compaction_v1_Pipeline_descriptor =
+      getDescriptor().getMessageType(9);
+    internal_static_compaction_v1_Pipeline_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_compaction_v1_Pipeline_descriptor,
+        new java.lang.String[] { "Steps", });
     descriptor.resolveAllFeaturesImmutable();
   }
 

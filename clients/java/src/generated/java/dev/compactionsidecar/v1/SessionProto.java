@@ -67,7 +67,7 @@ public final class SessionProto extends com.google.protobuf.GeneratedFile {
       "tal_event_count\030\n \001(\003R\017totalEventCount\022," +
       "\n\022last_compaction_id\030\013 \001(\tR\020lastCompacti" +
       "onId\0329\n\013LabelsEntry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n" +
-      "\005value\030\002 \001(\tR\005value:\0028\001\"\323\003\n\020CompactionRe" +
+      "\005value\030\002 \001(\tR\005value:\0028\001\"\377\003\n\020CompactionRe" +
       "sult\022\034\n\tcompacted\030\001 \001(\010R\tcompacted\022%\n\016sk" +
       "ipped_reason\030\002 \001(\tR\rskippedReason\0229\n\ract" +
       "ive_events\030\003 \003(\0132\024.compaction.v1.EventR\014" +
@@ -79,10 +79,11 @@ public final class SessionProto extends com.google.protobuf.GeneratedFile {
       "rsion\022#\n\rcompaction_id\030\010 \001(\tR\014compaction" +
       "Id\022\032\n\010strategy\030\t \001(\tR\010strategy\022\024\n\005error\030" +
       "\n \001(\tR\005error\022\'\n\017content_omitted\030\013 \001(\010R\016c" +
-      "ontentOmittedB\201\001\n\030dev.compactionsidecar." +
-      "v1B\014SessionProtoP\001ZUgithub.com/compactio" +
-      "n-sidecar/compaction-sidecar/clients/go/" +
-      "compactionv1;compactionv1b\006proto3"
+      "ontentOmitted\022*\n\021cleared_event_ids\030\014 \003(\t" +
+      "R\017clearedEventIdsB\201\001\n\030dev.compactionside" +
+      "car.v1B\014SessionProtoP\001ZUgithub.com/compa" +
+      "ction-sidecar/compaction-sidecar/clients" +
+      "/go/compactionv1;compactionv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -108,7 +109,7 @@ public final class SessionProto extends com.google.protobuf.GeneratedFile {
     internal_static_compaction_v1_CompactionResult_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_CompactionResult_descriptor,
-        new java.lang.String[] { "Compacted", "SkippedReason", "ActiveEvents", "ArchivedEvents", "ArchivedEventCount", "TokensEstimatedSaved", "Version", "CompactionId", "Strategy", "Error", "ContentOmitted", });
+        new java.lang.String[] { "Compacted", "SkippedReason", "ActiveEvents", "ArchivedEvents", "ArchivedEventCount", "TokensEstimatedSaved", "Version", "CompactionId", "Strategy", "Error", "ContentOmitted", "ClearedEventIds", });
     descriptor.resolveAllFeaturesImmutable();
     dev.compactionsidecar.v1.EventProto.getDescriptor();
     dev.compactionsidecar.v1.PolicyProto.getDescriptor();

@@ -66,6 +66,8 @@ private static final long serialVersionUID = 0L;
     TURN_WINDOW(2),
     TOKEN_BUDGET(3),
     SUMMARIZE(4),
+    CLEAR_TOOL_RESULTS(7),
+    PIPELINE(8),
     KIND_NOT_SET(0);
     private final int value;
     private KindCase(int value) {
@@ -87,6 +89,8 @@ private static final long serialVersionUID = 0L;
         case 2: return TURN_WINDOW;
         case 3: return TOKEN_BUDGET;
         case 4: return SUMMARIZE;
+        case 7: return CLEAR_TOOL_RESULTS;
+        case 8: return PIPELINE;
         case 0: return KIND_NOT_SET;
         default: return null;
       }
@@ -274,11 +278,103 @@ private static final long serialVersionUID = 0L;
     return dev.compactionsidecar.v1.Summarize.getDefaultInstance();
   }
 
+  public static final int CLEAR_TOOL_RESULTS_FIELD_NUMBER = 7;
+  /**
+   * <pre>
+   * Replace old tool results with a placeholder, in place: nothing is
+   * archived, the calls stay paired with their (cleared) results.
+   * </pre>
+   *
+   * <code>.compaction.v1.ClearToolResults clear_tool_results = 7 [json_name = "clearToolResults"];</code>
+   * @return Whether the clearToolResults field is set.
+   */
+  @java.lang.Override
+  public boolean hasClearToolResults() {
+    return kindCase_ == 7;
+  }
+  /**
+   * <pre>
+   * Replace old tool results with a placeholder, in place: nothing is
+   * archived, the calls stay paired with their (cleared) results.
+   * </pre>
+   *
+   * <code>.compaction.v1.ClearToolResults clear_tool_results = 7 [json_name = "clearToolResults"];</code>
+   * @return The clearToolResults.
+   */
+  @java.lang.Override
+  public dev.compactionsidecar.v1.ClearToolResults getClearToolResults() {
+    if (kindCase_ == 7) {
+       return (dev.compactionsidecar.v1.ClearToolResults) kind_;
+    }
+    return dev.compactionsidecar.v1.ClearToolResults.getDefaultInstance();
+  }
+  /**
+   * <pre>
+   * Replace old tool results with a placeholder, in place: nothing is
+   * archived, the calls stay paired with their (cleared) results.
+   * </pre>
+   *
+   * <code>.compaction.v1.ClearToolResults clear_tool_results = 7 [json_name = "clearToolResults"];</code>
+   */
+  @java.lang.Override
+  public dev.compactionsidecar.v1.ClearToolResultsOrBuilder getClearToolResultsOrBuilder() {
+    if (kindCase_ == 7) {
+       return (dev.compactionsidecar.v1.ClearToolResults) kind_;
+    }
+    return dev.compactionsidecar.v1.ClearToolResults.getDefaultInstance();
+  }
+
+  public static final int PIPELINE_FIELD_NUMBER = 8;
+  /**
+   * <pre>
+   * Run several strategies in order, stopping once the trigger no longer
+   * fires (a forced Compact runs every step).
+   * </pre>
+   *
+   * <code>.compaction.v1.Pipeline pipeline = 8 [json_name = "pipeline"];</code>
+   * @return Whether the pipeline field is set.
+   */
+  @java.lang.Override
+  public boolean hasPipeline() {
+    return kindCase_ == 8;
+  }
+  /**
+   * <pre>
+   * Run several strategies in order, stopping once the trigger no longer
+   * fires (a forced Compact runs every step).
+   * </pre>
+   *
+   * <code>.compaction.v1.Pipeline pipeline = 8 [json_name = "pipeline"];</code>
+   * @return The pipeline.
+   */
+  @java.lang.Override
+  public dev.compactionsidecar.v1.Pipeline getPipeline() {
+    if (kindCase_ == 8) {
+       return (dev.compactionsidecar.v1.Pipeline) kind_;
+    }
+    return dev.compactionsidecar.v1.Pipeline.getDefaultInstance();
+  }
+  /**
+   * <pre>
+   * Run several strategies in order, stopping once the trigger no longer
+   * fires (a forced Compact runs every step).
+   * </pre>
+   *
+   * <code>.compaction.v1.Pipeline pipeline = 8 [json_name = "pipeline"];</code>
+   */
+  @java.lang.Override
+  public dev.compactionsidecar.v1.PipelineOrBuilder getPipelineOrBuilder() {
+    if (kindCase_ == 8) {
+       return (dev.compactionsidecar.v1.Pipeline) kind_;
+    }
+    return dev.compactionsidecar.v1.Pipeline.getDefaultInstance();
+  }
+
   public static final int BOUNDARY_FIELD_NUMBER = 5;
   private int boundary_ = 0;
   /**
    * <pre>
-   * Where the cut may land.
+   * Where the cut may land. Not set on a pipeline (set it on its steps).
    * </pre>
    *
    * <code>.compaction.v1.Boundary boundary = 5 [json_name = "boundary"];</code>
@@ -289,7 +385,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Where the cut may land.
+   * Where the cut may land. Not set on a pipeline (set it on its steps).
    * </pre>
    *
    * <code>.compaction.v1.Boundary boundary = 5 [json_name = "boundary"];</code>
@@ -371,6 +467,12 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000001) != 0)) {
       output.writeInt32(6, minSavedTokens_);
     }
+    if (kindCase_ == 7) {
+      output.writeMessage(7, (dev.compactionsidecar.v1.ClearToolResults) kind_);
+    }
+    if (kindCase_ == 8) {
+      output.writeMessage(8, (dev.compactionsidecar.v1.Pipeline) kind_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -398,6 +500,14 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000001) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeInt32Size(6, minSavedTokens_);
+    }
+    if (kindCase_ == 7) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(7, (dev.compactionsidecar.v1.ClearToolResults) kind_);
+    }
+    if (kindCase_ == 8) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(8, (dev.compactionsidecar.v1.Pipeline) kind_);
     }
     return size;
   }
@@ -447,6 +557,14 @@ private static final long serialVersionUID = 0L;
         if (!getSummarize()
             .equals(other.getSummarize())) return false;
         break;
+      case 7:
+        if (!getClearToolResults()
+            .equals(other.getClearToolResults())) return false;
+        break;
+      case 8:
+        if (!getPipeline()
+            .equals(other.getPipeline())) return false;
+        break;
       case 0:
       default:
     }
@@ -483,6 +601,14 @@ private static final long serialVersionUID = 0L;
       case 4:
         hash = (37 * hash) + SUMMARIZE_FIELD_NUMBER;
         hash = (53 * hash) + getSummarize().hashCode();
+        break;
+      case 7:
+        hash = (37 * hash) + CLEAR_TOOL_RESULTS_FIELD_NUMBER;
+        hash = (53 * hash) + getClearToolResults().hashCode();
+        break;
+      case 8:
+        hash = (37 * hash) + PIPELINE_FIELD_NUMBER;
+        hash = (53 * hash) + getPipeline().hashCode();
         break;
       case 0:
       default:
@@ -636,6 +762,12 @@ private static final long serialVersionUID = 0L;
       if (summarizeBuilder_ != null) {
         summarizeBuilder_.clear();
       }
+      if (clearToolResultsBuilder_ != null) {
+        clearToolResultsBuilder_.clear();
+      }
+      if (pipelineBuilder_ != null) {
+        pipelineBuilder_.clear();
+      }
       boundary_ = 0;
       minSavedTokens_ = 0;
       kindCase_ = 0;
@@ -674,11 +806,11 @@ private static final long serialVersionUID = 0L;
 
     private void buildPartial0(dev.compactionsidecar.v1.Strategy result) {
       int from_bitField0_ = bitField0_;
-      if (((from_bitField0_ & 0x00000010) != 0)) {
+      if (((from_bitField0_ & 0x00000040) != 0)) {
         result.boundary_ = boundary_;
       }
       int to_bitField0_ = 0;
-      if (((from_bitField0_ & 0x00000020) != 0)) {
+      if (((from_bitField0_ & 0x00000080) != 0)) {
         result.minSavedTokens_ = minSavedTokens_;
         to_bitField0_ |= 0x00000001;
       }
@@ -703,6 +835,14 @@ private static final long serialVersionUID = 0L;
       if (kindCase_ == 4 &&
           summarizeBuilder_ != null) {
         result.kind_ = summarizeBuilder_.build();
+      }
+      if (kindCase_ == 7 &&
+          clearToolResultsBuilder_ != null) {
+        result.kind_ = clearToolResultsBuilder_.build();
+      }
+      if (kindCase_ == 8 &&
+          pipelineBuilder_ != null) {
+        result.kind_ = pipelineBuilder_.build();
       }
     }
 
@@ -739,6 +879,14 @@ private static final long serialVersionUID = 0L;
         }
         case SUMMARIZE: {
           mergeSummarize(other.getSummarize());
+          break;
+        }
+        case CLEAR_TOOL_RESULTS: {
+          mergeClearToolResults(other.getClearToolResults());
+          break;
+        }
+        case PIPELINE: {
+          mergePipeline(other.getPipeline());
           break;
         }
         case KIND_NOT_SET: {
@@ -799,14 +947,28 @@ private static final long serialVersionUID = 0L;
             } // case 34
             case 40: {
               boundary_ = input.readEnum();
-              bitField0_ |= 0x00000010;
+              bitField0_ |= 0x00000040;
               break;
             } // case 40
             case 48: {
               minSavedTokens_ = input.readInt32();
-              bitField0_ |= 0x00000020;
+              bitField0_ |= 0x00000080;
               break;
             } // case 48
+            case 58: {
+              input.readMessage(
+                  internalGetClearToolResultsFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              kindCase_ = 7;
+              break;
+            } // case 58
+            case 66: {
+              input.readMessage(
+                  internalGetPipelineFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              kindCase_ = 8;
+              break;
+            } // case 66
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1543,10 +1705,380 @@ private static final long serialVersionUID = 0L;
       return summarizeBuilder_;
     }
 
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.compactionsidecar.v1.ClearToolResults, dev.compactionsidecar.v1.ClearToolResults.Builder, dev.compactionsidecar.v1.ClearToolResultsOrBuilder> clearToolResultsBuilder_;
+    /**
+     * <pre>
+     * Replace old tool results with a placeholder, in place: nothing is
+     * archived, the calls stay paired with their (cleared) results.
+     * </pre>
+     *
+     * <code>.compaction.v1.ClearToolResults clear_tool_results = 7 [json_name = "clearToolResults"];</code>
+     * @return Whether the clearToolResults field is set.
+     */
+    @java.lang.Override
+    public boolean hasClearToolResults() {
+      return kindCase_ == 7;
+    }
+    /**
+     * <pre>
+     * Replace old tool results with a placeholder, in place: nothing is
+     * archived, the calls stay paired with their (cleared) results.
+     * </pre>
+     *
+     * <code>.compaction.v1.ClearToolResults clear_tool_results = 7 [json_name = "clearToolResults"];</code>
+     * @return The clearToolResults.
+     */
+    @java.lang.Override
+    public dev.compactionsidecar.v1.ClearToolResults getClearToolResults() {
+      if (clearToolResultsBuilder_ == null) {
+        if (kindCase_ == 7) {
+          return (dev.compactionsidecar.v1.ClearToolResults) kind_;
+        }
+        return dev.compactionsidecar.v1.ClearToolResults.getDefaultInstance();
+      } else {
+        if (kindCase_ == 7) {
+          return clearToolResultsBuilder_.getMessage();
+        }
+        return dev.compactionsidecar.v1.ClearToolResults.getDefaultInstance();
+      }
+    }
+    /**
+     * <pre>
+     * Replace old tool results with a placeholder, in place: nothing is
+     * archived, the calls stay paired with their (cleared) results.
+     * </pre>
+     *
+     * <code>.compaction.v1.ClearToolResults clear_tool_results = 7 [json_name = "clearToolResults"];</code>
+     */
+    public Builder setClearToolResults(dev.compactionsidecar.v1.ClearToolResults value) {
+      if (clearToolResultsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        kind_ = value;
+        onChanged();
+      } else {
+        clearToolResultsBuilder_.setMessage(value);
+      }
+      kindCase_ = 7;
+      return this;
+    }
+    /**
+     * <pre>
+     * Replace old tool results with a placeholder, in place: nothing is
+     * archived, the calls stay paired with their (cleared) results.
+     * </pre>
+     *
+     * <code>.compaction.v1.ClearToolResults clear_tool_results = 7 [json_name = "clearToolResults"];</code>
+     */
+    public Builder setClearToolResults(
+        dev.compactionsidecar.v1.ClearToolResults.Builder builderForValue) {
+      if (clearToolResultsBuilder_ == null) {
+        kind_ = builderForValue.build();
+        onChanged();
+      } else {
+        clearToolResultsBuilder_.setMessage(builderForValue.build());
+      }
+      kindCase_ = 7;
+      return this;
+    }
+    /**
+     * <pre>
+     * Replace old tool results with a placeholder, in place: nothing is
+     * archived, the calls stay paired with their (cleared) results.
+     * </pre>
+     *
+     * <code>.compaction.v1.ClearToolResults clear_tool_results = 7 [json_name = "clearToolResults"];</code>
+     */
+    public Builder mergeClearToolResults(dev.compactionsidecar.v1.ClearToolResults value) {
+      if (clearToolResultsBuilder_ == null) {
+        if (kindCase_ == 7 &&
+            kind_ != dev.compactionsidecar.v1.ClearToolResults.getDefaultInstance()) {
+          kind_ = dev.compactionsidecar.v1.ClearToolResults.newBuilder((dev.compactionsidecar.v1.ClearToolResults) kind_)
+              .mergeFrom(value).buildPartial();
+        } else {
+          kind_ = value;
+        }
+        onChanged();
+      } else {
+        if (kindCase_ == 7) {
+          clearToolResultsBuilder_.mergeFrom(value);
+        } else {
+          clearToolResultsBuilder_.setMessage(value);
+        }
+      }
+      kindCase_ = 7;
+      return this;
+    }
+    /**
+     * <pre>
+     * Replace old tool results with a placeholder, in place: nothing is
+     * archived, the calls stay paired with their (cleared) results.
+     * </pre>
+     *
+     * <code>.compaction.v1.ClearToolResults clear_tool_results = 7 [json_name = "clearToolResults"];</code>
+     */
+    public Builder clearClearToolResults() {
+      if (clearToolResultsBuilder_ == null) {
+        if (kindCase_ == 7) {
+          kindCase_ = 0;
+          kind_ = null;
+          onChanged();
+        }
+      } else {
+        if (kindCase_ == 7) {
+          kindCase_ = 0;
+          kind_ = null;
+        }
+        clearToolResultsBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Replace old tool results with a placeholder, in place: nothing is
+     * archived, the calls stay paired with their (cleared) results.
+     * </pre>
+     *
+     * <code>.compaction.v1.ClearToolResults clear_tool_results = 7 [json_name = "clearToolResults"];</code>
+     */
+    public dev.compactionsidecar.v1.ClearToolResults.Builder getClearToolResultsBuilder() {
+      return internalGetClearToolResultsFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Replace old tool results with a placeholder, in place: nothing is
+     * archived, the calls stay paired with their (cleared) results.
+     * </pre>
+     *
+     * <code>.compaction.v1.ClearToolResults clear_tool_results = 7 [json_name = "clearToolResults"];</code>
+     */
+    @java.lang.Override
+    public dev.compactionsidecar.v1.ClearToolResultsOrBuilder getClearToolResultsOrBuilder() {
+      if ((kindCase_ == 7) && (clearToolResultsBuilder_ != null)) {
+        return clearToolResultsBuilder_.getMessageOrBuilder();
+      } else {
+        if (kindCase_ == 7) {
+          return (dev.compactionsidecar.v1.ClearToolResults) kind_;
+        }
+        return dev.compactionsidecar.v1.ClearToolResults.getDefaultInstance();
+      }
+    }
+    /**
+     * <pre>
+     * Replace old tool results with a placeholder, in place: nothing is
+     * archived, the calls stay paired with their (cleared) results.
+     * </pre>
+     *
+     * <code>.compaction.v1.ClearToolResults clear_tool_results = 7 [json_name = "clearToolResults"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.compactionsidecar.v1.ClearToolResults, dev.compactionsidecar.v1.ClearToolResults.Builder, dev.compactionsidecar.v1.ClearToolResultsOrBuilder> 
+        internalGetClearToolResultsFieldBuilder() {
+      if (clearToolResultsBuilder_ == null) {
+        if (!(kindCase_ == 7)) {
+          kind_ = dev.compactionsidecar.v1.ClearToolResults.getDefaultInstance();
+        }
+        clearToolResultsBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.compactionsidecar.v1.ClearToolResults, dev.compactionsidecar.v1.ClearToolResults.Builder, dev.compactionsidecar.v1.ClearToolResultsOrBuilder>(
+                (dev.compactionsidecar.v1.ClearToolResults) kind_,
+                getParentForChildren(),
+                isClean());
+        kind_ = null;
+      }
+      kindCase_ = 7;
+      onChanged();
+      return clearToolResultsBuilder_;
+    }
+
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.compactionsidecar.v1.Pipeline, dev.compactionsidecar.v1.Pipeline.Builder, dev.compactionsidecar.v1.PipelineOrBuilder> pipelineBuilder_;
+    /**
+     * <pre>
+     * Run several strategies in order, stopping once the trigger no longer
+     * fires (a forced Compact runs every step).
+     * </pre>
+     *
+     * <code>.compaction.v1.Pipeline pipeline = 8 [json_name = "pipeline"];</code>
+     * @return Whether the pipeline field is set.
+     */
+    @java.lang.Override
+    public boolean hasPipeline() {
+      return kindCase_ == 8;
+    }
+    /**
+     * <pre>
+     * Run several strategies in order, stopping once the trigger no longer
+     * fires (a forced Compact runs every step).
+     * </pre>
+     *
+     * <code>.compaction.v1.Pipeline pipeline = 8 [json_name = "pipeline"];</code>
+     * @return The pipeline.
+     */
+    @java.lang.Override
+    public dev.compactionsidecar.v1.Pipeline getPipeline() {
+      if (pipelineBuilder_ == null) {
+        if (kindCase_ == 8) {
+          return (dev.compactionsidecar.v1.Pipeline) kind_;
+        }
+        return dev.compactionsidecar.v1.Pipeline.getDefaultInstance();
+      } else {
+        if (kindCase_ == 8) {
+          return pipelineBuilder_.getMessage();
+        }
+        return dev.compactionsidecar.v1.Pipeline.getDefaultInstance();
+      }
+    }
+    /**
+     * <pre>
+     * Run several strategies in order, stopping once the trigger no longer
+     * fires (a forced Compact runs every step).
+     * </pre>
+     *
+     * <code>.compaction.v1.Pipeline pipeline = 8 [json_name = "pipeline"];</code>
+     */
+    public Builder setPipeline(dev.compactionsidecar.v1.Pipeline value) {
+      if (pipelineBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        kind_ = value;
+        onChanged();
+      } else {
+        pipelineBuilder_.setMessage(value);
+      }
+      kindCase_ = 8;
+      return this;
+    }
+    /**
+     * <pre>
+     * Run several strategies in order, stopping once the trigger no longer
+     * fires (a forced Compact runs every step).
+     * </pre>
+     *
+     * <code>.compaction.v1.Pipeline pipeline = 8 [json_name = "pipeline"];</code>
+     */
+    public Builder setPipeline(
+        dev.compactionsidecar.v1.Pipeline.Builder builderForValue) {
+      if (pipelineBuilder_ == null) {
+        kind_ = builderForValue.build();
+        onChanged();
+      } else {
+        pipelineBuilder_.setMessage(builderForValue.build());
+      }
+      kindCase_ = 8;
+      return this;
+    }
+    /**
+     * <pre>
+     * Run several strategies in order, stopping once the trigger no longer
+     * fires (a forced Compact runs every step).
+     * </pre>
+     *
+     * <code>.compaction.v1.Pipeline pipeline = 8 [json_name = "pipeline"];</code>
+     */
+    public Builder mergePipeline(dev.compactionsidecar.v1.Pipeline value) {
+      if (pipelineBuilder_ == null) {
+        if (kindCase_ == 8 &&
+            kind_ != dev.compactionsidecar.v1.Pipeline.getDefaultInstance()) {
+          kind_ = dev.compactionsidecar.v1.Pipeline.newBuilder((dev.compactionsidecar.v1.Pipeline) kind_)
+              .mergeFrom(value).buildPartial();
+        } else {
+          kind_ = value;
+        }
+        onChanged();
+      } else {
+        if (kindCase_ == 8) {
+          pipelineBuilder_.mergeFrom(value);
+        } else {
+          pipelineBuilder_.setMessage(value);
+        }
+      }
+      kindCase_ = 8;
+      return this;
+    }
+    /**
+     * <pre>
+     * Run several strategies in order, stopping once the trigger no longer
+     * fires (a forced Compact runs every step).
+     * </pre>
+     *
+     * <code>.compaction.v1.Pipeline pipeline = 8 [json_name = "pipeline"];</code>
+     */
+    public Builder clearPipeline() {
+      if (pipelineBuilder_ == null) {
+        if (kindCase_ == 8) {
+          kindCase_ = 0;
+          kind_ = null;
+          onChanged();
+        }
+      } else {
+        if (kindCase_ == 8) {
+          kindCase_ = 0;
+          kind_ = null;
+        }
+        pipelineBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Run several strategies in order, stopping once the trigger no longer
+     * fires (a forced Compact runs every step).
+     * </pre>
+     *
+     * <code>.compaction.v1.Pipeline pipeline = 8 [json_name = "pipeline"];</code>
+     */
+    public dev.compactionsidecar.v1.Pipeline.Builder getPipelineBuilder() {
+      return internalGetPipelineFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Run several strategies in order, stopping once the trigger no longer
+     * fires (a forced Compact runs every step).
+     * </pre>
+     *
+     * <code>.compaction.v1.Pipeline pipeline = 8 [json_name = "pipeline"];</code>
+     */
+    @java.lang.Override
+    public dev.compactionsidecar.v1.PipelineOrBuilder getPipelineOrBuilder() {
+      if ((kindCase_ == 8) && (pipelineBuilder_ != null)) {
+        return pipelineBuilder_.getMessageOrBuilder();
+      } else {
+        if (kindCase_ == 8) {
+          return (dev.compactionsidecar.v1.Pipeline) kind_;
+        }
+        return dev.compactionsidecar.v1.Pipeline.getDefaultInstance();
+      }
+    }
+    /**
+     * <pre>
+     * Run several strategies in order, stopping once the trigger no longer
+     * fires (a forced Compact runs every step).
+     * </pre>
+     *
+     * <code>.compaction.v1.Pipeline pipeline = 8 [json_name = "pipeline"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.compactionsidecar.v1.Pipeline, dev.compactionsidecar.v1.Pipeline.Builder, dev.compactionsidecar.v1.PipelineOrBuilder> 
+        internalGetPipelineFieldBuilder() {
+      if (pipelineBuilder_ == null) {
+        if (!(kindCase_ == 8)) {
+          kind_ = dev.compactionsidecar.v1.Pipeline.getDefaultInstance();
+        }
+        pipelineBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.compactionsidecar.v1.Pipeline, dev.compactionsidecar.v1.Pipeline.Builder, dev.compactionsidecar.v1.PipelineOrBuilder>(
+                (dev.compactionsidecar.v1.Pipeline) kind_,
+                getParentForChildren(),
+                isClean());
+        kind_ = null;
+      }
+      kindCase_ = 8;
+      onChanged();
+      return pipelineBuilder_;
+    }
+
     private int boundary_ = 0;
     /**
      * <pre>
-     * Where the cut may land.
+     * Where the cut may land. Not set on a pipeline (set it on its steps).
      * </pre>
      *
      * <code>.compaction.v1.Boundary boundary = 5 [json_name = "boundary"];</code>
@@ -1557,7 +2089,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Where the cut may land.
+     * Where the cut may land. Not set on a pipeline (set it on its steps).
      * </pre>
      *
      * <code>.compaction.v1.Boundary boundary = 5 [json_name = "boundary"];</code>
@@ -1566,13 +2098,13 @@ private static final long serialVersionUID = 0L;
      */
     public Builder setBoundaryValue(int value) {
       boundary_ = value;
-      bitField0_ |= 0x00000010;
+      bitField0_ |= 0x00000040;
       onChanged();
       return this;
     }
     /**
      * <pre>
-     * Where the cut may land.
+     * Where the cut may land. Not set on a pipeline (set it on its steps).
      * </pre>
      *
      * <code>.compaction.v1.Boundary boundary = 5 [json_name = "boundary"];</code>
@@ -1585,7 +2117,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Where the cut may land.
+     * Where the cut may land. Not set on a pipeline (set it on its steps).
      * </pre>
      *
      * <code>.compaction.v1.Boundary boundary = 5 [json_name = "boundary"];</code>
@@ -1595,21 +2127,21 @@ private static final long serialVersionUID = 0L;
      */
     public Builder setBoundary(dev.compactionsidecar.v1.Boundary value) {
       java.util.Objects.requireNonNull(value);
-      bitField0_ |= 0x00000010;
+      bitField0_ |= 0x00000040;
       boundary_ = value.getNumber();
       onChanged();
       return this;
     }
     /**
      * <pre>
-     * Where the cut may land.
+     * Where the cut may land. Not set on a pipeline (set it on its steps).
      * </pre>
      *
      * <code>.compaction.v1.Boundary boundary = 5 [json_name = "boundary"];</code>
      * @return This builder for chaining.
      */
     public Builder clearBoundary() {
-      bitField0_ = (bitField0_ & ~0x00000010);
+      bitField0_ = (bitField0_ & ~0x00000040);
       boundary_ = 0;
       onChanged();
       return this;
@@ -1632,7 +2164,7 @@ private static final long serialVersionUID = 0L;
      */
     @java.lang.Override
     public boolean hasMinSavedTokens() {
-      return ((bitField0_ & 0x00000020) != 0);
+      return ((bitField0_ & 0x00000080) != 0);
     }
     /**
      * <pre>
@@ -1670,7 +2202,7 @@ private static final long serialVersionUID = 0L;
     public Builder setMinSavedTokens(int value) {
 
       minSavedTokens_ = value;
-      bitField0_ |= 0x00000020;
+      bitField0_ |= 0x00000080;
       onChanged();
       return this;
     }
@@ -1689,7 +2221,7 @@ private static final long serialVersionUID = 0L;
      * @return This builder for chaining.
      */
     public Builder clearMinSavedTokens() {
-      bitField0_ = (bitField0_ & ~0x00000020);
+      bitField0_ = (bitField0_ & ~0x00000080);
       minSavedTokens_ = 0;
       onChanged();
       return this;

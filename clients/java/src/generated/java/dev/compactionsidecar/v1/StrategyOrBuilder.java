@@ -120,7 +120,67 @@ public interface StrategyOrBuilder extends
 
   /**
    * <pre>
-   * Where the cut may land.
+   * Replace old tool results with a placeholder, in place: nothing is
+   * archived, the calls stay paired with their (cleared) results.
+   * </pre>
+   *
+   * <code>.compaction.v1.ClearToolResults clear_tool_results = 7 [json_name = "clearToolResults"];</code>
+   * @return Whether the clearToolResults field is set.
+   */
+  boolean hasClearToolResults();
+  /**
+   * <pre>
+   * Replace old tool results with a placeholder, in place: nothing is
+   * archived, the calls stay paired with their (cleared) results.
+   * </pre>
+   *
+   * <code>.compaction.v1.ClearToolResults clear_tool_results = 7 [json_name = "clearToolResults"];</code>
+   * @return The clearToolResults.
+   */
+  dev.compactionsidecar.v1.ClearToolResults getClearToolResults();
+  /**
+   * <pre>
+   * Replace old tool results with a placeholder, in place: nothing is
+   * archived, the calls stay paired with their (cleared) results.
+   * </pre>
+   *
+   * <code>.compaction.v1.ClearToolResults clear_tool_results = 7 [json_name = "clearToolResults"];</code>
+   */
+  dev.compactionsidecar.v1.ClearToolResultsOrBuilder getClearToolResultsOrBuilder();
+
+  /**
+   * <pre>
+   * Run several strategies in order, stopping once the trigger no longer
+   * fires (a forced Compact runs every step).
+   * </pre>
+   *
+   * <code>.compaction.v1.Pipeline pipeline = 8 [json_name = "pipeline"];</code>
+   * @return Whether the pipeline field is set.
+   */
+  boolean hasPipeline();
+  /**
+   * <pre>
+   * Run several strategies in order, stopping once the trigger no longer
+   * fires (a forced Compact runs every step).
+   * </pre>
+   *
+   * <code>.compaction.v1.Pipeline pipeline = 8 [json_name = "pipeline"];</code>
+   * @return The pipeline.
+   */
+  dev.compactionsidecar.v1.Pipeline getPipeline();
+  /**
+   * <pre>
+   * Run several strategies in order, stopping once the trigger no longer
+   * fires (a forced Compact runs every step).
+   * </pre>
+   *
+   * <code>.compaction.v1.Pipeline pipeline = 8 [json_name = "pipeline"];</code>
+   */
+  dev.compactionsidecar.v1.PipelineOrBuilder getPipelineOrBuilder();
+
+  /**
+   * <pre>
+   * Where the cut may land. Not set on a pipeline (set it on its steps).
    * </pre>
    *
    * <code>.compaction.v1.Boundary boundary = 5 [json_name = "boundary"];</code>
@@ -129,7 +189,7 @@ public interface StrategyOrBuilder extends
   int getBoundaryValue();
   /**
    * <pre>
-   * Where the cut may land.
+   * Where the cut may land. Not set on a pipeline (set it on its steps).
    * </pre>
    *
    * <code>.compaction.v1.Boundary boundary = 5 [json_name = "boundary"];</code>
