@@ -13,7 +13,8 @@ WIDTH = 100
 def event_line(event: Event, width: int = WIDTH) -> str:
     """One line per event: a marker, the role-labelled text, and its token count."""
     if event.synthetic:
-        marker = "S"  # summary turn written by the service
+        # a summary turn written by the service; lower case once a newer one replaced it
+        marker = "s" if event.archived else "S"
     elif event.archived:
         marker = "-"  # archived: out of the prompt, still in the log
     else:
@@ -29,4 +30,7 @@ def event_lines(events: Iterable[Event], width: int = WIDTH) -> list[str]:
     return [event_line(e, width) for e in events]
 
 
-LEGEND = "legend: ' ' kept   '-' archived   'S' summary turn written by the sidecar"
+LEGEND = (
+    "legend: ' ' kept   '-' archived   'S' summary turn written by the sidecar"
+    "   's' an earlier summary turn, archived"
+)

@@ -9,6 +9,7 @@ from pathlib import Path
 from sidecar.client import AsyncClient
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.summarize import Summarize
+from sidecar.inspect import ORDER_NOTE, placed_before
 from sidecar.model import Event, Role
 from tests.compaction.fakes import FakeSummarizer
 from tests.server.harness import address, running
@@ -53,6 +54,28 @@ async def test_inspect_shows_kept_archived_and_summary_events(tmp_path: Path) ->
         assert any(line.startswith("-") and "User: question 0" in line for line in lines)
         assert any(line.startswith("S") and "what happened so far" in line for line in lines)
         assert any(line.startswith(" ") and "User: question 3" in line for line in lines)
+        # The summary turn (written at 9 and 10) is listed above the kept window (7, 8):
+        # the view says why, and where each such row was placed.
+        assert ORDER_NOTE in out
+        summary_rows = [line for line in lines if line.startswith("S")]
+        assert len(summary_rows) == 2
+        assert all(row.endswith("^ placed before pos 7") for row in summary_rows)
+        assert sum(line.endswith("tok") for line in lines) == 10 - 2  # every other row unmarked
         code, out = await run_inspect("missing", "--addr", address(sidecar))
         assert code == 1
         assert "not found" in out
+
+
+def _at(*positions: int) -> list[Event]:
+    return [Event(id=f"e{p}", role=Role.USER, text="x", position=p) for p in positions]
+
+
+def test_rows_written_after_rows_below_them_are_marked_with_where_they_were_placed() -> None:
+    # two passes: summary 9-10 placed before 7, then summary 15-16 placed before 13
+    log = _at(1, 2, 3, 4, 5, 6, 9, 10, 7, 8, 11, 12, 15, 16, 13, 14)
+    assert placed_before(log) == {6: 7, 7: 7, 12: 13, 13: 13}
+
+
+def test_a_log_in_write_order_has_no_placed_rows() -> None:
+    assert placed_before(_at(1, 2, 3)) == {}
+    assert placed_before([]) == {}
