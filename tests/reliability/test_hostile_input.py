@@ -20,7 +20,6 @@ from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
 from sidecar.gen.compaction.v1 import event_pb2
 from sidecar.store.paging import encode_token, fingerprint
-from tests.conftest import Postgres, scratch_database
 from tests.server.harness import address, running
 
 if TYPE_CHECKING:  # the async stub type exists only in the generated .pyi
@@ -154,17 +153,6 @@ async def test_an_event_id_with_a_trailing_newline_is_refused(stub: Stub) -> Non
 
 
 # -- page tokens ----------------------------------------------------------------------
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    """Each store behind the server: a fresh SQLite file, a fresh PostgreSQL database."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'sidecar.db'}"
-        return
-    postgres: Postgres = request.getfixturevalue("postgres")
-    async with scratch_database(postgres) as dsn:
-        yield dsn
 
 
 def _forged(offset: int) -> str:

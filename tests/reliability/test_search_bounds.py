@@ -26,12 +26,10 @@ from typing import TYPE_CHECKING
 
 import asyncpg
 import grpc
-import pytest
 
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
 from sidecar.gen.compaction.v1 import event_pb2
-from tests.conftest import Postgres, scratch_database
 from tests.postgres_server import free_port
 from tests.reliability.budget import LONG
 from tests.reliability.serve import ServeProcess
@@ -77,17 +75,6 @@ async def _refusal(call: Awaitable[object]) -> tuple[grpc.StatusCode, str]:
             return grpc.StatusCode.CANCELLED, ""
         raise
     return grpc.StatusCode.OK, ""
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    """Each store behind the server: a fresh SQLite file, a fresh PostgreSQL database."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'sidecar.db'}"
-        return
-    postgres: Postgres = request.getfixturevalue("postgres")
-    async with scratch_database(postgres) as dsn:
-        yield dsn
 
 
 def kind(store_url: str) -> str:
