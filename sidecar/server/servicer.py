@@ -638,6 +638,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
                 page_size=request.page_size,
                 page_token=request.page_token,
                 timeout_s=remaining if by_deadline else budget,
+                max_bytes=self.max_message_bytes // 2,
             )
         except TimeoutError:
             if by_deadline:

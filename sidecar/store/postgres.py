@@ -435,6 +435,7 @@ class PostgresStore:
         page_size: int,
         page_token: str,
         timeout_s: float | None = None,
+        max_bytes: int | None = None,
     ) -> Page[SearchHit]:
         size = effective_page_size(page_size)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -444,7 +445,9 @@ class PostgresStore:
                 left_ms = math.ceil((deadline - time.monotonic()) * 1000)
                 await db.execute(f"SET LOCAL statement_timeout = {max(left_ms, 1)}")
             try:
-                return await reads.search(db, query, size=size, token=page_token)
+                return await reads.search(
+                    db, query, size=size, token=page_token, max_bytes=max_bytes
+                )
             except asyncpg.QueryCanceledError as exc:
                 if deadline is None:
                     raise  # someone else's cancel: an outage like any other

@@ -261,8 +261,10 @@ def query_words(text: str) -> str:
     return " ".join(query_terms(text))
 
 
-async def search(db: Db, query: SearchQuery, *, size: int, token: str) -> Page[SearchHit]:
-    """Matches best first (``ts_rank``, ties by write order); paged by offset, like SQLite's."""
+async def search(
+    db: Db, query: SearchQuery, *, size: int, token: str, max_bytes: int | None = None
+) -> Page[SearchHit]:
+    """Matches best first (``ts_rank``, ties by write order); paged as SQLite's are."""
     bound = fingerprint(
         query.text,
         query.session_id,
@@ -318,5 +320,7 @@ async def search(db: Db, query: SearchQuery, *, size: int, token: str) -> Page[S
         )
         for row in rows[:size]
     )
-    next_token = encode_token("search", bound, (offset + size,)) if len(rows) > size else ""
-    return Page(items, next_token)
+    # A hit carries its whole event: a page also stops before the hits' bytes pass max_bytes.
+    kept = rules.fitting_hits(items, max_bytes)
+    next_token = encode_token("search", bound, (offset + kept,)) if len(rows) > kept else ""
+    return Page(items[:kept], next_token)

@@ -199,13 +199,16 @@ class Store(Protocol):
         page_size: int,
         page_token: str,
         timeout_s: float | None = None,
+        max_bytes: int | None = None,
     ) -> Page[SearchHit]:
         """Full-text search, best rank first. Archived events always; active ones if asked.
 
         The query's terms are bounded (``search_terms``: InvalidArgument past
         them). The search stops once ``timeout_s`` has passed (TimeoutError),
         waiting for a connection included, and at once when its caller is
-        cancelled; searches never take the connections other reads need.
+        cancelled; searches never take the connections other reads need. A
+        page also stops before its hits' content passes ``max_bytes`` (holding
+        at least one hit), continuing from there on the next page.
         """
 
     async def list_compactions(

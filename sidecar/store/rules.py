@@ -14,6 +14,7 @@ from datetime import datetime
 
 from sidecar.errors import EventConflict, InvalidArgument, LimitExceeded, VersionConflict
 from sidecar.model import CompactionPlan, Event, LabelUpdate, Session, SessionCounters
+from sidecar.store.protocol import SearchHit
 
 
 def require_ids(events: Sequence[Event]) -> None:
@@ -52,14 +53,30 @@ def fitting(events: Sequence[Event], max_bytes: int | None) -> int:
     A page bounded only by count can pass the message limit (twenty 0.9 MB
     images), and then no page of that listing could ever be read.
     """
+    return fitting_sizes([event.content_bytes() for event in events], max_bytes)
+
+
+def fitting_hits(hits: Sequence[SearchHit], max_bytes: int | None) -> int:
+    """How many search hits, from the first, fit in ``max_bytes`` (always at least one).
+
+    A hit carries its whole event, and its snippet and session id besides.
+    """
+    return fitting_sizes(
+        [h.event.content_bytes() + len(h.snippet.encode()) + len(h.session_id) for h in hits],
+        max_bytes,
+    )
+
+
+def fitting_sizes(sizes: Sequence[int], max_bytes: int | None) -> int:
+    """How many items of these content sizes, from the first, fit in ``max_bytes`` (one or more)."""
     if max_bytes is None:
-        return len(events)
+        return len(sizes)
     total = 0
-    for index, event in enumerate(events):
-        total += event.content_bytes() + PAGE_ITEM_OVERHEAD
+    for index, size in enumerate(sizes):
+        total += size + PAGE_ITEM_OVERHEAD
         if total > max_bytes and index > 0:
             return index
-    return len(events)
+    return len(sizes)
 
 
 def split_label_updates(

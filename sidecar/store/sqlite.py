@@ -434,12 +434,14 @@ class SqliteStore:
         page_size: int,
         page_token: str,
         timeout_s: float | None = None,
+        max_bytes: int | None = None,
     ) -> Page[SearchHit]:
         if self._writer is None:
             raise StoreUnavailable("sqlite store is not open")
         size = effective_page_size(page_size)
         return await self._searches.run(
-            lambda db: reads.search(db, query, size=size, token=page_token), timeout_s
+            lambda db: reads.search(db, query, size=size, token=page_token, max_bytes=max_bytes),
+            timeout_s,
         )
 
     async def compaction_result(self, session_id: str, compaction_id: str) -> CompactionResult:

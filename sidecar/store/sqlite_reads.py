@@ -258,8 +258,15 @@ def fts_match(text: str) -> str:
     return " ".join('"' + term.replace('"', '""') + '"' for term in query_terms(text))
 
 
-def search(db: sqlite3.Connection, query: SearchQuery, *, size: int, token: str) -> Page[SearchHit]:
-    """Matches best first (bm25, ties by write order); paged by offset.
+def search(
+    db: sqlite3.Connection,
+    query: SearchQuery,
+    *,
+    size: int,
+    token: str,
+    max_bytes: int | None = None,
+) -> Page[SearchHit]:
+    """Matches best first (bm25, ties by write order); paged by offset, bounded in bytes.
 
     Ranked results have no stable sort key (bm25 moves as the corpus grows),
     so the token carries an offset, bound to the query it was issued for.
@@ -317,5 +324,7 @@ def search(db: sqlite3.Connection, query: SearchQuery, *, size: int, token: str)
         )
         for row in rows[:size]
     )
-    next_token = encode_token("search", bound, (offset + size,)) if len(rows) > size else ""
-    return Page(items, next_token)
+    # A hit carries its whole event: a page also stops before the hits' bytes pass max_bytes.
+    kept = rules.fitting_hits(items, max_bytes)
+    next_token = encode_token("search", bound, (offset + kept,)) if len(rows) > kept else ""
+    return Page(items[:kept], next_token)
