@@ -4,7 +4,8 @@ The matching rules live here once for Python and are the ones every other
 runner (TypeScript, Go, Java) implements; ``tests/conformance/README.md``
 states them. Each step is made through the Python client's call path
 (``AsyncClient._unary``: its deadline, its UNAVAILABLE retries for the calls
-its wrapper retries, its ``ClientError`` with the server's details), with the
+its wrapper retries, its ``ClientError`` with the server's details; GetContext
+through ``context()`` itself, which reads an oversized window in parts), with the
 request parsed from proto3 JSON and the response printed back to proto3 JSON,
 so what is compared is what crossed the wire, not a conversion of it.
 """
@@ -29,6 +30,7 @@ from google.protobuf.message import Message
 from sidecar.client import AsyncClient, ClientError
 from sidecar.client.errors import error_from_rpc
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
+from sidecar.server import convert
 
 SCENARIOS = Path(__file__).with_name("scenarios.json")
 LISTENING = re.compile(r"listening on \S+ \(port (\d+)\)")
@@ -243,6 +245,23 @@ async def _stream(client: AsyncClient, requests: Sequence[Mapping[str, Any]]) ->
     return Outcome(code="OK", response=responses)
 
 
+async def _context(client: AsyncClient, request: pb.GetContextRequest) -> Outcome:
+    """GetContext through ``context()``, which reads a window sent without content in parts.
+
+    Printed back as the GetContextResponse it stands for: the whole window,
+    with content, so ``contentOmitted`` is absent (false).
+    """
+    try:
+        window = await client.session(request.session_id).context()
+    except ClientError as exc:
+        return _failure(exc)
+    answer = pb.GetContextResponse(
+        version=window.version, token_count=window.token_count, turn_count=window.turn_count
+    )
+    convert.events_out(window.events, answer.events)
+    return Outcome(code="OK", response=_to_json(answer))
+
+
 async def run_step(client: AsyncClient, step: Mapping[str, Any]) -> Outcome:
     """One step through the client's call path; failures become their status code name."""
     name = step["call"]
@@ -250,6 +269,8 @@ async def run_step(client: AsyncClient, step: Mapping[str, Any]) -> Outcome:
         return await _stream(client, step["requests"])
     request_type, retry = UNARY[name]
     request = json_format.ParseDict(dict(step.get("request", {})), request_type())
+    if isinstance(request, pb.GetContextRequest):
+        return await _context(client, request)
     method = getattr(client._stub, name)
     try:
         response = await client._unary(method, request, retry=retry)

@@ -59,14 +59,53 @@ func (s *Session) Append(ctx context.Context, events []*pb.Event, opts *AppendOp
 	})
 }
 
+// wholeWindowTries is how many times Context reads a window sent without
+// content before it settles for the last reading.
+const wholeWindowTries = 3
+
 // Context returns the compacted context to send to the model: the active
 // window in log order, with its version, tokens and turns.
+//
+// A window too large for one answer comes from the server without its
+// events' content (ContentOmitted); Context then reads it in byte-bounded
+// pages (ListEvents, active only) and puts it together, so the answer
+// always holds every event's content. When the window changed between the
+// two reads it is read again, a few times at most.
 func (s *Session) Context(ctx context.Context) (*pb.GetContextResponse, error) {
 	req := &pb.GetContextRequest{SessionId: s.ID}
 	c := s.client
-	return unary(ctx, c, true, func(ctx context.Context) (*pb.GetContextResponse, error) {
-		return c.stub.GetContext(ctx, req)
-	})
+	for attempt := 1; ; attempt++ {
+		answer, err := unary(ctx, c, true, func(ctx context.Context) (*pb.GetContextResponse, error) {
+			return c.stub.GetContext(ctx, req)
+		})
+		if err != nil || !answer.GetContentOmitted() {
+			return answer, err
+		}
+		var listed []*pb.Event
+		for event, err := range s.Events(ctx, true) {
+			if err != nil {
+				return nil, err
+			}
+			listed = append(listed, event)
+		}
+		if attempt >= wholeWindowTries || sameIDs(listed, answer.GetEvents()) {
+			answer.Events = listed
+			answer.ContentOmitted = false
+			return answer, nil
+		}
+	}
+}
+
+func sameIDs(a, b []*pb.Event) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].GetId() != b[i].GetId() {
+			return false
+		}
+	}
+	return true
 }
 
 // CompactOptions qualify a compaction pass; nil means "if the trigger fires,

@@ -2,16 +2,17 @@
  * `SessionHandle`: one session's log — append, stream, context, compact, watch, events, search.
  */
 
-import type { MessageInitShape } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
 
 import type { CallOptions, PolicyInit, SearchOptions, SidecarClient } from "./client.js";
-import type {
-  AppendEventsResponse,
-  GetContextResponse,
-  LabelUpdateSchema,
-  SearchHit,
-  StreamEventsRequestSchema,
+import {
+  GetContextResponseSchema,
+  type AppendEventsResponse,
+  type GetContextResponse,
+  type LabelUpdateSchema,
+  type SearchHit,
+  type StreamEventsRequestSchema,
 } from "./gen/compaction/v1/compaction_service_pb.js";
 import type { Event } from "./gen/compaction/v1/event_pb.js";
 import type { CompactionResult, Session } from "./gen/compaction/v1/session_pb.js";
@@ -53,6 +54,13 @@ export interface EventsOptions extends CallOptions {
   readonly activeOnly?: boolean;
   /** Events per page fetched (default: the server's, 100). */
   readonly pageSize?: number;
+}
+
+/** Reads of a window sent without content before `context` settles for the last one. */
+const WHOLE_WINDOW_TRIES = 3;
+
+function sameIds(a: readonly Event[], b: readonly Event[]): boolean {
+  return a.length === b.length && a.every((event, i) => event.id === b[i]?.id);
 }
 
 export class SessionHandle {
@@ -98,9 +106,29 @@ export class SessionHandle {
     );
   }
 
-  /** The compacted context to send to the model: the active window, in log order. */
-  context(options?: CallOptions): Promise<GetContextResponse> {
-    return this.client.unary((o) => this.client.raw.getContext({ sessionId: this.sessionId }, o), true, options);
+  /**
+   * The compacted context to send to the model: the active window, in log order.
+   *
+   * A window too large for one answer comes from the server without its
+   * events' content (`contentOmitted`); it is then read in byte-bounded
+   * pages (ListEvents, active only) and put together, so the answer always
+   * holds every event's content. When the window changed between the two
+   * reads it is read again, a few times at most.
+   */
+  async context(options?: CallOptions): Promise<GetContextResponse> {
+    for (let attempt = 1; ; attempt++) {
+      const answer = await this.client.unary(
+        (o) => this.client.raw.getContext({ sessionId: this.sessionId }, o),
+        true,
+        options,
+      );
+      if (!answer.contentOmitted) return answer;
+      const listed: Event[] = [];
+      for await (const event of this.events({ ...options, activeOnly: true })) listed.push(event);
+      if (attempt >= WHOLE_WINDOW_TRIES || sameIds(listed, answer.events)) {
+        return create(GetContextResponseSchema, { ...answer, events: listed, contentOmitted: false });
+      }
+    }
   }
 
   /**

@@ -23,6 +23,9 @@ import java.util.stream.Stream;
  * thread-safe.
  */
 public final class SessionHandle {
+  /** Reads of a window sent without content before {@link #context()} settles for the last. */
+  private static final int WHOLE_WINDOW_TRIES = 3;
+
   private final SidecarClient client;
   private final String sessionId;
 
@@ -81,10 +84,41 @@ public final class SessionHandle {
     return new EventStream(client, sessionId, deadline);
   }
 
-  /** The compacted context to send to the model: the active window, in log order. */
+  /**
+   * The compacted context to send to the model: the active window, in log order.
+   *
+   * <p>A window too large for one answer comes from the server without its events' content ({@code
+   * content_omitted}); it is then read in byte-bounded pages (ListEvents, active only) and put
+   * together, so the answer always holds every event's content. When the window changed between
+   * the two reads it is read again, a few times at most.
+   */
   public GetContextResponse context() {
     GetContextRequest request = GetContextRequest.newBuilder().setSessionId(sessionId).build();
-    return client.unary(stub -> stub.getContext(request), true);
+    for (int attempt = 1; ; attempt++) {
+      GetContextResponse answer = client.unary(stub -> stub.getContext(request), true);
+      if (!answer.getContentOmitted()) {
+        return answer;
+      }
+      List<Event> listed;
+      try (Stream<Event> events = events(true)) {
+        listed = events.toList();
+      }
+      if (attempt >= WHOLE_WINDOW_TRIES || sameIds(listed, answer.getEventsList())) {
+        return answer.toBuilder().clearEvents().addAllEvents(listed).setContentOmitted(false).build();
+      }
+    }
+  }
+
+  private static boolean sameIds(List<Event> a, List<Event> b) {
+    if (a.size() != b.size()) {
+      return false;
+    }
+    for (int i = 0; i < a.size(); i++) {
+      if (!a.get(i).getId().equals(b.get(i).getId())) {
+        return false;
+      }
+    }
+    return true;
   }
 
   /** Run a compaction pass now if the session's trigger fires, and wait for its result. */
