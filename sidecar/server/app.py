@@ -27,7 +27,6 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from sidecar.engine.engine import SessionEngine
-from sidecar.engine.validation import Limits
 from sidecar.errors import InvalidConfig, StoreUnavailable
 from sidecar.gen.compaction.v1 import compaction_service_pb2, compaction_service_pb2_grpc
 from sidecar.server import tracing
@@ -335,10 +334,7 @@ async def _serve_on(
         log_event_content=config.log_event_content,
         summarizer=summarizer,
         default_policy=default_policy,
-        limits=Limits(
-            max_event_bytes=config.max_event_bytes,
-            max_events_per_append=config.max_events_per_append,
-        ),
+        limits=config.limits(),
         summary_timeout_s=config.summary_timeout_s,
     )
     undo.append(functools.partial(engine.close, 0))

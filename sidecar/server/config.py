@@ -17,11 +17,13 @@ from typing import Any
 import yaml
 
 from sidecar.compaction.policy import CompactionPolicy, policy_from_dict
+from sidecar.engine.validation import Limits
 from sidecar.errors import InvalidConfig
 from sidecar.server import settings
 from sidecar.store.urls import is_postgres_url
 
 MIN_PAGE_TOKEN_KEY_CHARS = 16
+_LIMITS = Limits()  # the engine's own defaults, so the two cannot differ
 
 DEFAULT_POLICY: dict[str, Any] = {
     "trigger": {"token_count": 8000},
@@ -41,6 +43,11 @@ class ServerConfig:
     max_event_bytes: int = 1 << 20
     max_message_bytes: int = 16 << 20
     max_events_per_append: int = 1000
+    max_tool_calls_per_event: int = _LIMITS.max_tool_calls_per_event
+    max_tool_results_per_event: int = _LIMITS.max_tool_results_per_event
+    max_parts_per_event: int = _LIMITS.max_parts_per_event
+    max_metadata_entries: int = _LIMITS.max_metadata_entries
+    max_items_per_append: int = _LIMITS.max_items_per_append
     max_streams_per_connection: int = 100
     max_inflight_mib: int = 256
     auth_token_file: str = ""
@@ -86,6 +93,18 @@ class ServerConfig:
             return policy_from_dict(data)
         except InvalidConfig as exc:
             raise InvalidConfig(f"default_policy.{exc.field}", exc.description) from None
+
+    def limits(self) -> Limits:
+        """What one request may store, as the engine checks it."""
+        return Limits(
+            max_event_bytes=self.max_event_bytes,
+            max_events_per_append=self.max_events_per_append,
+            max_tool_calls_per_event=self.max_tool_calls_per_event,
+            max_tool_results_per_event=self.max_tool_results_per_event,
+            max_parts_per_event=self.max_parts_per_event,
+            max_metadata_entries=self.max_metadata_entries,
+            max_items_per_append=self.max_items_per_append,
+        )
 
     def read_cache_bytes(self) -> tuple[int, int]:
         """``read_cache_mib`` split: (the store's decoded events, the servicer's GetContext caches).
@@ -160,6 +179,11 @@ _AT_LEAST: dict[str, float] = {
     "max_event_bytes": 1,
     "max_message_bytes": 1,
     "max_events_per_append": 1,
+    "max_tool_calls_per_event": 1,
+    "max_tool_results_per_event": 1,
+    "max_parts_per_event": 1,
+    "max_metadata_entries": 1,
+    "max_items_per_append": 1,
     "max_streams_per_connection": 1,
     "max_inflight_mib": 1,
     "summary_timeout_s": 0.001,

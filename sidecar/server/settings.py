@@ -63,6 +63,23 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("max_events_per_append", "1000", "events one append may carry"),
     Setting(
+        "max_tool_calls_per_event",
+        "1000",
+        "tool calls one event may carry; past it, or past any of the four below,"
+        " `RESOURCE_EXHAUSTED` naming the limit, nothing stored. These counts are checked"
+        " before anything is built from a request, so one far past them costs nothing",
+    ),
+    Setting("max_tool_results_per_event", "1000", "tool results one event may carry"),
+    Setting("max_parts_per_event", "1000", "non-text parts one event may carry"),
+    Setting("max_metadata_entries", "64", "metadata entries one event may carry"),
+    Setting(
+        "max_items_per_append",
+        "4096",
+        "tool calls, tool results and parts of all of one append's events together: what"
+        " bounds the time one append holds the server's event loop (some tens of ms at the"
+        " defaults)",
+    ),
+    Setting(
         "max_streams_per_connection",
         "100",
         "open `StreamEvents`/`WatchSession` calls per connection; past it `RESOURCE_EXHAUSTED`",

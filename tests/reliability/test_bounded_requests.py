@@ -267,6 +267,62 @@ async def test_a_million_events_in_one_append_are_refused_in_milliseconds(
     assert took < PROMPT_S, f"refused {took:.2f} s after its parse"
 
 
+def _holding(field: str, count: int) -> event_pb2.Event:
+    """An event of the role ``field`` is allowed on, with ``count`` distinct entries in it."""
+    if field == "metadata":
+        return event_pb2.Event(
+            role=event_pb2.ROLE_USER, text="x", metadata={f"k{i}": "v" for i in range(count)}
+        )
+    if field == "parts":
+        parts = [event_pb2.Part(mime_type="text/plain", data=b"x") for _ in range(count)]
+        return event_pb2.Event(role=event_pb2.ROLE_USER, parts=parts)
+    if field == "tool_results":
+        results = [event_pb2.ToolResult(call_id=f"c{i}", content="ok") for i in range(count)]
+        return event_pb2.Event(role=event_pb2.ROLE_TOOL, tool_results=results)
+    calls = [event_pb2.ToolCall(id=f"c{i}", name="f") for i in range(count)]
+    return event_pb2.Event(role=event_pb2.ROLE_ASSISTANT, tool_calls=calls)
+
+
+@pytest.mark.parametrize(
+    ("field", "limit"),
+    [
+        ("tool_calls", "max_tool_calls_per_event"),
+        ("tool_results", "max_tool_results_per_event"),
+        ("parts", "max_parts_per_event"),
+        ("metadata", "max_metadata_entries"),
+    ],
+)
+async def test_the_shape_limits_are_the_servers_settings(
+    tmp_path: Path, field: str, limit: str
+) -> None:
+    """Lowered to 3 (and 5 items an append): 3 entries served, 4 refused naming the setting."""
+    async with running(
+        tmp_path,
+        max_tool_calls_per_event=3,
+        max_tool_results_per_event=3,
+        max_parts_per_event=3,
+        max_metadata_entries=3,
+        max_items_per_append=5,
+    ) as sidecar:
+        async with grpc.aio.insecure_channel(address(sidecar)) as channel:
+            stub: Stub = pb_grpc.CompactionServiceStub(channel)
+
+            async def append(*events: event_pb2.Event) -> tuple[grpc.StatusCode, str]:
+                request = pb.AppendEventsRequest(
+                    session_id="s", events=events, create_if_missing=True
+                )
+                return await _outcome(stub.AppendEvents(request))
+
+            assert (await append(_holding(field, 3)))[0] == grpc.StatusCode.OK
+            code, details = await append(_holding(field, 4))
+            assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert details.startswith(f"{limit}:"), details
+            if field != "metadata":  # metadata entries are not items
+                code, details = await append(_holding(field, 3), _holding(field, 3))
+                assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
+                assert details.startswith("max_items_per_append:"), details
+
+
 def _calling(events: int, calls: int) -> list[event_pb2.Event]:
     return [
         event_pb2.Event(

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from sidecar.compaction.sliding_window import SlidingWindow
+from sidecar.engine.validation import Limits
 from sidecar.errors import InvalidConfig
 from sidecar.server.config import ServerConfig, add_arguments, load
 
@@ -37,6 +38,14 @@ def test_layers_in_order_of_priority(tmp_path: Path) -> None:
     assert policy is not None
     assert policy.strategy == SlidingWindow(max_events=7)
     assert ServerConfig().listen == "127.0.0.1:50051"
+
+
+def test_the_request_shape_limits_are_settings_the_engine_gets() -> None:
+    environ = {"COMPACTION_MAX_PARTS_PER_EVENT": "7", "COMPACTION_MAX_ITEMS_PER_APPEND": "9"}
+    limits = load(parse("--max-tool-calls-per-event", "5"), environ).limits()
+    assert (limits.max_tool_calls_per_event, limits.max_parts_per_event) == (5, 7)
+    assert limits.max_items_per_append == 9
+    assert ServerConfig().limits() == Limits()  # the defaults are the engine's own
 
 
 def test_bad_values_name_the_setting(tmp_path: Path) -> None:
