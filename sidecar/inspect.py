@@ -1,7 +1,8 @@
 """``compaction-sidecar inspect SESSION``: a session's whole log, readable in a terminal.
 
-Kept, archived and summary events are told apart by a marker in the first
-column; the header shows the version, the policy and the running counters.
+Kept, archived, cleared and summary events are told apart by a marker in the
+first column (a cleared event is shown with its original content, as the log
+holds it); the header shows the version, the policy and the running counters.
 
 Rows come in log order, the order the model reads the kept ones, while the
 position column is the order events were written in. The two differ where a
@@ -56,6 +57,7 @@ async def render(address: str, session_id: str, token: str | None) -> str:
     policy = json.loads(session.policy_json) if session.policy_json else None
     archived = sum(e.archived for e in log)
     summaries = sum(e.synthetic and not e.archived for e in log)
+    cleared = sum(e.cleared and not e.archived for e in log)
     placed = placed_before(log)
     rows = [
         event_line(e) + (f"  ^ placed before pos {placed[i]}" if i in placed else "")
@@ -66,7 +68,7 @@ async def render(address: str, session_id: str, token: str | None) -> str:
         f"policy   {json.dumps(policy) if policy else 'none (never compacts on its own)'}",
         f"active   {counters.active_events} events, {counters.turns} turns,"
         f" {counters.tokens} tokens  (log: {len(log)} events, {archived} archived,"
-        f" {summaries} active summary events)",
+        f" {summaries} active summary events, {cleared} active cleared events)",
         LEGEND,
         *([ORDER_NOTE] if placed else []),
         "",

@@ -94,7 +94,10 @@ class Event:
 
     ``position`` is assigned by the store: a dense counter in write order.
     ``synthetic`` marks a summary turn the service wrote; ``archived`` marks an
-    event that left the active window (it is never deleted).
+    event that left the active window (it is never deleted). ``cleared`` marks
+    an event whose tool results (or call arguments) a clearing pass replaced
+    with a placeholder: the active window carries the placeholder (and its
+    token count), the log keeps the original.
     """
 
     id: str
@@ -111,6 +114,7 @@ class Event:
     synthetic: bool = False
     archived: bool = False
     token_count: int = 0
+    cleared: bool = False
 
     def content_bytes(self) -> int:
         """Approximate bytes of the event's content as stored and sent."""
@@ -236,14 +240,18 @@ class CompactionPlan:
     """What one compaction pass wants written: flags to set and events to insert.
 
     ``inserts`` go right before the event ``insert_before`` in log order.
+    ``clears`` are active events as they will read once cleared (placeholder
+    content, its token count, ``cleared`` set); they stay active and in place,
+    and the store keeps their original content beside the placeholder.
     ``base_compaction_id`` is the session's last compaction when the plan was
     made: the store rejects the plan if another compaction landed since.
-    An empty plan (nothing archived, nothing inserted) writes nothing.
+    An empty plan (nothing archived, inserted or cleared) writes nothing.
     """
 
     strategy: str
     archive_ids: tuple[str, ...] = ()
     inserts: tuple[Event, ...] = ()
+    clears: tuple[Event, ...] = ()
     insert_before: str | None = None
     tokens_estimated_saved: int = 0
     skipped_reason: SkipReason | None = None
@@ -254,7 +262,7 @@ class CompactionPlan:
 
     @property
     def is_empty(self) -> bool:
-        return not self.archive_ids and not self.inserts
+        return not self.archive_ids and not self.inserts and not self.clears
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,6 +285,8 @@ class CompactionResult:
     error: str = ""
     content_omitted: bool = False
     """The events came without their content: the answer would have been too large."""
+    cleared_ids: tuple[str, ...] = ()
+    """The events this pass cleared: still active, in ``active_events`` with ``cleared`` set."""
 
     @property
     def archived_event_count(self) -> int:

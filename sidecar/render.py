@@ -1,4 +1,4 @@
-"""Readable terminal rendering of events: kept, archived and summary events told apart."""
+"""Readable terminal rendering of events: kept, archived, cleared and summary events told apart."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ def event_line(event: Event, width: int = WIDTH) -> str:
         marker = "s" if event.archived else "S"
     elif event.archived:
         marker = "-"  # archived: out of the prompt, still in the log
+    elif event.cleared:
+        marker = "c"  # kept, but the model sees its tool results as a placeholder
     else:
         marker = " "
     text = " ".join(format_event(event).split())
@@ -33,4 +35,5 @@ def event_lines(events: Iterable[Event], width: int = WIDTH) -> list[str]:
 LEGEND = (
     "legend: ' ' kept   '-' archived   'S' summary turn written by the sidecar"
     "   's' an earlier summary turn, archived"
+    "\n        'c' kept, tool results cleared: the model sees a placeholder, the log the original"
 )

@@ -1,7 +1,7 @@
 """Protobuf responses to the domain model: the client's half of ``sidecar.server.convert``.
 
 ``convert`` reads events as a client sends them and so drops the output-only
-fields (position, synthetic, archived, token count); read back from the
+fields (position, synthetic, archived, cleared, token count); read back from the
 server, those fields are the point, so they are restored here. Everything
 else is delegated to ``convert``, so that both ends agree on one mapping.
 """
@@ -38,6 +38,7 @@ def event(msg: event_pb2.Event) -> Event:
         synthetic=msg.synthetic,
         archived=msg.archived,
         token_count=msg.token_count,
+        cleared=msg.cleared,
     )
 
 
@@ -103,6 +104,7 @@ def compaction(msg: session_pb2.CompactionResult) -> CompactionResult:
         compaction_id=msg.compaction_id,
         error=msg.error,
         content_omitted=msg.content_omitted,
+        cleared_ids=tuple(msg.cleared_event_ids),
     )
 
 

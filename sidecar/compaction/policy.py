@@ -7,6 +7,15 @@ trigger: {any_of: [{turn_count: 20}, {token_count: 8000}]}
 strategy: {sliding_window: {max_events: 20}, boundary: TURN}
 ```
 
+A pipeline lists its steps, each a strategy of its own (pipelines do not
+nest, and ``boundary`` and ``min_saved_tokens`` go on the steps):
+
+```yaml
+trigger: {token_count: 8000}
+strategy: {pipeline: {steps: [{clear_tool_results: {keep_tool_uses: 3}},
+                              {summarize: {max_events_to_keep: 10}}]}}
+```
+
 A policy without a trigger never compacts on its own; an explicit forced
 compaction still applies its strategy.
 """
@@ -18,6 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
+from sidecar.compaction.clear_tool_results import ClearToolResults
+from sidecar.compaction.pipeline import Pipeline, Step
 from sidecar.compaction.sliding_window import SlidingWindow
 from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.token_budget import TokenBudget
@@ -35,8 +46,8 @@ from sidecar.compaction.turn_window import TurnWindow
 from sidecar.errors import InvalidConfig
 from sidecar.model import Boundary
 
-WindowStrategy = SlidingWindow | TurnWindow | TokenBudget
-Strategy = WindowStrategy | Summarize
+WindowStrategy = SlidingWindow | TurnWindow | TokenBudget | ClearToolResults
+Strategy = WindowStrategy | Summarize | Pipeline
 
 MAX_TRIGGER_DEPTH = 8
 MAX_TRIGGERS = 64
@@ -51,13 +62,20 @@ one large, and 64 KiB leaves them room for some 10,000 words.
 _STRATEGY_LEVEL = ("boundary", "min_saved_tokens")
 
 _STRATEGIES: dict[
-    str, type[SlidingWindow] | type[TurnWindow] | type[TokenBudget] | type[Summarize]
+    str,
+    type[SlidingWindow]
+    | type[TurnWindow]
+    | type[TokenBudget]
+    | type[Summarize]
+    | type[ClearToolResults],
 ] = {
     "sliding_window": SlidingWindow,
     "turn_window": TurnWindow,
     "token_budget": TokenBudget,
     "summarize": Summarize,
+    "clear_tool_results": ClearToolResults,
 }
+_KINDS = sorted([*_STRATEGIES, Pipeline.name])
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,10 +116,12 @@ def trigger_to_dict(trigger: Trigger) -> dict[str, Any]:
 
 
 def strategy_to_dict(strategy: Strategy) -> dict[str, Any]:
+    if isinstance(strategy, Pipeline):
+        return {strategy.name: {"steps": [strategy_to_dict(step) for step in strategy.steps]}}
     # Only what differs from the defaults: stored policies stay small, and
     # follow improved defaults (a better prompt) without a migration.
     config = {
-        f.name: getattr(strategy, f.name)
+        f.name: _plain(getattr(strategy, f.name))
         for f in fields(strategy)
         if f.name not in _STRATEGY_LEVEL and getattr(strategy, f.name) != f.default
     }
@@ -109,6 +129,11 @@ def strategy_to_dict(strategy: Strategy) -> dict[str, Any]:
     if strategy.min_saved_tokens is not None:
         out["min_saved_tokens"] = strategy.min_saved_tokens
     return out
+
+
+def _plain(value: Any) -> Any:
+    """A strategy field as plain data: tuples (``exclude_tools``) become lists."""
+    return list(value) if isinstance(value, tuple) else value
 
 
 def _int(value: Any, field: str) -> int:
@@ -215,8 +240,50 @@ def strategy_from_dict(data: Any, field: str = "strategy") -> Strategy:
         raise InvalidConfig(field, "must be an object")
     kinds = [k for k in data if k not in _STRATEGY_LEVEL]
     if len(kinds) != 1:
-        raise InvalidConfig(field, f"must name exactly one strategy of {sorted(_STRATEGIES)}")
+        raise InvalidConfig(field, f"must name exactly one strategy of {_KINDS}")
     kind = kinds[0]
+    if kind == Pipeline.name:
+        return _pipeline_from_dict(data, field)
+    return _step_from_dict(data, kind, field)
+
+
+def _pipeline_from_dict(data: Mapping[str, Any], field: str) -> Pipeline:
+    """A pipeline: its steps parsed one by one, none of them a pipeline, at least one."""
+    for key in _STRATEGY_LEVEL:
+        if key in data:
+            raise InvalidConfig(f"{field}.{key}", "is set on a pipeline's steps, not on it")
+    path = f"{field}.{Pipeline.name}"
+    config = data[Pipeline.name] or {}
+    if not isinstance(config, Mapping):
+        raise InvalidConfig(path, "must be an object")
+    unknown = set(config) - {"steps"}
+    if unknown:
+        raise InvalidConfig(f"{path}.{sorted(unknown)[0]}", "unknown field")
+    steps = config.get("steps") or []
+    if not isinstance(steps, list):
+        raise InvalidConfig(f"{path}.steps", "must be a list of strategies")
+    if not steps:
+        raise InvalidConfig(f"{path}.steps", "must hold at least one step")
+    parsed: list[Step] = []
+    for index, item in enumerate(steps):
+        at = f"{path}.steps[{index}]"
+        if isinstance(item, Mapping) and Pipeline.name in item:
+            raise InvalidConfig(f"{at}.{Pipeline.name}", "pipelines do not nest")
+        try:
+            step = strategy_from_dict(item, at)
+        except InvalidConfig as exc:
+            # A strategy checks itself under "strategy."; here it is a step.
+            if not exc.field.startswith(at):
+                raise InvalidConfig(
+                    at + exc.field.removeprefix("strategy"), exc.description
+                ) from None
+            raise
+        assert not isinstance(step, Pipeline)  # refused just above
+        parsed.append(step)
+    return Pipeline(tuple(parsed))
+
+
+def _step_from_dict(data: Mapping[str, Any], kind: str, field: str) -> Strategy:
     cls = _STRATEGIES.get(kind)
     if cls is None:
         raise InvalidConfig(field, f"unknown strategy {kind!r}")
@@ -233,6 +300,12 @@ def strategy_from_dict(data: Any, field: str = "strategy") -> Strategy:
             continue
         if declared.startswith("int"):
             _int(value, path)
+        elif declared.startswith("bool"):
+            if not isinstance(value, bool):
+                raise InvalidConfig(path, f"must be true or false, got {value!r}")
+        elif declared.startswith("tuple"):
+            if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+                raise InvalidConfig(path, f"must be a list of strings, got {value!r}")
         elif declared.startswith("float"):
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise InvalidConfig(path, f"must be a number, got {value!r}")

@@ -106,9 +106,11 @@ def apply_plan(events: Sequence[Event], plan: CompactionPlan) -> CompactionResul
 
     The store does the same durably; this is the reference the tests and the
     demo use. Archived events keep their place in the log; inserts land right
-    before ``plan.insert_before``.
+    before ``plan.insert_before``; cleared events take the place of the events
+    they clear.
     """
     archive = set(plan.archive_ids)
+    cleared = {e.id: e for e in plan.clears}
     active: list[Event] = []
     archived: list[Event] = []
     for event in events:
@@ -117,7 +119,7 @@ def apply_plan(events: Sequence[Event], plan: CompactionPlan) -> CompactionResul
         if event.id in archive:
             archived.append(event.evolve(archived=True))
         else:
-            active.append(event)
+            active.append(cleared.get(event.id, event))
     return CompactionResult(
         compacted=not plan.is_empty,
         strategy=plan.strategy,
@@ -125,4 +127,5 @@ def apply_plan(events: Sequence[Event], plan: CompactionPlan) -> CompactionResul
         archived_events=tuple(archived),
         tokens_estimated_saved=plan.tokens_estimated_saved,
         skipped_reason=plan.skipped_reason,
+        cleared_ids=tuple(cleared),
     )

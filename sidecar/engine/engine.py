@@ -10,24 +10,38 @@
   plan, never during the LLM call. The plan is applied with a check that no
   other compaction landed and that what it archives is still active; appends
   made during the call stand. Losing that race makes the pass a no-op.
+- A pipeline lands step by step (see ``sidecar.compaction.pipeline``): its
+  leading window steps run at once under the lock while the trigger fires; a
+  summarize step, and whatever follows it, runs in the background as a
+  summarizing strategy does. Each step that changes the window is a
+  compaction of its own.
 - Every landed compaction is published to the session's watchers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
 from sidecar.compaction.formatting import format_event
+from sidecar.compaction.pipeline import (
+    Pipeline,
+    WindowStep,
+    pipeline_result,
+    plan_step,
+    still_fires,
+)
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.tokens import TokenEstimator, default_estimator
+from sidecar.compaction.triggers import Trigger
 from sidecar.engine.locks import LockRegistry
 from sidecar.engine.observer import EngineObserver, NoObserver
 from sidecar.engine.policy_cache import ParsedPolicies
@@ -160,8 +174,14 @@ class SessionEngine:
 
         Otherwise every append past the trigger would start a pass doomed to fail.
         """
-        if policy is not None and isinstance(policy.strategy, Summarize) and not self.summarizer:
+        if policy is None or self.summarizer:
+            return
+        if isinstance(policy.strategy, Summarize):
             raise NoSummarizer(f"{field}.strategy.summarize")
+        if isinstance(policy.strategy, Pipeline):
+            for index, step in enumerate(policy.strategy.steps):
+                if isinstance(step, Summarize):
+                    raise NoSummarizer(f"{field}.strategy.pipeline.steps[{index}].summarize")
 
     def policy_of(self, session: Session) -> CompactionPolicy | None:
         return parse_policy(session.policy_json) if session.policy_json else None
@@ -213,8 +233,44 @@ class SessionEngine:
                 return AppendResult(
                     outcome.events, session, compaction_scheduled=scheduled, written=written
                 )
-            result, after = await self._compact_window_locked(session_id, policy, None)
+            if isinstance(policy.strategy, Pipeline):
+                return await self._append_pipeline_locked(
+                    session_id, policy.strategy, policy.trigger, outcome.events, session, written
+                )
+            result, after = await self._compact_window_locked(session_id, policy.strategy, None)
         return AppendResult(outcome.events, after, compaction=result, written=written)
+
+    async def _append_pipeline_locked(
+        self,
+        session_id: str,
+        pipeline: Pipeline,
+        trigger: Trigger,
+        events: tuple[Event, ...],
+        session: Session,
+        written: int,
+    ) -> AppendResult:
+        """An append's pipeline: window steps now, a summarize step on in the background."""
+        results: list[CompactionResult] = []
+        for index, step in enumerate(pipeline.steps):
+            if isinstance(step, Summarize):
+                scheduled = self._schedule(
+                    session_id,
+                    functools.partial(
+                        self._run_pipeline, session_id, pipeline, trigger, force=False, start=index
+                    ),
+                    step.name,
+                )
+                compaction = pipeline_result(results) if results else None
+                return AppendResult(
+                    events, session, compaction, compaction_scheduled=scheduled, written=written
+                )
+            result, session = await self._compact_window_locked(session_id, step, None)
+            results.append(result)
+            if result.skipped_reason is SkipReason.SUPERSEDED:
+                break
+            if not still_fires(trigger, session.counters):
+                break
+        return AppendResult(events, session, pipeline_result(results), written=written)
 
     async def _counted(self, events: Sequence[Event]) -> list[Event]:
         """``events`` with their token counts, and ids where they came without one."""
@@ -292,12 +348,26 @@ class SessionEngine:
             return self._observed(
                 skipped(policy.strategy.name, SkipReason.TRIGGER_NOT_FIRED, session.version)
             )
+        timeout = self.summary_timeout_s
+        if deadline_s is not None:
+            timeout = max(0.0, min(timeout, deadline_s))
+        if isinstance(policy.strategy, Pipeline):
+            pipeline, trigger = policy.strategy, policy.trigger
+            task = self._start_task(
+                session_id,
+                self._run_pipeline(
+                    session_id,
+                    pipeline,
+                    trigger,
+                    force=force,
+                    expected_version=expected_version,
+                    timeout_s=timeout,
+                ),
+            )
+            return await task
         if isinstance(policy.strategy, Summarize):
             # Registered as the session's in-flight pass, so a trigger firing
             # meanwhile does not start a second LLM call.
-            timeout = self.summary_timeout_s
-            if deadline_s is not None:
-                timeout = max(0.0, min(timeout, deadline_s))
             task = self._start_summary(
                 session_id, policy.strategy, background=False, timeout_s=timeout
             )
@@ -309,22 +379,60 @@ class SessionEngine:
                 )
                 raise
         async with self.locks.hold(session_id):
-            result, _ = await self._compact_window_locked(session_id, policy, expected_version)
+            result, _ = await self._compact_window_locked(
+                session_id, policy.strategy, expected_version
+            )
             return result
 
     async def _compact_window_locked(
-        self, session_id: str, policy: CompactionPolicy, expected_version: int | None
+        self, session_id: str, strategy: WindowStep, expected_version: int | None
     ) -> tuple[CompactionResult, Session]:
-        strategy = policy.strategy
-        assert not isinstance(strategy, Summarize)
         session, window = await self.store.active_window(session_id)
         if expected_version is not None and session.version != expected_version:
             raise VersionConflict(
                 f"session {session_id!r} changed to version {session.version}",
                 current_version=session.version,
             )
-        plan = replace(strategy.plan(window), base_compaction_id=session.last_compaction_id)
+        plan = plan_step(strategy, window, self.estimator)
+        plan = replace(plan, base_compaction_id=session.last_compaction_id)
         return await self._land(session_id, session, plan)
+
+    async def _run_pipeline(
+        self,
+        session_id: str,
+        pipeline: Pipeline,
+        trigger: Trigger | None,
+        *,
+        force: bool,
+        start: int = 0,
+        expected_version: int | None = None,
+        timeout_s: float | None = None,
+    ) -> CompactionResult:
+        """The steps from ``start`` on, each landing on its own, while the trigger fires.
+
+        Only the first step is held to ``expected_version``: the later ones
+        start from the versions the earlier ones left. A superseded step ends
+        the pipeline.
+        """
+        timeout = self.summary_timeout_s if timeout_s is None else timeout_s
+        results: list[CompactionResult] = []
+        for step in pipeline.steps[start:]:
+            if isinstance(step, Summarize):
+                result = await self._run_summary(session_id, step, timeout)
+            else:
+                async with self.locks.hold(session_id):
+                    result, _ = await self._compact_window_locked(
+                        session_id, step, expected_version
+                    )
+            expected_version = None
+            results.append(result)
+            if result.skipped_reason is SkipReason.SUPERSEDED:
+                break
+            if not force and not still_fires(
+                trigger, (await self.store.get_session(session_id)).counters
+            ):
+                break
+        return pipeline_result(results)
 
     def _schedule_summary(self, session_id: str, strategy: Summarize) -> bool:
         """Start a background summarizing pass unless one is in flight (single-flight)."""
@@ -332,6 +440,27 @@ class SessionEngine:
             return False
         self._start_summary(session_id, strategy, background=True)
         return True
+
+    def _schedule(
+        self,
+        session_id: str,
+        work: Callable[[], Coroutine[Any, Any, CompactionResult]],
+        strategy: str,
+    ) -> bool:
+        """Start ``work`` in the background unless a pass is in flight (single-flight)."""
+        if self._closing or session_id in self._in_flight:
+            return False
+        self._start_task(session_id, self._in_background(session_id, work(), strategy))
+        return True
+
+    def _start_task(
+        self, session_id: str, work: Coroutine[Any, Any, CompactionResult]
+    ) -> asyncio.Task[CompactionResult]:
+        """Run ``work`` as the session's in-flight pass."""
+        task = asyncio.create_task(work)
+        self._in_flight[session_id] = task
+        task.add_done_callback(lambda _: self._in_flight.pop(session_id, None))
+        return task
 
     def _start_summary(
         self,
@@ -342,25 +471,27 @@ class SessionEngine:
         timeout_s: float | None = None,
     ) -> asyncio.Task[CompactionResult]:
         timeout = self.summary_timeout_s if timeout_s is None else timeout_s
-        run = self._background_summary if background else self._run_summary
-        task = asyncio.create_task(run(session_id, strategy, timeout))
-        self._in_flight[session_id] = task
-        task.add_done_callback(lambda _: self._in_flight.pop(session_id, None))
-        return task
+        work = self._run_summary(session_id, strategy, timeout)
+        if background:
+            return self._start_task(
+                session_id, self._in_background(session_id, work, strategy.name)
+            )
+        return self._start_task(session_id, work)
 
-    async def _background_summary(
-        self, session_id: str, strategy: Summarize, timeout_s: float
+    async def _in_background(
+        self, session_id: str, work: Coroutine[Any, Any, CompactionResult], strategy: str
     ) -> CompactionResult:
+        """A background pass: a failure is logged, counted and published, never raised."""
         try:
-            return await self._run_summary(session_id, strategy, timeout_s)
+            return await work
         except Exception as exc:  # the pass failed; the session is unchanged
             log.warning(
                 "background compaction of %s failed: %s",
                 session_id,
                 exc,
-                extra={"session_id": session_id, "strategy": strategy.name},
+                extra={"session_id": session_id, "strategy": strategy},
             )
-            result = self._observed(skipped(strategy.name, SkipReason.FAILED, 0, error=str(exc)))
+            result = self._observed(skipped(strategy, SkipReason.FAILED, 0, error=str(exc)))
             self.watchers.publish(session_id, result)
             return result
 
@@ -426,18 +557,21 @@ class SessionEngine:
             skipped_reason=plan.skipped_reason,
             version=outcome.session.version,
             compaction_id=outcome.compaction_id,
+            cleared_ids=tuple(e.id for e in plan.clears),
         )
         self._observed(result)
         log.info(
-            "compacted %s: %d events archived, ~%d tokens saved",
+            "compacted %s: %d events archived, %d cleared, ~%d tokens saved",
             session_id,
             len(outcome.archived),
+            len(plan.clears),
             plan.tokens_estimated_saved,
             extra={
                 "session_id": session_id,
                 "compaction_id": outcome.compaction_id,
                 "strategy": plan.strategy,
                 "archived": len(outcome.archived),
+                "cleared": len(plan.clears),
                 "tokens_saved": plan.tokens_estimated_saved,
                 "version": outcome.session.version,
             },

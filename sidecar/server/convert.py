@@ -144,6 +144,7 @@ def event_out(event: Event, into: event_pb2.Event) -> None:
     into.synthetic = event.synthetic
     into.archived = event.archived
     into.token_count = event.token_count
+    into.cleared = event.cleared
 
 
 def events_out(events: Iterable[Event], into: Any) -> None:
@@ -176,12 +177,24 @@ def _triggers_out(trigger: Any) -> Any:
     }
 
 
+def _strategy_message(strategy: dict[str, Any]) -> dict[str, Any]:
+    """A strategy document in the proto's JSON shape: ``BOUNDARY_`` enum names.
+
+    A pipeline has no boundary of its own; each of its steps has one.
+    """
+    strategy = dict(strategy)
+    if "pipeline" in strategy:
+        steps = strategy["pipeline"].get("steps", [])
+        strategy["pipeline"] = {"steps": [_strategy_message(step) for step in steps]}
+        return strategy
+    strategy["boundary"] = f"BOUNDARY_{strategy.get('boundary', 'TURN')}"
+    return strategy
+
+
 def _policy_message(data: dict[str, Any], into: policy_pb2.CompactionPolicy) -> None:
     """Fill ``into`` from a policy document (``CompactionPolicy.to_dict``'s shape)."""
     data = dict(data)
-    strategy = dict(data["strategy"])
-    strategy["boundary"] = f"BOUNDARY_{strategy.get('boundary', 'TURN')}"
-    data["strategy"] = strategy
+    data["strategy"] = _strategy_message(data["strategy"])
     if "trigger" in data:
         data["trigger"] = _triggers_out(data["trigger"])
     json_format.ParseDict(data, into)
@@ -259,3 +272,4 @@ def result_out(result: CompactionResult, into: session_pb2.CompactionResult) -> 
     into.compaction_id = result.compaction_id
     into.strategy = result.strategy
     into.error = result.error
+    into.cleared_event_ids.extend(result.cleared_ids)

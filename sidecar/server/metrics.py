@@ -114,6 +114,19 @@ class Metrics:
             ["strategy"],
             registry=r,
         )
+        self.events_cleared = Counter(
+            "compaction_events_cleared_total",
+            "Events whose tool results clear_tool_results replaced with a placeholder"
+            " (still active; the log keeps the original).",
+            ["strategy"],
+            registry=r,
+        )
+        self.tokens_cleared = Counter(
+            "compaction_tokens_cleared_total",
+            "Estimated tokens freed by clearing tool results (part of tokens saved).",
+            ["strategy"],
+            registry=r,
+        )
         self.summarizer_seconds = Histogram(
             "compaction_summarizer_duration_seconds",
             "Latency of answered summarizer calls, retries included.",
@@ -173,6 +186,11 @@ class Metrics:
             outcome, reason = "compacted", ""
             self.tokens_saved.labels(result.strategy).inc(max(0, result.tokens_estimated_saved))
             self.events_archived.labels(result.strategy).inc(len(result.archived_events))
+            if result.cleared_ids:
+                self.events_cleared.labels(result.strategy).inc(len(result.cleared_ids))
+                self.tokens_cleared.labels(result.strategy).inc(
+                    max(0, result.tokens_estimated_saved)
+                )
         else:
             reason = result.skipped_reason.value if result.skipped_reason else ""
             outcome = "failed" if reason == "failed" else "skipped"

@@ -96,6 +96,7 @@ def decode_event(
     synthetic: int,
     archived: int,
     create_time: int,
+    cleared: int = 0,
 ) -> Event:
     """The Event stored in one row; the arguments are the row's columns in this order.
 
@@ -123,4 +124,5 @@ def decode_event(
         synthetic=bool(synthetic),
         archived=bool(archived),
         token_count=token_count,
+        cleared=bool(cleared),
     )

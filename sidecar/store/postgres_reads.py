@@ -39,12 +39,17 @@ SESSION_COLUMNS = """s.pk, s.id, s.version, s.policy_json, s.labels, s.create_ti
     s.turns_since_compaction, s.total_events, s.last_compaction_id"""
 
 EVENT_COLUMNS = """e.id, e.role, e.content, e.position, e.token_count, e.synthetic,
-    e.archived, e.create_time"""
-_EVENT_WIDTH = 8
+    e.archived, e.create_time, e.cleared_content IS NOT NULL"""
+"""An event as the log holds it: a cleared one with its original content (ListEvents, search)."""
+VIEW_COLUMNS = """e.id, e.role, coalesce(e.cleared_content, e.content), e.position,
+    coalesce(e.cleared_token_count, e.token_count), e.synthetic, e.archived, e.create_time,
+    e.cleared_content IS NOT NULL"""
+"""An event as the active window shows it: a cleared one with its placeholder and its count."""
+_EVENT_WIDTH = 9
 
 # ``NOT archived`` spelled as in the partial index's predicate, so the planner uses it.
 ACTIVE_WINDOW_SQL = (
-    f"SELECT {EVENT_COLUMNS} FROM events e"
+    f"SELECT {VIEW_COLUMNS} FROM events e"
     " WHERE e.session = $1 AND NOT e.archived ORDER BY e.sort_key, e.position"
 )
 
@@ -78,7 +83,9 @@ def session_from_row(row: asyncpg.Record) -> tuple[int, Session]:
 
 def event_from_row(row: asyncpg.Record) -> Event:
     """The Event of a row whose first columns are EVENT_COLUMNS."""
-    return decode_event(row[0], row[1], row[2], row[3], row[4], row[5], row[6], to_micros(row[7]))
+    return decode_event(
+        row[0], row[1], row[2], row[3], row[4], row[5], row[6], to_micros(row[7]), row[8]
+    )
 
 
 async def find_session(
@@ -111,7 +118,7 @@ async def active_events(db: Db, session_pk: int) -> tuple[Event, ...]:
 
 
 _ACTIVE_ROWS_SQL = (
-    f"SELECT e.pk, {EVENT_COLUMNS} FROM events e"
+    f"SELECT e.pk, {VIEW_COLUMNS} FROM events e"
     " WHERE e.session = $1 AND NOT e.archived ORDER BY e.sort_key, e.position"
 )
 
@@ -124,7 +131,9 @@ async def active_window(
     if cache is None:
         return session, await active_events(db, pk)
     rows = await db.fetch(_ACTIVE_ROWS_SQL, pk)
-    return session, tuple(cache.event(row[0], (*row[1:8], to_micros(row[8]))) for row in rows)
+    return session, tuple(
+        cache.event(row[0], (*row[1:8], to_micros(row[8]), row[9])) for row in rows
+    )
 
 
 async def list_events(
@@ -192,7 +201,7 @@ async def list_compactions(
     rows = await db.fetch(
         """SELECT pk, id, version_before, version_after, strategy, archived_ids,
                inserted_ids, tokens_saved, summarizer_latency_ms, summary_input_tokens,
-               summary_output_tokens, create_time
+               summary_output_tokens, create_time, cleared_ids
            FROM compactions WHERE session = $1 AND pk > $2 ORDER BY pk LIMIT $3""",
         pk,
         after,
@@ -212,6 +221,7 @@ async def list_compactions(
             summary_input_tokens=row[9],
             summary_output_tokens=row[10],
             create_time=row[11],
+            cleared_ids=tuple(row[12]),
         )
         for row in rows[:size]
     )
@@ -224,15 +234,16 @@ async def list_compactions(
 async def compaction_result(db: Db, session_id: str, compaction_id: str) -> CompactionResult:
     pk, _ = await get_session(db, session_id)
     row = await db.fetchrow(
-        "SELECT strategy, tokens_saved, version_after FROM compactions"
+        "SELECT strategy, tokens_saved, version_after, cleared_ids FROM compactions"
         " WHERE session = $1 AND id = $2",
         pk,
         compaction_id,
     )
     if row is None:
         raise KeyError(compaction_id)
+    # As the pass itself answered: archived events as the window showed them.
     archived = await db.fetch(
-        f"SELECT {EVENT_COLUMNS} FROM events e WHERE e.session = $1 AND e.archived_by = $2"
+        f"SELECT {VIEW_COLUMNS} FROM events e WHERE e.session = $1 AND e.archived_by = $2"
         " ORDER BY e.sort_key, e.position",
         pk,
         compaction_id,
@@ -245,6 +256,7 @@ async def compaction_result(db: Db, session_id: str, compaction_id: str) -> Comp
         tokens_estimated_saved=row[1],
         version=row[2],
         compaction_id=compaction_id,
+        cleared_ids=tuple(row[3]),
     )
 
 

@@ -179,7 +179,21 @@ _MIGRATION_3 = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_MIGRATION_1, _MIGRATION_2, _MIGRATION_3)
+_MIGRATION_4 = Migration(
+    4,
+    "cleared tool results: the window's placeholder beside the original content",
+    (
+        # As on SQLite: the cleared event as the window shows it and its token
+        # count, NULL while not cleared; ``content`` and ``body`` (search) keep
+        # the original.
+        "ALTER TABLE events ADD COLUMN cleared_content text",
+        "ALTER TABLE events ADD COLUMN cleared_token_count integer",
+        "ALTER TABLE events ADD COLUMN cleared_by text",
+        "ALTER TABLE compactions ADD COLUMN cleared_ids text[] NOT NULL DEFAULT '{}'",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_MIGRATION_1, _MIGRATION_2, _MIGRATION_3, _MIGRATION_4)
 """Every migration, in order; versions are 1, 2, 3, ... with no gap."""
 
 _VERSION_TABLE = """

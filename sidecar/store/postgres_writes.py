@@ -267,6 +267,15 @@ async def apply(
             written_by=compaction_id,
         )
 
+    if plan.clears:  # the original content stays where it is
+        await db.executemany(
+            "UPDATE events SET cleared_content = $1, cleared_token_count = $2, cleared_by = $3"
+            " WHERE session = $4 AND id = $5",
+            [
+                (encode_content(e), e.token_count, compaction_id, session_pk, e.id)
+                for e in plan.clears
+            ],
+        )
     archived_ids = [e.id for e in archived]
     await db.execute(
         "UPDATE events SET archived = true, archived_by = $1"
@@ -282,8 +291,8 @@ async def apply(
     await db.execute(
         """INSERT INTO compactions (id, session, version_before, version_after, strategy,
                archived_ids, inserted_ids, tokens_saved, summarizer_latency_ms,
-               summary_input_tokens, summary_output_tokens, create_time)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)""",
+               summary_input_tokens, summary_output_tokens, create_time, cleared_ids)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)""",
         compaction_id,
         session_pk,
         before,
@@ -296,6 +305,7 @@ async def apply(
         plan.summary_input_tokens,
         plan.summary_output_tokens,
         now,
+        [e.id for e in plan.clears],
     )
     # Delivered to listeners when (and only if) this transaction commits.
     await db.execute(

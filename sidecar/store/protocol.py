@@ -59,6 +59,7 @@ class CompactionRecord:
     summary_input_tokens: int
     summary_output_tokens: int
     create_time: datetime
+    cleared_ids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,10 +167,17 @@ class Store(Protocol):
         """
 
     async def active_window(self, session_id: str) -> tuple[Session, tuple[Event, ...]]:
-        """The session and its active (non-archived) events in log order; O(window)."""
+        """The session and its active (non-archived) events in log order; O(window).
+
+        A cleared event comes as the window shows it: its placeholder, the
+        placeholder's token count, ``cleared`` set.
+        """
 
     async def apply(self, session_id: str, plan: CompactionPlan) -> ApplyOutcome:
         """Apply a compaction plan in one transaction.
+
+        Cleared events keep their original content in the log beside the
+        cleared one the active window shows from then on.
 
         Rejected with VersionConflict when another compaction landed since
         ``plan.base_compaction_id`` or an event it archives is no longer active
@@ -187,6 +195,8 @@ class Store(Protocol):
         max_bytes: int | None = None,
     ) -> Page[Event]:
         """The whole log in log order, archived events included unless told otherwise.
+
+        A cleared event comes with its original content and count, ``cleared`` set.
 
         A page also stops before its events' content passes ``max_bytes``
         (holding at least one event), continuing from there on the next page.

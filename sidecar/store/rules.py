@@ -181,7 +181,7 @@ def check_plan(
     """What the plan archives (as archived events) and the event it inserts before.
 
     Rejected with VersionConflict when another compaction landed since the
-    plan's base, an event it archives is no longer active, or its
+    plan's base, an event it archives or clears is no longer active, or its
     ``insert_before`` is not. Only the plan's own events are checked, so
     events appended after the plan was made do not make it fail.
     """
@@ -205,6 +205,10 @@ def check_plan(
     target = next((e for e in window if e.id == plan.insert_before), None)
     if plan.insert_before is not None and target is None:
         raise conflict(f"event {plan.insert_before!r} to insert before is no longer active")
+    active = {e.id for e in window}
+    gone = [e.id for e in plan.clears if e.id not in active or e.id in wanted]
+    if gone:
+        raise conflict(f"events {sorted(gone)[:5]} to clear are no longer active")
     return archived, target
 
 

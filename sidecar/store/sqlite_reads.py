@@ -39,12 +39,17 @@ SESSION_COLUMNS = """s.pk, s.id, s.version, s.policy_json, s.labels, s.create_ti
     s.turns_since_compaction, s.total_events, s.last_compaction_id"""
 
 EVENT_COLUMNS = """e.id, e.role, e.content, e.position, e.token_count, e.synthetic,
-    e.archived, e.create_time"""
-_EVENT_WIDTH = 8
+    e.archived, e.create_time, e.cleared_content IS NOT NULL"""
+"""An event as the log holds it: a cleared one with its original content (ListEvents, search)."""
+VIEW_COLUMNS = """e.id, e.role, coalesce(e.cleared_content, e.content), e.position,
+    coalesce(e.cleared_token_count, e.token_count), e.synthetic, e.archived, e.create_time,
+    e.cleared_content IS NOT NULL"""
+"""An event as the active window shows it: a cleared one with its placeholder and its count."""
+_EVENT_WIDTH = 9
 
 # ``archived = 0`` spelled literally, so the planner can use the partial index.
 ACTIVE_WINDOW_SQL = (
-    f"SELECT {EVENT_COLUMNS} FROM events e"
+    f"SELECT {VIEW_COLUMNS} FROM events e"
     " WHERE e.session = ? AND e.archived = 0 ORDER BY e.sort_key, e.position"
 )
 
@@ -100,7 +105,7 @@ def active_events(db: sqlite3.Connection, session_pk: int) -> tuple[Event, ...]:
 
 
 _ACTIVE_ROWS_SQL = (
-    f"SELECT e.pk, {EVENT_COLUMNS} FROM events e"
+    f"SELECT e.pk, {VIEW_COLUMNS} FROM events e"
     " WHERE e.session = ? AND e.archived = 0 ORDER BY e.sort_key, e.position"
 )
 
@@ -191,7 +196,7 @@ def list_compactions(
     rows = db.execute(
         """SELECT pk, id, version_before, version_after, strategy, archived_ids,
                inserted_ids, tokens_saved, summarizer_latency_ms, summary_input_tokens,
-               summary_output_tokens, create_time
+               summary_output_tokens, create_time, cleared_ids
            FROM compactions WHERE session = ? AND pk > ? ORDER BY pk LIMIT ?""",
         (pk, after, size + 1),
     ).fetchall()
@@ -209,6 +214,7 @@ def list_compactions(
             summary_input_tokens=row[9],
             summary_output_tokens=row[10],
             create_time=from_micros(row[11]),
+            cleared_ids=tuple(json.loads(row[12])),
         )
         for row in rows[:size]
     )
@@ -223,14 +229,15 @@ def compaction_result(
 ) -> CompactionResult:
     pk, _ = get_session(db, session_id)
     row = db.execute(
-        "SELECT strategy, tokens_saved, version_after FROM compactions"
+        "SELECT strategy, tokens_saved, version_after, cleared_ids FROM compactions"
         " WHERE session = ? AND id = ?",
         (pk, compaction_id),
     ).fetchone()
     if row is None:
         raise KeyError(compaction_id)
+    # As the pass itself answered: archived events as the window showed them.
     archived = db.execute(
-        f"SELECT {EVENT_COLUMNS} FROM events e WHERE e.session = ? AND e.archived_by = ?"
+        f"SELECT {VIEW_COLUMNS} FROM events e WHERE e.session = ? AND e.archived_by = ?"
         " ORDER BY e.sort_key, e.position",
         (pk, compaction_id),
     )
@@ -242,6 +249,7 @@ def compaction_result(
         tokens_estimated_saved=row[1],
         version=row[2],
         compaction_id=compaction_id,
+        cleared_ids=tuple(json.loads(row[3])),
     )
 
 

@@ -23,6 +23,10 @@ Layout, and why:
 - ``events_active`` is a partial index over the non-archived rows, so reading
   the active window costs O(window) however long the archived log grows.
   Queries must spell ``archived = 0`` literally for the planner to use it.
+- a cleared event (clear_tool_results) keeps ``content`` and ``token_count``
+  as appended and holds the window's version beside them in
+  ``cleared_content`` and ``cleared_token_count`` (set by ``cleared_by``):
+  window reads take those, listings and search the original.
 - ``events_fts`` is an FTS5 table keyed by the event's ``pk`` (its rowid) and
   holding ``format_event(event)``: the text a model would see, tool-call
   arguments and tool results included. It stores its own copy of the text so
@@ -126,7 +130,21 @@ _MIGRATION_2 = Migration(
     ("CREATE TABLE heartbeat (id INTEGER PRIMARY KEY CHECK (id = 1), at INTEGER NOT NULL)",),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_MIGRATION_1, _MIGRATION_2)
+_MIGRATION_3 = Migration(
+    3,
+    "cleared tool results: the window's placeholder beside the original content",
+    (
+        # The cleared event as the window shows it (codec JSON) and its token
+        # count; NULL while not cleared. ``content`` and the full-text row keep
+        # the original, so ListEvents and search see what was appended.
+        "ALTER TABLE events ADD COLUMN cleared_content TEXT",
+        "ALTER TABLE events ADD COLUMN cleared_token_count INTEGER",
+        "ALTER TABLE events ADD COLUMN cleared_by TEXT",
+        "ALTER TABLE compactions ADD COLUMN cleared_ids TEXT NOT NULL DEFAULT '[]'",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_MIGRATION_1, _MIGRATION_2, _MIGRATION_3)
 """Every migration, in order; versions are 1, 2, 3, ... with no gap."""
 
 _VERSION_TABLE = """

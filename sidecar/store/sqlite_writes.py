@@ -230,6 +230,12 @@ def apply(
                 db, session_pk, event, sort_key=2 * target.position, written_by=compaction_id
             )
 
+    for event in plan.clears:  # the original content stays where it is
+        db.execute(
+            "UPDATE events SET cleared_content = ?, cleared_token_count = ?, cleared_by = ?"
+            " WHERE session = ? AND id = ?",
+            (encode_content(event), event.token_count, compaction_id, session_pk, event.id),
+        )
     archived_ids = [e.id for e in archived]
     for start in range(0, len(archived_ids), _CHUNK):
         chunk = archived_ids[start : start + _CHUNK]
@@ -245,8 +251,8 @@ def apply(
     db.execute(
         """INSERT INTO compactions (id, session, version_before, version_after, strategy,
                archived_ids, inserted_ids, tokens_saved, summarizer_latency_ms,
-               summary_input_tokens, summary_output_tokens, create_time)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+               summary_input_tokens, summary_output_tokens, create_time, cleared_ids)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
         (
             compaction_id,
             session_pk,
@@ -260,6 +266,7 @@ def apply(
             plan.summary_input_tokens,
             plan.summary_output_tokens,
             to_micros(now),
+            dump_json([e.id for e in plan.clears]),
         ),
     )
     return ApplyOutcome(session, compaction_id, active, archived)

@@ -1,0 +1,143 @@
+"""Clear tool results: old results become a short placeholder, in place.
+
+The cheapest compaction there is: no LLM call, nothing archived, the
+transcript keeps its shape. A cleared event stays active, in place and paired
+with its call; only what the model is shown changes.
+
+1. The tool uses of the active window are its conversation's tool calls, in
+   log order. The newest ``keep_tool_uses`` keep their results verbatim
+   (excluded tools count among them: they are uses all the same).
+2. Every older call whose tool is not in ``exclude_tools`` and whose result is
+   in the window has that result replaced by the placeholder (and, with
+   ``clear_tool_inputs``, its arguments by ``CLEARED_ARGUMENTS``). A result
+   whose call is not in the window is no tool use of it and stays as it is; so
+   does a call still waiting for its result.
+3. Each changed event is recounted exactly as the window will count it; an
+   event the placeholder would not make smaller is left alone, so a pass never
+   grows the context. A result already showing its placeholder is not cleared
+   again: a second pass with the same settings clears nothing new.
+4. Unless it frees ``min_cleared_tokens`` (and the strategy-level
+   ``min_saved_tokens``), the pass is skipped as ``not_worth_it``: a clearing
+   breaks the provider's prompt cache from the first cleared event on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from sidecar.compaction.tokens import TokenEstimator, count_event, default_estimator
+from sidecar.compaction.window import Window, check_min_saved_tokens
+from sidecar.errors import InvalidConfig
+from sidecar.model import Boundary, CompactionPlan, Event, SkipReason, ToolCall, ToolResult
+
+DEFAULT_KEEP_TOOL_USES = 3
+DEFAULT_PLACEHOLDER = (
+    "[{name} result cleared to save context (call {call_id});"
+    " the original stays in the session log and can be searched]"
+)
+CLEARED_ARGUMENTS = '{"cleared":true}'
+"""What a cleared call's arguments become with ``clear_tool_inputs``: still a JSON object."""
+
+_FIELD = "strategy.clear_tool_results"
+
+
+@dataclass(frozen=True, slots=True)
+class ClearToolResults:
+    """Replaces the results of all but the newest ``keep_tool_uses`` tool calls with a placeholder.
+
+    Never archives: a later window strategy may archive a cleared event as
+    usual. ``placeholder`` may name the call with ``{name}`` and ``{call_id}``;
+    empty means ``DEFAULT_PLACEHOLDER``. ``boundary`` is unused (nothing is
+    cut) and kept so every strategy has the same strategy-level fields.
+    """
+
+    keep_tool_uses: int = DEFAULT_KEEP_TOOL_USES
+    exclude_tools: tuple[str, ...] = ()
+    clear_tool_inputs: bool = False
+    min_cleared_tokens: int = 0
+    placeholder: str = DEFAULT_PLACEHOLDER
+    boundary: Boundary = Boundary.TURN
+    min_saved_tokens: int | None = None
+    name = "clear_tool_results"
+
+    def __post_init__(self) -> None:
+        check_min_saved_tokens(self.min_saved_tokens)
+        for field, value in (
+            ("keep_tool_uses", self.keep_tool_uses),
+            ("min_cleared_tokens", self.min_cleared_tokens),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidConfig(f"{_FIELD}.{field}", f"must be 0 or more, got {value!r}")
+        if not isinstance(self.clear_tool_inputs, bool):
+            raise InvalidConfig(
+                f"{_FIELD}.clear_tool_inputs",
+                f"must be true or false, got {self.clear_tool_inputs!r}",
+            )
+        if isinstance(self.exclude_tools, str) or not all(
+            isinstance(name, str) and name for name in self.exclude_tools
+        ):
+            raise InvalidConfig(f"{_FIELD}.exclude_tools", "must be a list of tool names")
+        # A list from a policy document becomes a tuple: the strategy is a hashable value.
+        object.__setattr__(self, "exclude_tools", tuple(self.exclude_tools))
+
+    def placeholder_for(self, call_id: str, name: str) -> str:
+        """The text a cleared result of call ``call_id`` to tool ``name`` shows."""
+        text = self.placeholder or DEFAULT_PLACEHOLDER
+        return text.replace("{name}", name).replace("{call_id}", call_id)
+
+    def plan(
+        self, events: Sequence[Event], estimator: TokenEstimator | None = None
+    ) -> CompactionPlan:
+        estimator = estimator or default_estimator()
+        real = Window.of(events).real
+        cleared_calls = self._calls_to_clear(real)
+        clears: list[Event] = []
+        for event in real:
+            view = self._cleared(event, cleared_calls)
+            if view is None:
+                continue
+            view = view.evolve(token_count=count_event(view, estimator), cleared=True)
+            if view.token_count < event.token_count:  # never grows the context
+                clears.append(view)
+        by_id = {e.id: e for e in real}
+        saved = sum(by_id[e.id].token_count - e.token_count for e in clears)
+        if not clears:
+            return CompactionPlan(strategy=self.name, skipped_reason=SkipReason.WITHIN_LIMIT)
+        if saved < max(self.min_cleared_tokens, self.min_saved_tokens or 0):
+            return CompactionPlan(strategy=self.name, skipped_reason=SkipReason.NOT_WORTH_IT)
+        return CompactionPlan(
+            strategy=self.name, clears=tuple(clears), tokens_estimated_saved=saved
+        )
+
+    def _calls_to_clear(self, real: Sequence[Event]) -> dict[str, ToolCall]:
+        """The answered calls older than the newest ``keep_tool_uses``, excluded tools left out."""
+        calls = [call for event in real for call in event.tool_calls]
+        older = calls[: max(0, len(calls) - self.keep_tool_uses)]
+        answered = {r.call_id for event in real for r in event.tool_results}
+        excluded = set(self.exclude_tools)
+        return {
+            call.id: call for call in older if call.id in answered and call.name not in excluded
+        }
+
+    def _cleared(self, event: Event, calls: dict[str, ToolCall]) -> Event | None:
+        """``event`` with its results (and inputs) of ``calls`` cleared; None if unchanged."""
+        results = tuple(self._result(r, calls) for r in event.tool_results)
+        arguments = self.clear_tool_inputs and event.tool_calls
+        tool_calls = (
+            tuple(
+                replace(c, arguments_json=CLEARED_ARGUMENTS) if c.id in calls else c
+                for c in event.tool_calls
+            )
+            if arguments
+            else event.tool_calls
+        )
+        if results == event.tool_results and tool_calls == event.tool_calls:
+            return None
+        return event.evolve(tool_results=results, tool_calls=tool_calls)
+
+    def _result(self, result: ToolResult, calls: dict[str, ToolCall]) -> ToolResult:
+        call = calls.get(result.call_id)
+        if call is None or result.name in self.exclude_tools:
+            return result
+        return replace(result, content=self.placeholder_for(call.id, call.name))

@@ -1,0 +1,155 @@
+"""clear_tool_results: old tool results become a placeholder, in place; nothing is archived."""
+
+from __future__ import annotations
+
+import pytest
+
+from sidecar.compaction.clear_tool_results import CLEARED_ARGUMENTS, ClearToolResults
+from sidecar.compaction.tokens import count_event
+from sidecar.compaction.window import apply_plan
+from sidecar.errors import InvalidConfig
+from sidecar.model import Event, Role, SessionCounters, SkipReason, ToolCall, ToolResult
+from tests.compaction.builders import ids
+
+BIG = "row " * 200  # far longer than any placeholder
+
+
+def counted(event: Event) -> Event:
+    return event.evolve(token_count=count_event(event))
+
+
+def u(text: str, id: str) -> Event:
+    return counted(Event(id=id, role=Role.USER, text=text))
+
+
+def call(id: str, tool: str = "grep", args: str = '{"pattern": "error in the logs"}') -> Event:
+    return counted(Event(id=f"a-{id}", role=Role.ASSISTANT, tool_calls=(ToolCall(id, tool, args),)))
+
+
+def result(id: str, tool: str = "grep", content: str = BIG) -> Event:
+    return counted(
+        Event(id=f"t-{id}", role=Role.TOOL, tool_results=(ToolResult(id, tool, content),))
+    )
+
+
+def tool_session(n: int, tool: str = "grep") -> list[Event]:
+    """One user turn, then ``n`` call/result pairs c1..cn."""
+    events = [u("find the bug", "u1")]
+    for i in range(1, n + 1):
+        events += [call(f"c{i}", tool), result(f"c{i}", tool)]
+    return events
+
+
+def test_all_but_the_newest_three_tool_uses_are_cleared_in_place() -> None:
+    events = tool_session(5)
+    plan = ClearToolResults().plan(events)
+    assert ids(plan.clears) == ["t-c1", "t-c2"]
+    assert not plan.archive_ids
+    assert not plan.inserts
+    after = apply_plan(events, plan)
+    assert ids(after.active_events) == ids(events)  # nothing left, nothing moved
+    cleared = after.active_events[2]
+    assert cleared.cleared
+    assert cleared.tool_results[0].call_id == "c1"
+    assert "grep" in cleared.tool_results[0].content
+    assert "c1" in cleared.tool_results[0].content
+    assert cleared.token_count == count_event(cleared)  # counts the placeholder, exactly
+    assert after.cleared_ids == ("t-c1", "t-c2")
+
+
+def test_tokens_saved_is_what_was_freed() -> None:
+    events = tool_session(5)
+    plan = ClearToolResults().plan(events)
+    before = SessionCounters.of_window(events).tokens
+    after = SessionCounters.of_window(apply_plan(events, plan).active_events).tokens
+    assert plan.tokens_estimated_saved == before - after > 0
+
+
+def test_keep_zero_clears_every_answered_result() -> None:
+    plan = ClearToolResults(keep_tool_uses=0).plan(tool_session(3))
+    assert ids(plan.clears) == ["t-c1", "t-c2", "t-c3"]
+
+
+def test_excluded_tools_are_never_cleared_but_count_as_uses() -> None:
+    events = [u("go", "u1"), call("c1", "read_file"), result("c1", "read_file")]
+    events += [call("c2"), result("c2"), call("c3"), result("c3"), call("c4"), result("c4")]
+    events += [call("c5"), result("c5")]
+    plan = ClearToolResults(exclude_tools=("read_file",)).plan(events)
+    assert ids(plan.clears) == ["t-c2"]  # c1 excluded; c3..c5 are the newest three
+
+
+def test_clear_tool_inputs_replaces_the_cleared_calls_arguments() -> None:
+    events = tool_session(4)
+    events[1] = call("c1", args='{"pattern": "' + "x" * 400 + '"}')
+    plan = ClearToolResults(clear_tool_inputs=True).plan(events)
+    assert ids(plan.clears) == ["a-c1", "t-c1"]
+    assert plan.clears[0].tool_calls[0].arguments_json == CLEARED_ARGUMENTS
+    assert plan.clears[0].tool_calls[0].id == "c1"  # still paired with its result
+
+
+def test_inputs_are_kept_without_clear_tool_inputs() -> None:
+    events = tool_session(4)
+    events[1] = call("c1", args='{"pattern": "' + "x" * 400 + '"}')
+    assert ids(ClearToolResults().plan(events).clears) == ["t-c1"]
+
+
+def test_min_cleared_tokens_skips_a_small_clearing() -> None:
+    events = tool_session(4)
+    freed = ClearToolResults().plan(events).tokens_estimated_saved
+    plan = ClearToolResults(min_cleared_tokens=freed + 1).plan(events)
+    assert plan.is_empty
+    assert plan.skipped_reason is SkipReason.NOT_WORTH_IT
+    assert ClearToolResults(min_cleared_tokens=freed).plan(events).clears
+
+
+def test_a_second_pass_clears_nothing_new() -> None:
+    events = tool_session(6)
+    strategy = ClearToolResults()
+    once = apply_plan(events, strategy.plan(events)).active_events
+    again = strategy.plan(once)
+    assert again.is_empty
+    assert again.skipped_reason is SkipReason.WITHIN_LIMIT
+
+
+def test_a_result_smaller_than_its_placeholder_is_left_alone() -> None:
+    events = [u("go", "u1")]
+    for i in range(1, 5):
+        events += [call(f"c{i}"), result(f"c{i}", content="ok")]
+    plan = ClearToolResults().plan(events)
+    assert plan.is_empty
+    assert plan.skipped_reason is SkipReason.WITHIN_LIMIT
+
+
+def test_a_pending_call_counts_as_a_use_and_an_orphan_result_is_not_one() -> None:
+    events = [u("go", "u1"), result("gone"), *tool_session(3)[1:], call("c9")]
+    plan = ClearToolResults().plan(events)
+    # c9 waits for its result and is one of the newest three: c2, c3, c9 are kept.
+    assert ids(plan.clears) == ["t-c1"]
+
+
+def test_the_placeholder_names_the_call() -> None:
+    strategy = ClearToolResults(placeholder="<{name} {call_id} cleared>")
+    plan = strategy.plan(tool_session(4))
+    assert plan.clears[0].tool_results[0].content == "<grep c1 cleared>"
+
+
+def test_system_messages_and_summaries_are_left_alone() -> None:
+    system = counted(Event(id="s1", role=Role.SYSTEM, text="be brief"))
+    events = [system, *tool_session(4)]
+    plan = ClearToolResults().plan(events)
+    assert ids(plan.clears) == ["t-c1"]
+    assert not plan.archive_ids
+
+
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        ({"keep_tool_uses": -1}, "strategy.clear_tool_results.keep_tool_uses"),
+        ({"min_cleared_tokens": -5}, "strategy.clear_tool_results.min_cleared_tokens"),
+        ({"exclude_tools": ("",)}, "strategy.clear_tool_results.exclude_tools"),
+    ],
+)
+def test_bad_settings_name_the_field(config: dict[str, object], field: str) -> None:
+    with pytest.raises(InvalidConfig) as info:
+        ClearToolResults(**config)  # type: ignore[arg-type]
+    assert info.value.field == field
