@@ -213,7 +213,12 @@ def test_restricted_check_catches_a_weakened_context() -> None:
 def test_secrets_arrive_only_through_secret_refs(values: str) -> None:
     manifests = render([values])
     assert not find(manifests, "Secret"), "the chart must never create a Secret from values"
-    secret_env = {"GEMINI_API_KEY", "GOOGLE_API_KEY", "COMPACTION_STORE"}
+    secret_env = {
+        "GEMINI_API_KEY",
+        "GOOGLE_API_KEY",
+        "COMPACTION_STORE",
+        "COMPACTION_PAGE_TOKEN_KEY",
+    }
     for pod in pod_specs(manifests):
         for container in all_containers(pod):
             for name, item in env_of(container).items():
@@ -297,6 +302,26 @@ def test_service_store_dsn_comes_from_the_postgres_secret(service: list[Manifest
     # No --store flag: it would override the environment variable.
     assert not [a for a in args_of(sidecar) if a.startswith("--store")]
     assert "compaction-data" not in {m["name"] for m in sidecar["volumeMounts"]}
+
+
+def test_service_page_token_key_comes_from_its_secret(service: list[Manifest]) -> None:
+    """Replicas sign page tokens with one key, so a client pages across them."""
+    sidecar = sidecar_container(server_pod(service))
+    assert env_of(sidecar)["COMPACTION_PAGE_TOKEN_KEY"]["valueFrom"]["secretKeyRef"] == {
+        "name": "compaction-page-tokens",
+        "key": "page-token-key",
+    }
+    assert not [a for a in args_of(sidecar) if a.startswith("--page-token-key")]
+
+
+def test_without_a_page_token_secret_the_server_keeps_its_own_key() -> None:
+    sidecar = sidecar_container(next(pod_specs(render(["sidecar-native.yaml"]))))
+    assert "COMPACTION_PAGE_TOKEN_KEY" not in env_of(sidecar)
+
+
+def test_a_page_token_key_is_never_a_plain_value() -> None:
+    error = render_error(sets=["pageTokenKey.value=a-secret-of-sixteen-chars"])
+    assert "additional properties 'value' not allowed" in error
 
 
 def test_service_tls_and_tokens_are_mounted_from_secrets(service: list[Manifest]) -> None:

@@ -190,6 +190,13 @@ listener is always on every address: the kubelet probes the pod IP.
   value: {{ $v.store.postgres.poolSize | int64 | quote }}
 {{- end }}
 {{- end }}
+{{- with $v.pageTokenKey.existingSecret }}
+- name: COMPACTION_PAGE_TOKEN_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: {{ $v.pageTokenKey.key }}
+{{- end }}
 {{- if eq $v.summarizer.kind "gemini" }}
 {{- $g := $v.summarizer.gemini }}
 {{- if $g.apiKey.existingSecret }}
