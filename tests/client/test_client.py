@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +17,7 @@ from sidecar.client import (
 )
 from sidecar.model import Role, SkipReason
 from tests.client.conftest import SUMMARIZE, WINDOW, a, policy, turn, u
+from tests.server.harness import address, running
 
 HEX_ID = re.compile(r"^[0-9a-f]{32}$")
 
@@ -153,6 +156,34 @@ async def test_context_is_the_active_window(client: AsyncClient) -> None:
     assert context.version == last.version
     assert context.turn_count == 2
     assert context.token_count == sum(e.token_count for e in context.events) > 0
+
+
+async def test_context_reads_an_omitted_window_again_when_it_changed_in_between(
+    tmp_path: Path,
+) -> None:
+    """Past the message limit the window comes without content and is read in pages; an
+    append landing between the two reads makes them differ, so both are read again."""
+    async with running(tmp_path, max_message_bytes=8192) as sidecar:
+        async with AsyncClient(address(sidecar)) as plain, AsyncClient(address(sidecar)) as c:
+            big = [u(f"q{n}" + "x" * 1500, id=f"q{n}") for n in range(4)]
+            await plain.session("big").append(big, create_if_missing=True)
+            get_context = c._stub.GetContext
+            answers: list[bool] = []
+
+            async def late_append(request: Any, **kwargs: Any) -> Any:
+                answer = await get_context(request, **kwargs)
+                answers.append(answer.content_omitted)
+                if len(answers) == 1:  # the window changes before its pages are read
+                    await plain.session("big").append([u("late", id="late")])
+                return answer
+
+            c._stub.GetContext = late_append  # type: ignore[assignment]
+            window = await c.session("big").context()
+
+    assert answers == [True, True]
+    assert [e.id for e in window.events] == ["q0", "q1", "q2", "q3", "late"]
+    assert [len(e.text) for e in window.events] == [1502] * 4 + [4]
+    assert window.version == 2
 
 
 async def test_events_lists_the_whole_log_across_pages(client: AsyncClient) -> None:

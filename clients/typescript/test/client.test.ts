@@ -344,3 +344,45 @@ describe("SidecarClient with bearer tokens and tenants", () => {
     }
   });
 });
+
+describe("context of a window too large for one answer", () => {
+  let server: RunningServer;
+
+  before(async () => {
+    // 8 KiB: a window of a few KB comes from GetContext without its content.
+    server = await startServer({ args: ["--max-message-bytes", "8192"] });
+  });
+  after(async () => {
+    await server?.stop();
+  });
+
+  it("is read in pages, and read again when the window changed in between", async () => {
+    const plain = new SidecarClient({ address: server.address });
+    const omitted: boolean[] = [];
+    // An append lands between the GetContext answer and the ListEvents pages.
+    const lateAppend: Interceptor = (next) => async (request) => {
+      const response = await next(request);
+      if (request.method.name === "GetContext" && !response.stream) {
+        omitted.push((response.message as unknown as { contentOmitted: boolean }).contentOmitted);
+        if (omitted.length === 1) {
+          await plain.session("big").append([{ id: "late", role: Role.USER, text: "late" }]);
+        }
+      }
+      return response;
+    };
+    const watched = new SidecarClient({ address: server.address, interceptors: [lateAppend] });
+    try {
+      const big = ["q0", "q1", "q2", "q3"].map((id) => ({ id, role: Role.USER, text: id + "x".repeat(1500) }));
+      await plain.session("big").append(big, { createIfMissing: true });
+      const window = await watched.session("big").context();
+      assert.deepEqual(omitted, [true, true]);
+      assert.deepEqual(window.events.map((e) => e.id), ["q0", "q1", "q2", "q3", "late"]);
+      assert.deepEqual(window.events.map((e) => e.text.length), [1502, 1502, 1502, 1502, 4]);
+      assert.equal(window.contentOmitted, false);
+      assert.equal(window.version, 2n);
+    } finally {
+      plain.close();
+      watched.close();
+    }
+  });
+});
