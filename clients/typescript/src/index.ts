@@ -43,4 +43,12 @@ export * from "./gen/compaction/v1/compaction_service_pb.js";
 export * from "./gen/compaction/v1/event_pb.js";
 export * from "./gen/compaction/v1/policy_pb.js";
 export * from "./gen/compaction/v1/session_pb.js";
-export { policy, strategies, triggers, type StrategyInit, type SummarizeInit, type TriggerInit } from "./policy.js";
+export {
+  policy,
+  strategies,
+  triggers,
+  type ClearToolResultsInit,
+  type StrategyInit,
+  type SummarizeInit,
+  type TriggerInit,
+} from "./policy.js";

@@ -8,6 +8,7 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 
 import {
   Boundary,
+  type ClearToolResultsSchema,
   type CompactionPolicySchema,
   type StrategySchema,
   type SummarizeSchema,
@@ -17,6 +18,7 @@ import {
 export type TriggerInit = MessageInitShape<typeof TriggerSchema>;
 export type StrategyInit = MessageInitShape<typeof StrategySchema>;
 export type SummarizeInit = MessageInitShape<typeof SummarizeSchema>;
+export type ClearToolResultsInit = MessageInitShape<typeof ClearToolResultsSchema>;
 
 /** When a session compacts on its own (checked after every append). */
 export const triggers = {
@@ -39,6 +41,19 @@ export const strategies = {
   turnWindow: (maxTurns?: number): StrategyInit => ({ kind: { case: "turnWindow", value: { maxTurns } } }),
   tokenBudget: (maxTokens?: number): StrategyInit => ({ kind: { case: "tokenBudget", value: { maxTokens } } }),
   summarize: (options: SummarizeInit = {}): StrategyInit => ({ kind: { case: "summarize", value: options } }),
+  /**
+   * Replace all but the newest `keepToolUses` (default 3) tool results with a placeholder, in
+   * place: nothing is archived, GetContext shows the placeholder (`cleared: true`), ListEvents and
+   * search the original.
+   */
+  clearToolResults: (options: ClearToolResultsInit = {}): StrategyInit => ({
+    kind: { case: "clearToolResults", value: options },
+  }),
+  /**
+   * Run `steps` in order while the trigger still fires (a forced Compact runs them all); each step
+   * lands as a compaction of its own. Steps are strategies, never pipelines.
+   */
+  pipeline: (...steps: StrategyInit[]): StrategyInit => ({ kind: { case: "pipeline", value: { steps } } }),
 };
 
 /** A policy: a strategy, an optional trigger, and where cuts may land (default TURN). */

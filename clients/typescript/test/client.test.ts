@@ -213,6 +213,33 @@ describe("SidecarClient against a running server", () => {
     assert.ok(Date.now() - started < 5_000);
   });
 
+  it("clears old tool results with a pipeline: placeholders in the context, originals in the log", async () => {
+    const session = client.session("ts-clearing");
+    const page = "pod checkout-7f9 OOMKilled, memory limit 512Mi exceeded while building invoices. ".repeat(4);
+    const events = [
+      { id: "u1", role: Role.USER, text: "why is checkout down?" },
+      ...[1, 2, 3].flatMap((n) => [
+        { id: `a${n}`, role: Role.ASSISTANT, toolCalls: [{ id: `c${n}`, name: "kubectl", argumentsJson: "{}" }] },
+        { id: `t${n}`, role: Role.TOOL, toolResults: [{ callId: `c${n}`, name: "kubectl", content: page }] },
+      ]),
+    ];
+    await client.createSession("ts-clearing", {
+      policy: policy(
+        strategies.pipeline(strategies.clearToolResults({ keepToolUses: 1 }), strategies.tokenBudget(10_000)),
+      ),
+    });
+    await session.append(events);
+    const result = await session.compact({ force: true });
+    assert.equal(result.strategy, "pipeline");
+    assert.deepEqual(result.clearedEventIds, ["t1", "t2"]);
+    const context = await session.context();
+    assert.deepEqual(context.events.filter((e) => e.cleared).map((e) => e.id), ["t1", "t2"]);
+    assert.ok(!context.events[2]?.toolResults[0]?.content.includes("OOMKilled"));
+    const log = await drain(session.events());
+    assert.equal(log[2]?.toolResults[0]?.content, page);
+    assert.ok(log[2]?.cleared);
+  });
+
   it("runs the README example", async () => {
     const texts = await quickstart(server.address);
     // turn_count(3) fired on the 4th turn; sliding_window(4) kept the last two turns.

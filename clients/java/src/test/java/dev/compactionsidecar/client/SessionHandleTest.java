@@ -11,21 +11,29 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.compactionsidecar.v1.AppendEventsResponse;
+import dev.compactionsidecar.v1.ClearToolResults;
 import dev.compactionsidecar.v1.CompactionPolicy;
 import dev.compactionsidecar.v1.CompactionResult;
 import dev.compactionsidecar.v1.Event;
+import dev.compactionsidecar.v1.GetContextResponse;
 import dev.compactionsidecar.v1.LabelUpdate;
+import dev.compactionsidecar.v1.Pipeline;
+import dev.compactionsidecar.v1.Role;
 import dev.compactionsidecar.v1.SearchEventsRequest;
 import dev.compactionsidecar.v1.SearchHit;
 import dev.compactionsidecar.v1.Session;
-import dev.compactionsidecar.v1.StreamEventsRequest;
 import dev.compactionsidecar.v1.Strategy;
+import dev.compactionsidecar.v1.StreamEventsRequest;
 import dev.compactionsidecar.v1.StreamEventsResponse;
+import dev.compactionsidecar.v1.TokenBudget;
+import dev.compactionsidecar.v1.ToolCall;
+import dev.compactionsidecar.v1.ToolResult;
 import dev.compactionsidecar.v1.Trigger;
 import dev.compactionsidecar.v1.TurnWindow;
 import dev.compactionsidecar.v1.WatchSessionResponse;
 import io.grpc.Status;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.stream.Collectors;
@@ -231,5 +239,59 @@ class SessionHandleTest {
       assertEquals(done.getCompactionId(), update.getCompaction().getCompactionId());
       assertEquals(List.of("u3", "a3"), ids(update.getCompaction().getActiveEventsList()));
     }
+  }
+
+  /** clear_tool_results in a pipeline: placeholders in the context, originals in the log. */
+  @Test
+  void pipelineClearsOldToolResultsInPlace() {
+    Strategy clear =
+        Strategy.newBuilder()
+            .setClearToolResults(ClearToolResults.newBuilder().setKeepToolUses(1))
+            .build();
+    Strategy budget =
+        Strategy.newBuilder().setTokenBudget(TokenBudget.newBuilder().setMaxTokens(10_000)).build();
+    CompactionPolicy policy =
+        CompactionPolicy.newBuilder()
+            .setStrategy(
+                Strategy.newBuilder()
+                    .setPipeline(Pipeline.newBuilder().addSteps(clear).addSteps(budget)))
+            .build();
+    client.createSession("java-clear-1", policy, null);
+    String page =
+        "pod checkout-7f9 OOMKilled, memory limit 512Mi exceeded while building invoices. "
+            .repeat(4);
+    List<Event> events = new ArrayList<>();
+    events.add(Event.newBuilder().setId("u1").setRole(Role.ROLE_USER).setText("why?").build());
+    for (String n : List.of("1", "2", "3")) {
+      events.add(
+          Event.newBuilder()
+              .setId("a" + n)
+              .setRole(Role.ROLE_ASSISTANT)
+              .addToolCalls(ToolCall.newBuilder().setId("c" + n).setName("kubectl"))
+              .build());
+      events.add(
+          Event.newBuilder()
+              .setId("t" + n)
+              .setRole(Role.ROLE_TOOL)
+              .addToolResults(
+                  ToolResult.newBuilder().setCallId("c" + n).setName("kubectl").setContent(page))
+              .build());
+    }
+    SessionHandle chat = client.session("java-clear-1");
+    chat.append(events);
+
+    CompactionResult result = chat.compact(CompactOptions.forced());
+    assertEquals("pipeline", result.getStrategy());
+    assertEquals(List.of("t1", "t2"), result.getClearedEventIdsList());
+
+    GetContextResponse context = chat.context();
+    List<String> cleared =
+        context.getEventsList().stream().filter(Event::getCleared).map(Event::getId).toList();
+    assertEquals(List.of("t1", "t2"), cleared);
+    assertFalse(context.getEvents(2).getToolResults(0).getContent().contains("OOMKilled"));
+
+    Event original = chat.events().filter(e -> e.getId().equals("t1")).findFirst().orElseThrow();
+    assertTrue(original.getCleared());
+    assertEquals(page, original.getToolResults(0).getContent());
   }
 }
