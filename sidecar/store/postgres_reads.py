@@ -8,6 +8,7 @@ fixed fragments chosen by which filters are set.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import asyncpg
 
@@ -81,8 +82,8 @@ def session_from_row(row: asyncpg.Record) -> tuple[int, Session]:
     )
 
 
-def event_from_row(row: asyncpg.Record) -> Event:
-    """The Event of a row whose first columns are EVENT_COLUMNS."""
+def event_from_row(row: asyncpg.Record | tuple[Any, ...]) -> Event:
+    """The Event of a row (or a slice of one) whose first columns are EVENT_COLUMNS."""
     return decode_event(
         row[0], row[1], row[2], row[3], row[4], row[5], row[6], to_micros(row[7]), row[8]
     )
@@ -311,18 +312,32 @@ async def search(
         params.append(query.until)
         clauses.append(f"e.create_time < ${len(params)}")
     params += [size + 1, offset]
-    rows = await db.fetch(
-        f"""SELECT {EVENT_COLUMNS}, s.id, ts_rank(e.search, q.query),
-               ts_headline('{SEARCH_CONFIG}', left(e.body, {INDEXED_TEXT_CHARS}), q.query,
-                           '{_HEADLINE_OPTIONS}')
-           FROM events e
+    joins = f"""FROM events e
            JOIN sessions s ON s.pk = e.session
-           CROSS JOIN plainto_tsquery('{SEARCH_CONFIG}', $1) AS q(query)
+           CROSS JOIN plainto_tsquery('{SEARCH_CONFIG}', $1) AS q(query)"""
+    # First the page's hits in rank order with their stored sizes only: a page of 1,000
+    # large events cut to a few by bytes would otherwise read and highlight every one.
+    ranked = await db.fetch(
+        f"""SELECT e.pk, octet_length(e.content) + octet_length(s.id) {joins}
            WHERE {" AND ".join(clauses)}
            ORDER BY ts_rank(e.search, q.query) DESC, e.pk
            LIMIT ${len(params) - 1} OFFSET ${len(params)}""",
         *params,
     )
+    fit = rules.fitting_sizes([row[1] for row in ranked[:size]], max_bytes)
+    wanted = [row[0] for row in ranked[:fit]]
+    rows = await db.fetch(
+        f"""SELECT e.pk, {EVENT_COLUMNS}, s.id, ts_rank(e.search, q.query),
+               ts_headline('{SEARCH_CONFIG}', left(e.body, {INDEXED_TEXT_CHARS}), q.query,
+                           '{_HEADLINE_OPTIONS}')
+           {joins}
+           WHERE e.pk = ANY($2::bigint[])""",
+        words,
+        wanted,
+    )
+    found = {row[0]: row[1:] for row in rows}
+    # In rank order, with each hit's place in it (one deleted in between is skipped).
+    present = [(place, found[pk]) for place, pk in enumerate(wanted) if pk in found]
     items = tuple(
         SearchHit(
             session_id=row[_EVENT_WIDTH],
@@ -330,9 +345,10 @@ async def search(
             rank=float(row[_EVENT_WIDTH + 1]),
             snippet=row[_EVENT_WIDTH + 2],
         )
-        for row in rows[:size]
+        for _, row in present
     )
     # A hit carries its whole event: a page also stops before the hits' bytes pass max_bytes.
     kept = rules.fitting_hits(items, max_bytes)
-    next_token = encode_token("search", bound, (offset + kept,)) if len(rows) > kept else ""
+    read = present[kept - 1][0] + 1 if kept else len(wanted)
+    next_token = encode_token("search", bound, (offset + read,)) if len(ranked) > read else ""
     return Page(items[:kept], next_token)

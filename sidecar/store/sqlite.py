@@ -15,14 +15,15 @@ statement between) is queued to that thread as ONE function, so:
 The transaction bodies are plain functions of a ``sqlite3.Connection``, in
 ``sqlite_writes`` and ``sqlite_reads``; this module only routes them.
 
-Group commit. Writes that arrive while the writer is busy are queued, and the
-next transaction runs all of them, each inside its own SAVEPOINT, then commits
-once. A write that fails (a version conflict, an unknown session) rolls back
-to its savepoint and gets its own error; the others still commit. Every write
+Group commit. Writes that arrive while the writer is busy are queued, fairly
+between sessions (``fair_queue``), and the next transaction runs a group of
+them, each inside its own SAVEPOINT, then commits once (``sqlite_writer``).
+A write that fails (a version conflict, an unknown session) rolls back to
+its savepoint and gets its own error; the others still commit. Every write
 is acknowledged only after the COMMIT that holds it, so durability is
-unchanged, while a hundred sessions appending at once cost one commit (and
-one fsync with FULL) instead of a hundred. A lone write runs exactly as
-before: no savepoint, no waiting for company.
+unchanged, while a hundred sessions appending at once cost a few commits
+(and fsyncs with FULL) instead of a hundred. A lone write runs alone: no
+savepoint, no waiting for company.
 
 Durability. The file is in WAL mode with ``synchronous=NORMAL`` by default
 (``FULL`` through the constructor). An acknowledged append (the awaitable
@@ -46,7 +47,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import aiosqlite
 
@@ -56,6 +57,7 @@ from sidecar.store import sqlite_reads as reads
 from sidecar.store import sqlite_writes as writes
 from sidecar.store.codec import to_micros
 from sidecar.store.event_cache import DEFAULT_MAX_BYTES, DecodedEvents
+from sidecar.store.fair_queue import write_weight
 from sidecar.store.paging import page_size as effective_page_size
 from sidecar.store.protocol import (
     AppendOutcome,
@@ -74,67 +76,11 @@ from sidecar.store.sqlite_schema import (
 )
 from sidecar.store.sqlite_search import SearchConnections
 from sidecar.store.sqlite_threads import run_in_connection_thread
+from sidecar.store.sqlite_writer import SqliteWriter, in_transaction
 
 __all__ = ["SqliteStore", "run_in_connection_thread"]
 
 T = TypeVar("T")
-
-
-def _in_transaction(
-    body: Callable[[sqlite3.Connection], T], *, begin: str
-) -> Callable[[sqlite3.Connection], T]:
-    """Wrap ``body`` in BEGIN ... COMMIT, rolling back on any exception."""
-
-    def run(db: sqlite3.Connection) -> T:
-        db.execute(begin)
-        try:
-            result = body(db)
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
-        return result
-
-    return run
-
-
-MAX_GROUP = 256
-"""Writes committed together at most; bounds the time any one of them waits."""
-
-
-def _in_group(
-    bodies: Sequence[Callable[[sqlite3.Connection], Any]],
-) -> Callable[[sqlite3.Connection], list[tuple[bool, Any]]]:
-    """Run ``bodies`` in one transaction, each in a savepoint: ``(ok, result or error)`` each.
-
-    A domain error (raised before or after the body wrote) rolls back that
-    body alone. A database error (I/O, full disk, corruption) aborts the
-    whole transaction: nothing of the batch is committed and every write fails.
-    """
-
-    def run(db: sqlite3.Connection) -> list[tuple[bool, Any]]:
-        outcomes: list[tuple[bool, Any]] = []
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            for body in bodies:
-                db.execute("SAVEPOINT write")
-                try:
-                    outcomes.append((True, body(db)))
-                except sqlite3.DatabaseError:
-                    raise
-                except Exception as exc:
-                    db.execute("ROLLBACK TO write")
-                    outcomes.append((False, exc))
-                db.execute("RELEASE write")
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
-        return outcomes
-
-    return run
 
 
 class SqliteStore:
@@ -156,13 +102,10 @@ class SqliteStore:
         self.path = path
         self.synchronous = synchronous.upper()
         self._reader_count = readers
-        self._writer: aiosqlite.Connection | None = None
+        self._writer: SqliteWriter | None = None
         self._readers: list[aiosqlite.Connection] = []
         self._idle: asyncio.Queue[aiosqlite.Connection] = asyncio.Queue()
         self._searches = SearchConnections(search_connections)
-        self._queue: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = []
-        self._committer: asyncio.Task[None] | None = None
-        self._busy = False  # a write is running; new ones queue behind it
         self._decoded = DecodedEvents(decoded_cache_bytes)
 
     # -- lifecycle -----------------------------------------------------------
@@ -188,18 +131,14 @@ class SqliteStore:
             await self._close_readers()
             await self._searches.close(wait=False)
             raise
-        self._writer = writer
+        self._writer = SqliteWriter(writer)
 
     async def close(self) -> None:
         """Refuse new calls, let the ones in flight finish (stopping searches), then disconnect."""
         writer = self._writer
         if writer is None:
             return
-        while self._busy:  # the writes running and queued still commit
-            if self._committer is not None and not self._committer.done():
-                await self._committer
-            else:
-                await asyncio.sleep(0.001)
+        await writer.idle()  # the writes running and queued still commit
         self._writer = None
         await self._searches.close()  # searches in flight are stopped: they are only reads
         # Taking every reader back from the pool waits for the reads in flight.
@@ -208,8 +147,8 @@ class SqliteStore:
         await self._close_readers()
         # Queued after any write in flight, on the writer's own thread. Cheap, and
         # keeps the planner's statistics fresh for the next open.
-        await run_in_connection_thread(writer, lambda db: db.execute("PRAGMA optimize"))
-        await writer.close()
+        await run_in_connection_thread(writer.connection, lambda db: db.execute("PRAGMA optimize"))
+        await writer.connection.close()
 
     async def _close_readers(self) -> None:
         readers, self._readers = self._readers, []
@@ -241,68 +180,19 @@ class SqliteStore:
 
     # -- plumbing ------------------------------------------------------------
 
-    async def _write(self, body: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``body`` in the next IMMEDIATE transaction on the writer's thread.
+    async def _write(
+        self, body: Callable[[sqlite3.Connection], T], *, session_id: str = "", weight: int = 1
+    ) -> T:
+        """Run ``body`` in an IMMEDIATE transaction on the writer's thread (``sqlite_writer``).
 
-        A write that finds the writer idle runs at once, on its own (the
-        common case, and the fastest: no task, no queue). Writes that arrive
-        while it runs are queued and committed together after it. Bodies read
-        the clock themselves (``utcnow()`` inside the lambda), so update times
-        follow commit order. A write goes ahead even if its caller is cancelled
-        meanwhile: it is all or nothing either way.
+        Queued fairly between sessions by ``weight`` and committed in groups.
+        Bodies read the clock themselves (``utcnow()`` inside the lambda), so
+        update times follow commit order.
         """
         writer = self._writer
         if writer is None:
             raise StoreUnavailable("sqlite store is not open")
-        if self._busy:
-            done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-            self._queue.append((body, done))
-            return await done
-        self._busy = True
-        try:
-            return await run_in_connection_thread(
-                writer, _in_transaction(body, begin="BEGIN IMMEDIATE")
-            )
-        finally:
-            if self._queue:  # they came while this one ran: commit them as a group
-                self._committer = asyncio.create_task(self._commit_queued())
-            else:
-                self._busy = False
-
-    async def _commit_queued(self) -> None:
-        """Drain the queue, one transaction per batch of the writes waiting in it."""
-        try:
-            while self._queue:
-                batch, self._queue = self._queue[:MAX_GROUP], self._queue[MAX_GROUP:]
-                await self._commit_group(batch)
-        finally:
-            self._busy = False
-
-    async def _commit_group(
-        self, batch: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]]
-    ) -> None:
-        writer = self._writer
-        try:
-            if writer is None:
-                raise StoreUnavailable("sqlite store is not open")
-            if len(batch) == 1:
-                result = await run_in_connection_thread(
-                    writer, _in_transaction(batch[0][0], begin="BEGIN IMMEDIATE")
-                )
-                outcomes: list[tuple[bool, Any]] = [(True, result)]
-            else:
-                outcomes = await run_in_connection_thread(
-                    writer, _in_group([body for body, _ in batch])
-                )
-        except Exception as exc:  # the transaction as a whole failed
-            outcomes = [(False, exc)] * len(batch)
-        for (_, done), (ok, value) in zip(batch, outcomes, strict=True):
-            if done.cancelled():  # its caller gave up; the write itself went ahead
-                continue
-            if ok:
-                done.set_result(value)
-            else:
-                done.set_exception(value)
+        return await writer.write(body, session_id=session_id, weight=weight)
 
     async def _read(self, body: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``body`` as one read transaction (one snapshot) on an idle reader."""
@@ -310,7 +200,7 @@ class SqliteStore:
             raise StoreUnavailable("sqlite store is not open")
         reader = await self._idle.get()
         try:
-            return await run_in_connection_thread(reader, _in_transaction(body, begin="BEGIN"))
+            return await run_in_connection_thread(reader, in_transaction(body, begin="BEGIN"))
         finally:
             self._idle.put_nowait(reader)
 
@@ -330,7 +220,8 @@ class SqliteStore:
         _, session = await self._write(
             lambda db: writes.create_session(
                 db, session_id, policy_json=policy_json, labels=labels, now=utcnow()
-            )
+            ),
+            session_id=session_id,
         )
         return session
 
@@ -356,7 +247,8 @@ class SqliteStore:
                 labels=labels,
                 expected_version=expected_version,
                 now=utcnow(),
-            )
+            ),
+            session_id=session_id,
         )
 
     async def list_sessions(
@@ -368,7 +260,7 @@ class SqliteStore:
         )
 
     async def delete_session(self, session_id: str) -> None:
-        await self._write(lambda db: writes.delete_session(db, session_id))
+        await self._write(lambda db: writes.delete_session(db, session_id), session_id=session_id)
 
     # -- the log -------------------------------------------------------------
 
@@ -395,7 +287,9 @@ class SqliteStore:
                 now=utcnow(),
                 label_updates=label_updates,
                 max_labels=max_labels,
-            )
+            ),
+            session_id=session_id,
+            weight=write_weight(len(batch), sum(e.content_bytes() for e in batch)),
         )
 
     async def active_window(self, session_id: str) -> tuple[Session, tuple[Event, ...]]:
@@ -404,7 +298,11 @@ class SqliteStore:
     async def apply(self, session_id: str, plan: CompactionPlan) -> ApplyOutcome:
         if plan.is_empty:
             raise ValueError("an empty compaction plan writes nothing; do not apply it")
-        return await self._write(lambda db: writes.apply(db, session_id, plan, now=utcnow()))
+        return await self._write(
+            lambda db: writes.apply(db, session_id, plan, now=utcnow()),
+            session_id=session_id,
+            weight=write_weight(len(plan.inserts) + len(plan.archive_ids)),
+        )
 
     async def list_events(
         self,

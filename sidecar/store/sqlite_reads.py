@@ -312,16 +312,29 @@ def search(
     if query.until is not None:  # exclusive: [since, until) tiles time without overlap
         clauses.append("e.create_time < ?")
         params.append(to_micros(query.until))
-    rows = db.execute(
-        f"""SELECT {EVENT_COLUMNS}, s.id, bm25(events_fts),
-               snippet(events_fts, 0, ?, ?, '…', {_SNIPPET_TOKENS})
-           FROM events_fts
+    joins = """FROM events_fts
            JOIN events e ON e.pk = events_fts.rowid
-           JOIN sessions s ON s.pk = e.session
+           JOIN sessions s ON s.pk = e.session"""
+    # First the page's hits in rank order with their stored sizes only: a page of 1,000
+    # large events cut to a few by bytes would otherwise decode and snippet every one.
+    ranked = db.execute(
+        f"""SELECT e.pk, length(CAST(e.content AS BLOB)) + length(s.id) {joins}
            WHERE {" AND ".join(clauses)}
            ORDER BY bm25(events_fts), e.pk LIMIT ? OFFSET ?""",
-        (SNIPPET_START, SNIPPET_END, *params, size + 1, offset),
+        (*params, size + 1, offset),
     ).fetchall()
+    fit = rules.fitting_sizes([n for _, n in ranked[:size]], max_bytes)
+    wanted = [pk for pk, _ in ranked[:fit]]
+    rows = db.execute(
+        f"""SELECT e.pk, {EVENT_COLUMNS}, s.id, bm25(events_fts),
+               snippet(events_fts, 0, ?, ?, '…', {_SNIPPET_TOKENS})
+           {joins}
+           WHERE events_fts MATCH ? AND events_fts.rowid IN (SELECT value FROM json_each(?))""",
+        (SNIPPET_START, SNIPPET_END, match, json.dumps(wanted)),
+    ).fetchall()
+    found = {row[0]: row[1:] for row in rows}
+    # In rank order, with each hit's place in it (one deleted in between is skipped).
+    present = [(place, found[pk]) for place, pk in enumerate(wanted) if pk in found]
     items = tuple(
         SearchHit(
             session_id=row[_EVENT_WIDTH],
@@ -330,9 +343,10 @@ def search(
             rank=-row[_EVENT_WIDTH + 1],
             snippet=row[_EVENT_WIDTH + 2],
         )
-        for row in rows[:size]
+        for _, row in present
     )
     # A hit carries its whole event: a page also stops before the hits' bytes pass max_bytes.
     kept = rules.fitting_hits(items, max_bytes)
-    next_token = encode_token("search", bound, (offset + kept,)) if len(rows) > kept else ""
+    read = present[kept - 1][0] + 1 if kept else len(wanted)
+    next_token = encode_token("search", bound, (offset + read,)) if len(ranked) > read else ""
     return Page(items[:kept], next_token)

@@ -24,8 +24,25 @@ async def run_in_connection_thread(
     """
     try:
         result = await connection._execute(fn, connection._conn)  # type: ignore[no-untyped-call]
-    except (sqlite3.IntegrityError, sqlite3.ProgrammingError):
-        raise  # a bug in this store, not a state of the database
-    except sqlite3.DatabaseError as exc:  # locked past busy_timeout, I/O error, full, corrupt
-        raise StoreUnavailable(f"sqlite: {exc}") from exc
+    except sqlite3.DatabaseError as exc:
+        error = store_error(exc)
+        if error is exc:
+            raise
+        raise error from exc
     return cast(T, result)
+
+
+def store_error(exc: Exception) -> Exception:
+    """What the store raises for ``exc``: StoreUnavailable for a state of the database.
+
+    Locked past busy_timeout, an I/O error, a full disk or a corrupt file is
+    StoreUnavailable; an integrity or programming error is a bug in this
+    store and stays as it is, like every other exception.
+    """
+    if isinstance(exc, sqlite3.IntegrityError | sqlite3.ProgrammingError):
+        return exc
+    if isinstance(exc, sqlite3.DatabaseError):
+        error = StoreUnavailable(f"sqlite: {exc}")
+        error.__cause__ = exc
+        return error
+    return exc

@@ -95,8 +95,8 @@ async def test_an_injected_full_disk_refuses_cleanly_and_recovers(tmp_path: Path
         target = address(sidecar)
         store = sqlite_store(sidecar.engine.store)
         assert store._writer is not None
-        disk = FillingDisk(store._writer._connection)  # type: ignore[arg-type]
-        store._writer._connection = disk  # type: ignore[assignment]
+        disk = FillingDisk(store._writer.connection._connection)  # type: ignore[arg-type]
+        store._writer.connection._connection = disk  # type: ignore[assignment]
         await create_sessions(target, sessions)
         clients = clients_for(target, history, sessions=sessions, clients=6, seed=3)
         refused_while_full = 0

@@ -192,12 +192,12 @@ async def test_a_cancelled_search_stops_its_query(tmp_path: Path, store_url: str
 
 
 async def _running_searches(dsn: str) -> int:
-    """Statements of the search (its headline) running on the PostgreSQL server now."""
+    """Statements of the search (its ranking or its headlines) running on the server now."""
     admin = await asyncpg.connect(dsn)
     try:
         count: int = await admin.fetchval(
             "SELECT count(*) FROM pg_stat_activity WHERE state = 'active'"
-            " AND query LIKE '%ts_headline%' AND pid <> pg_backend_pid()"
+            " AND query LIKE '%plainto_tsquery%' AND pid <> pg_backend_pid()"
         )
         return count
     finally:

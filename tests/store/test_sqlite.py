@@ -51,7 +51,7 @@ def query(path: str, sql: str) -> list[tuple[object, ...]]:
 async def writer_pragma(store: SqliteStore, name: str) -> object:
     assert store._writer is not None  # white-box: pragmas are per connection
     row = await run_in_connection_thread(
-        store._writer, lambda db: db.execute(f"PRAGMA {name}").fetchone()
+        store._writer.connection, lambda db: db.execute(f"PRAGMA {name}").fetchone()
     )
     return row[0]
 
@@ -264,16 +264,16 @@ async def test_writes_queued_together_commit_together_and_fail_alone(
     store: SqliteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from sidecar.errors import VersionConflict
-    from sidecar.store import sqlite
+    from sidecar.store import sqlite_writer
 
     groups: list[int] = []
-    real_in_group = sqlite._in_group
+    real_in_group = sqlite_writer.in_group
 
     def counting(bodies):  # type: ignore[no-untyped-def]
         groups.append(len(bodies))
         return real_in_group(bodies)
 
-    monkeypatch.setattr(sqlite, "_in_group", counting)
+    monkeypatch.setattr(sqlite_writer, "in_group", counting)
     for n in range(10):
         await store.create_session(f"s{n}", policy_json=None, labels={})
     outcomes = await asyncio.gather(

@@ -1,0 +1,153 @@
+"""The SQLite store's one writing connection, and the writes waiting for it.
+
+SQLite has one writer, so writes queue. They wait in a ``FairQueue``
+(fairly between sessions, by weight) and are committed in groups, one
+transaction per group with a savepoint per write, so a burst of small
+appends costs one commit instead of one each.
+
+The queue is drained on the writer's own thread: when a group commits, the
+next one starts at once, and each write's caller is woken with its outcome.
+Draining from the event loop instead would leave the writer idle for a
+loop turn between groups — under load, longer than a group takes — and
+every write would wait for those turns too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import aiosqlite
+
+from sidecar.store.fair_queue import FairQueue
+from sidecar.store.sqlite_threads import run_in_connection_thread, store_error
+
+T = TypeVar("T")
+
+Body = Callable[[sqlite3.Connection], Any]
+
+
+def in_transaction(
+    body: Callable[[sqlite3.Connection], T], *, begin: str
+) -> Callable[[sqlite3.Connection], T]:
+    """Wrap ``body`` in BEGIN ... COMMIT, rolling back on any exception."""
+
+    def run(db: sqlite3.Connection) -> T:
+        db.execute(begin)
+        try:
+            result = body(db)
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        return result
+
+    return run
+
+
+def in_group(
+    bodies: Sequence[Body],
+) -> Callable[[sqlite3.Connection], list[tuple[bool, Any]]]:
+    """Run ``bodies`` in one transaction, each in a savepoint: ``(ok, result or error)`` each.
+
+    A domain error (raised before or after the body wrote) rolls back that
+    body alone. A database error (I/O, full disk, corruption) aborts the
+    whole transaction: nothing of the group is committed and every write fails.
+    """
+
+    def run(db: sqlite3.Connection) -> list[tuple[bool, Any]]:
+        outcomes: list[tuple[bool, Any]] = []
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for body in bodies:
+                db.execute("SAVEPOINT write")
+                try:
+                    outcomes.append((True, body(db)))
+                except sqlite3.DatabaseError:
+                    raise
+                except Exception as exc:
+                    db.execute("ROLLBACK TO write")
+                    outcomes.append((False, exc))
+                db.execute("RELEASE write")
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        return outcomes
+
+    return run
+
+
+def _settle(done: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    if done.cancelled():  # its caller gave up; the write itself went ahead
+        return
+    if ok:
+        done.set_result(value)
+    else:
+        done.set_exception(value)
+
+
+class SqliteWriter:
+    """Writes on one aiosqlite connection: queued fairly, committed in groups."""
+
+    def __init__(self, connection: aiosqlite.Connection, queue: FairQueue | None = None) -> None:
+        self.connection = connection
+        self._queue = queue if queue is not None else FairQueue()
+        self._lock = threading.Lock()  # the queue and the flag below, shared with the thread
+        self._draining = False
+        self._drains: set[asyncio.Task[None]] = set()
+
+    async def write(
+        self, body: Callable[[sqlite3.Connection], T], *, session_id: str = "", weight: int = 1
+    ) -> T:
+        """Run ``body`` in a transaction of its group; its result, or its error.
+
+        Each session's writes commit in the order they were made. A write
+        goes ahead even if its caller is cancelled meanwhile: it is all or
+        nothing either way.
+        """
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[T] = loop.create_future()
+        with self._lock:
+            self._queue.put(session_id, weight, (body, done))
+            start, self._draining = not self._draining, True
+        if start:
+            task = asyncio.create_task(run_in_connection_thread(self.connection, self._drain(loop)))
+            self._drains.add(task)
+            task.add_done_callback(self._drains.discard)
+        return await done
+
+    async def idle(self) -> None:
+        """Wait until every write made so far has committed or failed."""
+        while self._drains:
+            await asyncio.gather(*self._drains, return_exceptions=True)
+
+    def _drain(self, loop: asyncio.AbstractEventLoop) -> Callable[[sqlite3.Connection], None]:
+        def drain(db: sqlite3.Connection) -> None:
+            while True:
+                with self._lock:
+                    group = self._queue.take_group()
+                    if not group:
+                        self._draining = False
+                        return
+                outcomes = self._commit(db, [body for body, _ in group])
+                with contextlib.suppress(RuntimeError):  # the loop closed: no one waits
+                    for (_, done), (ok, value) in zip(group, outcomes, strict=True):
+                        loop.call_soon_threadsafe(_settle, done, ok, value)
+
+        return drain
+
+    @staticmethod
+    def _commit(db: sqlite3.Connection, bodies: list[Body]) -> list[tuple[bool, Any]]:
+        try:
+            if len(bodies) == 1:
+                return [(True, in_transaction(bodies[0], begin="BEGIN IMMEDIATE")(db))]
+            return in_group(bodies)(db)
+        except Exception as exc:  # the write, or the group's transaction as a whole, failed
+            return [(False, store_error(exc))] * len(bodies)
