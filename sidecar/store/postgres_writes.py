@@ -247,7 +247,8 @@ async def apply(
     """Apply a compaction plan (see ``Store.apply`` and ``sqlite_writes.apply``)."""
     rules.check_plan_shape(plan)
     session_pk, session = await get_session(db, session_id, for_update=True)
-    archived, target = rules.check_plan(session, plan, await active_events(db, session_pk))
+    window = await active_events(db, session_pk)
+    archived, target = rules.check_plan(session, plan, window)
 
     compaction_id = uuid.uuid4().hex
     if plan.inserts:
@@ -284,7 +285,7 @@ async def apply(
         session_pk,
         archived_ids,
     )
-    active = await active_events(db, session_pk)
+    active = rules.window_after_clearing(window, plan) or await active_events(db, session_pk)
     before = session.version
     session = rules.after_compaction(session, plan, active, compaction_id, now)
     await _save_header(db, session_pk, session, previous_version=before)

@@ -212,6 +212,22 @@ def check_plan(
     return archived, target
 
 
+def window_after_clearing(
+    window: Sequence[Event], plan: CompactionPlan
+) -> tuple[Event, ...] | None:
+    """The active window once a clearing-only plan lands, without reading it again.
+
+    ``window`` is the active window read in the plan's transaction; a plan
+    that only clears leaves every event in place, its cleared ones as the plan
+    holds them (what the window read would decode). None for any other plan:
+    the store reads the window it left.
+    """
+    if plan.archive_ids or plan.inserts or not plan.clears:
+        return None
+    cleared = {e.id: e for e in plan.clears}
+    return tuple(cleared.get(e.id, e) for e in window)
+
+
 def check_insert_slot(target: Event, sort_key: int) -> None:
     """Only an appended event (sort key 2p+1) has a free slot right before it (2p)."""
     if sort_key != 2 * target.position + 1:

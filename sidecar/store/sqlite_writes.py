@@ -214,7 +214,8 @@ def apply(
     session_pk, session = get_session(db, session_id)
     # The window is read anyway for the counters, and costs O(window): check
     # the plan against it rather than against ids bound into one huge IN list.
-    archived, target = rules.check_plan(session, plan, active_events(db, session_pk))
+    window = active_events(db, session_pk)
+    archived, target = rules.check_plan(session, plan, window)
 
     compaction_id = uuid.uuid4().hex
     if plan.inserts:
@@ -230,12 +231,11 @@ def apply(
                 db, session_pk, event, sort_key=2 * target.position, written_by=compaction_id
             )
 
-    for event in plan.clears:  # the original content stays where it is
-        db.execute(
-            "UPDATE events SET cleared_content = ?, cleared_token_count = ?, cleared_by = ?"
-            " WHERE session = ? AND id = ?",
-            (encode_content(event), event.token_count, compaction_id, session_pk, event.id),
-        )
+    db.executemany(  # the original content stays where it is
+        "UPDATE events SET cleared_content = ?, cleared_token_count = ?, cleared_by = ?"
+        " WHERE session = ? AND id = ?",
+        [(encode_content(e), e.token_count, compaction_id, session_pk, e.id) for e in plan.clears],
+    )
     archived_ids = [e.id for e in archived]
     for start in range(0, len(archived_ids), _CHUNK):
         chunk = archived_ids[start : start + _CHUNK]
@@ -244,7 +244,7 @@ def apply(
             f" AND id IN ({', '.join('?' for _ in chunk)})",
             (compaction_id, session_pk, *chunk),
         )
-    active = active_events(db, session_pk)
+    active = rules.window_after_clearing(window, plan) or active_events(db, session_pk)
     before = session.version
     session = rules.after_compaction(session, plan, active, compaction_id, now)
     _save_header(db, session_pk, session)
