@@ -20,6 +20,8 @@ from google.adk.sessions.state import State
 from google.genai import types
 from pydantic_core import to_jsonable_python
 
+from sidecar.compaction.clear_tool_results import ClearToolResults
+from sidecar.compaction.pipeline import Pipeline
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.triggers import AnyOf, Interval, TokenCount, Trigger
@@ -66,6 +68,7 @@ def adk_policy(
     token_threshold: int | None = None,
     event_retention_size: int | None = None,
     max_summary_tokens: int = 512,
+    clear_tool_results: ClearToolResults | None = None,
 ) -> CompactionPolicy:
     """A summarizing policy mirroring ADK's ``EventsCompactionConfig``.
 
@@ -87,6 +90,12 @@ def adk_policy(
     saving), so one-line turns compact as in ADK; ``max_summary_tokens``
     caps the summary. Needs a server with a summarizer (``--summarizer
     gemini`` or ``extractive``).
+
+    ``clear_tool_results`` (beyond ADK) makes the strategy a pipeline that
+    clears old tool results first and summarizes only if the trigger still
+    fires on the cleared window. A landed clearing is a compaction, so it
+    restarts ``compaction_interval``'s count: in interval mode the summary
+    then waits for the next interval (or a clearing with nothing to clear).
     """
     triggers: list[Trigger] = []
     if token_threshold is not None:
@@ -99,15 +108,15 @@ def adk_policy(
     keep = event_retention_size if token_threshold is not None else None
     keep = max(keep if keep is not None else overlap + 1, overlap + 1, 1)
     trigger = triggers[0] if len(triggers) == 1 else AnyOf(tuple(triggers))
-    return CompactionPolicy(
-        trigger=trigger,
-        strategy=Summarize(
-            max_events_to_keep=keep,
-            overlap=overlap,
-            max_summary_tokens=max_summary_tokens,
-            min_saved_tokens=1,
-        ),
+    summarize = Summarize(
+        max_events_to_keep=keep,
+        overlap=overlap,
+        max_summary_tokens=max_summary_tokens,
+        min_saved_tokens=1,
     )
+    if clear_tool_results is None:
+        return CompactionPolicy(trigger=trigger, strategy=summarize)
+    return CompactionPolicy(trigger=trigger, strategy=Pipeline((clear_tool_results, summarize)))
 
 
 def policy_from_events_compaction_config(config: Any) -> CompactionPolicy:

@@ -13,6 +13,10 @@ passed on as it is, as the graph would without this middleware. The system
 prompt is the agent's own, sent first as always; the summary is a
 user/assistant pair after it; a ``SystemMessage`` in the state stays where
 it stands (the latest is never archived).
+
+``clear_tool_uses_policy`` is LangChain's ``ContextEditingMiddleware(
+ClearToolUsesEdit(...))`` as a session policy, optionally followed by a
+summary, the way ``SummarizationMiddleware`` would run after it.
 """
 
 from __future__ import annotations
@@ -46,8 +50,12 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from sidecar.client import AlreadyExistsError, AsyncClient, Client
+from sidecar.compaction.clear_tool_results import ClearToolResults
+from sidecar.compaction.pipeline import Pipeline
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.sliding_window import SlidingWindow
+from sidecar.compaction.summarize import Summarize
+from sidecar.compaction.triggers import TokenCount
 from sidecar.model import Event, Role, ToolCall, ToolResult
 
 _ID = re.compile(r"[A-Za-z0-9._:~@/+=-]{1,128}")
@@ -57,6 +65,53 @@ _APPEND_BATCH = 500
 _BARRIER = CompactionPolicy(trigger=None, strategy=SlidingWindow())
 
 SessionIdFn = Callable[[Runtime[Any]], str]
+
+
+def clear_tool_uses_policy(
+    *,
+    trigger: int = 100_000,
+    clear_at_least: int = 0,
+    keep: int = 3,
+    clear_tool_inputs: bool = False,
+    exclude_tools: Sequence[str] = (),
+    placeholder: str = "[cleared]",
+    then_summarize: Summarize | None = None,
+) -> CompactionPolicy:
+    """LangChain's ``ClearToolUsesEdit`` settings (its defaults too) as a session policy.
+
+    At ``trigger`` tokens the results of all but the newest ``keep`` tool
+    uses become ``placeholder`` (``{name}`` and ``{call_id}`` may name the
+    call), unless that frees fewer than ``clear_at_least`` tokens. Unlike the
+    middleware's edit, which rewrites the request each call, the clearing is
+    stored: the state and the session's log keep the originals, search finds
+    them, and the provider's cached prefix changes only when a pass lands.
+    With ``then_summarize`` the policy is a pipeline: the summary runs only if
+    the window is still at ``trigger`` once cleared.
+    """
+    clear = ClearToolResults(
+        keep_tool_uses=keep,
+        exclude_tools=tuple(exclude_tools),
+        clear_tool_inputs=clear_tool_inputs,
+        min_cleared_tokens=clear_at_least,
+        placeholder=placeholder,
+    )
+    strategy = clear if then_summarize is None else Pipeline((clear, then_summarize))
+    return CompactionPolicy(trigger=TokenCount(trigger), strategy=strategy)
+
+
+def policy_from_clear_tool_uses_edit(
+    edit: Any, *, then_summarize: Summarize | None = None
+) -> CompactionPolicy:
+    """``clear_tool_uses_policy`` from a LangChain ``ClearToolUsesEdit``."""
+    return clear_tool_uses_policy(
+        trigger=edit.trigger,
+        clear_at_least=edit.clear_at_least,
+        keep=edit.keep,
+        clear_tool_inputs=edit.clear_tool_inputs,
+        exclude_tools=tuple(edit.exclude_tools),
+        placeholder=edit.placeholder,
+        then_summarize=then_summarize,
+    )
 
 
 def _text(message: BaseMessage) -> str:
