@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import tracemalloc
 
 import pytest
 
@@ -120,3 +121,25 @@ async def test_a_cancelled_search_gives_its_connection_back_at_once(store: Store
     assert time.monotonic() - started < 1.0
     _, window = await store.active_window("corpus")
     assert len(window) == 100
+
+
+async def test_a_page_cut_short_by_bytes_reads_only_the_hits_it_holds(store: Store) -> None:
+    """100 matching events of 90 KB, a page of up to 1,000 within 200 KB: two hits are read.
+
+    The store used to fetch, decode and highlight every hit the page size allowed
+    (9 MB here, up to a GB with 1 MiB events) and then keep the two that fit.
+    """
+    big = "needle " + "filler " * 13_000
+    for start in range(0, 100, 10):
+        events = [u(f"big{n}", big) for n in range(start, start + 10)]
+        await store.append("big", events, create_if_missing=True)
+    query = SearchQuery("needle", include_active=True)
+    tracemalloc.start()
+    try:
+        page = await store.search(query, page_size=1000, page_token="", max_bytes=200_000)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(page.items) == 2
+    assert page.next_page_token
+    assert peak < 3_000_000, f"{peak:,} bytes held to answer two hits of 90 KB"
