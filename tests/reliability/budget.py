@@ -56,6 +56,26 @@ BUDGET = FULL if LONG else QUICK
 FIGURES: Counter[str] = Counter()
 """What this run did, summed over the tests: printed at the end (see conftest.py)."""
 
+MEASURES: dict[str, float] = {}
+"""The worst of what this run measured (peaks, p99s): printed at the end with ``MEASURE_LABELS``."""
+
+MEASURE_LABELS = {
+    "stream_flood_rss_growth_mib": "MiB the server grew under streams of 15 MB requests"
+    " (the bound held: 1,200 quick / 2,048 long)",
+    "stream_flood_context_p99_ms": "ms, another session's GetContext p99 during that flood",
+    "search_attack_context_max_ms": "ms, the slowest GetContext while searches of"
+    " thousands of words ran",
+    "fair_share_quiet_p50_ms": "ms, a quiet session's unary append p50 with no load",
+    "fair_share_loaded_p50_ms": "ms, its p50 while 8 streams flood other sessions",
+    "fair_share_loaded_p99_ms": "ms, its p99 while 8 streams flood other sessions",
+}
+
+
+def measured(key: str, value: float) -> None:
+    """Keep the worst ``value`` seen for ``key`` this run."""
+    MEASURES[key] = max(MEASURES.get(key, value), value)
+
+
 LABELS = {
     "open_calls_ended_by_revocation": "open streams and watches ended by a token's removal",
     "oversized_answers_sent_without_content": "answers past the size limit, sent without content",

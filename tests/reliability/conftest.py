@@ -9,7 +9,7 @@ import pytest
 from _pytest.terminal import TerminalReporter
 
 from tests.conftest import Postgres, scratch_database
-from tests.reliability.budget import FIGURES, LABELS, LONG
+from tests.reliability.budget import FIGURES, LABELS, LONG, MEASURE_LABELS, MEASURES
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -24,10 +24,13 @@ async def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
 
 
 def pytest_terminal_summary(terminalreporter: TerminalReporter) -> None:
-    if not FIGURES:
+    if not FIGURES and not MEASURES:
         return
     mode = "long" if LONG else "quick"
     terminalreporter.section(f"reliability figures ({mode} mode)")
     for key, label in LABELS.items():
         if FIGURES.get(key):
             terminalreporter.write_line(f"{FIGURES[key]:>9,}  {label}")
+    for key, label in MEASURE_LABELS.items():
+        if key in MEASURES:
+            terminalreporter.write_line(f"{MEASURES[key]:>9,.1f}  {label}")

@@ -32,7 +32,7 @@ from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
 from sidecar.gen.compaction.v1 import event_pb2
 from tests.postgres_server import free_port
-from tests.reliability.budget import LONG
+from tests.reliability.budget import LONG, measured
 from tests.reliability.serve import ServeProcess
 
 MIB = 1 << 20
@@ -244,6 +244,8 @@ def test_streams_of_big_requests_hold_bytes_not_messages(tmp_path: Path) -> None
         peak.stop.set()
         sampler.join()
         print(figures())
+        measured("stream_flood_rss_growth_mib", peak.growth / MIB)
+        measured("stream_flood_context_p99_ms", p99(latencies) * 1000)
         assert peak.growth < RSS_GROWTH_BOUND, figures()
         assert failed == [], figures()
         assert p99(latencies) < CONTEXT_P99_S, figures()
