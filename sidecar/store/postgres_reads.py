@@ -154,17 +154,19 @@ async def list_events(
         after = (sort_key, position)
     pk, _ = await get_session(db, session_id)
     active_only = "" if include_archived else " AND NOT e.archived"
-    rows = await db.fetch(
-        f"SELECT {EVENT_COLUMNS}, e.sort_key FROM events e WHERE e.session = $1{active_only}"
-        " AND (e.sort_key, e.position) > ($2, $3) ORDER BY e.sort_key, e.position LIMIT $4",
-        pk,
-        *after,
-        size + 1,
+    page = (
+        f"FROM events e WHERE e.session = $1{active_only}"
+        " AND (e.sort_key, e.position) > ($2, $3) ORDER BY e.sort_key, e.position LIMIT $4"
     )
-    items = tuple(event_from_row(row) for row in rows[:size])
+    # Stored sizes first: a page of 1,000 large events cut to a few by bytes would
+    # otherwise read and decode every one of them.
+    sizes = await db.fetch(f"SELECT octet_length(e.content) {page}", pk, *after, size + 1)
+    fit = rules.fitting_sizes([row[0] for row in sizes[:size]], max_bytes)
+    rows = await db.fetch(f"SELECT {EVENT_COLUMNS}, e.sort_key {page}", pk, *after, fit)
+    items = tuple(event_from_row(row) for row in rows)
     kept = rules.fitting(items, max_bytes)
     next_token = ""
-    if len(rows) > kept:
+    if kept and (kept < len(rows) or len(sizes) > fit):
         last = rows[kept - 1]
         next_token = encode_token("events", bound, (last[_EVENT_WIDTH], last[3]))
     return Page(items[:kept], next_token)

@@ -139,15 +139,21 @@ def list_events(
     pk, _ = get_session(db, session_id)
     # Two literal queries, so the active listing can use the partial index.
     active_only = "" if include_archived else " AND e.archived = 0"
-    rows = db.execute(
-        f"SELECT {EVENT_COLUMNS}, e.sort_key FROM events e WHERE e.session = ?{active_only}"
-        " AND (e.sort_key, e.position) > (?, ?) ORDER BY e.sort_key, e.position LIMIT ?",
-        (pk, *after, size + 1),
+    page = (
+        f"FROM events e WHERE e.session = ?{active_only}"
+        " AND (e.sort_key, e.position) > (?, ?) ORDER BY e.sort_key, e.position LIMIT ?"
+    )
+    # Stored sizes first: a page of 1,000 large events cut to a few by bytes would
+    # otherwise read and decode every one of them.
+    sizes = db.execute(
+        f"SELECT length(CAST(e.content AS BLOB)) {page}", (pk, *after, size + 1)
     ).fetchall()
-    items = tuple(event_from_row(row) for row in rows[:size])
+    fit = rules.fitting_sizes([n for (n,) in sizes[:size]], max_bytes)
+    rows = db.execute(f"SELECT {EVENT_COLUMNS}, e.sort_key {page}", (pk, *after, fit)).fetchall()
+    items = tuple(event_from_row(row) for row in rows)
     kept = rules.fitting(items, max_bytes)
     next_token = ""
-    if len(rows) > kept:
+    if kept and (kept < len(rows) or len(sizes) > fit):
         last = rows[kept - 1]
         next_token = encode_token("events", bound, (last[_EVENT_WIDTH], last[3]))
     return Page(items[:kept], next_token)

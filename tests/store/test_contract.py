@@ -6,6 +6,7 @@ The ``store`` fixture (conftest.py) runs each test once per implementation.
 from __future__ import annotations
 
 import asyncio
+import tracemalloc
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -636,6 +637,42 @@ async def test_page_size_zero_means_a_default_page(store: Store) -> None:
     page = await store.list_events("s", page_size=0, page_token="")
     assert len(page.items) == 7
     assert page.next_page_token == ""
+
+
+async def test_list_events_pages_are_bounded_in_bytes_and_lose_nothing(store: Store) -> None:
+    sizes = [30_000, 5_000, 120_000, 40_000, 40_000, 10, 70_000, 30_000]
+    await seed(store, "s", [u(f"e{n}", "x" * size) for n, size in enumerate(sizes)])
+    pages: list[list[str]] = []
+    token = ""
+    while True:
+        page = await store.list_events("s", page_size=1000, page_token=token, max_bytes=100_000)
+        assert page.items, "a page holds at least one event"
+        content = sum(e.content_bytes() for e in page.items)
+        assert len(page.items) == 1 or content <= 100_000
+        pages.append(ids(page.items))
+        token = page.next_page_token
+        if not token:
+            break
+    assert pages == [["e0", "e1"], ["e2"], ["e3", "e4", "e5"], ["e6"], ["e7"]]
+
+
+async def test_a_page_cut_short_by_bytes_reads_only_the_events_it_holds(store: Store) -> None:
+    """100 events of 90 KB, a page of up to 1,000 within 200 KB: two events are read.
+
+    The store used to fetch and decode every event the page size allowed (9 MB
+    here, up to a GB with 1 MiB events) and then keep the two that fit.
+    """
+    for start in range(0, 100, 10):
+        await seed(store, "big", [u(f"b{n}", "y" * 90_000) for n in range(start, start + 10)])
+    tracemalloc.start()
+    try:
+        page = await store.list_events("big", page_size=1000, page_token="", max_bytes=200_000)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert ids(page.items) == ["b0", "b1"]
+    assert page.next_page_token
+    assert peak < 3_000_000, f"{peak:,} bytes held to answer two events of 90 KB"
 
 
 async def test_a_bad_page_token_is_an_invalid_argument(store: Store) -> None:
