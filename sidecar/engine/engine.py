@@ -249,7 +249,13 @@ class SessionEngine:
         session: Session,
         written: int,
     ) -> AppendResult:
-        """An append's pipeline: window steps now, a summarize step on in the background."""
+        """An append's pipeline: window steps now, a summarize step on in the background.
+
+        Nothing runs while a pass of the session is in flight: a step landing
+        during its LLM call would only make that pass superseded.
+        """
+        if self._closing or session_id in self._in_flight:
+            return AppendResult(events, session, written=written)
         results: list[CompactionResult] = []
         for index, step in enumerate(pipeline.steps):
             if isinstance(step, Summarize):
@@ -351,37 +357,33 @@ class SessionEngine:
         timeout = self.summary_timeout_s
         if deadline_s is not None:
             timeout = max(0.0, min(timeout, deadline_s))
-        if isinstance(policy.strategy, Pipeline):
-            pipeline, trigger = policy.strategy, policy.trigger
-            task = self._start_task(
-                session_id,
-                self._run_pipeline(
+        strategy = policy.strategy
+        if isinstance(strategy, Pipeline | Summarize):
+            # Registered as the session's in-flight pass, so a trigger firing
+            # meanwhile does not start a second LLM call (or a step of its own).
+            if isinstance(strategy, Pipeline):
+                work = self._run_pipeline(
                     session_id,
-                    pipeline,
-                    trigger,
+                    strategy,
+                    policy.trigger,
                     force=force,
                     expected_version=expected_version,
                     timeout_s=timeout,
-                ),
-            )
-            return await task
-        if isinstance(policy.strategy, Summarize):
-            # Registered as the session's in-flight pass, so a trigger firing
-            # meanwhile does not start a second LLM call.
-            task = self._start_summary(
-                session_id, policy.strategy, background=False, timeout_s=timeout
-            )
+                )
+                task = self._start_task(session_id, work)
+            else:
+                task = self._start_summary(
+                    session_id, strategy, background=False, timeout_s=timeout
+                )
             try:
                 return await task
             except Exception as exc:  # the caller gets the error; metrics get a FAILED pass
                 self._observed(
-                    skipped(policy.strategy.name, SkipReason.FAILED, 0, error=type(exc).__name__)
+                    skipped(strategy.name, SkipReason.FAILED, 0, error=type(exc).__name__)
                 )
                 raise
         async with self.locks.hold(session_id):
-            result, _ = await self._compact_window_locked(
-                session_id, policy.strategy, expected_version
-            )
+            result, _ = await self._compact_window_locked(session_id, strategy, expected_version)
             return result
 
     async def _compact_window_locked(

@@ -13,11 +13,13 @@ from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.token_budget import TokenBudget
 from sidecar.compaction.triggers import TokenCount
 from sidecar.engine.engine import SessionEngine
+from sidecar.engine.observer import NoObserver
 from sidecar.engine.watchers import Lagged
-from sidecar.errors import NoSummarizer
+from sidecar.errors import NoSummarizer, SummarizerUnavailable
 from sidecar.model import CompactionResult, Event, Role, SkipReason, ToolCall, ToolResult
 from sidecar.store.sqlite import SqliteStore
 from tests.compaction.fakes import FakeSummarizer
+from tests.engine.gates import GatedSummarizer
 
 PAGE = "2025-03-01 12:00:01 ERROR checkout: connection reset by peer\n" * 30
 
@@ -131,3 +133,47 @@ async def test_min_cleared_tokens_skips_as_not_worth_it(store: SqliteStore) -> N
     result = await engine.compact("s", force=True)
     assert not result.compacted
     assert result.skipped_reason is SkipReason.NOT_WORTH_IT
+
+
+async def test_no_step_runs_while_the_pipelines_summary_is_in_flight(store: SqliteStore) -> None:
+    summarizer = GatedSummarizer("incident 1: connection resets")
+    engine = SessionEngine(store, summarizer=summarizer)
+    summarize = Summarize(max_events_to_keep=2, overlap=1, min_saved_tokens=1)
+    pipeline = Pipeline((ClearToolResults(keep_tool_uses=1), summarize))
+    await engine.create_session("s", policy=CompactionPolicy(TokenCount(100), pipeline))
+    first = await engine.append("s", tool_turn(1) + tool_turn(2))
+    assert first.compaction_scheduled
+    await summarizer.started.wait()
+    # The trigger fires again, with results to clear: nothing runs until the summary lands.
+    during = await engine.append("s", tool_turn(3))
+    assert during.compaction is None
+    assert not during.compaction_scheduled
+    summarizer.gate.set()
+    await engine.wait_idle()
+    records = (await store.list_compactions("s", page_size=10, page_token="")).items
+    assert [r.strategy for r in records] == ["clear_tool_results", "summarize"]
+
+
+async def test_a_failed_summary_step_is_counted_and_raised(store: SqliteStore) -> None:
+    observed: list[CompactionResult] = []
+
+    class Recorder(NoObserver):
+        def compaction(self, result: CompactionResult) -> None:
+            observed.append(result)
+
+    engine = SessionEngine(
+        store, summarizer=FakeSummarizer(error=SummarizerUnavailable("503")), observer=Recorder()
+    )
+    summarize = Summarize(max_events_to_keep=2, overlap=1, min_saved_tokens=1)
+    pipeline = Pipeline((ClearToolResults(keep_tool_uses=1), summarize))
+    await engine.create_session("s", policy=CompactionPolicy(None, pipeline))
+    await engine.append("s", tool_turn(1) + tool_turn(2))
+    with pytest.raises(SummarizerUnavailable):
+        await engine.compact("s", force=True)
+    assert [(r.strategy, r.skipped_reason) for r in observed] == [
+        ("clear_tool_results", None),
+        ("pipeline", SkipReason.FAILED),
+    ]
+    # The clearing that landed before the failed step stands.
+    _, window = await engine.context("s")
+    assert any(e.cleared for e in window)
