@@ -6,7 +6,8 @@ transaction per group with a savepoint per write, so a burst of small
 appends costs one commit instead of one each.
 
 The queue is drained on the writer's own thread: when a group commits, the
-next one starts at once, and each write's caller is woken with its outcome.
+next one starts at once, and each write's caller is woken with its outcome;
+the drain waits a moment (``LINGER_S``) for more before it stops.
 Draining from the event loop instead would leave the writer idle for a
 loop turn between groups — under load, longer than a group takes — and
 every write would wait for those turns too.
@@ -27,6 +28,13 @@ from sidecar.store.fair_queue import FairQueue
 from sidecar.store.sqlite_threads import run_in_connection_thread, store_error
 
 T = TypeVar("T")
+
+LINGER_S = 0.002
+"""How long the writer's thread waits for another write before it stops draining.
+
+Starting to drain costs a task and a thread hop; writes that come this close
+after one another (a busy stream's appends) are taken by the drain running.
+"""
 
 Body = Callable[[sqlite3.Connection], Any]
 
@@ -99,7 +107,8 @@ class SqliteWriter:
     def __init__(self, connection: aiosqlite.Connection, queue: FairQueue | None = None) -> None:
         self.connection = connection
         self._queue = queue if queue is not None else FairQueue()
-        self._lock = threading.Lock()  # the queue and the flag below, shared with the thread
+        # The queue and the flag below, shared with the thread; notified on each write.
+        self._ready = threading.Condition()
         self._draining = False
         self._drains: set[asyncio.Task[None]] = set()
 
@@ -114,9 +123,10 @@ class SqliteWriter:
         """
         loop = asyncio.get_running_loop()
         done: asyncio.Future[T] = loop.create_future()
-        with self._lock:
+        with self._ready:
             self._queue.put(session_id, weight, (body, done))
             start, self._draining = not self._draining, True
+            self._ready.notify()
         if start:
             task = asyncio.create_task(run_in_connection_thread(self.connection, self._drain(loop)))
             self._drains.add(task)
@@ -131,7 +141,9 @@ class SqliteWriter:
     def _drain(self, loop: asyncio.AbstractEventLoop) -> Callable[[sqlite3.Connection], None]:
         def drain(db: sqlite3.Connection) -> None:
             while True:
-                with self._lock:
+                with self._ready:
+                    if not self._queue:  # a stream's next append is usually this close
+                        self._ready.wait(LINGER_S)
                     group = self._queue.take_group()
                     if not group:
                         self._draining = False
