@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: runtime setup demo serve bench bench-quick test lint typecheck unit protos proto-check clean \
-	clients-ts protos-ts clients-go protos-go clients-java clients-java-gen clients-java-gen-check helm bench-adk-venv reliability
+	clients-ts protos-ts clients-go protos-go clients-java clients-java-gen clients-java-gen-check helm grpcurl bench-adk-venv reliability
 
 RUNTIME_STAMP := $(VENV)/.runtime
 
@@ -135,7 +135,12 @@ reliability: setup
 helm:
 	bash scripts/install_helm.sh
 
-unit: setup helm bench-adk-venv
+## grpcurl v1.9.3 into .tools/bin, built through the Go module proxy (a few minutes the
+## first time on a machine): tests/docs runs the README's grpcurl lines as printed.
+grpcurl:
+	bash scripts/install_grpcurl.sh
+
+unit: setup helm grpcurl bench-adk-venv
 	$(BIN)/pytest -q
 
 clean:
