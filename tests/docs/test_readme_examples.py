@@ -1,43 +1,75 @@
-"""README examples run exactly as printed, against a server started as the README starts it.
+"""The README's and the Python client's examples, run exactly as printed.
 
-Each example is the fenced block right under its heading, written to a file
-and run as a script with the interpreter a user of this checkout would have.
+Each is read from its document (``tests/docs/markdown.py``), never copied, and
+run against ``make serve`` on 127.0.0.1:50051 of a network namespace of its
+own (``tests/docs/servers.py``), with what a user of this checkout has: the
+``.venv`` that ``make serve`` sets up, grpcurl from ``make grpcurl``.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
-from tests.conformance.runner import serve
+import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-BINARY = str(Path(sys.executable).with_name("compaction-sidecar"))
+from sidecar.compaction.policy import policy_from_dict
+from sidecar.compaction.summarize import Summarize
+from sidecar.server.auth import parse_tokens
+from tests.docs.catalogue import (
+    GRPCURL,
+    LAYOUT,
+    POLICY_YAML,
+    PYTHON_TEN_LINES,
+    TOKENS_MULTI_TENANT,
+    TOKENS_SINGLE_TENANT,
+)
+from tests.docs.markdown import ROOT
+from tests.docs.servers import make_serve
+
+TOOLS = ROOT / ".tools" / "bin"
 
 
-def example(readme: Path, heading: str, language: str) -> str:
-    """The first ``language`` block after ``heading``, verbatim."""
-    text = readme.read_text()
-    after = text[text.index(f"\n{heading}\n") :]
-    start = after.index(f"```{language}\n") + len(f"```{language}\n")
-    return after[start : after.index("```\n", start)]
-
-
-def test_the_python_clients_ten_lines_run_against_make_serves_defaults(tmp_path: Path) -> None:
+def test_the_python_clients_ten_lines_run_against_make_serve(tmp_path: Path) -> None:
     script = tmp_path / "example.py"
-    script.write_text(example(ROOT / "clients/python/README.md", "## Ten lines", "python"))
-    with serve(BINARY, []) as server:  # make serve's settings, on a free port
+    script.write_text(PYTHON_TEN_LINES.text)
+    with make_serve(tmp_path) as network:
         for _ in range(2):  # and again: the example can be re-run against the same server
-            done = subprocess.run(
-                [sys.executable, str(script)],
-                env={**os.environ, "COMPACTION_ADDR": server.address},
-                capture_output=True,
-                text=True,
-                timeout=60,
-                cwd=tmp_path,
-            )
+            done = network.run([sys.executable, str(script)], cwd=tmp_path, timeout=60)
             assert done.returncode == 0, done.stderr
     assert "Where is my order?" in done.stdout
     assert "It ships today." in done.stdout
+
+
+def test_the_readmes_grpcurl_and_inspect_lines_run_against_make_serve(tmp_path: Path) -> None:
+    env = {**os.environ, "PATH": f"{TOOLS}{os.pathsep}{os.environ['PATH']}"}
+    with make_serve(tmp_path) as network:
+        done = network.run(["bash", "-euo", "pipefail", "-c", GRPCURL.text], cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "compaction.v1.CompactionService" in done.stdout  # list, through reflection
+    assert '"version": "1"' in done.stdout  # the append's answer
+    assert "session s1  version 1" in done.stdout  # inspect
+    assert "User: hello" in done.stdout
+
+
+def test_the_readmes_policy_document_is_a_policy() -> None:
+    policy = policy_from_dict(yaml.safe_load(POLICY_YAML.text))
+    assert isinstance(policy.strategy, Summarize)
+    assert (policy.strategy.max_events_to_keep, policy.strategy.overlap) == (10, 2)
+
+
+def test_the_readmes_token_files_are_read_as_it_says() -> None:
+    single = parse_tokens(TOKENS_SINGLE_TENANT.text.splitlines(), "single")
+    assert not single.multi_tenant
+    assert single.tenant_of(b"0f9c1e6b...") is None  # sees every session
+    multi = parse_tokens(TOKENS_MULTI_TENANT.text.splitlines(), "multi")
+    assert multi.multi_tenant
+    assert multi.tenant_of(b"5be0c2d1...") == "acme"
+    assert multi.tenant_of(b"0f9c1e6b...") == "default"
+
+
+def test_the_readmes_layout_names_paths_that_exist() -> None:
+    paths = [line.split()[0] for line in LAYOUT.text.splitlines() if not line.startswith(" ")]
+    assert paths
+    assert [p for p in paths if not (ROOT / p).exists()] == []

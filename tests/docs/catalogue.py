@@ -1,0 +1,43 @@
+"""Every block of the documents that a test runs, by name.
+
+``test_every_block_is_run_or_says_why`` holds this list equal to the blocks
+that carry no ``<!-- not run: ... -->`` line, and each name to a test using it.
+"""
+
+from __future__ import annotations
+
+from tests.docs.markdown import Example
+
+# README.md
+GRPCURL = Example("README.md", "## Two commands", "sh", 1)
+POLICY_YAML = Example("README.md", "## Semantics", "yaml")
+ADK_SESSION_SERVICE = Example("README.md", "## Adapters: Google ADK and LangChain", "python", 0)
+LANGCHAIN_MIDDLEWARE = Example("README.md", "## Adapters: Google ADK and LangChain", "python", 1)
+TOKENS_SINGLE_TENANT = Example("README.md", "## Security", "", 0)
+TOKENS_MULTI_TENANT = Example("README.md", "## Security", "", 1)
+LAYOUT = Example("README.md", "## Layout", "")
+
+# docs/adapters.md
+ADAPTERS_ADK_SESSION_SERVICE = Example("docs/adapters.md", "## Google ADK", "python", 0)
+ADAPTERS_ADK_CALLBACK = Example("docs/adapters.md", "## Google ADK", "python", 1)
+ADAPTERS_LANGCHAIN_MIDDLEWARE = Example("docs/adapters.md", "## LangChain v1", "python")
+
+# the clients' READMEs
+PYTHON_INSTALL = Example("clients/python/README.md", "# Python client", "sh")
+PYTHON_TEN_LINES = Example("clients/python/README.md", "## Ten lines", "python")
+TS_PACK = Example("clients/typescript/README.md", "## Install", "sh", 0)
+TS_INSTALL = Example("clients/typescript/README.md", "## Install", "sh", 1)
+TS_EXAMPLE = Example("clients/typescript/README.md", "## Ten lines", "ts")
+TS_RUN = Example("clients/typescript/README.md", "## Ten lines", "sh")
+GO_TEN_LINES = Example("clients/go/README.md", "## Ten lines", "go")
+GO_INSTALL = Example("clients/go/README.md", "## Ten lines", "sh", 0)
+GO_RUN = Example("clients/go/README.md", "## Ten lines", "sh", 1)
+GO_ERRORS = Example("clients/go/README.md", "## Errors, deadlines and cancellation", "go")
+JAVA_INSTALL = Example("clients/java/README.md", "## Install", "sh")
+JAVA_DEPENDENCY = Example("clients/java/README.md", "## Install", "xml")
+JAVA_TEN_LINES = Example("clients/java/README.md", "## Ten lines", "java")
+JAVA_BUILD = Example("clients/java/README.md", "## Ten lines", "sh", 0)
+JAVA_RUN = Example("clients/java/README.md", "## Ten lines", "sh", 1)
+JAVA_ERRORS = Example("clients/java/README.md", "## Errors, deadlines, cancellation", "java")
+
+ALL: tuple[Example, ...] = tuple(v for v in dict(globals()).values() if isinstance(v, Example))

@@ -1,0 +1,85 @@
+"""``make serve``, started as the README starts it, in a network namespace of its own.
+
+The documents' examples talk to ``127.0.0.1:50051``, the address ``make serve``
+listens on. Run on a shared machine, that port may be anyone's; in a private
+network namespace (``unshare --net``, loopback only) it is always this
+server's, so the examples run exactly as printed. Commands run inside it through
+``nsenter``; they reach nothing but that loopback, so whatever needs the network
+(installs, module downloads) is done before, outside. Needs root, as ``make test``
+does; without it the tests fail, they do not skip.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.docs.markdown import ROOT
+
+ADDRESS = "127.0.0.1:50051"
+
+
+@dataclass(frozen=True, slots=True)
+class PrivateNetwork:
+    """The namespace ``make serve`` runs in; ``run`` runs a command there."""
+
+    pid: int
+    log: Path
+
+    def run(self, command: Sequence[str], **options: Any) -> subprocess.CompletedProcess[str]:
+        """``command`` inside the namespace, output captured as text; check it yourself."""
+        options.setdefault("timeout", 120)
+        return subprocess.run(
+            ["nsenter", f"--net=/proc/{self.pid}/ns/net", "--", *command],
+            capture_output=True,
+            text=True,
+            check=False,
+            **options,
+        )
+
+
+@contextmanager
+def make_serve(tmp: Path, **settings: str) -> Iterator[PrivateNetwork]:
+    """``make serve`` on 127.0.0.1:50051 of a fresh namespace, its database under ``tmp``.
+
+    ``COMPACTION_STORE`` (a setting of the README's table) moves the database
+    from the checkout's ./compaction.db to ``tmp``; ``settings`` are more of
+    them, by their ``COMPACTION_*`` variables (``summarizer="extractive"``).
+    """
+    subprocess.run(["make", "-s", "runtime"], cwd=ROOT, check=True, timeout=600)  # may download
+    tmp.mkdir(parents=True, exist_ok=True)
+    log = tmp / "make-serve.log"
+    env = {
+        **os.environ,
+        "COMPACTION_STORE": f"sqlite:///{tmp / 'compaction.db'}",
+        **{f"COMPACTION_{name.upper()}": value for name, value in settings.items()},
+    }
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            ["unshare", "--net", "sh", "-c", "ip link set lo up && exec make -s serve"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=out,
+            text=True,
+            start_new_session=True,  # make and the server it starts: one group to stop
+        )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if f"listening on {ADDRESS}" not in line:
+            raise RuntimeError(f"make serve did not start: {line!r}\n{log.read_text()}")
+        yield PrivateNetwork(process.pid, log)
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()

@@ -1,0 +1,48 @@
+"""The adapters' snippets in README.md and docs/adapters.md, run as printed.
+
+Each is the line an existing agent changes; ``tests/docs/adapter_examples.py``
+gives it that agent (a scripted model, a tool) and makes one turn through what
+it built, against ``make serve`` with the offline summarizer (the adapters'
+policies summarize, as the documents say, so the server needs a summarizer).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from tests.docs.catalogue import (
+    ADAPTERS_ADK_CALLBACK,
+    ADAPTERS_ADK_SESSION_SERVICE,
+    ADAPTERS_LANGCHAIN_MIDDLEWARE,
+    ADK_SESSION_SERVICE,
+    LANGCHAIN_MIDDLEWARE,
+)
+from tests.docs.markdown import ROOT
+from tests.docs.servers import make_serve
+
+
+def test_the_adapter_snippets_run_in_the_agents_they_change(tmp_path: Path) -> None:
+    snippets = [
+        ("session-service", ADK_SESSION_SERVICE.text),
+        ("middleware", LANGCHAIN_MIDDLEWARE.text),
+        ("session-service", ADAPTERS_ADK_SESSION_SERVICE.text),
+        ("callback", ADAPTERS_ADK_CALLBACK.text),
+        ("middleware", ADAPTERS_LANGCHAIN_MIDDLEWARE.text),
+    ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with make_serve(tmp_path, summarizer="extractive") as network:
+        done = network.run(
+            [sys.executable, "-m", "tests.docs.adapter_examples"],
+            input=json.dumps(snippets),
+            cwd=ROOT,
+            env=env,
+        )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == len(snippets), done.stdout
+    assert lines[0].startswith("session-service -> ")
+    assert not lines[0].startswith("session-service -> 0 ")
+    assert all(" 0 model calls" not in line for line in lines), done.stdout
