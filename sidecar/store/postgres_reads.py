@@ -146,7 +146,17 @@ async def list_events(
     include_archived: bool,
     max_bytes: int | None = None,
 ) -> Page[Event]:
-    """A page of the log in log order; keyset on ``(sort_key, position)``."""
+    """A page of the log in log order; keyset on ``(sort_key, position)``.
+
+    The whole log comes as stored, a cleared event with its original content;
+    the active window alone comes as GetContext shows it (placeholders), so a
+    window read in pages is the window the model is sent.
+    """
+    content, columns = (
+        ("e.content", EVENT_COLUMNS)
+        if include_archived
+        else ("coalesce(e.cleared_content, e.content)", VIEW_COLUMNS)
+    )
     bound = fingerprint(session_id, include_archived)
     after = (-1, -1)
     if token:
@@ -160,9 +170,9 @@ async def list_events(
     )
     # Stored sizes first: a page of 1,000 large events cut to a few by bytes would
     # otherwise read and decode every one of them.
-    sizes = await db.fetch(f"SELECT octet_length(e.content) {page}", pk, *after, size + 1)
+    sizes = await db.fetch(f"SELECT octet_length({content}) {page}", pk, *after, size + 1)
     fit = rules.fitting_sizes([row[0] for row in sizes[:size]], max_bytes)
-    rows = await db.fetch(f"SELECT {EVENT_COLUMNS}, e.sort_key {page}", pk, *after, fit)
+    rows = await db.fetch(f"SELECT {columns}, e.sort_key {page}", pk, *after, fit)
     items = tuple(event_from_row(row) for row in rows)
     kept = rules.fitting(items, max_bytes)
     next_token = ""

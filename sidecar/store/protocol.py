@@ -196,7 +196,10 @@ class Store(Protocol):
     ) -> Page[Event]:
         """The whole log in log order, archived events included unless told otherwise.
 
-        A cleared event comes with its original content and count, ``cleared`` set.
+        A cleared event comes with its original content and count, ``cleared``
+        set; without archived events the listing is the active window as
+        ``active_window`` gives it (placeholders), so that a window read in
+        pages is the one the model is sent.
 
         A page also stops before its events' content passes ``max_bytes``
         (holding at least one event), continuing from there on the next page.

@@ -88,6 +88,20 @@ async def test_the_log_keeps_the_original_and_search_finds_it(store: Store) -> N
     assert hits.items[0].event.tool_results[0].content == SECRET
 
 
+async def test_the_active_listing_shows_the_window_as_get_context_does(store: Store) -> None:
+    """A window too large for one answer is read in active pages: they must be the window."""
+    await store.append("s", tool_loop(), create_if_missing=True)
+    await store.apply("s", await clear(store))
+    _, window = await store.active_window("s")
+    page = await store.list_events("s", page_size=100, page_token="", include_archived=False)
+    assert page.items == window
+    small = await store.list_events(
+        "s", page_size=100, page_token="", include_archived=False, max_bytes=1
+    )
+    assert small.items == window[:1]
+    assert small.next_page_token
+
+
 async def test_a_clearing_is_recorded_as_a_compaction(store: Store) -> None:
     await store.append("s", tool_loop(), create_if_missing=True)
     outcome = await store.apply("s", await clear(store))

@@ -1254,7 +1254,9 @@ type ListEventsRequest struct {
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// From a previous response's next_page_token.
 	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
-	// Only the active window (archived events left out).
+	// Only the active window (archived events left out), as GetContext shows
+	// it: cleared events with their placeholders. The whole log shows cleared
+	// events with their original content.
 	ActiveOnly    bool `protobuf:"varint,4,opt,name=active_only,json=activeOnly,proto3" json:"active_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

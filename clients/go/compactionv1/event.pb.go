@@ -323,9 +323,10 @@ type Event struct {
 	// cleared event in the active window: with its placeholder).
 	TokenCount int32 `protobuf:"varint,14,opt,name=token_count,json=tokenCount,proto3" json:"token_count,omitempty"`
 	// Output only. True once a clear_tool_results pass replaced this event's
-	// tool results (or call arguments) with a placeholder. GetContext returns
-	// the placeholder; ListEvents returns the original content, which
-	// SearchEvents also finds. The event stays active and in place.
+	// tool results (or call arguments) with a placeholder. GetContext (and
+	// ListEvents with active_only) returns the placeholder; ListEvents of the
+	// whole log returns the original content, which SearchEvents also finds.
+	// The event stays active and in place.
 	Cleared       bool `protobuf:"varint,15,opt,name=cleared,proto3" json:"cleared,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -709,7 +709,10 @@ class ListEventsRequest(_message.Message):
     page_token: _builtins.str
     """From a previous response's next_page_token."""
     active_only: _builtins.bool
-    """Only the active window (archived events left out)."""
+    """Only the active window (archived events left out), as GetContext shows
+    it: cleared events with their placeholders. The whole log shows cleared
+    events with their original content.
+    """
     def __init__(
         self,
         *,

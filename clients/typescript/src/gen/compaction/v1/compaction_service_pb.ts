@@ -703,7 +703,9 @@ export type ListEventsRequest = Message<"compaction.v1.ListEventsRequest"> & {
   pageToken: string;
 
   /**
-   * Only the active window (archived events left out).
+   * Only the active window (archived events left out), as GetContext shows
+   * it: cleared events with their placeholders. The whole log shows cleared
+   * events with their original content.
    *
    * @generated from field: bool active_only = 4;
    */

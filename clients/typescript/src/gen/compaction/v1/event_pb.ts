@@ -237,9 +237,10 @@ export type Event = Message<"compaction.v1.Event"> & {
 
   /**
    * Output only. True once a clear_tool_results pass replaced this event's
-   * tool results (or call arguments) with a placeholder. GetContext returns
-   * the placeholder; ListEvents returns the original content, which
-   * SearchEvents also finds. The event stays active and in place.
+   * tool results (or call arguments) with a placeholder. GetContext (and
+   * ListEvents with active_only) returns the placeholder; ListEvents of the
+   * whole log returns the original content, which SearchEvents also finds.
+   * The event stays active and in place.
    *
    * @generated from field: bool cleared = 15;
    */

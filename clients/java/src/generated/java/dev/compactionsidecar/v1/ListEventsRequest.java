@@ -169,7 +169,9 @@ private static final long serialVersionUID = 0L;
   private boolean activeOnly_ = false;
   /**
    * <pre>
-   * Only the active window (archived events left out).
+   * Only the active window (archived events left out), as GetContext shows
+   * it: cleared events with their placeholders. The whole log shows cleared
+   * events with their original content.
    * </pre>
    *
    * <code>bool active_only = 4 [json_name = "activeOnly"];</code>
@@ -788,7 +790,9 @@ private static final long serialVersionUID = 0L;
     private boolean activeOnly_ ;
     /**
      * <pre>
-     * Only the active window (archived events left out).
+     * Only the active window (archived events left out), as GetContext shows
+     * it: cleared events with their placeholders. The whole log shows cleared
+     * events with their original content.
      * </pre>
      *
      * <code>bool active_only = 4 [json_name = "activeOnly"];</code>
@@ -800,7 +804,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Only the active window (archived events left out).
+     * Only the active window (archived events left out), as GetContext shows
+     * it: cleared events with their placeholders. The whole log shows cleared
+     * events with their original content.
      * </pre>
      *
      * <code>bool active_only = 4 [json_name = "activeOnly"];</code>
@@ -816,7 +822,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Only the active window (archived events left out).
+     * Only the active window (archived events left out), as GetContext shows
+     * it: cleared events with their placeholders. The whole log shows cleared
+     * events with their original content.
      * </pre>
      *
      * <code>bool active_only = 4 [json_name = "activeOnly"];</code>

@@ -64,7 +64,9 @@ public interface ListEventsRequestOrBuilder extends
 
   /**
    * <pre>
-   * Only the active window (archived events left out).
+   * Only the active window (archived events left out), as GetContext shows
+   * it: cleared events with their placeholders. The whole log shows cleared
+   * events with their original content.
    * </pre>
    *
    * <code>bool active_only = 4 [json_name = "activeOnly"];</code>
