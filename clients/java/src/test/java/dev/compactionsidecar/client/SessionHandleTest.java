@@ -172,7 +172,7 @@ class SessionHandleTest {
     assertEquals(1, client.session("stream-2").get().getTotalEventCount());
   }
 
-  /** The README's example, as written there (but for the target). */
+  /** A variant of the README's example (which tests/docs runs as printed), on this class's server. */
   @Test
   void readmeExampleRuns() {
     CompactionPolicy policy =
