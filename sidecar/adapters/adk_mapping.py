@@ -247,7 +247,8 @@ def event_from_sidecar(event: Event, *, author: str, timestamp: float | None = N
     """The ADK event for one of ours: exactly the stored one when this adapter wrote it.
 
     Events it did not write (a summary turn, another client's events) are
-    rendered from their fields, with ``author`` and ``timestamp``.
+    rendered from their fields, with ``author`` and ``timestamp``; so is the
+    content of a cleared event, whose tool results are placeholders now.
     """
     raw = event.metadata.get(META_EVENT)
     if raw is None:
@@ -261,7 +262,7 @@ def event_from_sidecar(event: Event, *, author: str, timestamp: float | None = N
         )
     adk = AdkEvent.model_validate_json(raw)
     stored = event.metadata.get(META_CONTENT)
-    if stored is None:
+    if stored is None or event.cleared:  # a cleared event's content is its placeholder
         adk.content = content_of(event)
     elif stored != "null":
         adk.content = types.Content.model_validate_json(stored)

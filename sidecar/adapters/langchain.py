@@ -196,6 +196,9 @@ def compacted_messages(
 ) -> list[AnyMessage]:
     """The model's messages: the window in log order, each kept event as the state's own message.
 
+    A cleared event's message is a copy showing its placeholder (the state's
+    message keeps the original, as the log does).
+
     Only messages the window archived, and ones the graph no longer has
     (removed from its state), are left out. A message edited in place keeps
     its id, so the model gets the edited one. Messages the session has
@@ -225,9 +228,28 @@ def compacted_messages(
         if own is None and not event.synthetic:
             continue  # no longer in the graph's messages (a RemoveMessage): not sent either
         out.extend(before.get(event.id, ()))
+        if own is not None and event.cleared:
+            own = cleared_message(own, event)
         out.append(own if own is not None else event_to_message(event))
     out.extend(pending)
     return out
+
+
+def cleared_message(message: AnyMessage, event: Event) -> AnyMessage:
+    """A copy of the state's ``message`` showing what clearing left of it (the state keeps
+    the original): a ``ToolMessage``'s placeholder, an ``AIMessage``'s cleared arguments."""
+    if isinstance(message, ToolMessage) and event.tool_results:
+        return message.model_copy(update={"content": event.tool_results[0].content})
+    if isinstance(message, AIMessage) and event.tool_calls:
+        arguments = {c.id: c.arguments_json for c in event.tool_calls}
+        calls = [
+            {**call, "args": json.loads(arguments[cid])}
+            if (cid := call.get("id")) is not None and cid in arguments
+            else call
+            for call in message.tool_calls
+        ]
+        return message.model_copy(update={"tool_calls": calls})
+    return message
 
 
 def ensure_ids(messages: Sequence[BaseMessage]) -> None:

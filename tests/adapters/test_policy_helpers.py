@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
-from langchain.agents.middleware import ClearToolUsesEdit
+from dataclasses import replace
+from typing import Any
 
-from sidecar.adapters.adk import adk_policy
-from sidecar.adapters.langchain import clear_tool_uses_policy, policy_from_clear_tool_uses_edit
+from google.adk.events import Event as AdkEvent
+from google.genai import types
+from langchain.agents import create_agent
+from langchain.agents.middleware import ClearToolUsesEdit
+from langchain_core.messages import ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from sidecar.adapters.adk import adk_policy, event_from_sidecar, event_to_sidecar
+from sidecar.adapters.adk_mapping import META_CONTENT
+from sidecar.adapters.langchain import (
+    SessionCompactionMiddleware,
+    clear_tool_uses_policy,
+    policy_from_clear_tool_uses_edit,
+)
 from sidecar.client import AsyncClient
 from sidecar.compaction.clear_tool_results import ClearToolResults
 from sidecar.compaction.pipeline import Pipeline
@@ -13,6 +26,7 @@ from sidecar.compaction.policy import policy_from_dict
 from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.triggers import TokenCount
 from sidecar.model import Event, Role, ToolCall, ToolResult
+from tests.adapters.test_langchain import SYSTEM, ScriptedChatModel, get_weather, question
 
 
 def test_langchain_defaults_are_clear_tool_uses_edit_defaults() -> None:
@@ -75,3 +89,56 @@ async def test_the_langchain_policy_clears_on_the_server(sidecar_address: str) -
         assert appended.compaction.cleared_ids == ("t1", "t2", "t3")
         context = await client.session("lc-policy").context()
         assert context.events[2].tool_results[0].content == "[cleared]"
+
+
+async def test_the_langchain_middleware_sends_cleared_results_as_placeholders(
+    sidecar_address: str,
+) -> None:
+    model = ScriptedChatModel()
+    async with AsyncClient(sidecar_address) as client:
+        middleware = SessionCompactionMiddleware(
+            client, policy=clear_tool_uses_policy(trigger=300, keep=1), session_id="lc-clear"
+        )
+        agent = create_agent(
+            model,
+            [get_weather],
+            system_prompt=SYSTEM,
+            middleware=[middleware],
+            checkpointer=InMemorySaver(),
+        )
+        config: Any = {"configurable": {"thread_id": "t-clear"}}
+        for turn in range(4):
+            await agent.ainvoke(question(turn), config)
+        last = model.seen[-1]
+        results = [m for m in last if isinstance(m, ToolMessage)]
+        assert [m.content for m in results[:-1]] == ["[cleared]"] * (len(results) - 1)
+        assert "sunny" in str(results[-1].content)  # the newest tool use is kept verbatim
+        # The graph's state keeps every original result.
+        state = await agent.aget_state(config)
+        kept = [m for m in state.values["messages"] if isinstance(m, ToolMessage)]
+        assert all("sunny" in str(m.content) for m in kept)
+
+
+def test_a_cleared_adk_event_renders_its_placeholder_not_its_stored_content() -> None:
+    response = types.FunctionResponse(id="c1", name="lookup", response={"rows": ["a" * 400]})
+    adk = AdkEvent(
+        author="agent",
+        invocation_id="i1",
+        content=types.Content(role="user", parts=[types.Part(function_response=response)]),
+    )
+    ours = event_to_sidecar(adk)
+    assert adk.content is not None
+    # As when the field mapping loses something: the verbatim content is stored beside it.
+    verbatim = {**ours.metadata, META_CONTENT: adk.content.model_dump_json(exclude_none=True)}
+    cleared = ours.evolve(
+        tool_results=(replace(ours.tool_results[0], content="[cleared]"),),
+        metadata=verbatim,
+        cleared=True,
+    )
+    assert event_from_sidecar(cleared.evolve(cleared=False), author="agent").content == adk.content
+    rendered = event_from_sidecar(cleared, author="agent")
+    assert rendered.content is not None
+    assert rendered.content.parts is not None
+    part = rendered.content.parts[0].function_response
+    assert part is not None
+    assert part.response == {"result": "[cleared]"}
