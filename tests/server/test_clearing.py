@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import grpc
 import pytest
 
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
+from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
 from sidecar.gen.compaction.v1 import event_pb2, policy_pb2
+from tests.server.harness import address, running
 
 if TYPE_CHECKING:
     from sidecar.gen.compaction.v1.compaction_service_pb2_grpc import (
@@ -136,3 +141,29 @@ async def test_bad_pipelines_are_invalid_arguments_naming_the_field(
         )
     assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert field in (info.value.details() or "")
+
+
+async def test_inspect_marks_cleared_events(tmp_path: Path) -> None:
+    async with running(tmp_path) as sidecar:
+        async with grpc.aio.insecure_channel(address(sidecar)) as channel:
+            stub = pb_grpc.CompactionServiceStub(channel)
+            await seeded(stub, CLEAR)
+            await stub.Compact(pb.CompactRequest(session_id="s", force=True))
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "sidecar.cli",
+            "inspect",
+            "s",
+            "--addr",
+            address(sidecar),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        out, _ = await asyncio.wait_for(process.communicate(), 60)
+    text = out.decode()
+    assert process.returncode == 0, text
+    cleared = [line for line in text.splitlines() if line.startswith("c ")]
+    assert len(cleared) == 2  # t0 and t2, shown with their original content
+    assert all("OOMKilled" in line for line in cleared)
+    assert "2 active cleared events" in text
