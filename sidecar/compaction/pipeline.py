@@ -37,6 +37,8 @@ WindowStep = SlidingWindow | TurnWindow | TokenBudget | ClearToolResults
 Step = WindowStep | Summarize
 
 _FIELD = "strategy.pipeline.steps"
+MAX_STEPS = 8
+"""How many steps a pipeline may hold: a pass may plan every one of them, on every append."""
 
 
 def plan_step(
@@ -52,7 +54,7 @@ def plan_step(
 class Pipeline:
     """Strategies run in order while the trigger fires (see the module docstring).
 
-    At least one step; no step is itself a pipeline.
+    At least one step, at most ``MAX_STEPS``; no step is itself a pipeline.
     """
 
     steps: tuple[Step, ...]
@@ -61,6 +63,8 @@ class Pipeline:
     def __post_init__(self) -> None:
         if not self.steps:
             raise InvalidConfig(_FIELD, "must hold at least one step")
+        if len(self.steps) > MAX_STEPS:
+            raise InvalidConfig(_FIELD, f"holds {len(self.steps)} steps, the most is {MAX_STEPS}")
         for index, step in enumerate(self.steps):
             if isinstance(step, Pipeline):
                 raise InvalidConfig(f"{_FIELD}[{index}].pipeline", "pipelines do not nest")

@@ -28,7 +28,7 @@ from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
 from sidecar.compaction.clear_tool_results import ClearToolResults
-from sidecar.compaction.pipeline import Pipeline, Step
+from sidecar.compaction.pipeline import MAX_STEPS, Pipeline, Step
 from sidecar.compaction.sliding_window import SlidingWindow
 from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.token_budget import TokenBudget
@@ -264,6 +264,8 @@ def _pipeline_from_dict(data: Mapping[str, Any], field: str) -> Pipeline:
         raise InvalidConfig(f"{path}.steps", "must be a list of strategies")
     if not steps:
         raise InvalidConfig(f"{path}.steps", "must hold at least one step")
+    if len(steps) > MAX_STEPS:  # before any is parsed
+        raise InvalidConfig(f"{path}.steps", f"holds {len(steps)} steps, the most is {MAX_STEPS}")
     parsed: list[Step] = []
     for index, item in enumerate(steps):
         at = f"{path}.steps[{index}]"

@@ -75,6 +75,7 @@ def test_a_pipeline_policy_reads_from_json_and_yaml() -> None:
         ),
         ({"pipeline": {"steps": [{"token_budget": {}}]}, "boundary": "TURN"}, "strategy.boundary"),
         ({"pipeline": {"stages": []}}, "strategy.pipeline.stages"),
+        ({"pipeline": {"steps": [{"token_budget": {}}] * 9}}, "strategy.pipeline.steps"),
         (
             {"clear_tool_results": {"keep_tool_uses": "3"}},
             "strategy.clear_tool_results.keep_tool_uses",

@@ -913,7 +913,7 @@ func (x *ClearToolResults) GetPlaceholder() string {
 // compaction id). Typical: clear_tool_results first, summarize last.
 type Pipeline struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// At least one; a step is not itself a pipeline.
+	// At least one, at most 8; a step is not itself a pipeline.
 	Steps         []*Strategy `protobuf:"bytes,1,rep,name=steps,proto3" json:"steps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -503,7 +503,7 @@ class Pipeline(_message.Message):
     STEPS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def steps(self) -> _containers.RepeatedCompositeFieldContainer[Global___Strategy]:
-        """At least one; a step is not itself a pipeline."""
+        """At least one, at most 8; a step is not itself a pipeline."""
 
     def __init__(
         self,

@@ -464,7 +464,7 @@ export const ClearToolResultsSchema: GenMessage<ClearToolResults> = /*@__PURE__*
  */
 export type Pipeline = Message<"compaction.v1.Pipeline"> & {
   /**
-   * At least one; a step is not itself a pipeline.
+   * At least one, at most 8; a step is not itself a pipeline.
    *
    * @generated from field: repeated compaction.v1.Strategy steps = 1;
    */

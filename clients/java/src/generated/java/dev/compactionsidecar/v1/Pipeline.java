@@ -62,7 +62,7 @@ private static final long serialVersionUID = 0L;
   private java.util.List<dev.compactionsidecar.v1.Strategy> steps_;
   /**
    * <pre>
-   * At least one; a step is not itself a pipeline.
+   * At least one, at most 8; a step is not itself a pipeline.
    * </pre>
    *
    * <code>repeated .compaction.v1.Strategy steps = 1 [json_name = "steps"];</code>
@@ -73,7 +73,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * At least one; a step is not itself a pipeline.
+   * At least one, at most 8; a step is not itself a pipeline.
    * </pre>
    *
    * <code>repeated .compaction.v1.Strategy steps = 1 [json_name = "steps"];</code>
@@ -85,7 +85,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * At least one; a step is not itself a pipeline.
+   * At least one, at most 8; a step is not itself a pipeline.
    * </pre>
    *
    * <code>repeated .compaction.v1.Strategy steps = 1 [json_name = "steps"];</code>
@@ -96,7 +96,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * At least one; a step is not itself a pipeline.
+   * At least one, at most 8; a step is not itself a pipeline.
    * </pre>
    *
    * <code>repeated .compaction.v1.Strategy steps = 1 [json_name = "steps"];</code>
@@ -107,7 +107,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * At least one; a step is not itself a pipeline.
+   * At least one, at most 8; a step is not itself a pipeline.
    * </pre>
    *
    * <code>repeated .compaction.v1.Strategy steps = 1 [json_name = "steps"];</code>
@@ -489,7 +489,7 @@ private static final long serialVersionUID = 0L;
 
     /**
      * <pre>
-     * At least one; a step is not itself a pipeline.
+     * At least one, at most 8; a step is not itself a pipeline.
      * </pre>
      *
      * <code>repeated .compaction.v1.Strategy steps = 1 [json_name = "steps"];</code>
@@ -503,7 +503,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * At least one; a step is not itself a pipeline.
+     * At least one, at most 8; a step is not itself a pipeline.
      * </pre>
      *
      * <code>repeated .compaction.v1.Strategy steps = 1 [json_name = "steps"];</code>
@@ -517,7 +517,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * At least one; a step is not itself a pipeline.
+     * At least one, at most 8; a step is not itself a pipeline.
      * </pre>
      *
      * <code>repeated .compaction.v1.Strategy steps = 1 [json_name = "steps"];</code>
@@ -531,7 +531,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * At least one; a step is not itself a pipeline.
+     * At least one, at most 8; a step is not itself a pipeline.
      * </pre>
      *
      * <code>repeated .compaction.v1.Strategy steps = 1 [json_name = "steps"];</code>
@@ -550,7 +550,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * At least one; a step is not itself a pipeline.
+     * At least one, at most 8; a step is not itself a pipeline.
      * </pre>
      *
      * <code>repeated .compaction.v1.Strategy steps = 1 [json_name = "steps"];</code>
@@ -568,7 +568,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * At least one; a step is not itself a pipeline.
+     * At least one, at most 8; a step is not itself a pipeline.
      * </pre>
      *
      * <code>repeated .compaction.v1.Strategy steps = 1 [json_name = "steps"];</code>
@@ -586,7 +586,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * At least one; a step is not itself a pipeline.
+     * At least one, at most 8; a step is not itself a pipeline.
      * </pre>
      *
      * <code>repeated .compaction.v1.Strategy steps = 1 [json_name = "steps"];</code>
@@ -605,7 +605,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * At least one; a step is not itself a pipeline.
+     * At least one, at most 8; a step is not itself a pipeline.
      * </pre>
      *
      * <code>repeated .compaction.v1.Strategy steps = 1 [json_name = "steps"];</code>
@@ -623,7 +623,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * At least one; a step is not itself a pipeline.
+     * At least one, at most 8; a step is not itself a pipeline.
      * </pre>
      *
      * <code>repeated .compaction.v1.Strategy steps = 1 [json_name = "steps"];</code>
@@ -641,7 +641,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * At least one; a step is not itself a pipeline.
+     * At least one, at most 8; a step is not itself a pipeline.
      * </pre>
      *
      * <code>repeated .compaction.v1.Strategy steps = 1 [json_name = "steps"];</code>
@@ -660,7 +660,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * At least one; a step is not itself a pipeline.
+     * At least one, at most 8; a step is not itself a pipeline.
      * </pre>
      *
      * <code>repeated .compaction.v1.Strategy steps = 1 [json_name = "steps"];</code>
@@ -677,7 +677,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * At least one; a step is not itself a pipeline.
+     * At least one, at most 8; a step is not itself a pipeline.
      * </pre>
      *
      * <code>repeated .compaction.v1.Strategy steps = 1 [json_name = "steps"];</code>
@@ -694,7 +694,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * At least one; a step is not itself a pipeline.
+     * At least one, at most 8; a step is not itself a pipeline.
      * </pre>
      *
      * <code>repeated .compaction.v1.Strategy steps = 1 [json_name = "steps"];</code>
@@ -705,7 +705,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * At least one; a step is not itself a pipeline.
+     * At least one, at most 8; a step is not itself a pipeline.
      * </pre>
      *
      * <code>repeated .compaction.v1.Strategy steps = 1 [json_name = "steps"];</code>
@@ -719,7 +719,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * At least one; a step is not itself a pipeline.
+     * At least one, at most 8; a step is not itself a pipeline.
      * </pre>
      *
      * <code>repeated .compaction.v1.Strategy steps = 1 [json_name = "steps"];</code>
@@ -734,7 +734,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * At least one; a step is not itself a pipeline.
+     * At least one, at most 8; a step is not itself a pipeline.
      * </pre>
      *
      * <code>repeated .compaction.v1.Strategy steps = 1 [json_name = "steps"];</code>
@@ -745,7 +745,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * At least one; a step is not itself a pipeline.
+     * At least one, at most 8; a step is not itself a pipeline.
      * </pre>
      *
      * <code>repeated .compaction.v1.Strategy steps = 1 [json_name = "steps"];</code>
@@ -757,7 +757,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * At least one; a step is not itself a pipeline.
+     * At least one, at most 8; a step is not itself a pipeline.
      * </pre>
      *
      * <code>repeated .compaction.v1.Strategy steps = 1 [json_name = "steps"];</code>

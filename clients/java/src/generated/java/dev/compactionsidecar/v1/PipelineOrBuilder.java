@@ -12,7 +12,7 @@ public interface PipelineOrBuilder extends
 
   /**
    * <pre>
-   * At least one; a step is not itself a pipeline.
+   * At least one, at most 8; a step is not itself a pipeline.
    * </pre>
    *
    * <code>repeated .compaction.v1.Strategy steps = 1 [json_name = "steps"];</code>
@@ -21,7 +21,7 @@ public interface PipelineOrBuilder extends
       getStepsList();
   /**
    * <pre>
-   * At least one; a step is not itself a pipeline.
+   * At least one, at most 8; a step is not itself a pipeline.
    * </pre>
    *
    * <code>repeated .compaction.v1.Strategy steps = 1 [json_name = "steps"];</code>
@@ -29,7 +29,7 @@ public interface PipelineOrBuilder extends
   dev.compactionsidecar.v1.Strategy getSteps(int index);
   /**
    * <pre>
-   * At least one; a step is not itself a pipeline.
+   * At least one, at most 8; a step is not itself a pipeline.
    * </pre>
    *
    * <code>repeated .compaction.v1.Strategy steps = 1 [json_name = "steps"];</code>
@@ -37,7 +37,7 @@ public interface PipelineOrBuilder extends
   int getStepsCount();
   /**
    * <pre>
-   * At least one; a step is not itself a pipeline.
+   * At least one, at most 8; a step is not itself a pipeline.
    * </pre>
    *
    * <code>repeated .compaction.v1.Strategy steps = 1 [json_name = "steps"];</code>
@@ -46,7 +46,7 @@ public interface PipelineOrBuilder extends
       getStepsOrBuilderList();
   /**
    * <pre>
-   * At least one; a step is not itself a pipeline.
+   * At least one, at most 8; a step is not itself a pipeline.
    * </pre>
    *
    * <code>repeated .compaction.v1.Strategy steps = 1 [json_name = "steps"];</code>
