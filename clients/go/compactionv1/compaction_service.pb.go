@@ -918,8 +918,8 @@ type GetContextResponse struct {
 	// True when the window would pass the server's message size limit
 	// (--max-message-bytes): its events are listed without their content (ids,
 	// positions, roles, flags and token counts kept). Read the content in parts
-	// with ListEvents(active_only), whose pages are bounded in bytes; the
-	// Python client does this for you.
+	// with ListEvents(active_only), whose pages are bounded in bytes; every
+	// client's context() (Python, TypeScript, Go, Java) does this for you.
 	ContentOmitted bool `protobuf:"varint,5,opt,name=content_omitted,json=contentOmitted,proto3" json:"content_omitted,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache

@@ -551,8 +551,8 @@ class GetContextResponse(_message.Message):
     """True when the window would pass the server's message size limit
     (--max-message-bytes): its events are listed without their content (ids,
     positions, roles, flags and token counts kept). Read the content in parts
-    with ListEvents(active_only), whose pages are bounded in bytes; the
-    Python client does this for you.
+    with ListEvents(active_only), whose pages are bounded in bytes; every
+    client's context() (Python, TypeScript, Go, Java) does this for you.
     """
     @_builtins.property
     def events(self) -> _containers.RepeatedCompositeFieldContainer[_event_pb2.Event]:

@@ -166,8 +166,8 @@ private static final long serialVersionUID = 0L;
    * True when the window would pass the server's message size limit
    * (--max-message-bytes): its events are listed without their content (ids,
    * positions, roles, flags and token counts kept). Read the content in parts
-   * with ListEvents(active_only), whose pages are bounded in bytes; the
-   * Python client does this for you.
+   * with ListEvents(active_only), whose pages are bounded in bytes; every
+   * client's context() (Python, TypeScript, Go, Java) does this for you.
    * </pre>
    *
    * <code>bool content_omitted = 5 [json_name = "contentOmitted"];</code>
@@ -1069,8 +1069,8 @@ private static final long serialVersionUID = 0L;
      * True when the window would pass the server's message size limit
      * (--max-message-bytes): its events are listed without their content (ids,
      * positions, roles, flags and token counts kept). Read the content in parts
-     * with ListEvents(active_only), whose pages are bounded in bytes; the
-     * Python client does this for you.
+     * with ListEvents(active_only), whose pages are bounded in bytes; every
+     * client's context() (Python, TypeScript, Go, Java) does this for you.
      * </pre>
      *
      * <code>bool content_omitted = 5 [json_name = "contentOmitted"];</code>
@@ -1085,8 +1085,8 @@ private static final long serialVersionUID = 0L;
      * True when the window would pass the server's message size limit
      * (--max-message-bytes): its events are listed without their content (ids,
      * positions, roles, flags and token counts kept). Read the content in parts
-     * with ListEvents(active_only), whose pages are bounded in bytes; the
-     * Python client does this for you.
+     * with ListEvents(active_only), whose pages are bounded in bytes; every
+     * client's context() (Python, TypeScript, Go, Java) does this for you.
      * </pre>
      *
      * <code>bool content_omitted = 5 [json_name = "contentOmitted"];</code>
@@ -1105,8 +1105,8 @@ private static final long serialVersionUID = 0L;
      * True when the window would pass the server's message size limit
      * (--max-message-bytes): its events are listed without their content (ids,
      * positions, roles, flags and token counts kept). Read the content in parts
-     * with ListEvents(active_only), whose pages are bounded in bytes; the
-     * Python client does this for you.
+     * with ListEvents(active_only), whose pages are bounded in bytes; every
+     * client's context() (Python, TypeScript, Go, Java) does this for you.
      * </pre>
      *
      * <code>bool content_omitted = 5 [json_name = "contentOmitted"];</code>
