@@ -8,8 +8,13 @@ probes: sequential unary AppendEvents (one 300-2000 byte event each) on a
 session of its own, first with no load, then under it. Keeping the load out of
 the probing process means its event loop measures the server, not itself.
 
-The bound is this benchmark's proposal: p99 under load within 20x the quiet p50
-(the server is one Python process: a probe waits behind the streams' work).
+The bound is issue 17's: p99 under load within 10x the quiet p50. The server
+schedules SQLite's one writer fairly between sessions (``fair_queue.py``), so
+the probe's append waits for about the group being committed and its own, not
+for the streams' backlog. What is left is the one Python process: its event
+loop and writer thread share the GIL and, on two cores, the CPU with the load
+generator, so a 16-event group that costs 2-3 ms of CPU takes several times
+that in wall time under the flood.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from sidecar.gen.compaction.v1.compaction_service_pb2_grpc import CompactionServ
 if TYPE_CHECKING:
     from sidecar.gen.compaction.v1.compaction_service_pb2_grpc import CompactionServiceAsyncStub
 
-TARGET_RATIO = 20.0
+TARGET_RATIO = 10.0
 WINDOW = 16
 LOAD_MAX_S = 300.0
 ROOT = Path(__file__).resolve().parent.parent
@@ -167,8 +172,7 @@ async def run(scale: Scale, workdir: Path, log: Log) -> Outcome:
                 l99 / q50,
                 TARGET_RATIO,
                 False,
-                f"unary AppendEvents p99 with {clients} clients streaming / p50 with none "
-                "(proposed bound)",
+                f"unary AppendEvents p99 with {clients} clients streaming / p50 with none",
             ),
         ],
     )
