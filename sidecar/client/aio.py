@@ -272,7 +272,7 @@ class SessionHandle:
             if not answer.content_omitted:
                 return window
             listed = tuple([e async for e in self.events(active_only=True)])
-            if [e.id for e in listed] == [e.id for e in window.events]:
+            if window.shows(listed):
                 break  # the same window: nothing changed in between
         return replace(window, events=listed)
 

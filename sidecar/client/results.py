@@ -40,6 +40,16 @@ class SessionContext:
     token_count: int
     turn_count: int
 
+    def shows(self, events: tuple[Event, ...]) -> bool:
+        """Whether ``events`` are this window's events as it listed them (content aside).
+
+        Ids alone are not enough: a clearing changes events in place, keeping
+        their ids, and sets their flag and token count.
+        """
+        return [(e.id, e.cleared, e.token_count) for e in events] == [
+            (e.id, e.cleared, e.token_count) for e in self.events
+        ]
+
 
 @dataclass(frozen=True, slots=True)
 class Missed:

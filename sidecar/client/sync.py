@@ -261,7 +261,7 @@ class SyncSessionHandle:
             if not answer.content_omitted:
                 return window
             listed = tuple(self.events(active_only=True))
-            if [e.id for e in listed] == [e.id for e in window.events]:
+            if window.shows(listed):
                 break
         return replace(window, events=listed)
 

@@ -15,7 +15,9 @@ from sidecar.client import (
     NotFoundError,
     session_policy,
 )
-from sidecar.model import Role, SkipReason
+from sidecar.compaction.clear_tool_results import ClearToolResults
+from sidecar.compaction.policy import CompactionPolicy
+from sidecar.model import Event, Role, SkipReason, ToolResult
 from tests.client.conftest import SUMMARIZE, WINDOW, a, policy, turn, u
 from tests.server.harness import address, running
 
@@ -184,6 +186,46 @@ async def test_context_reads_an_omitted_window_again_when_it_changed_in_between(
     assert [e.id for e in window.events] == ["q0", "q1", "q2", "q3", "late"]
     assert [len(e.text) for e in window.events] == [1502] * 4 + [4]
     assert window.version == 2
+
+
+async def test_context_reads_an_omitted_window_again_when_a_clearing_landed_in_between(
+    tmp_path: Path,
+) -> None:
+    """A clearing keeps every id, so ids alone would take the pages for the answer's window:
+    the flags and token counts tell them apart, and the window read is one consistent state."""
+    async with running(tmp_path, max_message_bytes=8192) as sidecar:
+        async with AsyncClient(address(sidecar)) as plain, AsyncClient(address(sidecar)) as c:
+            log = [u("go", id="go")]
+            for n in range(5):
+                log.append(a("", id=f"a{n}", calls=(f"c{n}",)))
+                log.append(
+                    Event(
+                        id=f"t{n}",
+                        role=Role.TOOL,
+                        tool_results=(ToolResult(f"c{n}", "lookup", "x " * 1000),),
+                    )
+                )
+            await plain.session("big").append(log[:1], create_if_missing=True)
+            for event in log[1:]:  # one by one: the requests stay within the limit
+                await plain.session("big").append([event])
+            get_context = c._stub.GetContext
+            answers: list[bool] = []
+
+            async def late_clearing(request: Any, **kwargs: Any) -> Any:
+                answer = await get_context(request, **kwargs)
+                answers.append(answer.content_omitted)
+                if len(answers) == 1:
+                    clearing = CompactionPolicy(None, ClearToolResults(keep_tool_uses=1))
+                    await plain.session("big").compact(clearing, force=True)
+                return answer
+
+            c._stub.GetContext = late_clearing  # type: ignore[assignment]
+            window = await c.session("big").context()
+
+    assert answers == [True, False]  # cleared, the window fits in one answer again
+    assert [e.id for e in window.events if e.cleared] == ["t0", "t1", "t2", "t3"]
+    assert window.token_count == sum(e.token_count for e in window.events)
+    assert window.version == 12
 
 
 async def test_events_lists_the_whole_log_across_pages(client: AsyncClient) -> None:

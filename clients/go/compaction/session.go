@@ -88,7 +88,7 @@ func (s *Session) Context(ctx context.Context) (*pb.GetContextResponse, error) {
 			}
 			listed = append(listed, event)
 		}
-		if attempt >= wholeWindowTries || sameIDs(listed, answer.GetEvents()) {
+		if attempt >= wholeWindowTries || sameWindow(listed, answer.GetEvents()) {
 			answer.Events = listed
 			answer.ContentOmitted = false
 			return answer, nil
@@ -96,12 +96,16 @@ func (s *Session) Context(ctx context.Context) (*pb.GetContextResponse, error) {
 	}
 }
 
-func sameIDs(a, b []*pb.Event) bool {
+// sameWindow tells whether a lists the same window as b (content aside). Ids
+// alone are not enough: a clearing changes events in place, keeping their ids,
+// and sets their flag and token count.
+func sameWindow(a, b []*pb.Event) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for i := range a {
-		if a[i].GetId() != b[i].GetId() {
+		if a[i].GetId() != b[i].GetId() || a[i].GetCleared() != b[i].GetCleared() ||
+			a[i].GetTokenCount() != b[i].GetTokenCount() {
 			return false
 		}
 	}

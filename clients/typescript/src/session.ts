@@ -59,8 +59,23 @@ export interface EventsOptions extends CallOptions {
 /** Reads of a window sent without content before `context` settles for the last one. */
 const WHOLE_WINDOW_TRIES = 3;
 
-function sameIds(a: readonly Event[], b: readonly Event[]): boolean {
-  return a.length === b.length && a.every((event, i) => event.id === b[i]?.id);
+/**
+ * Whether `a` lists the same window as `b` (content aside). Ids alone are not enough: a clearing
+ * changes events in place, keeping their ids, and sets their flag and token count.
+ */
+function sameWindow(a: readonly Event[], b: readonly Event[]): boolean {
+  return (
+    a.length === b.length &&
+    a.every((event, i) => {
+      const other = b[i];
+      return (
+        other !== undefined &&
+        event.id === other.id &&
+        event.cleared === other.cleared &&
+        event.tokenCount === other.tokenCount
+      );
+    })
+  );
 }
 
 export class SessionHandle {
@@ -125,7 +140,7 @@ export class SessionHandle {
       if (!answer.contentOmitted) return answer;
       const listed: Event[] = [];
       for await (const event of this.events({ ...options, activeOnly: true })) listed.push(event);
-      if (attempt >= WHOLE_WINDOW_TRIES || sameIds(listed, answer.events)) {
+      if (attempt >= WHOLE_WINDOW_TRIES || sameWindow(listed, answer.events)) {
         return create(GetContextResponseSchema, { ...answer, events: listed, contentOmitted: false });
       }
     }

@@ -103,18 +103,27 @@ public final class SessionHandle {
       try (Stream<Event> events = events(true)) {
         listed = events.toList();
       }
-      if (attempt >= WHOLE_WINDOW_TRIES || sameIds(listed, answer.getEventsList())) {
+      if (attempt >= WHOLE_WINDOW_TRIES || sameWindow(listed, answer.getEventsList())) {
         return answer.toBuilder().clearEvents().addAllEvents(listed).setContentOmitted(false).build();
       }
     }
   }
 
-  private static boolean sameIds(List<Event> a, List<Event> b) {
+  /**
+   * Whether {@code a} lists the same window as {@code b} (content aside). Ids alone are not
+   * enough: a clearing changes events in place, keeping their ids, and sets their flag and token
+   * count.
+   */
+  private static boolean sameWindow(List<Event> a, List<Event> b) {
     if (a.size() != b.size()) {
       return false;
     }
     for (int i = 0; i < a.size(); i++) {
-      if (!a.get(i).getId().equals(b.get(i).getId())) {
+      Event x = a.get(i);
+      Event y = b.get(i);
+      if (!x.getId().equals(y.getId())
+          || x.getCleared() != y.getCleared()
+          || x.getTokenCount() != y.getTokenCount()) {
         return false;
       }
     }
