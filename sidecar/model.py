@@ -234,6 +234,17 @@ class SessionCounters:
         counters = SessionCounters.of_window(active)
         return replace(counters, turns_since_compaction=1 if counters.turns else 0)
 
+    def after_clearing(self, active: Sequence[Event]) -> SessionCounters:
+        """Counters for a window whose tool results were cleared in place (nothing moved).
+
+        ``turns_since_compaction`` keeps counting: every turn since the last
+        compaction that archived or summarized is still in the window, so an
+        interval trigger still fires and a pipeline still reaches its
+        summarize step (ADK's interval mode with clearing first).
+        """
+        counters = SessionCounters.of_window(active)
+        return replace(counters, turns_since_compaction=self.turns_since_compaction)
+
 
 @dataclass(frozen=True, slots=True)
 class CompactionPlan:

@@ -93,9 +93,11 @@ def adk_policy(
 
     ``clear_tool_results`` (beyond ADK) makes the strategy a pipeline that
     clears old tool results first and summarizes only if the trigger still
-    fires on the cleared window. A landed clearing is a compaction, so it
-    restarts ``compaction_interval``'s count: in interval mode the summary
-    then waits for the next interval (or a clearing with nothing to clear).
+    fires on the cleared window. A clearing moves no event, so it does not
+    restart ``compaction_interval``'s count: in interval mode the summary
+    still comes every interval, written from the cleared window; in token
+    mode it comes only when clearing did not bring the window under
+    ``token_threshold``.
     """
     triggers: list[Trigger] = []
     if token_threshold is not None:

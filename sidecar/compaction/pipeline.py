@@ -3,15 +3,18 @@
 Steps run in order, each on the window the previous one left. After each
 step the session's trigger is checked again on the new counters and the
 pipeline stops as soon as it no longer fires; a forced pass runs every step.
-Typical: ``clear_tool_results`` first, ``summarize`` only if still over.
+Typical: ``clear_tool_results`` first, ``summarize`` only if still over. A
+clearing moves nothing, so it does not restart an interval trigger's count:
+with ``interval_turns`` the summarize step after it still runs. The summarize
+step summarizes the window the clearing left (placeholders, not the cleared
+originals, which stay in the log and searchable).
 
 A pipeline lands step by step, not atomically: each step that changes the
 window is a compaction of its own (one version-checked write, its own
 compaction id and version, its step's strategy name, published to watchers),
-so the version rules are exactly those of its steps, a summarize step keeps
-the lock free during its LLM call, and a restore undoes the steps newest
-first. A step that loses its race to another compaction (``superseded``) ends
-the pipeline; the steps before it stand.
+so the version rules are exactly those of its steps and a summarize step keeps
+the lock free during its LLM call. A step that loses its race to another
+compaction (``superseded``) ends the pipeline; the steps before it stand.
 
 ``run_in_memory`` is the reference the engine's durable loop follows, for
 window steps (a summarize step needs the engine's summarizer).
@@ -93,7 +96,11 @@ class Pipeline:
             results.append(result)
             if result.compacted:  # as a store does: only a landed step rewrites the counters
                 window = result.active_events
-                counters = SessionCounters.after_compaction(window)
+                counters = (
+                    SessionCounters.after_compaction(window)
+                    if result.archived_events  # window steps archive; a clearing moves nothing
+                    else counters.after_clearing(window)
+                )
             if not force and not still_fires(trigger, counters):
                 break
         return results

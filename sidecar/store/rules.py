@@ -257,7 +257,11 @@ def after_compaction(
         session,
         version=session.version + 1,
         update_time=now,
-        counters=SessionCounters.after_compaction(active),
+        counters=(
+            SessionCounters.after_compaction(active)
+            if plan.archive_ids or plan.inserts
+            else session.counters.after_clearing(active)
+        ),
         total_events=session.total_events + len(plan.inserts),
         last_compaction_id=compaction_id,
     )

@@ -177,3 +177,26 @@ async def test_a_failed_summary_step_is_counted_and_raised(store: SqliteStore) -
     # The clearing that landed before the failed step stands.
     _, window = await engine.context("s")
     assert any(e.cleared for e in window)
+
+
+async def test_an_interval_pipeline_still_summarizes_after_clearing(store: SqliteStore) -> None:
+    """ADK's interval mode with clearing first: a clearing moves nothing, so it does not
+    restart the interval's count, and every interval still ends in a summary."""
+    from sidecar.adapters.adk_mapping import adk_policy
+
+    summarizer = FakeSummarizer("S")
+    engine = SessionEngine(store, summarizer=summarizer)
+    policy = adk_policy(
+        compaction_interval=2,
+        overlap_size=1,
+        clear_tool_results=ClearToolResults(keep_tool_uses=1),
+    )
+    await engine.create_session("s", policy=policy)
+    for n in range(12):
+        await engine.append("s", tool_turn(n, calls=2))
+        await engine.wait_idle()
+
+    assert len(summarizer.requests) >= 4
+    session, window = await engine.context("s")
+    assert len(window) < 3 * len(tool_turn(0, calls=2))  # the window stays bounded
+    assert session.counters.turns_since_compaction <= 2
