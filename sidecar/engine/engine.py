@@ -16,35 +16,35 @@
   summarizing strategy does. Each step that changes the window is a
   compaction of its own.
 - Every landed compaction is published to the session's watchers.
+
+The engine decides what runs and when; the parts live beside it: running a
+step and landing its plan in ``step_runner``, pipelines in
+``pipeline_runner``, the in-flight registry and background passes in
+``single_flight``, other replicas' news in ``replicas``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
-import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
 from sidecar.compaction.formatting import format_event
-from sidecar.compaction.pipeline import (
-    Pipeline,
-    WindowStep,
-    pipeline_result,
-    plan_step,
-    still_fires,
-)
+from sidecar.compaction.pipeline import Pipeline
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.tokens import TokenEstimator, default_estimator
-from sidecar.compaction.triggers import Trigger
 from sidecar.engine.locks import LockRegistry
 from sidecar.engine.observer import EngineObserver, NoObserver
+from sidecar.engine.pipeline_runner import PipelineRunner
 from sidecar.engine.policy_cache import ParsedPolicies
+from sidecar.engine.replicas import ReplicaRelay
+from sidecar.engine.results import AppendResult, skipped
+from sidecar.engine.single_flight import SingleFlight
+from sidecar.engine.step_runner import StepRunner
 from sidecar.engine.validation import (
     Limits,
     check_events,
@@ -53,16 +53,8 @@ from sidecar.engine.validation import (
     check_stored_session_id,
 )
 from sidecar.engine.watchers import Watcher, WatcherHub
-from sidecar.errors import (
-    NoSummarizer,
-    SessionNotFound,
-    StoreUnavailable,
-    SummarizerTimeout,
-    SummarizerUnavailable,
-    VersionConflict,
-)
+from sidecar.errors import NoSummarizer, VersionConflict
 from sidecar.model import (
-    CompactionPlan,
     CompactionResult,
     Event,
     LabelUpdate,
@@ -72,6 +64,16 @@ from sidecar.model import (
 )
 from sidecar.store.protocol import Store
 from sidecar.summarizer.protocol import Summarizer
+
+__all__ = [
+    "COUNT_IN_THREAD_CHARS",
+    "DEFAULT_SUMMARY_TIMEOUT_S",
+    "AppendResult",
+    "SessionEngine",
+    "parse_policy",
+    "policy_json",
+    "skipped",
+]
 
 log = logging.getLogger(__name__)
 
@@ -97,18 +99,6 @@ def parse_policy(policy_json: str) -> CompactionPolicy:
 
 def policy_json(policy: CompactionPolicy | None) -> str | None:
     return None if policy is None else policy.to_json()
-
-
-@dataclass(frozen=True, slots=True)
-class AppendResult:
-    """What an append stored, and what it set off."""
-
-    events: tuple[Event, ...]
-    session: Session
-    compaction: CompactionResult | None = None
-    compaction_scheduled: bool = False
-    written: int = 0
-    """How many of ``events`` this append stored (the others were retries)."""
 
 
 class SessionEngine:
@@ -137,14 +127,11 @@ class SessionEngine:
         self.summary_timeout_s = summary_timeout_s
         self.locks = LockRegistry()
         self.watchers = WatcherHub()
-        self._in_flight: dict[str, asyncio.Task[CompactionResult]] = {}
-        self._relays: set[asyncio.Task[None]] = set()
-        self._follows_replicas = False
-        # News of other replicas' compactions is published one at a time per
-        # session, in the order it arrived (asyncio locks are first come, first
-        # served), so a quicker lookup never overtakes an earlier one.
-        self._relay_order = LockRegistry()
-        self._closing = False
+        # The parts read the engine's attributes on each use (see engine.host).
+        self._flights = SingleFlight(self)
+        self._steps = StepRunner(self)
+        self._pipelines = PipelineRunner(self, self._steps, self._flights)
+        self._replicas = ReplicaRelay(self)
         self._counters = ThreadPoolExecutor(
             max_workers=min(4, os.cpu_count() or 1), thread_name_prefix="token-count"
         )
@@ -234,49 +221,11 @@ class SessionEngine:
                     outcome.events, session, compaction_scheduled=scheduled, written=written
                 )
             if isinstance(policy.strategy, Pipeline):
-                return await self._append_pipeline_locked(
+                return await self._pipelines.on_append_locked(
                     session_id, policy.strategy, policy.trigger, outcome.events, session, written
                 )
-            result, after = await self._compact_window_locked(session_id, policy.strategy, None)
+            result, after = await self._steps.window_locked(session_id, policy.strategy, None)
         return AppendResult(outcome.events, after, compaction=result, written=written)
-
-    async def _append_pipeline_locked(
-        self,
-        session_id: str,
-        pipeline: Pipeline,
-        trigger: Trigger,
-        events: tuple[Event, ...],
-        session: Session,
-        written: int,
-    ) -> AppendResult:
-        """An append's pipeline: window steps now, a summarize step on in the background.
-
-        Nothing runs while a pass of the session is in flight: a step landing
-        during its LLM call would only make that pass superseded.
-        """
-        if self._closing or session_id in self._in_flight:
-            return AppendResult(events, session, written=written)
-        results: list[CompactionResult] = []
-        for index, step in enumerate(pipeline.steps):
-            if isinstance(step, Summarize):
-                scheduled = self._schedule(
-                    session_id,
-                    functools.partial(
-                        self._run_pipeline, session_id, pipeline, trigger, force=False, start=index
-                    ),
-                    step.name,
-                )
-                compaction = pipeline_result(results) if results else None
-                return AppendResult(
-                    events, session, compaction, compaction_scheduled=scheduled, written=written
-                )
-            result, session = await self._compact_window_locked(session_id, step, None)
-            results.append(result)
-            if result.skipped_reason is SkipReason.SUPERSEDED:
-                break
-            if not still_fires(trigger, session.counters):
-                break
-        return AppendResult(events, session, pipeline_result(results), written=written)
 
     async def _counted(self, events: Sequence[Event]) -> list[Event]:
         """``events`` with their token counts, and ids where they came without one."""
@@ -338,7 +287,7 @@ class SessionEngine:
     ) -> CompactionResult:
         check_stored_session_id(session_id)
         self.check_policy(policy)
-        running = self._in_flight.get(session_id)
+        running = self._flights.running(session_id)
         if running is not None:
             await asyncio.wait({running})
         session = await self.store.get_session(session_id)
@@ -362,7 +311,7 @@ class SessionEngine:
             # Registered as the session's in-flight pass, so a trigger firing
             # meanwhile does not start a second LLM call (or a step of its own).
             if isinstance(strategy, Pipeline):
-                work = self._run_pipeline(
+                work = self._pipelines.run(
                     session_id,
                     strategy,
                     policy.trigger,
@@ -370,7 +319,7 @@ class SessionEngine:
                     expected_version=expected_version,
                     timeout_s=timeout,
                 )
-                task = self._start_task(session_id, work)
+                task = self._flights.start(session_id, work)
             else:
                 task = self._start_summary(
                     session_id, strategy, background=False, timeout_s=timeout
@@ -383,86 +332,15 @@ class SessionEngine:
                 )
                 raise
         async with self.locks.hold(session_id):
-            result, _ = await self._compact_window_locked(session_id, strategy, expected_version)
+            result, _ = await self._steps.window_locked(session_id, strategy, expected_version)
             return result
-
-    async def _compact_window_locked(
-        self, session_id: str, strategy: WindowStep, expected_version: int | None
-    ) -> tuple[CompactionResult, Session]:
-        session, window = await self.store.active_window(session_id)
-        if expected_version is not None and session.version != expected_version:
-            raise VersionConflict(
-                f"session {session_id!r} changed to version {session.version}",
-                current_version=session.version,
-            )
-        plan = plan_step(strategy, window, self.estimator)
-        plan = replace(plan, base_compaction_id=session.last_compaction_id)
-        return await self._land(session_id, session, plan)
-
-    async def _run_pipeline(
-        self,
-        session_id: str,
-        pipeline: Pipeline,
-        trigger: Trigger | None,
-        *,
-        force: bool,
-        start: int = 0,
-        expected_version: int | None = None,
-        timeout_s: float | None = None,
-    ) -> CompactionResult:
-        """The steps from ``start`` on, each landing on its own, while the trigger fires.
-
-        Only the first step is held to ``expected_version``: the later ones
-        start from the versions the earlier ones left. A superseded step ends
-        the pipeline.
-        """
-        timeout = self.summary_timeout_s if timeout_s is None else timeout_s
-        results: list[CompactionResult] = []
-        for step in pipeline.steps[start:]:
-            if isinstance(step, Summarize):
-                result = await self._run_summary(session_id, step, timeout)
-            else:
-                async with self.locks.hold(session_id):
-                    result, _ = await self._compact_window_locked(
-                        session_id, step, expected_version
-                    )
-            expected_version = None
-            results.append(result)
-            if result.skipped_reason is SkipReason.SUPERSEDED:
-                break
-            if not force and not still_fires(
-                trigger, (await self.store.get_session(session_id)).counters
-            ):
-                break
-        return pipeline_result(results)
 
     def _schedule_summary(self, session_id: str, strategy: Summarize) -> bool:
         """Start a background summarizing pass unless one is in flight (single-flight)."""
-        if self._closing or session_id in self._in_flight:
+        if self._flights.busy(session_id):
             return False
         self._start_summary(session_id, strategy, background=True)
         return True
-
-    def _schedule(
-        self,
-        session_id: str,
-        work: Callable[[], Coroutine[Any, Any, CompactionResult]],
-        strategy: str,
-    ) -> bool:
-        """Start ``work`` in the background unless a pass is in flight (single-flight)."""
-        if self._closing or session_id in self._in_flight:
-            return False
-        self._start_task(session_id, self._in_background(session_id, work(), strategy))
-        return True
-
-    def _start_task(
-        self, session_id: str, work: Coroutine[Any, Any, CompactionResult]
-    ) -> asyncio.Task[CompactionResult]:
-        """Run ``work`` as the session's in-flight pass."""
-        task = asyncio.create_task(work)
-        self._in_flight[session_id] = task
-        task.add_done_callback(lambda _: self._in_flight.pop(session_id, None))
-        return task
 
     def _start_summary(
         self,
@@ -473,113 +351,12 @@ class SessionEngine:
         timeout_s: float | None = None,
     ) -> asyncio.Task[CompactionResult]:
         timeout = self.summary_timeout_s if timeout_s is None else timeout_s
-        work = self._run_summary(session_id, strategy, timeout)
+        work = self._steps.summary(session_id, strategy, timeout)
         if background:
-            return self._start_task(
-                session_id, self._in_background(session_id, work, strategy.name)
+            return self._flights.start(
+                session_id, self._flights.in_background(session_id, work, strategy.name)
             )
-        return self._start_task(session_id, work)
-
-    async def _in_background(
-        self, session_id: str, work: Coroutine[Any, Any, CompactionResult], strategy: str
-    ) -> CompactionResult:
-        """A background pass: a failure is logged, counted and published, never raised."""
-        try:
-            return await work
-        except Exception as exc:  # the pass failed; the session is unchanged
-            log.warning(
-                "background compaction of %s failed: %s",
-                session_id,
-                exc,
-                extra={"session_id": session_id, "strategy": strategy},
-            )
-            result = self._observed(skipped(strategy, SkipReason.FAILED, 0, error=str(exc)))
-            self.watchers.publish(session_id, result)
-            return result
-
-    async def _run_summary(
-        self, session_id: str, strategy: Summarize, timeout_s: float
-    ) -> CompactionResult:
-        async with self.locks.hold(session_id):
-            session, window = await self.store.active_window(session_id)
-        job = strategy.prepare(window, self.estimator)
-        if isinstance(job, CompactionPlan):
-            plan = replace(job, base_compaction_id=session.last_compaction_id)
-            async with self.locks.hold(session_id):
-                return (await self._land(session_id, session, plan))[0]
-        if self.summarizer is None:
-            raise SummarizerUnavailable(
-                "the session's policy summarizes, but no summarizer is configured"
-            )
-        started = time.perf_counter()
-        try:
-            response = await asyncio.wait_for(self.summarizer.summarize(job.request), timeout_s)
-        except TimeoutError:
-            self.observer.summarizer_failed("timeout")
-            raise SummarizerTimeout(
-                f"the summarizer did not answer within {timeout_s:g} s"
-            ) from None
-        except SummarizerUnavailable:
-            self.observer.summarizer_failed("unavailable")
-            raise
-        except Exception:
-            self.observer.summarizer_failed("error")
-            raise
-        elapsed = time.perf_counter() - started
-        self.observer.summarized(elapsed, response.input_tokens, response.output_tokens)
-        latency_ms = elapsed * 1000
-        plan = strategy.finish(job, response, self.estimator, latency_ms)
-        plan = replace(plan, base_compaction_id=session.last_compaction_id)
-        async with self.locks.hold(session_id):
-            return (await self._land(session_id, session, plan))[0]
-
-    async def _land(
-        self, session_id: str, session: Session, plan: CompactionPlan
-    ) -> tuple[CompactionResult, Session]:
-        """Apply a plan (caller holds the lock); an empty plan writes nothing.
-
-        Returns the result and the session header after it.
-        """
-        if plan.is_empty:
-            result = skipped(plan.strategy, plan.skipped_reason, session.version)
-            return self._observed(result), session
-        try:
-            outcome = await self.store.apply(session_id, plan)
-        except VersionConflict:
-            # Another compaction landed first, or what we archive is gone: ours is a no-op.
-            current = await self.store.get_session(session_id)
-            result = skipped(plan.strategy, SkipReason.SUPERSEDED, current.version)
-            return self._observed(result), current
-        result = CompactionResult(
-            compacted=True,
-            strategy=plan.strategy,
-            active_events=outcome.active,
-            archived_events=outcome.archived,
-            tokens_estimated_saved=plan.tokens_estimated_saved,
-            skipped_reason=plan.skipped_reason,
-            version=outcome.session.version,
-            compaction_id=outcome.compaction_id,
-            cleared_ids=tuple(e.id for e in plan.clears),
-        )
-        self._observed(result)
-        log.info(
-            "compacted %s: %d events archived, %d cleared, ~%d tokens saved",
-            session_id,
-            len(outcome.archived),
-            len(plan.clears),
-            plan.tokens_estimated_saved,
-            extra={
-                "session_id": session_id,
-                "compaction_id": outcome.compaction_id,
-                "strategy": plan.strategy,
-                "archived": len(outcome.archived),
-                "cleared": len(plan.clears),
-                "tokens_saved": plan.tokens_estimated_saved,
-                "version": outcome.session.version,
-            },
-        )
-        self.watchers.publish(session_id, result)
-        return result, outcome.session
+        return self._flights.start(session_id, work)
 
     def _log_append(self, session_id: str, events: Sequence[Event], version: int) -> None:
         """A DEBUG record per append: ids and sizes; the content only if asked for."""
@@ -594,8 +371,7 @@ class SessionEngine:
         log.debug("appended %d events to %s", len(events), session_id, extra=fields)
 
     def _observed(self, result: CompactionResult) -> CompactionResult:
-        self.observer.compaction(result)
-        return result
+        return self._steps.observed(result)
 
     # -- reads ------------------------------------------------------------
 
@@ -607,21 +383,12 @@ class SessionEngine:
     def watch(self, session_id: str) -> Watcher:
         check_stored_session_id(session_id)
         watcher = self.watchers.subscribe(session_id)
-        if self._follows_replicas and self.watchers.known(session_id) is None:
-            self._spawn(self._note_start(session_id))
+        self._replicas.watching(session_id)
         return watcher
-
-    async def _note_start(self, session_id: str) -> None:
-        """Record which compaction a newly watched session is at, for ``catch_up``."""
-        try:
-            session = await self.store.get_session(session_id)
-        except (SessionNotFound, StoreUnavailable):
-            return  # not known: a catch-up skips it
-        self.watchers.note(session_id, session.version)
 
     def follow_other_replicas(self) -> None:
         """The store is shared: keep what ``catch_up`` needs for watched sessions."""
-        self._follows_replicas = True
+        self._replicas.follow()
 
     async def catch_up(self) -> None:
         """Publish the compactions other replicas landed while their news could not arrive.
@@ -632,34 +399,7 @@ class SessionEngine:
         landed after it are published oldest first; the hub drops any its
         watchers were told already.
         """
-        for session_id in self.watchers.sessions():
-            known = self.watchers.known(session_id)
-            if known is None:
-                log.info("watchers of %s not caught up: where they started is unknown", session_id)
-                continue
-            try:
-                async with self._relay_order.hold(session_id):
-                    for compaction_id in await self._compactions_after(session_id, known):
-                        result = await self.store.compaction_result(session_id, compaction_id)
-                        self.watchers.publish(session_id, result)
-            except Exception as exc:  # one session's failure is not the others'
-                log.info("watchers of %s not caught up: %r", session_id, exc)
-
-    async def _compactions_after(self, session_id: str, version: int) -> list[str]:
-        """The ids of the session's compactions that left it above ``version``, oldest first."""
-        ids: list[str] = []
-        token = ""
-        while True:
-            page = await self.store.list_compactions(session_id, page_size=1000, page_token=token)
-            ids += [r.compaction_id for r in page.items if r.version_after > version]
-            token = page.next_page_token
-            if not token:
-                return ids
-
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(work)
-        self._relays.add(task)
-        task.add_done_callback(self._relays.discard)
+        await self._replicas.catch_up()
 
     def relay_compaction(self, session_id: str, compaction_id: str) -> None:
         """Tell this replica's watchers of a compaction another replica landed.
@@ -667,26 +407,14 @@ class SessionEngine:
         Called by a shared store as the news arrives; costs nothing for
         sessions nobody here watches.
         """
-        if self._closing or not self.watchers.watched(session_id):
-            return
-        self._spawn(self._relay(session_id, compaction_id))
-
-    async def _relay(self, session_id: str, compaction_id: str) -> None:
-        async with self._relay_order.hold(session_id):
-            try:
-                result = await self.store.compaction_result(session_id, compaction_id)
-            except (KeyError, SessionNotFound, StoreUnavailable) as exc:
-                log.info("compaction %s of %s not relayed: %r", compaction_id, session_id, exc)
-                return
-            self.watchers.publish(session_id, result)
+        self._replicas.relay(session_id, compaction_id)
 
     def in_flight(self) -> int:
-        return len(self._in_flight)
+        return len(self._flights)
 
     async def wait_idle(self) -> None:
         """Wait until no summarizing pass is in flight."""
-        while self._in_flight:
-            await asyncio.wait(list(self._in_flight.values()))
+        await self._flights.wait_idle()
 
     # -- lifecycle --------------------------------------------------------
 
@@ -696,22 +424,6 @@ class SessionEngine:
         A cancelled pass has written nothing: plans are applied in one
         transaction after the summary arrives.
         """
-        self._closing = True
-        for relay in list(self._relays):
-            relay.cancel()
-        tasks = list(self._in_flight.values())
-        if tasks:
-            _, pending = await asyncio.wait(tasks, timeout=grace_s)
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.wait(pending)
+        self._replicas.close()
+        await self._flights.close(grace_s)
         self._counters.shutdown(wait=False)
-
-
-def skipped(
-    strategy: str, reason: SkipReason | None, version: int, *, error: str = ""
-) -> CompactionResult:
-    return CompactionResult(
-        compacted=False, strategy=strategy, skipped_reason=reason, version=version, error=error
-    )

@@ -1,0 +1,44 @@
+"""The engine as its parts see it: the attributes they read from it.
+
+The step and pipeline runners, the single-flight registry and the replica
+relay are handed the engine itself rather than copies of its store, hub and
+observer, and read them on each use, so an attribute the engine's owner
+swaps (a test replaces the watcher hub) takes effect everywhere at once. The
+protocol keeps them from importing the engine they serve.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from sidecar.compaction.tokens import TokenEstimator
+from sidecar.engine.locks import LockRegistry
+from sidecar.engine.observer import EngineObserver
+from sidecar.engine.watchers import WatcherHub
+from sidecar.store.protocol import Store
+from sidecar.summarizer.protocol import Summarizer
+
+
+class EngineHost(Protocol):
+    """What the engine's parts read from it; ``SessionEngine`` is the one implementation."""
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def locks(self) -> LockRegistry: ...
+
+    @property
+    def estimator(self) -> TokenEstimator: ...
+
+    @property
+    def summarizer(self) -> Summarizer | None: ...
+
+    @property
+    def observer(self) -> EngineObserver: ...
+
+    @property
+    def watchers(self) -> WatcherHub: ...
+
+    @property
+    def summary_timeout_s(self) -> float: ...

@@ -1,0 +1,33 @@
+"""What the engine's calls hand back: an append's result, and a skipped pass's.
+
+They sit below the engine and its runners (``step_runner``,
+``pipeline_runner``, ``single_flight``) so that each can build them without
+importing the engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sidecar.model import CompactionResult, Event, Session, SkipReason
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """What an append stored, and what it set off."""
+
+    events: tuple[Event, ...]
+    session: Session
+    compaction: CompactionResult | None = None
+    compaction_scheduled: bool = False
+    written: int = 0
+    """How many of ``events`` this append stored (the others were retries)."""
+
+
+def skipped(
+    strategy: str, reason: SkipReason | None, version: int, *, error: str = ""
+) -> CompactionResult:
+    """The result of a pass that changed nothing, with why."""
+    return CompactionResult(
+        compacted=False, strategy=strategy, skipped_reason=reason, version=version, error=error
+    )

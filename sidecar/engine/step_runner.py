@@ -1,0 +1,142 @@
+"""Running one compaction step and landing its plan.
+
+A window step is planned from the active window while the caller holds the
+session's lock. A summary reads the window under the lock, calls the
+summarizer without it, and takes the lock again only to land its plan. A plan
+lands with a check that no other compaction landed since its window was read
+and that what it archives is still active; losing that race makes the step a
+no-op (superseded), and appends made meanwhile stand. Every landed compaction
+is published to the session's watchers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import replace
+
+from sidecar.compaction.pipeline import WindowStep, plan_step
+from sidecar.compaction.summarize import Summarize
+from sidecar.engine.host import EngineHost
+from sidecar.engine.results import skipped
+from sidecar.errors import SummarizerTimeout, SummarizerUnavailable, VersionConflict
+from sidecar.model import CompactionPlan, CompactionResult, Session, SkipReason
+
+# The engine's logger: log pipelines filter on its name (see sidecar.server.logs).
+log = logging.getLogger("sidecar.engine.engine")
+
+
+class StepRunner:
+    """Runs window steps and summaries over the engine's store; see the module docstring."""
+
+    def __init__(self, host: EngineHost) -> None:
+        self._host = host
+
+    async def window_locked(
+        self, session_id: str, strategy: WindowStep, expected_version: int | None
+    ) -> tuple[CompactionResult, Session]:
+        """Plan a window step on the active window and land it (caller holds the lock)."""
+        host = self._host
+        session, window = await host.store.active_window(session_id)
+        if expected_version is not None and session.version != expected_version:
+            raise VersionConflict(
+                f"session {session_id!r} changed to version {session.version}",
+                current_version=session.version,
+            )
+        plan = plan_step(strategy, window, host.estimator)
+        plan = replace(plan, base_compaction_id=session.last_compaction_id)
+        return await self.land(session_id, session, plan)
+
+    async def summary(
+        self, session_id: str, strategy: Summarize, timeout_s: float
+    ) -> CompactionResult:
+        """Summarize the active window, holding the lock only to read it and to land."""
+        host = self._host
+        async with host.locks.hold(session_id):
+            session, window = await host.store.active_window(session_id)
+        job = strategy.prepare(window, host.estimator)
+        if isinstance(job, CompactionPlan):
+            plan = replace(job, base_compaction_id=session.last_compaction_id)
+            async with host.locks.hold(session_id):
+                return (await self.land(session_id, session, plan))[0]
+        summarizer = host.summarizer
+        if summarizer is None:
+            raise SummarizerUnavailable(
+                "the session's policy summarizes, but no summarizer is configured"
+            )
+        started = time.perf_counter()
+        try:
+            response = await asyncio.wait_for(summarizer.summarize(job.request), timeout_s)
+        except TimeoutError:
+            host.observer.summarizer_failed("timeout")
+            raise SummarizerTimeout(
+                f"the summarizer did not answer within {timeout_s:g} s"
+            ) from None
+        except SummarizerUnavailable:
+            host.observer.summarizer_failed("unavailable")
+            raise
+        except Exception:
+            host.observer.summarizer_failed("error")
+            raise
+        elapsed = time.perf_counter() - started
+        host.observer.summarized(elapsed, response.input_tokens, response.output_tokens)
+        latency_ms = elapsed * 1000
+        plan = strategy.finish(job, response, host.estimator, latency_ms)
+        plan = replace(plan, base_compaction_id=session.last_compaction_id)
+        async with host.locks.hold(session_id):
+            return (await self.land(session_id, session, plan))[0]
+
+    async def land(
+        self, session_id: str, session: Session, plan: CompactionPlan
+    ) -> tuple[CompactionResult, Session]:
+        """Apply a plan (caller holds the lock); an empty plan writes nothing.
+
+        Returns the result and the session header after it.
+        """
+        host = self._host
+        if plan.is_empty:
+            result = skipped(plan.strategy, plan.skipped_reason, session.version)
+            return self.observed(result), session
+        try:
+            outcome = await host.store.apply(session_id, plan)
+        except VersionConflict:
+            # Another compaction landed first, or what we archive is gone: ours is a no-op.
+            current = await host.store.get_session(session_id)
+            result = skipped(plan.strategy, SkipReason.SUPERSEDED, current.version)
+            return self.observed(result), current
+        result = CompactionResult(
+            compacted=True,
+            strategy=plan.strategy,
+            active_events=outcome.active,
+            archived_events=outcome.archived,
+            tokens_estimated_saved=plan.tokens_estimated_saved,
+            skipped_reason=plan.skipped_reason,
+            version=outcome.session.version,
+            compaction_id=outcome.compaction_id,
+            cleared_ids=tuple(e.id for e in plan.clears),
+        )
+        self.observed(result)
+        log.info(
+            "compacted %s: %d events archived, %d cleared, ~%d tokens saved",
+            session_id,
+            len(outcome.archived),
+            len(plan.clears),
+            plan.tokens_estimated_saved,
+            extra={
+                "session_id": session_id,
+                "compaction_id": outcome.compaction_id,
+                "strategy": plan.strategy,
+                "archived": len(outcome.archived),
+                "cleared": len(plan.clears),
+                "tokens_saved": plan.tokens_estimated_saved,
+                "version": outcome.session.version,
+            },
+        )
+        host.watchers.publish(session_id, result)
+        return result, outcome.session
+
+    def observed(self, result: CompactionResult) -> CompactionResult:
+        """Report a finished pass to the observer, and hand it on."""
+        self._host.observer.compaction(result)
+        return result
