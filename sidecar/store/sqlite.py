@@ -33,7 +33,8 @@ returned, so its COMMIT is done) survives:
   in the OS page cache; the next open replays it. (``tests/store/test_crash.py``
   checks this by killing a writer twenty times.)
 - power loss or an OS crash: with NORMAL, the last transactions before the
-  loss may roll back, since the WAL is only fsynced at checkpoints; the file
+  loss may roll back, since the WAL is only fsynced at checkpoints (about
+  every second, off the writer's path: ``sqlite_checkpoints``); the file
   stays consistent (never corrupt, never half a transaction). With FULL the
   WAL is fsynced on every commit, and no acknowledged write is lost, at the
   cost of one fsync per transaction.
@@ -68,6 +69,7 @@ from sidecar.store.protocol import (
     SearchQuery,
     SessionFilter,
 )
+from sidecar.store.sqlite_checkpoints import Checkpointer
 from sidecar.store.sqlite_schema import (
     SYNCHRONOUS_MODES,
     configure_reader,
@@ -106,6 +108,7 @@ class SqliteStore:
         self._readers: list[aiosqlite.Connection] = []
         self._idle: asyncio.Queue[aiosqlite.Connection] = asyncio.Queue()
         self._searches = SearchConnections(search_connections)
+        self._checkpointer = Checkpointer()
         self._decoded = DecodedEvents(decoded_cache_bytes)
 
     # -- lifecycle -----------------------------------------------------------
@@ -126,10 +129,12 @@ class SqliteStore:
                 await run_in_connection_thread(reader, configure_reader)
                 self._idle.put_nowait(reader)
             await self._searches.open(self.path)
+            await self._checkpointer.open(self.path)
         except BaseException:
             await writer.close()
             await self._close_readers()
             await self._searches.close(wait=False)
+            await self._checkpointer.close()
             raise
         self._writer = SqliteWriter(writer)
 
@@ -145,6 +150,7 @@ class SqliteStore:
         for _ in self._readers:
             await self._idle.get()
         await self._close_readers()
+        await self._checkpointer.close()
         # Queued after any write in flight, on the writer's own thread. Cheap, and
         # keeps the planner's statistics fresh for the next open.
         await run_in_connection_thread(writer.connection, lambda db: db.execute("PRAGMA optimize"))

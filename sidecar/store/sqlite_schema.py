@@ -222,6 +222,9 @@ def configure_writer(db: sqlite3.Connection, synchronous: str) -> None:
     _configure_common(db)
     db.execute("PRAGMA journal_mode = WAL")
     db.execute(f"PRAGMA synchronous = {synchronous}")
+    # Checkpoints run on a connection of their own (``sqlite_checkpoints``),
+    # never inside one of the writer's commits.
+    db.execute("PRAGMA wal_autocheckpoint = 0")
 
 
 def configure_reader(db: sqlite3.Connection) -> None:

@@ -293,3 +293,44 @@ async def test_writes_queued_together_commit_together_and_fail_alone(
         assert session.version == 2
     with pytest.raises(SessionNotFound):
         await store.get_session("missing")
+
+
+def file_bytes(path: str) -> int:
+    return Path(path).stat().st_size
+
+
+async def test_the_writer_never_checkpoints_and_the_checkpointer_does(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint inside a commit made every write queued behind it wait: the writer
+    leaves them to a connection of its own, which copies the WAL into the file."""
+    from sidecar.store import sqlite_checkpoints
+
+    monkeypatch.setattr(sqlite_checkpoints, "CHECKPOINT_EVERY_S", 0.05)
+    store = SqliteStore(path)
+    await store.open()
+    try:
+        assert store._writer is not None
+        (pages,) = await run_in_connection_thread(
+            store._writer.connection,
+            lambda db: db.execute("PRAGMA wal_autocheckpoint").fetchone(),
+        )
+        assert pages == 0
+        empty = file_bytes(path)
+        big = "x" * 20_000
+        for n in range(40):  # 800 KB: far below the 4 MB an autocheckpoint would wait for
+            await store.append("s", [u(f"e{n}", big)], create_if_missing=True)
+        for _ in range(100):
+            if file_bytes(path) > empty + 500_000:
+                break
+            await asyncio.sleep(0.05)
+        assert file_bytes(path) > empty + 500_000  # the pages reached the file
+    finally:
+        await store.close()
+    reopened = SqliteStore(path)
+    await reopened.open()
+    try:
+        _, window = await reopened.active_window("s")
+        assert len(window) == 40
+    finally:
+        await reopened.close()
