@@ -161,3 +161,44 @@ async def test_the_gemini_summarizers_outcomes_are_exported(tmp_path: Path) -> N
         text = generate_latest(sidecar.metrics.registry).decode()
     assert 'compaction_summarizer_calls_total{outcome="ok"} 3.0' in text
     assert 'compaction_summarizer_calls_total{outcome="unavailable"} 1.0' in text
+
+
+async def test_clearings_are_counted_once_and_only_what_they_freed(tmp_path: Path) -> None:
+    """A pipeline's clearing step counts its cleared events and tokens under its own strategy;
+    the archiving step after it adds nothing to the cleared counters."""
+    from sidecar.client import AsyncClient
+    from sidecar.compaction.clear_tool_results import ClearToolResults
+    from sidecar.compaction.pipeline import Pipeline
+    from sidecar.compaction.policy import CompactionPolicy
+    from sidecar.compaction.sliding_window import SlidingWindow
+    from sidecar.model import Event, Role, ToolCall, ToolResult
+
+    log = [Event(id="u0", role=Role.USER, text="go")]
+    for n in range(4):
+        log.append(Event(id=f"a{n}", role=Role.ASSISTANT, tool_calls=(ToolCall(f"c{n}", "logs"),)))
+        log.append(
+            Event(
+                id=f"t{n}", role=Role.TOOL, tool_results=(ToolResult(f"c{n}", "logs", "x " * 300),)
+            )
+        )
+    log += [
+        Event(id="u1", role=Role.USER, text="and now?"),
+        Event(id="a9", role=Role.ASSISTANT, text="ok"),
+    ]
+    port = free_port()
+    async with running(tmp_path, metrics_listen=f"127.0.0.1:{port}") as sidecar:
+        async with AsyncClient(address(sidecar)) as client:
+            session = client.session("s")
+            await session.append(log, create_if_missing=True)
+            steps = Pipeline((ClearToolResults(keep_tool_uses=1), SlidingWindow(max_events=2)))
+            result = await session.compact(CompactionPolicy(None, steps), force=True)
+            _, samples = await asyncio.to_thread(scrape, port)
+
+    cleared = value(samples, "compaction_events_cleared_total")
+    assert cleared == value(
+        samples, "compaction_events_cleared_total", strategy="clear_tool_results"
+    )
+    assert cleared == 3  # t0-t2; the sliding window then archived them (the log keeps them)
+    freed = value(samples, "compaction_tokens_cleared_total")
+    assert 0 < freed < result.tokens_estimated_saved  # the archiving step saved the rest
+    assert freed == value(samples, "compaction_tokens_cleared_total", strategy="clear_tool_results")
