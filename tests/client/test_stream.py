@@ -152,3 +152,32 @@ async def test_watch_of_a_missing_session_is_not_found(client: AsyncClient) -> N
 
 def test_watch_decodes_a_missed_notice() -> None:
     assert decode.watch_update(pb.WatchSessionResponse(missed=3)) == Missed(3)
+
+
+async def test_a_clearing_set_off_by_a_streamed_append_comes_back_in_its_ack(
+    client: AsyncClient,
+) -> None:
+    """The inline clearing's result rides on the ack: cleared ids, placeholders in its window."""
+    from sidecar.compaction.clear_tool_results import ClearToolResults
+    from sidecar.compaction.policy import CompactionPolicy
+    from sidecar.compaction.triggers import TokenCount
+    from sidecar.model import Event, Role, ToolCall, ToolResult
+
+    policy = CompactionPolicy(TokenCount(250), ClearToolResults(keep_tool_uses=1))
+    await client.create_session("cs", policy=policy)
+    async with client.session("cs").stream() as stream:
+        await stream.send([u("go")], request_id="q")
+        for n in range(3):
+            call = Event(id=f"a{n}", role=Role.ASSISTANT, tool_calls=(ToolCall(f"c{n}", "logs"),))
+            result = ToolResult(f"c{n}", "logs", "line " * 100)
+            await stream.send([call, Event(id=f"t{n}", role=Role.TOOL, tool_results=(result,))])
+        await stream.close()
+        acks = [m for m in [m async for m in stream] if isinstance(m, Ack)]
+
+    cleared = [m.result.compaction for m in acks if m.result.compaction is not None]
+    assert cleared, [m.result for m in acks]
+    assert cleared[-1].strategy == "clear_tool_results"
+    assert set(cleared[-1].cleared_ids) <= {"t0", "t1"}
+    window = {e.id: e for e in cleared[-1].active_events}
+    assert all(window[i].cleared for i in cleared[-1].cleared_ids)
+    assert not window["t2"].cleared
