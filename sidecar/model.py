@@ -49,11 +49,32 @@ class SkipReason(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """A tool invocation requested by the assistant; arguments are JSON text."""
+    """A tool invocation requested by the assistant; arguments are JSON text.
+
+    ``signature`` is the provider's opaque token for the call (Gemini's
+    ``thought_signature``), kept byte for byte and sent back unchanged.
+    """
 
     id: str
     name: str
     arguments_json: str = "{}"
+    signature: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class Reasoning:
+    """A block of the model's reasoning as its provider returned it.
+
+    ``signature`` is the provider's opaque token (Gemini's thought signature,
+    Anthropic's signature or redacted data, OpenAI's encrypted content),
+    kept byte for byte: providers refuse a tool loop whose reasoning comes
+    back altered. ``redacted`` marks a block returned encrypted only.
+    """
+
+    text: str = ""
+    signature: bytes = b""
+    redacted: bool = False
+    id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +116,10 @@ class Event:
     ``position`` is assigned by the store: a dense counter in write order.
     ``synthetic`` marks a summary turn the service wrote; ``archived`` marks an
     event that left the active window (it is never deleted). ``cleared`` marks
-    an event whose tool results (or call arguments) a clearing pass replaced
-    with a placeholder: the active window carries the placeholder (and its
-    token count), the log keeps the original.
+    an event whose tool results (or call arguments, or reasoning text) a
+    clearing pass replaced: the active window carries the placeholder (and
+    its token count), the log keeps the original. ``reasoning`` is the
+    model's reasoning, before the text and tool calls.
     """
 
     id: str
@@ -115,11 +137,17 @@ class Event:
     archived: bool = False
     token_count: int = 0
     cleared: bool = False
+    reasoning: tuple[Reasoning, ...] = ()
 
     def content_bytes(self) -> int:
         """Approximate bytes of the event's content as stored and sent."""
         size = len(self.text.encode()) + sum(len(p.data) + len(p.uri) for p in self.parts)
-        size += sum(len(c.arguments_json) + len(c.name) + len(c.id) for c in self.tool_calls)
+        size += sum(
+            len(c.arguments_json) + len(c.name) + len(c.id) + len(c.signature)
+            for c in self.tool_calls
+        )
+        if self.reasoning:
+            size += sum(len(r.text.encode()) + len(r.signature) + len(r.id) for r in self.reasoning)
         size += sum(len(r.content.encode()) + len(r.name) for r in self.tool_results)
         size += sum(len(k) + len(v) for k, v in self.metadata.items())
         return size
@@ -146,6 +174,7 @@ class Event:
             and self.tool_calls == other.tool_calls
             and self.tool_results == other.tool_results
             and self.parts == other.parts
+            and self.reasoning == other.reasoning
             and self.author == other.author
             and self.branch == other.branch
             and dict(self.metadata) == dict(other.metadata)

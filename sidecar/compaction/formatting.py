@@ -3,7 +3,8 @@
 ``User: <text>``, ``Assistant: <text>``, ``System: <text>``,
 ``Assistant [tool calls: name(args), ...]`` (or ``Assistant: <text> [tool calls: ...]``),
 ``Tool [responses: name -> data, ...]``. Non-text parts become a placeholder
-such as ``[image/png content]``, never their bytes.
+such as ``[image/png content]``, never their bytes. Reasoning text comes
+first, as ``Assistant [reasoning: ...] <text>``; signatures are never text.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ def format_event(event: Event) -> str:
     """Render ``event`` the way token counts and the trigger see it."""
     label = _LABEL[event.role]
     text = event.text
+    if event.reasoning:
+        thoughts = " ".join(r.text for r in event.reasoning if r.text)
+        if thoughts:
+            text = f"[reasoning: {thoughts}] {text}" if text else f"[reasoning: {thoughts}]"
     if event.parts:
         placeholders = " ".join(part_placeholder(p) for p in event.parts)
         text = f"{text} {placeholders}" if text else placeholders

@@ -36,7 +36,7 @@ from sidecar.compaction.formatting import format_event
 from sidecar.compaction.pipeline import Pipeline
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.summarize import Summarize
-from sidecar.compaction.tokens import TokenEstimator, default_estimator
+from sidecar.compaction.tokens import TokenEstimator, default_estimator, opaque_tokens
 from sidecar.engine.locks import LockRegistry
 from sidecar.engine.observer import EngineObserver, NoObserver
 from sidecar.engine.pipeline_runner import PipelineRunner
@@ -236,7 +236,7 @@ class SessionEngine:
             loop = asyncio.get_running_loop()
             counts = await loop.run_in_executor(self._counters, self._count_all, texts)
         return [
-            e.evolve(id=e.id or new_event_id(), token_count=count)
+            e.evolve(id=e.id or new_event_id(), token_count=count + opaque_tokens(e))
             for e, count in zip(events, counts, strict=True)
         ]
 

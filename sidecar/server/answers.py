@@ -30,6 +30,10 @@ def _strip(events: Iterable[event_pb2.Event]) -> None:
         event.metadata.clear()
         for call in event.tool_calls:
             call.arguments_json = ""
+            call.signature = b""
+        for block in event.reasoning:
+            block.text = ""
+            block.signature = b""
         for result in event.tool_results:
             result.content = ""
         for part in event.parts:

@@ -32,6 +32,7 @@ from sidecar.model import (
     CompactionResult,
     Event,
     Part,
+    Reasoning,
     Role,
     Session,
     ToolCall,
@@ -93,7 +94,9 @@ def event_in(msg: event_pb2.Event, field: str) -> Event:
         id=msg.id,
         role=role_in(msg.role, f"{field}.role"),
         text=msg.text,
-        tool_calls=tuple(ToolCall(c.id, c.name, c.arguments_json or "{}") for c in msg.tool_calls),
+        tool_calls=tuple(
+            ToolCall(c.id, c.name, c.arguments_json or "{}", c.signature) for c in msg.tool_calls
+        ),
         tool_results=tuple(
             ToolResult(r.call_id, r.name, r.content, r.is_error) for r in msg.tool_results
         ),
@@ -102,6 +105,9 @@ def event_in(msg: event_pb2.Event, field: str) -> Event:
         branch=msg.branch,
         metadata=dict(msg.metadata),
         create_time=time_in(msg.create_time, f"{field}.create_time"),
+        reasoning=tuple(Reasoning(r.text, r.signature, r.redacted, r.id) for r in msg.reasoning)
+        if msg.reasoning
+        else (),
     )
 
 
@@ -123,8 +129,14 @@ def event_out(event: Event, into: event_pb2.Event) -> None:
     into.role = _ROLE_OUT[event.role]
     if event.text:
         into.text = event.text
+    for block in event.reasoning:
+        into.reasoning.add(
+            text=block.text, signature=block.signature, redacted=block.redacted, id=block.id
+        )
     for call in event.tool_calls:
-        into.tool_calls.add(id=call.id, name=call.name, arguments_json=call.arguments_json)
+        into.tool_calls.add(
+            id=call.id, name=call.name, arguments_json=call.arguments_json, signature=call.signature
+        )
     for result in event.tool_results:
         into.tool_results.add(
             call_id=result.call_id,

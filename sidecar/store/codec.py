@@ -14,11 +14,14 @@ child table per list:
   is not inflated sixfold by ``\\uXXXX`` escapes). An event with only text is
   ``{"t":"..."}``.
 
-Part bytes are base64 inside the JSON: parts are rare and small (large media
-travel by ``uri``), and a second BLOB column would complicate every read for
-them. Times are integer microseconds since the Unix epoch, UTC: they sort and
-compare as numbers (the search filters rely on it), which ISO strings with
-mixed offsets would not.
+Part bytes and signatures are base64 inside the JSON: parts are rare and
+small (large media travel by ``uri``), signatures a few hundred bytes, and a
+second BLOB column would complicate every read for them. A tool call's
+signature is a fourth element of its array, only when set; reasoning blocks
+are ``"s": [[text, signature, redacted, id], ...]``. Times are integer
+microseconds since the Unix epoch, UTC: they sort and compare as numbers
+(the search filters rely on it), which ISO strings with mixed offsets would
+not.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sidecar.model import Event, Part, Role, ToolCall, ToolResult
+from sidecar.model import Event, Part, Reasoning, Role, ToolCall, ToolResult
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
@@ -63,13 +66,35 @@ def decode_labels(raw: str) -> dict[str, str]:
     return labels
 
 
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _tool_call(call: list[str]) -> ToolCall:
+    if len(call) == 3:
+        return ToolCall(call[0], call[1], call[2])
+    return ToolCall(call[0], call[1], call[2], base64.b64decode(call[3]))
+
+
+def _reasoning(blocks: list[list[Any]]) -> tuple[Reasoning, ...]:
+    return tuple(
+        Reasoning(text, base64.b64decode(signature), bool(redacted), block_id)
+        for text, signature, redacted, block_id in blocks
+    )
+
+
 def encode_content(event: Event) -> str:
     """The client-supplied content of ``event`` as compact JSON (see the module docstring)."""
     content: dict[str, Any] = {}
     if event.text:
         content["t"] = event.text
     if event.tool_calls:
-        content["c"] = [[c.id, c.name, c.arguments_json] for c in event.tool_calls]
+        content["c"] = [
+            [c.id, c.name, c.arguments_json, _b64(c.signature)]
+            if c.signature
+            else [c.id, c.name, c.arguments_json]
+            for c in event.tool_calls
+        ]
     if event.tool_results:
         content["r"] = [
             [r.call_id, r.name, r.content, 1 if r.is_error else 0] for r in event.tool_results
@@ -77,6 +102,10 @@ def encode_content(event: Event) -> str:
     if event.parts:
         content["p"] = [
             [p.mime_type, base64.b64encode(p.data).decode("ascii"), p.uri] for p in event.parts
+        ]
+    if event.reasoning:
+        content["s"] = [
+            [r.text, _b64(r.signature), 1 if r.redacted else 0, r.id] for r in event.reasoning
         ]
     if event.author:
         content["a"] = event.author
@@ -107,11 +136,12 @@ def decode_event(
     calls = fields.get("c")
     results = fields.get("r")
     parts = fields.get("p")
+    reasoning = fields.get("s")
     return Event(
         id=event_id,
         role=_ROLES[role],
         text=fields.get("t", ""),
-        tool_calls=tuple(ToolCall(*call) for call in calls) if calls else (),
+        tool_calls=tuple(map(_tool_call, calls)) if calls else (),
         tool_results=(
             tuple(ToolResult(i, n, c, bool(err)) for i, n, c, err in results) if results else ()
         ),
@@ -125,4 +155,5 @@ def decode_event(
         archived=bool(archived),
         token_count=token_count,
         cleared=bool(cleared),
+        reasoning=_reasoning(reasoning) if reasoning else (),
     )

@@ -27,6 +27,7 @@ from sidecar.model import (
     Event,
     LabelUpdate,
     Part,
+    Reasoning,
     Role,
     SessionCounters,
     ToolCall,
@@ -291,6 +292,35 @@ async def test_append_stores_content_and_create_time_as_given(store: Store) -> N
             False,
             False,
         )
+
+
+async def test_reasoning_and_signatures_round_trip_byte_for_byte(store: Store) -> None:
+    # Every byte value, and a signature that is not valid UTF-8: providers' tokens are opaque.
+    signature = bytes(range(256)) * 3
+    thinking = Event(
+        id="a1",
+        role=Role.ASSISTANT,
+        text="checking the disk",
+        reasoning=(
+            Reasoning("The user wants df; 東京 first.", signature[:40], id="rs_1"),
+            Reasoning("", signature, redacted=True),
+            Reasoning("", b"\xff\x00only-a-signature"),
+        ),
+        tool_calls=(
+            ToolCall("c1", "df", '{"h":true}', signature=b"\x00sig\xfe"),
+            ToolCall("c2", "du", "{}"),
+        ),
+        token_count=7,
+    )
+    stored = (await seed(store, "s", [u("u1"), thinking])).events[1]
+    _, window = await store.active_window("s")
+    listed = await store.list_events("s", page_size=10, page_token="")
+    for event in (stored, window[1], listed.items[1]):
+        assert event.reasoning == thinking.reasoning
+        assert event.tool_calls == thinking.tool_calls
+        assert event.same_payload(thinking)
+    # A retry with the reasoning altered is another payload, not the same event.
+    assert not thinking.evolve(reasoning=thinking.reasoning[:1]).same_payload(thinking)
 
 
 async def test_text_holding_nul_and_control_characters_round_trips_and_is_searchable(

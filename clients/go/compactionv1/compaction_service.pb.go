@@ -24,6 +24,67 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// A provider's request format, for GetContextRequest.format.
+type ContextFormat int32
+
+const (
+	// Events only; rendered_json is empty.
+	ContextFormat_CONTEXT_FORMAT_UNSPECIFIED ContextFormat = 0
+	// Gemini generateContent: {"systemInstruction": ..., "contents": [...]}.
+	ContextFormat_CONTEXT_FORMAT_GEMINI ContextFormat = 1
+	// OpenAI Chat Completions: {"messages": [...]}.
+	ContextFormat_CONTEXT_FORMAT_OPENAI_CHAT ContextFormat = 2
+	// OpenAI Responses: {"instructions": ..., "input": [...]}.
+	ContextFormat_CONTEXT_FORMAT_OPENAI_RESPONSES ContextFormat = 3
+	// Anthropic Messages: {"system": ..., "messages": [...]}.
+	ContextFormat_CONTEXT_FORMAT_ANTHROPIC ContextFormat = 4
+)
+
+// Enum value maps for ContextFormat.
+var (
+	ContextFormat_name = map[int32]string{
+		0: "CONTEXT_FORMAT_UNSPECIFIED",
+		1: "CONTEXT_FORMAT_GEMINI",
+		2: "CONTEXT_FORMAT_OPENAI_CHAT",
+		3: "CONTEXT_FORMAT_OPENAI_RESPONSES",
+		4: "CONTEXT_FORMAT_ANTHROPIC",
+	}
+	ContextFormat_value = map[string]int32{
+		"CONTEXT_FORMAT_UNSPECIFIED":      0,
+		"CONTEXT_FORMAT_GEMINI":           1,
+		"CONTEXT_FORMAT_OPENAI_CHAT":      2,
+		"CONTEXT_FORMAT_OPENAI_RESPONSES": 3,
+		"CONTEXT_FORMAT_ANTHROPIC":        4,
+	}
+)
+
+func (x ContextFormat) Enum() *ContextFormat {
+	p := new(ContextFormat)
+	*p = x
+	return p
+}
+
+func (x ContextFormat) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ContextFormat) Descriptor() protoreflect.EnumDescriptor {
+	return file_compaction_v1_compaction_service_proto_enumTypes[0].Descriptor()
+}
+
+func (ContextFormat) Type() protoreflect.EnumType {
+	return &file_compaction_v1_compaction_service_proto_enumTypes[0]
+}
+
+func (x ContextFormat) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ContextFormat.Descriptor instead.
+func (ContextFormat) EnumDescriptor() ([]byte, []int) {
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{0}
+}
+
 // Request of CreateSession.
 type CreateSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -32,7 +93,10 @@ type CreateSessionRequest struct {
 	// The compaction policy; unset means the server's default policy.
 	Policy *CompactionPolicy `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
 	// Free-form labels.
-	Labels        map[string]string `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Labels map[string]string `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The model the agent calls (Session.model); empty means none. A model
+	// without a profile is INVALID_ARGUMENT naming "model".
+	Model         string `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -86,6 +150,13 @@ func (x *CreateSessionRequest) GetLabels() map[string]string {
 		return x.Labels
 	}
 	return nil
+}
+
+func (x *CreateSessionRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
 }
 
 // Request of GetSession.
@@ -259,7 +330,7 @@ type UpdateSessionRequest struct {
 	// The session, with session_id set and the new values of the fields named
 	// in update_mask.
 	Session *Session `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
-	// "policy" and/or "labels". Required.
+	// "policy", "labels" and/or "model". Required.
 	UpdateMask *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	// When non-zero, the update fails with FAILED_PRECONDITION unless the
 	// session is at this version.
@@ -418,7 +489,11 @@ type AppendEventsRequest struct {
 	// with the events or not at all, and each session's resulting labels must
 	// be within the label limits. An append made only of re-sent events (a
 	// retry) writes nothing, label updates included.
-	LabelUpdates  []*LabelUpdate `protobuf:"bytes,5,rep,name=label_updates,json=labelUpdates,proto3" json:"label_updates,omitempty"`
+	LabelUpdates []*LabelUpdate `protobuf:"bytes,5,rep,name=label_updates,json=labelUpdates,proto3" json:"label_updates,omitempty"`
+	// What the provider reported for the model call made with the context of
+	// an earlier version: calibrates the session's token estimates
+	// (Session.calibration), in the append's transaction.
+	Usage         *ModelUsage `protobuf:"bytes,6,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -488,6 +563,70 @@ func (x *AppendEventsRequest) GetLabelUpdates() []*LabelUpdate {
 	return nil
 }
 
+func (x *AppendEventsRequest) GetUsage() *ModelUsage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+// The prompt tokens a provider reported for one model call (Gemini's
+// usageMetadata.promptTokenCount, OpenAI's usage.prompt_tokens or
+// input_tokens, Anthropic's input_tokens plus its cache reads and writes).
+type ModelUsage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The version of the context sent (GetContextResponse.version). Required.
+	ContextVersion int64 `protobuf:"varint,1,opt,name=context_version,json=contextVersion,proto3" json:"context_version,omitempty"`
+	// The prompt tokens reported. At least 1.
+	PromptTokens  int64 `protobuf:"varint,2,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelUsage) Reset() {
+	*x = ModelUsage{}
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelUsage) ProtoMessage() {}
+
+func (x *ModelUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelUsage.ProtoReflect.Descriptor instead.
+func (*ModelUsage) Descriptor() ([]byte, []int) {
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ModelUsage) GetContextVersion() int64 {
+	if x != nil {
+		return x.ContextVersion
+	}
+	return 0
+}
+
+func (x *ModelUsage) GetPromptTokens() int64 {
+	if x != nil {
+		return x.PromptTokens
+	}
+	return 0
+}
+
 // A change to one session's labels, made atomically with an append
 // (AppendEventsRequest.label_updates): e.g. state kept in labels that must
 // change with the event that changed it.
@@ -512,7 +651,7 @@ type LabelUpdate struct {
 
 func (x *LabelUpdate) Reset() {
 	*x = LabelUpdate{}
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[8]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -524,7 +663,7 @@ func (x *LabelUpdate) String() string {
 func (*LabelUpdate) ProtoMessage() {}
 
 func (x *LabelUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[8]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -537,7 +676,7 @@ func (x *LabelUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelUpdate.ProtoReflect.Descriptor instead.
 func (*LabelUpdate) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{8}
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *LabelUpdate) GetSessionId() string {
@@ -585,13 +724,17 @@ type AppendEventsResponse struct {
 	// CompactionResult.content_omitted. The events were stored: an append is
 	// never answered with an error after it landed.
 	ContentOmitted bool `protobuf:"varint,5,opt,name=content_omitted,json=contentOmitted,proto3" json:"content_omitted,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Why the request's usage was not taken into the calibration, when it was
+	// not (e.g. the estimate for its context_version is no longer kept). Never
+	// an error: the events were stored.
+	UsageIgnoredReason string `protobuf:"bytes,6,opt,name=usage_ignored_reason,json=usageIgnoredReason,proto3" json:"usage_ignored_reason,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *AppendEventsResponse) Reset() {
 	*x = AppendEventsResponse{}
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[9]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -603,7 +746,7 @@ func (x *AppendEventsResponse) String() string {
 func (*AppendEventsResponse) ProtoMessage() {}
 
 func (x *AppendEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[9]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -616,7 +759,7 @@ func (x *AppendEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendEventsResponse.ProtoReflect.Descriptor instead.
 func (*AppendEventsResponse) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{9}
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AppendEventsResponse) GetEvents() []*Event {
@@ -654,6 +797,13 @@ func (x *AppendEventsResponse) GetContentOmitted() bool {
 	return false
 }
 
+func (x *AppendEventsResponse) GetUsageIgnoredReason() string {
+	if x != nil {
+		return x.UsageIgnoredReason
+	}
+	return ""
+}
+
 // One append on the stream.
 type StreamEventsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -667,13 +817,15 @@ type StreamEventsRequest struct {
 	ExpectedVersion int64 `protobuf:"varint,4,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
 	// As in AppendEventsRequest.
 	CreateIfMissing bool `protobuf:"varint,5,opt,name=create_if_missing,json=createIfMissing,proto3" json:"create_if_missing,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// As in AppendEventsRequest.
+	Usage         *ModelUsage `protobuf:"bytes,6,opt,name=usage,proto3" json:"usage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StreamEventsRequest) Reset() {
 	*x = StreamEventsRequest{}
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[10]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -685,7 +837,7 @@ func (x *StreamEventsRequest) String() string {
 func (*StreamEventsRequest) ProtoMessage() {}
 
 func (x *StreamEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[10]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -698,7 +850,7 @@ func (x *StreamEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEventsRequest.ProtoReflect.Descriptor instead.
 func (*StreamEventsRequest) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{10}
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StreamEventsRequest) GetRequestId() string {
@@ -736,6 +888,13 @@ func (x *StreamEventsRequest) GetCreateIfMissing() bool {
 	return false
 }
 
+func (x *StreamEventsRequest) GetUsage() *ModelUsage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
 // One message on the stream: an acknowledgement, an error, or a compaction.
 type StreamEventsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -757,7 +916,7 @@ type StreamEventsResponse struct {
 
 func (x *StreamEventsResponse) Reset() {
 	*x = StreamEventsResponse{}
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[11]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -769,7 +928,7 @@ func (x *StreamEventsResponse) String() string {
 func (*StreamEventsResponse) ProtoMessage() {}
 
 func (x *StreamEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[11]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -782,7 +941,7 @@ func (x *StreamEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEventsResponse.ProtoReflect.Descriptor instead.
 func (*StreamEventsResponse) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{11}
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StreamEventsResponse) GetRequestId() string {
@@ -862,14 +1021,17 @@ func (*StreamEventsResponse_Compaction) isStreamEventsResponse_Result() {}
 type GetContextRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required.
-	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Also render the window as this provider's request fragment, in
+	// GetContextResponse.rendered_json.
+	Format        ContextFormat `protobuf:"varint,2,opt,name=format,proto3,enum=compaction.v1.ContextFormat" json:"format,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetContextRequest) Reset() {
 	*x = GetContextRequest{}
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[12]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -881,7 +1043,7 @@ func (x *GetContextRequest) String() string {
 func (*GetContextRequest) ProtoMessage() {}
 
 func (x *GetContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[12]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -894,7 +1056,7 @@ func (x *GetContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetContextRequest.ProtoReflect.Descriptor instead.
 func (*GetContextRequest) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{12}
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetContextRequest) GetSessionId() string {
@@ -902,6 +1064,13 @@ func (x *GetContextRequest) GetSessionId() string {
 		return x.SessionId
 	}
 	return ""
+}
+
+func (x *GetContextRequest) GetFormat() ContextFormat {
+	if x != nil {
+		return x.Format
+	}
+	return ContextFormat_CONTEXT_FORMAT_UNSPECIFIED
 }
 
 // Response of GetContext.
@@ -921,13 +1090,22 @@ type GetContextResponse struct {
 	// with ListEvents(active_only), whose pages are bounded in bytes; every
 	// client's context() (Python, TypeScript, Go, Java) does this for you.
 	ContentOmitted bool `protobuf:"varint,5,opt,name=content_omitted,json=contentOmitted,proto3" json:"content_omitted,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The window rendered in the requested format (GetContextRequest.format),
+	// as JSON: the fields of the provider's request body that carry the
+	// conversation, ready to merge into it. Empty when no format was asked, and
+	// when content_omitted is set (render the events read in parts: every
+	// client can).
+	RenderedJson string `protobuf:"bytes,6,opt,name=rendered_json,json=renderedJson,proto3" json:"rendered_json,omitempty"`
+	// token_count times the session's calibration factor: the prompt tokens
+	// the provider is expected to report for this window.
+	EstimatedPromptTokens int32 `protobuf:"varint,7,opt,name=estimated_prompt_tokens,json=estimatedPromptTokens,proto3" json:"estimated_prompt_tokens,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *GetContextResponse) Reset() {
 	*x = GetContextResponse{}
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[13]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -939,7 +1117,7 @@ func (x *GetContextResponse) String() string {
 func (*GetContextResponse) ProtoMessage() {}
 
 func (x *GetContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[13]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -952,7 +1130,7 @@ func (x *GetContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetContextResponse.ProtoReflect.Descriptor instead.
 func (*GetContextResponse) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{13}
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetContextResponse) GetEvents() []*Event {
@@ -990,6 +1168,20 @@ func (x *GetContextResponse) GetContentOmitted() bool {
 	return false
 }
 
+func (x *GetContextResponse) GetRenderedJson() string {
+	if x != nil {
+		return x.RenderedJson
+	}
+	return ""
+}
+
+func (x *GetContextResponse) GetEstimatedPromptTokens() int32 {
+	if x != nil {
+		return x.EstimatedPromptTokens
+	}
+	return 0
+}
+
 // Request of Compact.
 type CompactRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1008,7 +1200,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[14]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1020,7 +1212,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[14]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1033,7 +1225,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{14}
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CompactRequest) GetSessionId() string {
@@ -1075,7 +1267,7 @@ type CompactResponse struct {
 
 func (x *CompactResponse) Reset() {
 	*x = CompactResponse{}
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[15]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1087,7 +1279,7 @@ func (x *CompactResponse) String() string {
 func (*CompactResponse) ProtoMessage() {}
 
 func (x *CompactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[15]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1100,7 +1292,7 @@ func (x *CompactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactResponse.ProtoReflect.Descriptor instead.
 func (*CompactResponse) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{15}
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CompactResponse) GetResult() *CompactionResult {
@@ -1121,7 +1313,7 @@ type WatchSessionRequest struct {
 
 func (x *WatchSessionRequest) Reset() {
 	*x = WatchSessionRequest{}
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[16]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1133,7 +1325,7 @@ func (x *WatchSessionRequest) String() string {
 func (*WatchSessionRequest) ProtoMessage() {}
 
 func (x *WatchSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[16]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1146,7 +1338,7 @@ func (x *WatchSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionRequest.ProtoReflect.Descriptor instead.
 func (*WatchSessionRequest) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{16}
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WatchSessionRequest) GetSessionId() string {
@@ -1172,7 +1364,7 @@ type WatchSessionResponse struct {
 
 func (x *WatchSessionResponse) Reset() {
 	*x = WatchSessionResponse{}
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[17]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1184,7 +1376,7 @@ func (x *WatchSessionResponse) String() string {
 func (*WatchSessionResponse) ProtoMessage() {}
 
 func (x *WatchSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[17]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1197,7 +1389,7 @@ func (x *WatchSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionResponse.ProtoReflect.Descriptor instead.
 func (*WatchSessionResponse) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{17}
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchSessionResponse) GetUpdate() isWatchSessionResponse_Update {
@@ -1264,7 +1456,7 @@ type ListEventsRequest struct {
 
 func (x *ListEventsRequest) Reset() {
 	*x = ListEventsRequest{}
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[18]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1276,7 +1468,7 @@ func (x *ListEventsRequest) String() string {
 func (*ListEventsRequest) ProtoMessage() {}
 
 func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[18]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1289,7 +1481,7 @@ func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListEventsRequest) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{18}
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListEventsRequest) GetSessionId() string {
@@ -1333,7 +1525,7 @@ type ListEventsResponse struct {
 
 func (x *ListEventsResponse) Reset() {
 	*x = ListEventsResponse{}
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[19]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1345,7 +1537,7 @@ func (x *ListEventsResponse) String() string {
 func (*ListEventsResponse) ProtoMessage() {}
 
 func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[19]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1358,7 +1550,7 @@ func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListEventsResponse) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{19}
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListEventsResponse) GetEvents() []*Event {
@@ -1400,7 +1592,7 @@ type SearchEventsRequest struct {
 
 func (x *SearchEventsRequest) Reset() {
 	*x = SearchEventsRequest{}
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[20]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1412,7 +1604,7 @@ func (x *SearchEventsRequest) String() string {
 func (*SearchEventsRequest) ProtoMessage() {}
 
 func (x *SearchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[20]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1425,7 +1617,7 @@ func (x *SearchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchEventsRequest.ProtoReflect.Descriptor instead.
 func (*SearchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{20}
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SearchEventsRequest) GetQuery() string {
@@ -1501,7 +1693,7 @@ type SearchHit struct {
 
 func (x *SearchHit) Reset() {
 	*x = SearchHit{}
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[21]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1513,7 +1705,7 @@ func (x *SearchHit) String() string {
 func (*SearchHit) ProtoMessage() {}
 
 func (x *SearchHit) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[21]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1526,7 +1718,7 @@ func (x *SearchHit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchHit.ProtoReflect.Descriptor instead.
 func (*SearchHit) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{21}
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SearchHit) GetSessionId() string {
@@ -1570,7 +1762,7 @@ type SearchEventsResponse struct {
 
 func (x *SearchEventsResponse) Reset() {
 	*x = SearchEventsResponse{}
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[22]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1582,7 +1774,7 @@ func (x *SearchEventsResponse) String() string {
 func (*SearchEventsResponse) ProtoMessage() {}
 
 func (x *SearchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_compaction_service_proto_msgTypes[22]
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1595,7 +1787,7 @@ func (x *SearchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchEventsResponse.ProtoReflect.Descriptor instead.
 func (*SearchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{22}
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SearchEventsResponse) GetHits() []*SearchHit {
@@ -1616,12 +1808,13 @@ var File_compaction_v1_compaction_service_proto protoreflect.FileDescriptor
 
 const file_compaction_v1_compaction_service_proto_rawDesc = "" +
 	"\n" +
-	"&compaction/v1/compaction_service.proto\x12\rcompaction.v1\x1a\x19compaction/v1/event.proto\x1a\x1acompaction/v1/policy.proto\x1a\x1bcompaction/v1/session.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\"\xf2\x01\n" +
+	"&compaction/v1/compaction_service.proto\x12\rcompaction.v1\x1a\x19compaction/v1/event.proto\x1a\x1acompaction/v1/policy.proto\x1a\x1bcompaction/v1/session.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\"\x88\x02\n" +
 	"\x14CreateSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x127\n" +
 	"\x06policy\x18\x02 \x01(\v2\x1f.compaction.v1.CompactionPolicyR\x06policy\x12G\n" +
-	"\x06labels\x18\x03 \x03(\v2/.compaction.v1.CreateSessionRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\x03 \x03(\v2/.compaction.v1.CreateSessionRequest.LabelsEntryR\x06labels\x12\x14\n" +
+	"\x05model\x18\x04 \x01(\tR\x05model\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"2\n" +
@@ -1647,14 +1840,19 @@ const file_compaction_v1_compaction_service_proto_rawDesc = "" +
 	"\x14DeleteSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"\x17\n" +
-	"\x15DeleteSessionResponse\"\xfa\x01\n" +
+	"\x15DeleteSessionResponse\"\xab\x02\n" +
 	"\x13AppendEventsRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12,\n" +
 	"\x06events\x18\x02 \x03(\v2\x14.compaction.v1.EventR\x06events\x12)\n" +
 	"\x10expected_version\x18\x03 \x01(\x03R\x0fexpectedVersion\x12*\n" +
 	"\x11create_if_missing\x18\x04 \x01(\bR\x0fcreateIfMissing\x12?\n" +
-	"\rlabel_updates\x18\x05 \x03(\v2\x1a.compaction.v1.LabelUpdateR\flabelUpdates\"\xde\x01\n" +
+	"\rlabel_updates\x18\x05 \x03(\v2\x1a.compaction.v1.LabelUpdateR\flabelUpdates\x12/\n" +
+	"\x05usage\x18\x06 \x01(\v2\x19.compaction.v1.ModelUsageR\x05usage\"Z\n" +
+	"\n" +
+	"ModelUsage\x12'\n" +
+	"\x0fcontext_version\x18\x01 \x01(\x03R\x0econtextVersion\x12#\n" +
+	"\rprompt_tokens\x18\x02 \x01(\x03R\fpromptTokens\"\xde\x01\n" +
 	"\vLabelUpdate\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x125\n" +
@@ -1663,7 +1861,7 @@ const file_compaction_v1_compaction_service_proto_rawDesc = "" +
 	"\x10expected_version\x18\x04 \x01(\x03R\x0fexpectedVersion\x1a6\n" +
 	"\bSetEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfb\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xad\x02\n" +
 	"\x14AppendEventsResponse\x12,\n" +
 	"\x06events\x18\x01 \x03(\v2\x14.compaction.v1.EventR\x06events\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\x12?\n" +
@@ -1671,7 +1869,8 @@ const file_compaction_v1_compaction_service_proto_rawDesc = "" +
 	"compaction\x18\x03 \x01(\v2\x1f.compaction.v1.CompactionResultR\n" +
 	"compaction\x121\n" +
 	"\x14compaction_scheduled\x18\x04 \x01(\bR\x13compactionScheduled\x12'\n" +
-	"\x0fcontent_omitted\x18\x05 \x01(\bR\x0econtentOmitted\"\xd8\x01\n" +
+	"\x0fcontent_omitted\x18\x05 \x01(\bR\x0econtentOmitted\x120\n" +
+	"\x14usage_ignored_reason\x18\x06 \x01(\tR\x12usageIgnoredReason\"\x89\x02\n" +
 	"\x13StreamEventsRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1d\n" +
@@ -1679,7 +1878,8 @@ const file_compaction_v1_compaction_service_proto_rawDesc = "" +
 	"session_id\x18\x02 \x01(\tR\tsessionId\x12,\n" +
 	"\x06events\x18\x03 \x03(\v2\x14.compaction.v1.EventR\x06events\x12)\n" +
 	"\x10expected_version\x18\x04 \x01(\x03R\x0fexpectedVersion\x12*\n" +
-	"\x11create_if_missing\x18\x05 \x01(\bR\x0fcreateIfMissing\"\x8c\x02\n" +
+	"\x11create_if_missing\x18\x05 \x01(\bR\x0fcreateIfMissing\x12/\n" +
+	"\x05usage\x18\x06 \x01(\v2\x19.compaction.v1.ModelUsageR\x05usage\"\x8c\x02\n" +
 	"\x14StreamEventsResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12=\n" +
@@ -1690,10 +1890,11 @@ const file_compaction_v1_compaction_service_proto_rawDesc = "" +
 	"compaction\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x05 \x01(\tR\tsessionIdB\b\n" +
-	"\x06result\"2\n" +
+	"\x06result\"h\n" +
 	"\x11GetContextRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"\xc5\x01\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x124\n" +
+	"\x06format\x18\x02 \x01(\x0e2\x1c.compaction.v1.ContextFormatR\x06format\"\xa2\x02\n" +
 	"\x12GetContextResponse\x12,\n" +
 	"\x06events\x18\x01 \x03(\v2\x14.compaction.v1.EventR\x06events\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\x12\x1f\n" +
@@ -1701,7 +1902,9 @@ const file_compaction_v1_compaction_service_proto_rawDesc = "" +
 	"tokenCount\x12\x1d\n" +
 	"\n" +
 	"turn_count\x18\x04 \x01(\x05R\tturnCount\x12'\n" +
-	"\x0fcontent_omitted\x18\x05 \x01(\bR\x0econtentOmitted\"\xa9\x01\n" +
+	"\x0fcontent_omitted\x18\x05 \x01(\bR\x0econtentOmitted\x12#\n" +
+	"\rrendered_json\x18\x06 \x01(\tR\frenderedJson\x126\n" +
+	"\x17estimated_prompt_tokens\x18\a \x01(\x05R\x15estimatedPromptTokens\"\xa9\x01\n" +
 	"\x0eCompactRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x127\n" +
@@ -1749,7 +1952,13 @@ const file_compaction_v1_compaction_service_proto_rawDesc = "" +
 	"\asnippet\x18\x04 \x01(\tR\asnippet\"l\n" +
 	"\x14SearchEventsResponse\x12,\n" +
 	"\x04hits\x18\x01 \x03(\v2\x18.compaction.v1.SearchHitR\x04hits\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\x86\b\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xad\x01\n" +
+	"\rContextFormat\x12\x1e\n" +
+	"\x1aCONTEXT_FORMAT_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15CONTEXT_FORMAT_GEMINI\x10\x01\x12\x1e\n" +
+	"\x1aCONTEXT_FORMAT_OPENAI_CHAT\x10\x02\x12#\n" +
+	"\x1fCONTEXT_FORMAT_OPENAI_RESPONSES\x10\x03\x12\x1c\n" +
+	"\x18CONTEXT_FORMAT_ANTHROPIC\x10\x042\x86\b\n" +
 	"\x11CompactionService\x12L\n" +
 	"\rCreateSession\x12#.compaction.v1.CreateSessionRequest\x1a\x16.compaction.v1.Session\x12F\n" +
 	"\n" +
@@ -1780,98 +1989,104 @@ func file_compaction_v1_compaction_service_proto_rawDescGZIP() []byte {
 	return file_compaction_v1_compaction_service_proto_rawDescData
 }
 
-var file_compaction_v1_compaction_service_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_compaction_v1_compaction_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_compaction_v1_compaction_service_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_compaction_v1_compaction_service_proto_goTypes = []any{
-	(*CreateSessionRequest)(nil),  // 0: compaction.v1.CreateSessionRequest
-	(*GetSessionRequest)(nil),     // 1: compaction.v1.GetSessionRequest
-	(*ListSessionsRequest)(nil),   // 2: compaction.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),  // 3: compaction.v1.ListSessionsResponse
-	(*UpdateSessionRequest)(nil),  // 4: compaction.v1.UpdateSessionRequest
-	(*DeleteSessionRequest)(nil),  // 5: compaction.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil), // 6: compaction.v1.DeleteSessionResponse
-	(*AppendEventsRequest)(nil),   // 7: compaction.v1.AppendEventsRequest
-	(*LabelUpdate)(nil),           // 8: compaction.v1.LabelUpdate
-	(*AppendEventsResponse)(nil),  // 9: compaction.v1.AppendEventsResponse
-	(*StreamEventsRequest)(nil),   // 10: compaction.v1.StreamEventsRequest
-	(*StreamEventsResponse)(nil),  // 11: compaction.v1.StreamEventsResponse
-	(*GetContextRequest)(nil),     // 12: compaction.v1.GetContextRequest
-	(*GetContextResponse)(nil),    // 13: compaction.v1.GetContextResponse
-	(*CompactRequest)(nil),        // 14: compaction.v1.CompactRequest
-	(*CompactResponse)(nil),       // 15: compaction.v1.CompactResponse
-	(*WatchSessionRequest)(nil),   // 16: compaction.v1.WatchSessionRequest
-	(*WatchSessionResponse)(nil),  // 17: compaction.v1.WatchSessionResponse
-	(*ListEventsRequest)(nil),     // 18: compaction.v1.ListEventsRequest
-	(*ListEventsResponse)(nil),    // 19: compaction.v1.ListEventsResponse
-	(*SearchEventsRequest)(nil),   // 20: compaction.v1.SearchEventsRequest
-	(*SearchHit)(nil),             // 21: compaction.v1.SearchHit
-	(*SearchEventsResponse)(nil),  // 22: compaction.v1.SearchEventsResponse
-	nil,                           // 23: compaction.v1.CreateSessionRequest.LabelsEntry
-	nil,                           // 24: compaction.v1.ListSessionsRequest.LabelFilterEntry
-	nil,                           // 25: compaction.v1.LabelUpdate.SetEntry
-	(*CompactionPolicy)(nil),      // 26: compaction.v1.CompactionPolicy
-	(*Session)(nil),               // 27: compaction.v1.Session
-	(*fieldmaskpb.FieldMask)(nil), // 28: google.protobuf.FieldMask
-	(*Event)(nil),                 // 29: compaction.v1.Event
-	(*CompactionResult)(nil),      // 30: compaction.v1.CompactionResult
-	(*status.Status)(nil),         // 31: google.rpc.Status
-	(Role)(0),                     // 32: compaction.v1.Role
-	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
+	(ContextFormat)(0),            // 0: compaction.v1.ContextFormat
+	(*CreateSessionRequest)(nil),  // 1: compaction.v1.CreateSessionRequest
+	(*GetSessionRequest)(nil),     // 2: compaction.v1.GetSessionRequest
+	(*ListSessionsRequest)(nil),   // 3: compaction.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),  // 4: compaction.v1.ListSessionsResponse
+	(*UpdateSessionRequest)(nil),  // 5: compaction.v1.UpdateSessionRequest
+	(*DeleteSessionRequest)(nil),  // 6: compaction.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil), // 7: compaction.v1.DeleteSessionResponse
+	(*AppendEventsRequest)(nil),   // 8: compaction.v1.AppendEventsRequest
+	(*ModelUsage)(nil),            // 9: compaction.v1.ModelUsage
+	(*LabelUpdate)(nil),           // 10: compaction.v1.LabelUpdate
+	(*AppendEventsResponse)(nil),  // 11: compaction.v1.AppendEventsResponse
+	(*StreamEventsRequest)(nil),   // 12: compaction.v1.StreamEventsRequest
+	(*StreamEventsResponse)(nil),  // 13: compaction.v1.StreamEventsResponse
+	(*GetContextRequest)(nil),     // 14: compaction.v1.GetContextRequest
+	(*GetContextResponse)(nil),    // 15: compaction.v1.GetContextResponse
+	(*CompactRequest)(nil),        // 16: compaction.v1.CompactRequest
+	(*CompactResponse)(nil),       // 17: compaction.v1.CompactResponse
+	(*WatchSessionRequest)(nil),   // 18: compaction.v1.WatchSessionRequest
+	(*WatchSessionResponse)(nil),  // 19: compaction.v1.WatchSessionResponse
+	(*ListEventsRequest)(nil),     // 20: compaction.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),    // 21: compaction.v1.ListEventsResponse
+	(*SearchEventsRequest)(nil),   // 22: compaction.v1.SearchEventsRequest
+	(*SearchHit)(nil),             // 23: compaction.v1.SearchHit
+	(*SearchEventsResponse)(nil),  // 24: compaction.v1.SearchEventsResponse
+	nil,                           // 25: compaction.v1.CreateSessionRequest.LabelsEntry
+	nil,                           // 26: compaction.v1.ListSessionsRequest.LabelFilterEntry
+	nil,                           // 27: compaction.v1.LabelUpdate.SetEntry
+	(*CompactionPolicy)(nil),      // 28: compaction.v1.CompactionPolicy
+	(*Session)(nil),               // 29: compaction.v1.Session
+	(*fieldmaskpb.FieldMask)(nil), // 30: google.protobuf.FieldMask
+	(*Event)(nil),                 // 31: compaction.v1.Event
+	(*CompactionResult)(nil),      // 32: compaction.v1.CompactionResult
+	(*status.Status)(nil),         // 33: google.rpc.Status
+	(Role)(0),                     // 34: compaction.v1.Role
+	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
 }
 var file_compaction_v1_compaction_service_proto_depIdxs = []int32{
-	26, // 0: compaction.v1.CreateSessionRequest.policy:type_name -> compaction.v1.CompactionPolicy
-	23, // 1: compaction.v1.CreateSessionRequest.labels:type_name -> compaction.v1.CreateSessionRequest.LabelsEntry
-	24, // 2: compaction.v1.ListSessionsRequest.label_filter:type_name -> compaction.v1.ListSessionsRequest.LabelFilterEntry
-	27, // 3: compaction.v1.ListSessionsResponse.sessions:type_name -> compaction.v1.Session
-	27, // 4: compaction.v1.UpdateSessionRequest.session:type_name -> compaction.v1.Session
-	28, // 5: compaction.v1.UpdateSessionRequest.update_mask:type_name -> google.protobuf.FieldMask
-	29, // 6: compaction.v1.AppendEventsRequest.events:type_name -> compaction.v1.Event
-	8,  // 7: compaction.v1.AppendEventsRequest.label_updates:type_name -> compaction.v1.LabelUpdate
-	25, // 8: compaction.v1.LabelUpdate.set:type_name -> compaction.v1.LabelUpdate.SetEntry
-	29, // 9: compaction.v1.AppendEventsResponse.events:type_name -> compaction.v1.Event
-	30, // 10: compaction.v1.AppendEventsResponse.compaction:type_name -> compaction.v1.CompactionResult
-	29, // 11: compaction.v1.StreamEventsRequest.events:type_name -> compaction.v1.Event
-	9,  // 12: compaction.v1.StreamEventsResponse.append:type_name -> compaction.v1.AppendEventsResponse
-	31, // 13: compaction.v1.StreamEventsResponse.error:type_name -> google.rpc.Status
-	30, // 14: compaction.v1.StreamEventsResponse.compaction:type_name -> compaction.v1.CompactionResult
-	29, // 15: compaction.v1.GetContextResponse.events:type_name -> compaction.v1.Event
-	26, // 16: compaction.v1.CompactRequest.policy:type_name -> compaction.v1.CompactionPolicy
-	30, // 17: compaction.v1.CompactResponse.result:type_name -> compaction.v1.CompactionResult
-	30, // 18: compaction.v1.WatchSessionResponse.compaction:type_name -> compaction.v1.CompactionResult
-	29, // 19: compaction.v1.ListEventsResponse.events:type_name -> compaction.v1.Event
-	32, // 20: compaction.v1.SearchEventsRequest.roles:type_name -> compaction.v1.Role
-	33, // 21: compaction.v1.SearchEventsRequest.since:type_name -> google.protobuf.Timestamp
-	33, // 22: compaction.v1.SearchEventsRequest.until:type_name -> google.protobuf.Timestamp
-	29, // 23: compaction.v1.SearchHit.event:type_name -> compaction.v1.Event
-	21, // 24: compaction.v1.SearchEventsResponse.hits:type_name -> compaction.v1.SearchHit
-	0,  // 25: compaction.v1.CompactionService.CreateSession:input_type -> compaction.v1.CreateSessionRequest
-	1,  // 26: compaction.v1.CompactionService.GetSession:input_type -> compaction.v1.GetSessionRequest
-	2,  // 27: compaction.v1.CompactionService.ListSessions:input_type -> compaction.v1.ListSessionsRequest
-	4,  // 28: compaction.v1.CompactionService.UpdateSession:input_type -> compaction.v1.UpdateSessionRequest
-	5,  // 29: compaction.v1.CompactionService.DeleteSession:input_type -> compaction.v1.DeleteSessionRequest
-	7,  // 30: compaction.v1.CompactionService.AppendEvents:input_type -> compaction.v1.AppendEventsRequest
-	10, // 31: compaction.v1.CompactionService.StreamEvents:input_type -> compaction.v1.StreamEventsRequest
-	12, // 32: compaction.v1.CompactionService.GetContext:input_type -> compaction.v1.GetContextRequest
-	14, // 33: compaction.v1.CompactionService.Compact:input_type -> compaction.v1.CompactRequest
-	16, // 34: compaction.v1.CompactionService.WatchSession:input_type -> compaction.v1.WatchSessionRequest
-	18, // 35: compaction.v1.CompactionService.ListEvents:input_type -> compaction.v1.ListEventsRequest
-	20, // 36: compaction.v1.CompactionService.SearchEvents:input_type -> compaction.v1.SearchEventsRequest
-	27, // 37: compaction.v1.CompactionService.CreateSession:output_type -> compaction.v1.Session
-	27, // 38: compaction.v1.CompactionService.GetSession:output_type -> compaction.v1.Session
-	3,  // 39: compaction.v1.CompactionService.ListSessions:output_type -> compaction.v1.ListSessionsResponse
-	27, // 40: compaction.v1.CompactionService.UpdateSession:output_type -> compaction.v1.Session
-	6,  // 41: compaction.v1.CompactionService.DeleteSession:output_type -> compaction.v1.DeleteSessionResponse
-	9,  // 42: compaction.v1.CompactionService.AppendEvents:output_type -> compaction.v1.AppendEventsResponse
-	11, // 43: compaction.v1.CompactionService.StreamEvents:output_type -> compaction.v1.StreamEventsResponse
-	13, // 44: compaction.v1.CompactionService.GetContext:output_type -> compaction.v1.GetContextResponse
-	15, // 45: compaction.v1.CompactionService.Compact:output_type -> compaction.v1.CompactResponse
-	17, // 46: compaction.v1.CompactionService.WatchSession:output_type -> compaction.v1.WatchSessionResponse
-	19, // 47: compaction.v1.CompactionService.ListEvents:output_type -> compaction.v1.ListEventsResponse
-	22, // 48: compaction.v1.CompactionService.SearchEvents:output_type -> compaction.v1.SearchEventsResponse
-	37, // [37:49] is the sub-list for method output_type
-	25, // [25:37] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	28, // 0: compaction.v1.CreateSessionRequest.policy:type_name -> compaction.v1.CompactionPolicy
+	25, // 1: compaction.v1.CreateSessionRequest.labels:type_name -> compaction.v1.CreateSessionRequest.LabelsEntry
+	26, // 2: compaction.v1.ListSessionsRequest.label_filter:type_name -> compaction.v1.ListSessionsRequest.LabelFilterEntry
+	29, // 3: compaction.v1.ListSessionsResponse.sessions:type_name -> compaction.v1.Session
+	29, // 4: compaction.v1.UpdateSessionRequest.session:type_name -> compaction.v1.Session
+	30, // 5: compaction.v1.UpdateSessionRequest.update_mask:type_name -> google.protobuf.FieldMask
+	31, // 6: compaction.v1.AppendEventsRequest.events:type_name -> compaction.v1.Event
+	10, // 7: compaction.v1.AppendEventsRequest.label_updates:type_name -> compaction.v1.LabelUpdate
+	9,  // 8: compaction.v1.AppendEventsRequest.usage:type_name -> compaction.v1.ModelUsage
+	27, // 9: compaction.v1.LabelUpdate.set:type_name -> compaction.v1.LabelUpdate.SetEntry
+	31, // 10: compaction.v1.AppendEventsResponse.events:type_name -> compaction.v1.Event
+	32, // 11: compaction.v1.AppendEventsResponse.compaction:type_name -> compaction.v1.CompactionResult
+	31, // 12: compaction.v1.StreamEventsRequest.events:type_name -> compaction.v1.Event
+	9,  // 13: compaction.v1.StreamEventsRequest.usage:type_name -> compaction.v1.ModelUsage
+	11, // 14: compaction.v1.StreamEventsResponse.append:type_name -> compaction.v1.AppendEventsResponse
+	33, // 15: compaction.v1.StreamEventsResponse.error:type_name -> google.rpc.Status
+	32, // 16: compaction.v1.StreamEventsResponse.compaction:type_name -> compaction.v1.CompactionResult
+	0,  // 17: compaction.v1.GetContextRequest.format:type_name -> compaction.v1.ContextFormat
+	31, // 18: compaction.v1.GetContextResponse.events:type_name -> compaction.v1.Event
+	28, // 19: compaction.v1.CompactRequest.policy:type_name -> compaction.v1.CompactionPolicy
+	32, // 20: compaction.v1.CompactResponse.result:type_name -> compaction.v1.CompactionResult
+	32, // 21: compaction.v1.WatchSessionResponse.compaction:type_name -> compaction.v1.CompactionResult
+	31, // 22: compaction.v1.ListEventsResponse.events:type_name -> compaction.v1.Event
+	34, // 23: compaction.v1.SearchEventsRequest.roles:type_name -> compaction.v1.Role
+	35, // 24: compaction.v1.SearchEventsRequest.since:type_name -> google.protobuf.Timestamp
+	35, // 25: compaction.v1.SearchEventsRequest.until:type_name -> google.protobuf.Timestamp
+	31, // 26: compaction.v1.SearchHit.event:type_name -> compaction.v1.Event
+	23, // 27: compaction.v1.SearchEventsResponse.hits:type_name -> compaction.v1.SearchHit
+	1,  // 28: compaction.v1.CompactionService.CreateSession:input_type -> compaction.v1.CreateSessionRequest
+	2,  // 29: compaction.v1.CompactionService.GetSession:input_type -> compaction.v1.GetSessionRequest
+	3,  // 30: compaction.v1.CompactionService.ListSessions:input_type -> compaction.v1.ListSessionsRequest
+	5,  // 31: compaction.v1.CompactionService.UpdateSession:input_type -> compaction.v1.UpdateSessionRequest
+	6,  // 32: compaction.v1.CompactionService.DeleteSession:input_type -> compaction.v1.DeleteSessionRequest
+	8,  // 33: compaction.v1.CompactionService.AppendEvents:input_type -> compaction.v1.AppendEventsRequest
+	12, // 34: compaction.v1.CompactionService.StreamEvents:input_type -> compaction.v1.StreamEventsRequest
+	14, // 35: compaction.v1.CompactionService.GetContext:input_type -> compaction.v1.GetContextRequest
+	16, // 36: compaction.v1.CompactionService.Compact:input_type -> compaction.v1.CompactRequest
+	18, // 37: compaction.v1.CompactionService.WatchSession:input_type -> compaction.v1.WatchSessionRequest
+	20, // 38: compaction.v1.CompactionService.ListEvents:input_type -> compaction.v1.ListEventsRequest
+	22, // 39: compaction.v1.CompactionService.SearchEvents:input_type -> compaction.v1.SearchEventsRequest
+	29, // 40: compaction.v1.CompactionService.CreateSession:output_type -> compaction.v1.Session
+	29, // 41: compaction.v1.CompactionService.GetSession:output_type -> compaction.v1.Session
+	4,  // 42: compaction.v1.CompactionService.ListSessions:output_type -> compaction.v1.ListSessionsResponse
+	29, // 43: compaction.v1.CompactionService.UpdateSession:output_type -> compaction.v1.Session
+	7,  // 44: compaction.v1.CompactionService.DeleteSession:output_type -> compaction.v1.DeleteSessionResponse
+	11, // 45: compaction.v1.CompactionService.AppendEvents:output_type -> compaction.v1.AppendEventsResponse
+	13, // 46: compaction.v1.CompactionService.StreamEvents:output_type -> compaction.v1.StreamEventsResponse
+	15, // 47: compaction.v1.CompactionService.GetContext:output_type -> compaction.v1.GetContextResponse
+	17, // 48: compaction.v1.CompactionService.Compact:output_type -> compaction.v1.CompactResponse
+	19, // 49: compaction.v1.CompactionService.WatchSession:output_type -> compaction.v1.WatchSessionResponse
+	21, // 50: compaction.v1.CompactionService.ListEvents:output_type -> compaction.v1.ListEventsResponse
+	24, // 51: compaction.v1.CompactionService.SearchEvents:output_type -> compaction.v1.SearchEventsResponse
+	40, // [40:52] is the sub-list for method output_type
+	28, // [28:40] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_compaction_v1_compaction_service_proto_init() }
@@ -1882,12 +2097,12 @@ func file_compaction_v1_compaction_service_proto_init() {
 	file_compaction_v1_event_proto_init()
 	file_compaction_v1_policy_proto_init()
 	file_compaction_v1_session_proto_init()
-	file_compaction_v1_compaction_service_proto_msgTypes[11].OneofWrappers = []any{
+	file_compaction_v1_compaction_service_proto_msgTypes[12].OneofWrappers = []any{
 		(*StreamEventsResponse_Append)(nil),
 		(*StreamEventsResponse_Error)(nil),
 		(*StreamEventsResponse_Compaction)(nil),
 	}
-	file_compaction_v1_compaction_service_proto_msgTypes[17].OneofWrappers = []any{
+	file_compaction_v1_compaction_service_proto_msgTypes[18].OneofWrappers = []any{
 		(*WatchSessionResponse_Compaction)(nil),
 		(*WatchSessionResponse_Missed)(nil),
 	}
@@ -1896,13 +2111,14 @@ func file_compaction_v1_compaction_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_compaction_v1_compaction_service_proto_rawDesc), len(file_compaction_v1_compaction_service_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   26,
+			NumEnums:      1,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_compaction_v1_compaction_service_proto_goTypes,
 		DependencyIndexes: file_compaction_v1_compaction_service_proto_depIdxs,
+		EnumInfos:         file_compaction_v1_compaction_service_proto_enumTypes,
 		MessageInfos:      file_compaction_v1_compaction_service_proto_msgTypes,
 	}.Build()
 	File_compaction_v1_compaction_service_proto = out.File

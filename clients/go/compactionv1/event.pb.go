@@ -94,6 +94,11 @@ type ToolCall struct {
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// The arguments as a JSON document (an object, usually). Empty means "{}".
 	ArgumentsJson string `protobuf:"bytes,3,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
+	// The provider's opaque signature of this call (Gemini's thought_signature
+	// on a functionCall part), returned unchanged: Gemini 3 refuses a function
+	// call sent back without it. Stored and returned byte for byte; never
+	// counted in tokens, never shown to the summarizer.
+	Signature     []byte `protobuf:"bytes,4,opt,name=signature,proto3" json:"signature,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -147,6 +152,13 @@ func (x *ToolCall) GetArgumentsJson() string {
 		return x.ArgumentsJson
 	}
 	return ""
+}
+
+func (x *ToolCall) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
 }
 
 // The answer to a ToolCall.
@@ -287,6 +299,96 @@ func (x *Part) GetUri() string {
 	return ""
 }
 
+// A block of the model's reasoning, as its provider returned it: Gemini's
+// thought parts, Anthropic's thinking and redacted_thinking blocks, OpenAI's
+// reasoning items. Providers require it back unchanged in tool loops, so it
+// is stored and returned byte for byte.
+//
+// Tokens: text counts as text (it is sent back, and billed as input, by the
+// providers that take it back); signature counts nothing (an opaque token the
+// provider checks, not prompt text), except for a redacted block, whose
+// signature carries the encrypted reasoning and counts one token per 4 bytes.
+// The session's calibration (Session.calibration) corrects the rest.
+//
+// Summaries: the summarizer is shown text as the assistant's reasoning, quoted
+// as content, never as instructions; signatures are never shown.
+type Reasoning struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reasoning text (Gemini's thought text, Anthropic's thinking, OpenAI's
+	// reasoning summary). Empty for a redacted block, and once a
+	// clear_tool_results pass cleared it (keep_reasoning_turns).
+	Text string `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	// The provider's opaque signature: Gemini's thought_signature, Anthropic's
+	// signature (or, redacted, its data), OpenAI's encrypted_content.
+	Signature []byte `protobuf:"bytes,2,opt,name=signature,proto3" json:"signature,omitempty"`
+	// True for reasoning the provider returned encrypted only (Anthropic's
+	// redacted_thinking): signature holds its data and text is empty.
+	Redacted bool `protobuf:"varint,3,opt,name=redacted,proto3" json:"redacted,omitempty"`
+	// The provider's id of the block, when it has one (OpenAI's "rs_..."),
+	// returned with it.
+	Id            string `protobuf:"bytes,4,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Reasoning) Reset() {
+	*x = Reasoning{}
+	mi := &file_compaction_v1_event_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Reasoning) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Reasoning) ProtoMessage() {}
+
+func (x *Reasoning) ProtoReflect() protoreflect.Message {
+	mi := &file_compaction_v1_event_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Reasoning.ProtoReflect.Descriptor instead.
+func (*Reasoning) Descriptor() ([]byte, []int) {
+	return file_compaction_v1_event_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Reasoning) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *Reasoning) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
+func (x *Reasoning) GetRedacted() bool {
+	if x != nil {
+		return x.Redacted
+	}
+	return false
+}
+
+func (x *Reasoning) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
 // One entry of a session's log.
 type Event struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -327,14 +429,17 @@ type Event struct {
 	// ListEvents with active_only) returns the placeholder; ListEvents of the
 	// whole log returns the original content, which SearchEvents also finds.
 	// The event stays active and in place.
-	Cleared       bool `protobuf:"varint,15,opt,name=cleared,proto3" json:"cleared,omitempty"`
+	Cleared bool `protobuf:"varint,15,opt,name=cleared,proto3" json:"cleared,omitempty"`
+	// The model's reasoning for an ASSISTANT event, before its text and tool
+	// calls, in the order the provider returned it.
+	Reasoning     []*Reasoning `protobuf:"bytes,16,rep,name=reasoning,proto3" json:"reasoning,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_compaction_v1_event_proto_msgTypes[3]
+	mi := &file_compaction_v1_event_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -346,7 +451,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_event_proto_msgTypes[3]
+	mi := &file_compaction_v1_event_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -359,7 +464,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_event_proto_rawDescGZIP(), []int{3}
+	return file_compaction_v1_event_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Event) GetId() string {
@@ -467,15 +572,23 @@ func (x *Event) GetCleared() bool {
 	return false
 }
 
+func (x *Event) GetReasoning() []*Reasoning {
+	if x != nil {
+		return x.Reasoning
+	}
+	return nil
+}
+
 var File_compaction_v1_event_proto protoreflect.FileDescriptor
 
 const file_compaction_v1_event_proto_rawDesc = "" +
 	"\n" +
-	"\x19compaction/v1/event.proto\x12\rcompaction.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"U\n" +
+	"\x19compaction/v1/event.proto\x12\rcompaction.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"s\n" +
 	"\bToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12%\n" +
-	"\x0earguments_json\x18\x03 \x01(\tR\rargumentsJson\"n\n" +
+	"\x0earguments_json\x18\x03 \x01(\tR\rargumentsJson\x12\x1c\n" +
+	"\tsignature\x18\x04 \x01(\fR\tsignature\"n\n" +
 	"\n" +
 	"ToolResult\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
@@ -485,7 +598,12 @@ const file_compaction_v1_event_proto_rawDesc = "" +
 	"\x04Part\x12\x1b\n" +
 	"\tmime_type\x18\x01 \x01(\tR\bmimeType\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x10\n" +
-	"\x03uri\x18\x03 \x01(\tR\x03uri\"\xf0\x04\n" +
+	"\x03uri\x18\x03 \x01(\tR\x03uri\"i\n" +
+	"\tReasoning\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\x12\x1c\n" +
+	"\tsignature\x18\x02 \x01(\fR\tsignature\x12\x1a\n" +
+	"\bredacted\x18\x03 \x01(\bR\bredacted\x12\x0e\n" +
+	"\x02id\x18\x04 \x01(\tR\x02id\"\xa8\x05\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\x03R\bposition\x12'\n" +
@@ -505,7 +623,8 @@ const file_compaction_v1_event_proto_rawDesc = "" +
 	"\barchived\x18\r \x01(\bR\barchived\x12\x1f\n" +
 	"\vtoken_count\x18\x0e \x01(\x05R\n" +
 	"tokenCount\x12\x18\n" +
-	"\acleared\x18\x0f \x01(\bR\acleared\x1a;\n" +
+	"\acleared\x18\x0f \x01(\bR\acleared\x126\n" +
+	"\treasoning\x18\x10 \x03(\v2\x18.compaction.v1.ReasoningR\treasoning\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*_\n" +
@@ -531,28 +650,30 @@ func file_compaction_v1_event_proto_rawDescGZIP() []byte {
 }
 
 var file_compaction_v1_event_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_compaction_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_compaction_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_compaction_v1_event_proto_goTypes = []any{
 	(Role)(0),                     // 0: compaction.v1.Role
 	(*ToolCall)(nil),              // 1: compaction.v1.ToolCall
 	(*ToolResult)(nil),            // 2: compaction.v1.ToolResult
 	(*Part)(nil),                  // 3: compaction.v1.Part
-	(*Event)(nil),                 // 4: compaction.v1.Event
-	nil,                           // 5: compaction.v1.Event.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
+	(*Reasoning)(nil),             // 4: compaction.v1.Reasoning
+	(*Event)(nil),                 // 5: compaction.v1.Event
+	nil,                           // 6: compaction.v1.Event.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
 }
 var file_compaction_v1_event_proto_depIdxs = []int32{
 	0, // 0: compaction.v1.Event.role:type_name -> compaction.v1.Role
 	1, // 1: compaction.v1.Event.tool_calls:type_name -> compaction.v1.ToolCall
 	2, // 2: compaction.v1.Event.tool_results:type_name -> compaction.v1.ToolResult
 	3, // 3: compaction.v1.Event.parts:type_name -> compaction.v1.Part
-	5, // 4: compaction.v1.Event.metadata:type_name -> compaction.v1.Event.MetadataEntry
-	6, // 5: compaction.v1.Event.create_time:type_name -> google.protobuf.Timestamp
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	6, // 4: compaction.v1.Event.metadata:type_name -> compaction.v1.Event.MetadataEntry
+	7, // 5: compaction.v1.Event.create_time:type_name -> google.protobuf.Timestamp
+	4, // 6: compaction.v1.Event.reasoning:type_name -> compaction.v1.Reasoning
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_compaction_v1_event_proto_init() }
@@ -566,7 +687,7 @@ func file_compaction_v1_event_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_compaction_v1_event_proto_rawDesc), len(file_compaction_v1_event_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

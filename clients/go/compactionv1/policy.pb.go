@@ -149,6 +149,7 @@ type Trigger struct {
 	//	*Trigger_AnyOf
 	//	*Trigger_AllOf
 	//	*Trigger_Always
+	//	*Trigger_ContextFraction
 	Kind          isTrigger_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -254,6 +255,15 @@ func (x *Trigger) GetAlways() bool {
 	return false
 }
 
+func (x *Trigger) GetContextFraction() float64 {
+	if x != nil {
+		if x, ok := x.Kind.(*Trigger_ContextFraction); ok {
+			return x.ContextFraction
+		}
+	}
+	return 0
+}
+
 type isTrigger_Kind interface {
 	isTrigger_Kind()
 }
@@ -266,7 +276,7 @@ type Trigger_TurnCount struct {
 
 type Trigger_TokenCount struct {
 	// Fires when the latest system message, summaries and conversation reach
-	// this many tokens.
+	// this many tokens (calibrated: see Session.calibration).
 	TokenCount int32 `protobuf:"varint,2,opt,name=token_count,json=tokenCount,proto3,oneof"`
 }
 
@@ -297,6 +307,15 @@ type Trigger_Always struct {
 	Always bool `protobuf:"varint,7,opt,name=always,proto3,oneof"`
 }
 
+type Trigger_ContextFraction struct {
+	// Fires when the window's tokens (calibrated, as token_count) reach this
+	// fraction (0 < x <= 1) of the session model's input window less its
+	// output reserve (ModelProfile: input_window_tokens - max_output_tokens).
+	// A policy with it is refused (INVALID_ARGUMENT naming the field) on a
+	// session without a model.
+	ContextFraction float64 `protobuf:"fixed64,8,opt,name=context_fraction,json=contextFraction,proto3,oneof"`
+}
+
 func (*Trigger_TurnCount) isTrigger_Kind() {}
 
 func (*Trigger_TokenCount) isTrigger_Kind() {}
@@ -310,6 +329,8 @@ func (*Trigger_AnyOf) isTrigger_Kind() {}
 func (*Trigger_AllOf) isTrigger_Kind() {}
 
 func (*Trigger_Always) isTrigger_Kind() {}
+
+func (*Trigger_ContextFraction) isTrigger_Kind() {}
 
 // A list of triggers, for any_of and all_of.
 type TriggerList struct {
@@ -836,9 +857,15 @@ type ClearToolResults struct {
 	// The text that replaces a cleared result; "{name}" and "{call_id}" are
 	// replaced by the call's. Empty means the built-in one, which names the
 	// call and says the original can be searched.
-	Placeholder   string `protobuf:"bytes,5,opt,name=placeholder,proto3" json:"placeholder,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Placeholder string `protobuf:"bytes,5,opt,name=placeholder,proto3" json:"placeholder,omitempty"`
+	// Also clear the reasoning text (Event.reasoning) of every turn but the
+	// newest keep_reasoning_turns (the turn in progress counts, and always
+	// keeps its reasoning: a provider needs it to go on with its tool loop), in
+	// place: signatures and redacted blocks are kept byte for byte. At least 1;
+	// unset means reasoning is never cleared.
+	KeepReasoningTurns *int32 `protobuf:"varint,6,opt,name=keep_reasoning_turns,json=keepReasoningTurns,proto3,oneof" json:"keep_reasoning_turns,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ClearToolResults) Reset() {
@@ -906,6 +933,13 @@ func (x *ClearToolResults) GetPlaceholder() string {
 	return ""
 }
 
+func (x *ClearToolResults) GetKeepReasoningTurns() int32 {
+	if x != nil && x.KeepReasoningTurns != nil {
+		return *x.KeepReasoningTurns
+	}
+	return 0
+}
+
 // Strategies run in order, each on the window the previous one left. After
 // each step the session's trigger is checked again on the new counters, and
 // the pipeline stops as soon as it no longer fires; a forced Compact runs
@@ -963,7 +997,7 @@ const file_compaction_v1_policy_proto_rawDesc = "" +
 	"\x1acompaction/v1/policy.proto\x12\rcompaction.v1\"y\n" +
 	"\x10CompactionPolicy\x120\n" +
 	"\atrigger\x18\x01 \x01(\v2\x16.compaction.v1.TriggerR\atrigger\x123\n" +
-	"\bstrategy\x18\x02 \x01(\v2\x17.compaction.v1.StrategyR\bstrategy\"\xa5\x02\n" +
+	"\bstrategy\x18\x02 \x01(\v2\x17.compaction.v1.StrategyR\bstrategy\"\xd2\x02\n" +
 	"\aTrigger\x12\x1f\n" +
 	"\n" +
 	"turn_count\x18\x01 \x01(\x05H\x00R\tturnCount\x12!\n" +
@@ -974,7 +1008,8 @@ const file_compaction_v1_policy_proto_rawDesc = "" +
 	"\x0einterval_turns\x18\x04 \x01(\x05H\x00R\rintervalTurns\x123\n" +
 	"\x06any_of\x18\x05 \x01(\v2\x1a.compaction.v1.TriggerListH\x00R\x05anyOf\x123\n" +
 	"\x06all_of\x18\x06 \x01(\v2\x1a.compaction.v1.TriggerListH\x00R\x05allOf\x12\x18\n" +
-	"\x06always\x18\a \x01(\bH\x00R\x06alwaysB\x06\n" +
+	"\x06always\x18\a \x01(\bH\x00R\x06always\x12+\n" +
+	"\x10context_fraction\x18\b \x01(\x01H\x00R\x0fcontextFractionB\x06\n" +
 	"\x04kind\"A\n" +
 	"\vTriggerList\x122\n" +
 	"\btriggers\x18\x01 \x03(\v2\x16.compaction.v1.TriggerR\btriggers\"\x93\x04\n" +
@@ -1022,15 +1057,17 @@ const file_compaction_v1_policy_proto_rawDesc = "" +
 	"\x11_max_input_tokensB\x19\n" +
 	"\x17_max_tool_result_tokensB\x0e\n" +
 	"\f_temperatureB\x12\n" +
-	"\x10_thinking_budget\"\x8d\x02\n" +
+	"\x10_thinking_budget\"\xdd\x02\n" +
 	"\x10ClearToolResults\x12)\n" +
 	"\x0ekeep_tool_uses\x18\x01 \x01(\x05H\x00R\fkeepToolUses\x88\x01\x01\x12#\n" +
 	"\rexclude_tools\x18\x02 \x03(\tR\fexcludeTools\x12*\n" +
 	"\x11clear_tool_inputs\x18\x03 \x01(\bR\x0fclearToolInputs\x121\n" +
 	"\x12min_cleared_tokens\x18\x04 \x01(\x05H\x01R\x10minClearedTokens\x88\x01\x01\x12 \n" +
-	"\vplaceholder\x18\x05 \x01(\tR\vplaceholderB\x11\n" +
+	"\vplaceholder\x18\x05 \x01(\tR\vplaceholder\x125\n" +
+	"\x14keep_reasoning_turns\x18\x06 \x01(\x05H\x02R\x12keepReasoningTurns\x88\x01\x01B\x11\n" +
 	"\x0f_keep_tool_usesB\x15\n" +
-	"\x13_min_cleared_tokens\"9\n" +
+	"\x13_min_cleared_tokensB\x17\n" +
+	"\x15_keep_reasoning_turns\"9\n" +
 	"\bPipeline\x12-\n" +
 	"\x05steps\x18\x01 \x03(\v2\x17.compaction.v1.StrategyR\x05steps*O\n" +
 	"\bBoundary\x12\x18\n" +
@@ -1100,6 +1137,7 @@ func file_compaction_v1_policy_proto_init() {
 		(*Trigger_AnyOf)(nil),
 		(*Trigger_AllOf)(nil),
 		(*Trigger_Always)(nil),
+		(*Trigger_ContextFraction)(nil),
 	}
 	file_compaction_v1_policy_proto_msgTypes[3].OneofWrappers = []any{
 		(*Strategy_SlidingWindow)(nil),

@@ -49,8 +49,20 @@ type Session struct {
 	TotalEventCount int64 `protobuf:"varint,10,opt,name=total_event_count,json=totalEventCount,proto3" json:"total_event_count,omitempty"`
 	// Output only. The id of the last compaction that landed.
 	LastCompactionId string `protobuf:"bytes,11,opt,name=last_compaction_id,json=lastCompactionId,proto3" json:"last_compaction_id,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The model the agent calls with this session's context, e.g.
+	// "gemini-2.5-flash", "gpt-5", "claude-sonnet-4-5". Must have a model
+	// profile (built in, or from the server's --model-profiles file); empty
+	// means none. Set by CreateSessionRequest.model, changed by UpdateSession
+	// with the mask path "model".
+	Model string `protobuf:"bytes,12,opt,name=model,proto3" json:"model,omitempty"`
+	// Output only. The profile of model: its provider, input window and output
+	// reserve. Unset when model is empty.
+	ModelProfile *ModelProfile `protobuf:"bytes,13,opt,name=model_profile,json=modelProfile,proto3" json:"model_profile,omitempty"`
+	// Output only. How the provider's reported prompt tokens compare with this
+	// session's estimates (AppendEventsRequest.usage).
+	Calibration   *TokenCalibration `protobuf:"bytes,14,opt,name=calibration,proto3" json:"calibration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -160,6 +172,162 @@ func (x *Session) GetLastCompactionId() string {
 	return ""
 }
 
+func (x *Session) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *Session) GetModelProfile() *ModelProfile {
+	if x != nil {
+		return x.ModelProfile
+	}
+	return nil
+}
+
+func (x *Session) GetCalibration() *TokenCalibration {
+	if x != nil {
+		return x.Calibration
+	}
+	return nil
+}
+
+// What the service knows of a model: enough to place a fraction-of-window
+// trigger and to render its requests.
+type ModelProfile struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The model's name as the provider's API takes it.
+	Model string `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	// "gemini", "openai" or "anthropic".
+	Provider string `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
+	// The most input (prompt) tokens the model takes, output included where
+	// the provider counts the two together.
+	InputWindowTokens int32 `protobuf:"varint,3,opt,name=input_window_tokens,json=inputWindowTokens,proto3" json:"input_window_tokens,omitempty"`
+	// The most output tokens the model returns: reserved out of the window by
+	// Trigger.context_fraction.
+	MaxOutputTokens int32 `protobuf:"varint,4,opt,name=max_output_tokens,json=maxOutputTokens,proto3" json:"max_output_tokens,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ModelProfile) Reset() {
+	*x = ModelProfile{}
+	mi := &file_compaction_v1_session_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelProfile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelProfile) ProtoMessage() {}
+
+func (x *ModelProfile) ProtoReflect() protoreflect.Message {
+	mi := &file_compaction_v1_session_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelProfile.ProtoReflect.Descriptor instead.
+func (*ModelProfile) Descriptor() ([]byte, []int) {
+	return file_compaction_v1_session_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ModelProfile) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *ModelProfile) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *ModelProfile) GetInputWindowTokens() int32 {
+	if x != nil {
+		return x.InputWindowTokens
+	}
+	return 0
+}
+
+func (x *ModelProfile) GetMaxOutputTokens() int32 {
+	if x != nil {
+		return x.MaxOutputTokens
+	}
+	return 0
+}
+
+// The session's calibration of token estimates against the provider's
+// reports. Token triggers, context_fraction, token budgets and
+// GetContextResponse.estimated_prompt_tokens multiply the estimate by factor.
+type TokenCalibration struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Reported prompt tokens over estimated, smoothed over the reports (an
+	// exponential moving average, each report's weight 1/n up to the 8th, then
+	// 1/8) and bounded to [0.25, 4]. 1 until the first report.
+	Factor float64 `protobuf:"fixed64,1,opt,name=factor,proto3" json:"factor,omitempty"`
+	// Reports taken into factor.
+	Samples       int64 `protobuf:"varint,2,opt,name=samples,proto3" json:"samples,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenCalibration) Reset() {
+	*x = TokenCalibration{}
+	mi := &file_compaction_v1_session_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenCalibration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenCalibration) ProtoMessage() {}
+
+func (x *TokenCalibration) ProtoReflect() protoreflect.Message {
+	mi := &file_compaction_v1_session_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenCalibration.ProtoReflect.Descriptor instead.
+func (*TokenCalibration) Descriptor() ([]byte, []int) {
+	return file_compaction_v1_session_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *TokenCalibration) GetFactor() float64 {
+	if x != nil {
+		return x.Factor
+	}
+	return 0
+}
+
+func (x *TokenCalibration) GetSamples() int64 {
+	if x != nil {
+		return x.Samples
+	}
+	return 0
+}
+
 // The outcome of a compaction pass.
 type CompactionResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -202,7 +370,7 @@ type CompactionResult struct {
 
 func (x *CompactionResult) Reset() {
 	*x = CompactionResult{}
-	mi := &file_compaction_v1_session_proto_msgTypes[1]
+	mi := &file_compaction_v1_session_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -214,7 +382,7 @@ func (x *CompactionResult) String() string {
 func (*CompactionResult) ProtoMessage() {}
 
 func (x *CompactionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_compaction_v1_session_proto_msgTypes[1]
+	mi := &file_compaction_v1_session_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -227,7 +395,7 @@ func (x *CompactionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactionResult.ProtoReflect.Descriptor instead.
 func (*CompactionResult) Descriptor() ([]byte, []int) {
-	return file_compaction_v1_session_proto_rawDescGZIP(), []int{1}
+	return file_compaction_v1_session_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CompactionResult) GetCompacted() bool {
@@ -318,7 +486,7 @@ var File_compaction_v1_session_proto protoreflect.FileDescriptor
 
 const file_compaction_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x1bcompaction/v1/session.proto\x12\rcompaction.v1\x1a\x19compaction/v1/event.proto\x1a\x1acompaction/v1/policy.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb8\x04\n" +
+	"\x1bcompaction/v1/session.proto\x12\rcompaction.v1\x1a\x19compaction/v1/event.proto\x1a\x1acompaction/v1/policy.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd3\x05\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x18\n" +
@@ -335,10 +503,21 @@ const file_compaction_v1_session_proto_rawDesc = "" +
 	"\ractive_tokens\x18\t \x01(\x05R\factiveTokens\x12*\n" +
 	"\x11total_event_count\x18\n" +
 	" \x01(\x03R\x0ftotalEventCount\x12,\n" +
-	"\x12last_compaction_id\x18\v \x01(\tR\x10lastCompactionId\x1a9\n" +
+	"\x12last_compaction_id\x18\v \x01(\tR\x10lastCompactionId\x12\x14\n" +
+	"\x05model\x18\f \x01(\tR\x05model\x12@\n" +
+	"\rmodel_profile\x18\r \x01(\v2\x1b.compaction.v1.ModelProfileR\fmodelProfile\x12A\n" +
+	"\vcalibration\x18\x0e \x01(\v2\x1f.compaction.v1.TokenCalibrationR\vcalibration\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xff\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9c\x01\n" +
+	"\fModelProfile\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
+	"\bprovider\x18\x02 \x01(\tR\bprovider\x12.\n" +
+	"\x13input_window_tokens\x18\x03 \x01(\x05R\x11inputWindowTokens\x12*\n" +
+	"\x11max_output_tokens\x18\x04 \x01(\x05R\x0fmaxOutputTokens\"D\n" +
+	"\x10TokenCalibration\x12\x16\n" +
+	"\x06factor\x18\x01 \x01(\x01R\x06factor\x12\x18\n" +
+	"\asamples\x18\x02 \x01(\x03R\asamples\"\xff\x03\n" +
 	"\x10CompactionResult\x12\x1c\n" +
 	"\tcompacted\x18\x01 \x01(\bR\tcompacted\x12%\n" +
 	"\x0eskipped_reason\x18\x02 \x01(\tR\rskippedReason\x129\n" +
@@ -367,27 +546,31 @@ func file_compaction_v1_session_proto_rawDescGZIP() []byte {
 	return file_compaction_v1_session_proto_rawDescData
 }
 
-var file_compaction_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_compaction_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_compaction_v1_session_proto_goTypes = []any{
 	(*Session)(nil),               // 0: compaction.v1.Session
-	(*CompactionResult)(nil),      // 1: compaction.v1.CompactionResult
-	nil,                           // 2: compaction.v1.Session.LabelsEntry
-	(*CompactionPolicy)(nil),      // 3: compaction.v1.CompactionPolicy
-	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
-	(*Event)(nil),                 // 5: compaction.v1.Event
+	(*ModelProfile)(nil),          // 1: compaction.v1.ModelProfile
+	(*TokenCalibration)(nil),      // 2: compaction.v1.TokenCalibration
+	(*CompactionResult)(nil),      // 3: compaction.v1.CompactionResult
+	nil,                           // 4: compaction.v1.Session.LabelsEntry
+	(*CompactionPolicy)(nil),      // 5: compaction.v1.CompactionPolicy
+	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
+	(*Event)(nil),                 // 7: compaction.v1.Event
 }
 var file_compaction_v1_session_proto_depIdxs = []int32{
-	3, // 0: compaction.v1.Session.policy:type_name -> compaction.v1.CompactionPolicy
-	2, // 1: compaction.v1.Session.labels:type_name -> compaction.v1.Session.LabelsEntry
-	4, // 2: compaction.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	4, // 3: compaction.v1.Session.update_time:type_name -> google.protobuf.Timestamp
-	5, // 4: compaction.v1.CompactionResult.active_events:type_name -> compaction.v1.Event
-	5, // 5: compaction.v1.CompactionResult.archived_events:type_name -> compaction.v1.Event
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	5, // 0: compaction.v1.Session.policy:type_name -> compaction.v1.CompactionPolicy
+	4, // 1: compaction.v1.Session.labels:type_name -> compaction.v1.Session.LabelsEntry
+	6, // 2: compaction.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	6, // 3: compaction.v1.Session.update_time:type_name -> google.protobuf.Timestamp
+	1, // 4: compaction.v1.Session.model_profile:type_name -> compaction.v1.ModelProfile
+	2, // 5: compaction.v1.Session.calibration:type_name -> compaction.v1.TokenCalibration
+	7, // 6: compaction.v1.CompactionResult.active_events:type_name -> compaction.v1.Event
+	7, // 7: compaction.v1.CompactionResult.archived_events:type_name -> compaction.v1.Event
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_compaction_v1_session_proto_init() }
@@ -403,7 +586,7 @@ func file_compaction_v1_session_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_compaction_v1_session_proto_rawDesc), len(file_compaction_v1_session_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -13,6 +13,7 @@ from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.rpc import status_pb2 as _status_pb2
 import builtins as _builtins
 import sys
@@ -24,6 +25,38 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _ContextFormat:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ContextFormatEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ContextFormat.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    CONTEXT_FORMAT_UNSPECIFIED: _ContextFormat.ValueType  # 0
+    """Events only; rendered_json is empty."""
+    CONTEXT_FORMAT_GEMINI: _ContextFormat.ValueType  # 1
+    """Gemini generateContent: {"systemInstruction": ..., "contents": [...]}."""
+    CONTEXT_FORMAT_OPENAI_CHAT: _ContextFormat.ValueType  # 2
+    """OpenAI Chat Completions: {"messages": [...]}."""
+    CONTEXT_FORMAT_OPENAI_RESPONSES: _ContextFormat.ValueType  # 3
+    """OpenAI Responses: {"instructions": ..., "input": [...]}."""
+    CONTEXT_FORMAT_ANTHROPIC: _ContextFormat.ValueType  # 4
+    """Anthropic Messages: {"system": ..., "messages": [...]}."""
+
+class ContextFormat(_ContextFormat, metaclass=_ContextFormatEnumTypeWrapper):
+    """A provider's request format, for GetContextRequest.format."""
+
+CONTEXT_FORMAT_UNSPECIFIED: ContextFormat.ValueType  # 0
+"""Events only; rendered_json is empty."""
+CONTEXT_FORMAT_GEMINI: ContextFormat.ValueType  # 1
+"""Gemini generateContent: {"systemInstruction": ..., "contents": [...]}."""
+CONTEXT_FORMAT_OPENAI_CHAT: ContextFormat.ValueType  # 2
+"""OpenAI Chat Completions: {"messages": [...]}."""
+CONTEXT_FORMAT_OPENAI_RESPONSES: ContextFormat.ValueType  # 3
+"""OpenAI Responses: {"instructions": ..., "input": [...]}."""
+CONTEXT_FORMAT_ANTHROPIC: ContextFormat.ValueType  # 4
+"""Anthropic Messages: {"system": ..., "messages": [...]}."""
+Global___ContextFormat: _TypeAlias = ContextFormat  # noqa: Y015
 
 @_typing.final
 class CreateSessionRequest(_message.Message):
@@ -54,8 +87,13 @@ class CreateSessionRequest(_message.Message):
     SESSION_ID_FIELD_NUMBER: _builtins.int
     POLICY_FIELD_NUMBER: _builtins.int
     LABELS_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """Required. See Session.session_id."""
+    model: _builtins.str
+    """The model the agent calls (Session.model); empty means none. A model
+    without a profile is INVALID_ARGUMENT naming "model".
+    """
     @_builtins.property
     def policy(self) -> _policy_pb2.CompactionPolicy:
         """The compaction policy; unset means the server's default policy."""
@@ -70,10 +108,11 @@ class CreateSessionRequest(_message.Message):
         session_id: _builtins.str = ...,
         policy: _policy_pb2.CompactionPolicy | None = ...,
         labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        model: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["policy", b"policy"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["labels", b"labels", "policy", b"policy", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["labels", b"labels", "model", b"model", "policy", b"policy", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -202,7 +241,7 @@ class UpdateSessionRequest(_message.Message):
 
     @_builtins.property
     def update_mask(self) -> _field_mask_pb2.FieldMask:
-        """"policy" and/or "labels". Required."""
+        """"policy", "labels" and/or "model". Required."""
 
     def __init__(
         self,
@@ -269,6 +308,7 @@ class AppendEventsRequest(_message.Message):
     EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
     CREATE_IF_MISSING_FIELD_NUMBER: _builtins.int
     LABEL_UPDATES_FIELD_NUMBER: _builtins.int
+    USAGE_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """Required."""
     expected_version: _builtins.int
@@ -289,6 +329,13 @@ class AppendEventsRequest(_message.Message):
         retry) writes nothing, label updates included.
         """
 
+    @_builtins.property
+    def usage(self) -> Global___ModelUsage:
+        """What the provider reported for the model call made with the context of
+        an earlier version: calibrates the session's token estimates
+        (Session.calibration), in the append's transaction.
+        """
+
     def __init__(
         self,
         *,
@@ -297,14 +344,44 @@ class AppendEventsRequest(_message.Message):
         expected_version: _builtins.int = ...,
         create_if_missing: _builtins.bool = ...,
         label_updates: _abc.Iterable[Global___LabelUpdate] | None = ...,
+        usage: Global___ModelUsage | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_if_missing", b"create_if_missing", "events", b"events", "expected_version", b"expected_version", "label_updates", b"label_updates", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_if_missing", b"create_if_missing", "events", b"events", "expected_version", b"expected_version", "label_updates", b"label_updates", "session_id", b"session_id", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AppendEventsRequest: _TypeAlias = AppendEventsRequest  # noqa: Y015
+
+@_typing.final
+class ModelUsage(_message.Message):
+    """The prompt tokens a provider reported for one model call (Gemini's
+    usageMetadata.promptTokenCount, OpenAI's usage.prompt_tokens or
+    input_tokens, Anthropic's input_tokens plus its cache reads and writes).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONTEXT_VERSION_FIELD_NUMBER: _builtins.int
+    PROMPT_TOKENS_FIELD_NUMBER: _builtins.int
+    context_version: _builtins.int
+    """The version of the context sent (GetContextResponse.version). Required."""
+    prompt_tokens: _builtins.int
+    """The prompt tokens reported. At least 1."""
+    def __init__(
+        self,
+        *,
+        context_version: _builtins.int = ...,
+        prompt_tokens: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["context_version", b"context_version", "prompt_tokens", b"prompt_tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ModelUsage: _TypeAlias = ModelUsage  # noqa: Y015
 
 @_typing.final
 class LabelUpdate(_message.Message):
@@ -385,6 +462,7 @@ class AppendEventsResponse(_message.Message):
     COMPACTION_FIELD_NUMBER: _builtins.int
     COMPACTION_SCHEDULED_FIELD_NUMBER: _builtins.int
     CONTENT_OMITTED_FIELD_NUMBER: _builtins.int
+    USAGE_IGNORED_REASON_FIELD_NUMBER: _builtins.int
     version: _builtins.int
     """The session's version after the append (and any inline compaction)."""
     compaction_scheduled: _builtins.bool
@@ -396,6 +474,11 @@ class AppendEventsResponse(_message.Message):
     because the answer would pass the server's message size limit; as
     CompactionResult.content_omitted. The events were stored: an append is
     never answered with an error after it landed.
+    """
+    usage_ignored_reason: _builtins.str
+    """Why the request's usage was not taken into the calibration, when it was
+    not (e.g. the estimate for its context_version is no longer kept). Never
+    an error: the events were stored.
     """
     @_builtins.property
     def events(self) -> _containers.RepeatedCompositeFieldContainer[_event_pb2.Event]:
@@ -413,10 +496,11 @@ class AppendEventsResponse(_message.Message):
         compaction: _session_pb2.CompactionResult | None = ...,
         compaction_scheduled: _builtins.bool = ...,
         content_omitted: _builtins.bool = ...,
+        usage_ignored_reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["compaction", b"compaction"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction", b"compaction", "compaction_scheduled", b"compaction_scheduled", "content_omitted", b"content_omitted", "events", b"events", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction", b"compaction", "compaction_scheduled", b"compaction_scheduled", "content_omitted", b"content_omitted", "events", b"events", "usage_ignored_reason", b"usage_ignored_reason", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -433,6 +517,7 @@ class StreamEventsRequest(_message.Message):
     EVENTS_FIELD_NUMBER: _builtins.int
     EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
     CREATE_IF_MISSING_FIELD_NUMBER: _builtins.int
+    USAGE_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Echoed on the response, to match acknowledgements to requests."""
     session_id: _builtins.str
@@ -445,6 +530,10 @@ class StreamEventsRequest(_message.Message):
     def events(self) -> _containers.RepeatedCompositeFieldContainer[_event_pb2.Event]:
         """At least one event."""
 
+    @_builtins.property
+    def usage(self) -> Global___ModelUsage:
+        """As in AppendEventsRequest."""
+
     def __init__(
         self,
         *,
@@ -453,10 +542,11 @@ class StreamEventsRequest(_message.Message):
         events: _abc.Iterable[_event_pb2.Event] | None = ...,
         expected_version: _builtins.int = ...,
         create_if_missing: _builtins.bool = ...,
+        usage: Global___ModelUsage | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_if_missing", b"create_if_missing", "events", b"events", "expected_version", b"expected_version", "request_id", b"request_id", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_if_missing", b"create_if_missing", "events", b"events", "expected_version", b"expected_version", "request_id", b"request_id", "session_id", b"session_id", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -515,16 +605,22 @@ class GetContextRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     SESSION_ID_FIELD_NUMBER: _builtins.int
+    FORMAT_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """Required."""
+    format: Global___ContextFormat.ValueType
+    """Also render the window as this provider's request fragment, in
+    GetContextResponse.rendered_json.
+    """
     def __init__(
         self,
         *,
         session_id: _builtins.str = ...,
+        format: Global___ContextFormat.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["format", b"format", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -541,6 +637,8 @@ class GetContextResponse(_message.Message):
     TOKEN_COUNT_FIELD_NUMBER: _builtins.int
     TURN_COUNT_FIELD_NUMBER: _builtins.int
     CONTENT_OMITTED_FIELD_NUMBER: _builtins.int
+    RENDERED_JSON_FIELD_NUMBER: _builtins.int
+    ESTIMATED_PROMPT_TOKENS_FIELD_NUMBER: _builtins.int
     version: _builtins.int
     """The session's version this window belongs to."""
     token_count: _builtins.int
@@ -554,6 +652,17 @@ class GetContextResponse(_message.Message):
     with ListEvents(active_only), whose pages are bounded in bytes; every
     client's context() (Python, TypeScript, Go, Java) does this for you.
     """
+    rendered_json: _builtins.str
+    """The window rendered in the requested format (GetContextRequest.format),
+    as JSON: the fields of the provider's request body that carry the
+    conversation, ready to merge into it. Empty when no format was asked, and
+    when content_omitted is set (render the events read in parts: every
+    client can).
+    """
+    estimated_prompt_tokens: _builtins.int
+    """token_count times the session's calibration factor: the prompt tokens
+    the provider is expected to report for this window.
+    """
     @_builtins.property
     def events(self) -> _containers.RepeatedCompositeFieldContainer[_event_pb2.Event]:
         """The active window in log order: what to send to the model."""
@@ -566,10 +675,12 @@ class GetContextResponse(_message.Message):
         token_count: _builtins.int = ...,
         turn_count: _builtins.int = ...,
         content_omitted: _builtins.bool = ...,
+        rendered_json: _builtins.str = ...,
+        estimated_prompt_tokens: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_omitted", b"content_omitted", "events", b"events", "token_count", b"token_count", "turn_count", b"turn_count", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_omitted", b"content_omitted", "estimated_prompt_tokens", b"estimated_prompt_tokens", "events", b"events", "rendered_json", b"rendered_json", "token_count", b"token_count", "turn_count", b"turn_count", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

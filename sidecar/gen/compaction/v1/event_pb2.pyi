@@ -70,22 +70,30 @@ class ToolCall(_message.Message):
     ID_FIELD_NUMBER: _builtins.int
     NAME_FIELD_NUMBER: _builtins.int
     ARGUMENTS_JSON_FIELD_NUMBER: _builtins.int
+    SIGNATURE_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """The call id, unique within the event; a ToolResult answers it by this id."""
     name: _builtins.str
     """The tool's exact name."""
     arguments_json: _builtins.str
     """The arguments as a JSON document (an object, usually). Empty means "{}"."""
+    signature: _builtins.bytes
+    """The provider's opaque signature of this call (Gemini's thought_signature
+    on a functionCall part), returned unchanged: Gemini 3 refuses a function
+    call sent back without it. Stored and returned byte for byte; never
+    counted in tokens, never shown to the summarizer.
+    """
     def __init__(
         self,
         *,
         id: _builtins.str = ...,
         name: _builtins.str = ...,
         arguments_json: _builtins.str = ...,
+        signature: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["arguments_json", b"arguments_json", "id", b"id", "name", b"name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arguments_json", b"arguments_json", "id", b"id", "name", b"name", "signature", b"signature"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -158,6 +166,62 @@ class Part(_message.Message):
 Global___Part: _TypeAlias = Part  # noqa: Y015
 
 @_typing.final
+class Reasoning(_message.Message):
+    """A block of the model's reasoning, as its provider returned it: Gemini's
+    thought parts, Anthropic's thinking and redacted_thinking blocks, OpenAI's
+    reasoning items. Providers require it back unchanged in tool loops, so it
+    is stored and returned byte for byte.
+
+    Tokens: text counts as text (it is sent back, and billed as input, by the
+    providers that take it back); signature counts nothing (an opaque token the
+    provider checks, not prompt text), except for a redacted block, whose
+    signature carries the encrypted reasoning and counts one token per 4 bytes.
+    The session's calibration (Session.calibration) corrects the rest.
+
+    Summaries: the summarizer is shown text as the assistant's reasoning, quoted
+    as content, never as instructions; signatures are never shown.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TEXT_FIELD_NUMBER: _builtins.int
+    SIGNATURE_FIELD_NUMBER: _builtins.int
+    REDACTED_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    text: _builtins.str
+    """The reasoning text (Gemini's thought text, Anthropic's thinking, OpenAI's
+    reasoning summary). Empty for a redacted block, and once a
+    clear_tool_results pass cleared it (keep_reasoning_turns).
+    """
+    signature: _builtins.bytes
+    """The provider's opaque signature: Gemini's thought_signature, Anthropic's
+    signature (or, redacted, its data), OpenAI's encrypted_content.
+    """
+    redacted: _builtins.bool
+    """True for reasoning the provider returned encrypted only (Anthropic's
+    redacted_thinking): signature holds its data and text is empty.
+    """
+    id: _builtins.str
+    """The provider's id of the block, when it has one (OpenAI's "rs_..."),
+    returned with it.
+    """
+    def __init__(
+        self,
+        *,
+        text: _builtins.str = ...,
+        signature: _builtins.bytes = ...,
+        redacted: _builtins.bool = ...,
+        id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "redacted", b"redacted", "signature", b"signature", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Reasoning: _TypeAlias = Reasoning  # noqa: Y015
+
+@_typing.final
 class Event(_message.Message):
     """One entry of a session's log."""
 
@@ -198,6 +262,7 @@ class Event(_message.Message):
     ARCHIVED_FIELD_NUMBER: _builtins.int
     TOKEN_COUNT_FIELD_NUMBER: _builtins.int
     CLEARED_FIELD_NUMBER: _builtins.int
+    REASONING_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Unique within the session. Client-supplied ids make retries safe:
     re-sending an id already stored is a no-op that returns the stored event.
@@ -250,6 +315,12 @@ class Event(_message.Message):
     def create_time(self) -> _timestamp_pb2.Timestamp:
         """When the event happened; the server's clock when unset."""
 
+    @_builtins.property
+    def reasoning(self) -> _containers.RepeatedCompositeFieldContainer[Global___Reasoning]:
+        """The model's reasoning for an ASSISTANT event, before its text and tool
+        calls, in the order the provider returned it.
+        """
+
     def __init__(
         self,
         *,
@@ -268,10 +339,11 @@ class Event(_message.Message):
         archived: _builtins.bool = ...,
         token_count: _builtins.int = ...,
         cleared: _builtins.bool = ...,
+        reasoning: _abc.Iterable[Global___Reasoning] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["archived", b"archived", "author", b"author", "branch", b"branch", "cleared", b"cleared", "create_time", b"create_time", "id", b"id", "metadata", b"metadata", "parts", b"parts", "position", b"position", "role", b"role", "synthetic", b"synthetic", "text", b"text", "token_count", b"token_count", "tool_calls", b"tool_calls", "tool_results", b"tool_results"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archived", b"archived", "author", b"author", "branch", b"branch", "cleared", b"cleared", "create_time", b"create_time", "id", b"id", "metadata", b"metadata", "parts", b"parts", "position", b"position", "reasoning", b"reasoning", "role", b"role", "synthetic", b"synthetic", "text", b"text", "token_count", b"token_count", "tool_calls", b"tool_calls", "tool_results", b"tool_results"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -101,13 +101,14 @@ class Trigger(_message.Message):
     ANY_OF_FIELD_NUMBER: _builtins.int
     ALL_OF_FIELD_NUMBER: _builtins.int
     ALWAYS_FIELD_NUMBER: _builtins.int
+    CONTEXT_FRACTION_FIELD_NUMBER: _builtins.int
     turn_count: _builtins.int
     """Fires when the active window holds more than this many turns (the turn
     in progress counts).
     """
     token_count: _builtins.int
     """Fires when the latest system message, summaries and conversation reach
-    this many tokens.
+    this many tokens (calibrated: see Session.calibration).
     """
     event_count: _builtins.int
     """Fires when the active window holds more than this many conversation
@@ -119,6 +120,13 @@ class Trigger(_message.Message):
     """
     always: _builtins.bool
     """Fires on every check (must be true)."""
+    context_fraction: _builtins.float
+    """Fires when the window's tokens (calibrated, as token_count) reach this
+    fraction (0 < x <= 1) of the session model's input window less its
+    output reserve (ModelProfile: input_window_tokens - max_output_tokens).
+    A policy with it is refused (INVALID_ARGUMENT naming the field) on a
+    session without a model.
+    """
     @_builtins.property
     def any_of(self) -> Global___TriggerList:
         """Fires when any of these fires."""
@@ -137,12 +145,13 @@ class Trigger(_message.Message):
         any_of: Global___TriggerList | None = ...,
         all_of: Global___TriggerList | None = ...,
         always: _builtins.bool = ...,
+        context_fraction: _builtins.float = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["all_of", b"all_of", "always", b"always", "any_of", b"any_of", "event_count", b"event_count", "interval_turns", b"interval_turns", "kind", b"kind", "token_count", b"token_count", "turn_count", b"turn_count"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["all_of", b"all_of", "always", b"always", "any_of", b"any_of", "context_fraction", b"context_fraction", "event_count", b"event_count", "interval_turns", b"interval_turns", "kind", b"kind", "token_count", b"token_count", "turn_count", b"turn_count"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["all_of", b"all_of", "always", b"always", "any_of", b"any_of", "event_count", b"event_count", "interval_turns", b"interval_turns", "kind", b"kind", "token_count", b"token_count", "turn_count", b"turn_count"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["all_of", b"all_of", "always", b"always", "any_of", b"any_of", "context_fraction", b"context_fraction", "event_count", b"event_count", "interval_turns", b"interval_turns", "kind", b"kind", "token_count", b"token_count", "turn_count", b"turn_count"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["turn_count", "token_count", "event_count", "interval_turns", "any_of", "all_of", "always"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["turn_count", "token_count", "event_count", "interval_turns", "any_of", "all_of", "always", "context_fraction"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
@@ -445,6 +454,7 @@ class ClearToolResults(_message.Message):
     CLEAR_TOOL_INPUTS_FIELD_NUMBER: _builtins.int
     MIN_CLEARED_TOKENS_FIELD_NUMBER: _builtins.int
     PLACEHOLDER_FIELD_NUMBER: _builtins.int
+    KEEP_REASONING_TURNS_FIELD_NUMBER: _builtins.int
     keep_tool_uses: _builtins.int
     """The newest tool calls whose results are kept verbatim; 0 or more. Unset
     means 3.
@@ -461,6 +471,13 @@ class ClearToolResults(_message.Message):
     replaced by the call's. Empty means the built-in one, which names the
     call and says the original can be searched.
     """
+    keep_reasoning_turns: _builtins.int
+    """Also clear the reasoning text (Event.reasoning) of every turn but the
+    newest keep_reasoning_turns (the turn in progress counts, and always
+    keeps its reasoning: a provider needs it to go on with its tool loop), in
+    place: signatures and redacted blocks are kept byte for byte. At least 1;
+    unset means reasoning is never cleared.
+    """
     @_builtins.property
     def exclude_tools(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Tool names whose results (and inputs) are never cleared."""
@@ -473,15 +490,20 @@ class ClearToolResults(_message.Message):
         clear_tool_inputs: _builtins.bool = ...,
         min_cleared_tokens: _builtins.int | None = ...,
         placeholder: _builtins.str = ...,
+        keep_reasoning_turns: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_keep_tool_uses", b"_keep_tool_uses", "_min_cleared_tokens", b"_min_cleared_tokens", "keep_tool_uses", b"keep_tool_uses", "min_cleared_tokens", b"min_cleared_tokens"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_keep_reasoning_turns", b"_keep_reasoning_turns", "_keep_tool_uses", b"_keep_tool_uses", "_min_cleared_tokens", b"_min_cleared_tokens", "keep_reasoning_turns", b"keep_reasoning_turns", "keep_tool_uses", b"keep_tool_uses", "min_cleared_tokens", b"min_cleared_tokens"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keep_tool_uses", b"_keep_tool_uses", "_min_cleared_tokens", b"_min_cleared_tokens", "clear_tool_inputs", b"clear_tool_inputs", "exclude_tools", b"exclude_tools", "keep_tool_uses", b"keep_tool_uses", "min_cleared_tokens", b"min_cleared_tokens", "placeholder", b"placeholder"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keep_reasoning_turns", b"_keep_reasoning_turns", "_keep_tool_uses", b"_keep_tool_uses", "_min_cleared_tokens", b"_min_cleared_tokens", "clear_tool_inputs", b"clear_tool_inputs", "exclude_tools", b"exclude_tools", "keep_reasoning_turns", b"keep_reasoning_turns", "keep_tool_uses", b"keep_tool_uses", "min_cleared_tokens", b"min_cleared_tokens", "placeholder", b"placeholder"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__keep_reasoning_turns: _TypeAlias = _typing.Literal["keep_reasoning_turns"]  # noqa: Y015
+    _WhichOneofArgType__keep_reasoning_turns: _TypeAlias = _typing.Literal["_keep_reasoning_turns", b"_keep_reasoning_turns"]  # noqa: Y015
     _WhichOneofReturnType__keep_tool_uses: _TypeAlias = _typing.Literal["keep_tool_uses"]  # noqa: Y015
     _WhichOneofArgType__keep_tool_uses: _TypeAlias = _typing.Literal["_keep_tool_uses", b"_keep_tool_uses"]  # noqa: Y015
     _WhichOneofReturnType__min_cleared_tokens: _TypeAlias = _typing.Literal["min_cleared_tokens"]  # noqa: Y015
     _WhichOneofArgType__min_cleared_tokens: _TypeAlias = _typing.Literal["_min_cleared_tokens", b"_min_cleared_tokens"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__keep_reasoning_turns) -> _WhichOneofReturnType__keep_reasoning_turns | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__keep_tool_uses) -> _WhichOneofReturnType__keep_tool_uses | None: ...
     @_typing.overload

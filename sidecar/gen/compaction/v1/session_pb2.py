@@ -28,7 +28,7 @@ from sidecar.gen.compaction.v1 import policy_pb2 as compaction_dot_v1_dot_policy
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x63ompaction/v1/session.proto\x12\rcompaction.v1\x1a\x19\x63ompaction/v1/event.proto\x1a\x1a\x63ompaction/v1/policy.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa2\x03\n\x07Session\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12/\n\x06policy\x18\x03 \x01(\x0b\x32\x1f.compaction.v1.CompactionPolicy\x12\x32\n\x06labels\x18\x04 \x03(\x0b\x32\".compaction.v1.Session.LabelsEntry\x12/\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x1a\n\x12\x61\x63tive_event_count\x18\x07 \x01(\x05\x12\x12\n\nturn_count\x18\x08 \x01(\x05\x12\x15\n\ractive_tokens\x18\t \x01(\x05\x12\x19\n\x11total_event_count\x18\n \x01(\x03\x12\x1a\n\x12last_compaction_id\x18\x0b \x01(\t\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xd4\x02\n\x10\x43ompactionResult\x12\x11\n\tcompacted\x18\x01 \x01(\x08\x12\x16\n\x0eskipped_reason\x18\x02 \x01(\t\x12+\n\ractive_events\x18\x03 \x03(\x0b\x32\x14.compaction.v1.Event\x12-\n\x0f\x61rchived_events\x18\x04 \x03(\x0b\x32\x14.compaction.v1.Event\x12\x1c\n\x14\x61rchived_event_count\x18\x05 \x01(\x05\x12\x1e\n\x16tokens_estimated_saved\x18\x06 \x01(\x05\x12\x0f\n\x07version\x18\x07 \x01(\x03\x12\x15\n\rcompaction_id\x18\x08 \x01(\t\x12\x10\n\x08strategy\x18\t \x01(\t\x12\r\n\x05\x65rror\x18\n \x01(\t\x12\x17\n\x0f\x63ontent_omitted\x18\x0b \x01(\x08\x12\x19\n\x11\x63leared_event_ids\x18\x0c \x03(\tB\x81\x01\n\x18\x64\x65v.compactionsidecar.v1B\x0cSessionProtoP\x01ZUgithub.com/compaction-sidecar/compaction-sidecar/clients/go/compactionv1;compactionv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x63ompaction/v1/session.proto\x12\rcompaction.v1\x1a\x19\x63ompaction/v1/event.proto\x1a\x1a\x63ompaction/v1/policy.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9b\x04\n\x07Session\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12/\n\x06policy\x18\x03 \x01(\x0b\x32\x1f.compaction.v1.CompactionPolicy\x12\x32\n\x06labels\x18\x04 \x03(\x0b\x32\".compaction.v1.Session.LabelsEntry\x12/\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x1a\n\x12\x61\x63tive_event_count\x18\x07 \x01(\x05\x12\x12\n\nturn_count\x18\x08 \x01(\x05\x12\x15\n\ractive_tokens\x18\t \x01(\x05\x12\x19\n\x11total_event_count\x18\n \x01(\x03\x12\x1a\n\x12last_compaction_id\x18\x0b \x01(\t\x12\r\n\x05model\x18\x0c \x01(\t\x12\x32\n\rmodel_profile\x18\r \x01(\x0b\x32\x1b.compaction.v1.ModelProfile\x12\x34\n\x0b\x63\x61libration\x18\x0e \x01(\x0b\x32\x1f.compaction.v1.TokenCalibration\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"g\n\x0cModelProfile\x12\r\n\x05model\x18\x01 \x01(\t\x12\x10\n\x08provider\x18\x02 \x01(\t\x12\x1b\n\x13input_window_tokens\x18\x03 \x01(\x05\x12\x19\n\x11max_output_tokens\x18\x04 \x01(\x05\"3\n\x10TokenCalibration\x12\x0e\n\x06\x66\x61\x63tor\x18\x01 \x01(\x01\x12\x0f\n\x07samples\x18\x02 \x01(\x03\"\xd4\x02\n\x10\x43ompactionResult\x12\x11\n\tcompacted\x18\x01 \x01(\x08\x12\x16\n\x0eskipped_reason\x18\x02 \x01(\t\x12+\n\ractive_events\x18\x03 \x03(\x0b\x32\x14.compaction.v1.Event\x12-\n\x0f\x61rchived_events\x18\x04 \x03(\x0b\x32\x14.compaction.v1.Event\x12\x1c\n\x14\x61rchived_event_count\x18\x05 \x01(\x05\x12\x1e\n\x16tokens_estimated_saved\x18\x06 \x01(\x05\x12\x0f\n\x07version\x18\x07 \x01(\x03\x12\x15\n\rcompaction_id\x18\x08 \x01(\t\x12\x10\n\x08strategy\x18\t \x01(\t\x12\r\n\x05\x65rror\x18\n \x01(\t\x12\x17\n\x0f\x63ontent_omitted\x18\x0b \x01(\x08\x12\x19\n\x11\x63leared_event_ids\x18\x0c \x03(\tB\x81\x01\n\x18\x64\x65v.compactionsidecar.v1B\x0cSessionProtoP\x01ZUgithub.com/compaction-sidecar/compaction-sidecar/clients/go/compactionv1;compactionv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,9 +39,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SESSION_LABELSENTRY']._loaded_options = None
   _globals['_SESSION_LABELSENTRY']._serialized_options = b'8\001'
   _globals['_SESSION']._serialized_start=135
-  _globals['_SESSION']._serialized_end=553
-  _globals['_SESSION_LABELSENTRY']._serialized_start=508
-  _globals['_SESSION_LABELSENTRY']._serialized_end=553
-  _globals['_COMPACTIONRESULT']._serialized_start=556
-  _globals['_COMPACTIONRESULT']._serialized_end=896
+  _globals['_SESSION']._serialized_end=674
+  _globals['_SESSION_LABELSENTRY']._serialized_start=629
+  _globals['_SESSION_LABELSENTRY']._serialized_end=674
+  _globals['_MODELPROFILE']._serialized_start=676
+  _globals['_MODELPROFILE']._serialized_end=779
+  _globals['_TOKENCALIBRATION']._serialized_start=781
+  _globals['_TOKENCALIBRATION']._serialized_end=832
+  _globals['_COMPACTIONRESULT']._serialized_start=835
+  _globals['_COMPACTIONRESULT']._serialized_end=1175
 # @@protoc_insertion_point(module_scope)

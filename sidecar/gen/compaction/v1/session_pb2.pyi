@@ -59,6 +59,9 @@ class Session(_message.Message):
     ACTIVE_TOKENS_FIELD_NUMBER: _builtins.int
     TOTAL_EVENT_COUNT_FIELD_NUMBER: _builtins.int
     LAST_COMPACTION_ID_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    MODEL_PROFILE_FIELD_NUMBER: _builtins.int
+    CALIBRATION_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """1-128 characters of letters, digits and . _ : ~ @ / + = -"""
     version: _builtins.int
@@ -75,6 +78,13 @@ class Session(_message.Message):
     """Output only. Events in the whole log, archived included."""
     last_compaction_id: _builtins.str
     """Output only. The id of the last compaction that landed."""
+    model: _builtins.str
+    """The model the agent calls with this session's context, e.g.
+    "gemini-2.5-flash", "gpt-5", "claude-sonnet-4-5". Must have a model
+    profile (built in, or from the server's --model-profiles file); empty
+    means none. Set by CreateSessionRequest.model, changed by UpdateSession
+    with the mask path "model".
+    """
     @_builtins.property
     def policy(self) -> _policy_pb2.CompactionPolicy:
         """The compaction policy. Sessions created without one get the server's
@@ -93,6 +103,18 @@ class Session(_message.Message):
     def update_time(self) -> _timestamp_pb2.Timestamp:
         """Output only."""
 
+    @_builtins.property
+    def model_profile(self) -> Global___ModelProfile:
+        """Output only. The profile of model: its provider, input window and output
+        reserve. Unset when model is empty.
+        """
+
+    @_builtins.property
+    def calibration(self) -> Global___TokenCalibration:
+        """Output only. How the provider's reported prompt tokens compare with this
+        session's estimates (AppendEventsRequest.usage).
+        """
+
     def __init__(
         self,
         *,
@@ -107,14 +129,89 @@ class Session(_message.Message):
         active_tokens: _builtins.int = ...,
         total_event_count: _builtins.int = ...,
         last_compaction_id: _builtins.str = ...,
+        model: _builtins.str = ...,
+        model_profile: Global___ModelProfile | None = ...,
+        calibration: Global___TokenCalibration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "policy", b"policy", "update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration", "create_time", b"create_time", "model_profile", b"model_profile", "policy", b"policy", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_event_count", b"active_event_count", "active_tokens", b"active_tokens", "create_time", b"create_time", "labels", b"labels", "last_compaction_id", b"last_compaction_id", "policy", b"policy", "session_id", b"session_id", "total_event_count", b"total_event_count", "turn_count", b"turn_count", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_event_count", b"active_event_count", "active_tokens", b"active_tokens", "calibration", b"calibration", "create_time", b"create_time", "labels", b"labels", "last_compaction_id", b"last_compaction_id", "model", b"model", "model_profile", b"model_profile", "policy", b"policy", "session_id", b"session_id", "total_event_count", b"total_event_count", "turn_count", b"turn_count", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Session: _TypeAlias = Session  # noqa: Y015
+
+@_typing.final
+class ModelProfile(_message.Message):
+    """What the service knows of a model: enough to place a fraction-of-window
+    trigger and to render its requests.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MODEL_FIELD_NUMBER: _builtins.int
+    PROVIDER_FIELD_NUMBER: _builtins.int
+    INPUT_WINDOW_TOKENS_FIELD_NUMBER: _builtins.int
+    MAX_OUTPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    model: _builtins.str
+    """The model's name as the provider's API takes it."""
+    provider: _builtins.str
+    """"gemini", "openai" or "anthropic"."""
+    input_window_tokens: _builtins.int
+    """The most input (prompt) tokens the model takes, output included where
+    the provider counts the two together.
+    """
+    max_output_tokens: _builtins.int
+    """The most output tokens the model returns: reserved out of the window by
+    Trigger.context_fraction.
+    """
+    def __init__(
+        self,
+        *,
+        model: _builtins.str = ...,
+        provider: _builtins.str = ...,
+        input_window_tokens: _builtins.int = ...,
+        max_output_tokens: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["input_window_tokens", b"input_window_tokens", "max_output_tokens", b"max_output_tokens", "model", b"model", "provider", b"provider"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ModelProfile: _TypeAlias = ModelProfile  # noqa: Y015
+
+@_typing.final
+class TokenCalibration(_message.Message):
+    """The session's calibration of token estimates against the provider's
+    reports. Token triggers, context_fraction, token budgets and
+    GetContextResponse.estimated_prompt_tokens multiply the estimate by factor.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FACTOR_FIELD_NUMBER: _builtins.int
+    SAMPLES_FIELD_NUMBER: _builtins.int
+    factor: _builtins.float
+    """Reported prompt tokens over estimated, smoothed over the reports (an
+    exponential moving average, each report's weight 1/n up to the 8th, then
+    1/8) and bounded to [0.25, 4]. 1 until the first report.
+    """
+    samples: _builtins.int
+    """Reports taken into factor."""
+    def __init__(
+        self,
+        *,
+        factor: _builtins.float = ...,
+        samples: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["factor", b"factor", "samples", b"samples"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TokenCalibration: _TypeAlias = TokenCalibration  # noqa: Y015
 
 @_typing.final
 class CompactionResult(_message.Message):

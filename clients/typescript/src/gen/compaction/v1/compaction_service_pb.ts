@@ -2,8 +2,8 @@
 // @generated from file compaction/v1/compaction_service.proto (package compaction.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Event, Role } from "./event_pb.js";
 import { file_compaction_v1_event } from "./event_pb.js";
 import type { CompactionPolicy } from "./policy_pb.js";
@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file compaction/v1/compaction_service.proto.
  */
 export const file_compaction_v1_compaction_service: GenFile = /*@__PURE__*/
-  fileDesc("CiZjb21wYWN0aW9uL3YxL2NvbXBhY3Rpb25fc2VydmljZS5wcm90bxINY29tcGFjdGlvbi52MSLLAQoUQ3JlYXRlU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIvCgZwb2xpY3kYAiABKAsyHy5jb21wYWN0aW9uLnYxLkNvbXBhY3Rpb25Qb2xpY3kSPwoGbGFiZWxzGAMgAygLMi8uY29tcGFjdGlvbi52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdC5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIicKEUdldFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiuwEKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSSQoMbGFiZWxfZmlsdGVyGAMgAygLMjMuY29tcGFjdGlvbi52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0LkxhYmVsRmlsdGVyRW50cnkaMgoQTGFiZWxGaWx0ZXJFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlkKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEigKCHNlc3Npb25zGAEgAygLMhYuY29tcGFjdGlvbi52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKKAQoUVXBkYXRlU2Vzc2lvblJlcXVlc3QSJwoHc2Vzc2lvbhgBIAEoCzIWLmNvbXBhY3Rpb24udjEuU2Vzc2lvbhIvCgt1cGRhdGVfbWFzaxgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2sSGAoQZXhwZWN0ZWRfdmVyc2lvbhgDIAEoAyIqChREZWxldGVTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSK3AQoTQXBwZW5kRXZlbnRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEiQKBmV2ZW50cxgCIAMoCzIULmNvbXBhY3Rpb24udjEuRXZlbnQSGAoQZXhwZWN0ZWRfdmVyc2lvbhgDIAEoAxIZChFjcmVhdGVfaWZfbWlzc2luZxgEIAEoCBIxCg1sYWJlbF91cGRhdGVzGAUgAygLMhouY29tcGFjdGlvbi52MS5MYWJlbFVwZGF0ZSKpAQoLTGFiZWxVcGRhdGUSEgoKc2Vzc2lvbl9pZBgBIAEoCRIwCgNzZXQYAiADKAsyIy5jb21wYWN0aW9uLnYxLkxhYmVsVXBkYXRlLlNldEVudHJ5Eg4KBnJlbW92ZRgDIAMoCRIYChBleHBlY3RlZF92ZXJzaW9uGAQgASgDGioKCFNldEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiuQEKFEFwcGVuZEV2ZW50c1Jlc3BvbnNlEiQKBmV2ZW50cxgBIAMoCzIULmNvbXBhY3Rpb24udjEuRXZlbnQSDwoHdmVyc2lvbhgCIAEoAxIzCgpjb21wYWN0aW9uGAMgASgLMh8uY29tcGFjdGlvbi52MS5Db21wYWN0aW9uUmVzdWx0EhwKFGNvbXBhY3Rpb25fc2NoZWR1bGVkGAQgASgIEhcKD2NvbnRlbnRfb21pdHRlZBgFIAEoCCKYAQoTU3RyZWFtRXZlbnRzUmVxdWVzdBISCgpyZXF1ZXN0X2lkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSJAoGZXZlbnRzGAMgAygLMhQuY29tcGFjdGlvbi52MS5FdmVudBIYChBleHBlY3RlZF92ZXJzaW9uGAQgASgDEhkKEWNyZWF0ZV9pZl9taXNzaW5nGAUgASgIItsBChRTdHJlYW1FdmVudHNSZXNwb25zZRISCgpyZXF1ZXN0X2lkGAEgASgJEjUKBmFwcGVuZBgCIAEoCzIjLmNvbXBhY3Rpb24udjEuQXBwZW5kRXZlbnRzUmVzcG9uc2VIABIjCgVlcnJvchgDIAEoCzISLmdvb2dsZS5ycGMuU3RhdHVzSAASNQoKY29tcGFjdGlvbhgEIAEoCzIfLmNvbXBhY3Rpb24udjEuQ29tcGFjdGlvblJlc3VsdEgAEhIKCnNlc3Npb25faWQYBSABKAlCCAoGcmVzdWx0IicKEUdldENvbnRleHRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkijQEKEkdldENvbnRleHRSZXNwb25zZRIkCgZldmVudHMYASADKAsyFC5jb21wYWN0aW9uLnYxLkV2ZW50Eg8KB3ZlcnNpb24YAiABKAMSEwoLdG9rZW5fY291bnQYAyABKAUSEgoKdHVybl9jb3VudBgEIAEoBRIXCg9jb250ZW50X29taXR0ZWQYBSABKAgifgoOQ29tcGFjdFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIvCgZwb2xpY3kYAiABKAsyHy5jb21wYWN0aW9uLnYxLkNvbXBhY3Rpb25Qb2xpY3kSDQoFZm9yY2UYAyABKAgSGAoQZXhwZWN0ZWRfdmVyc2lvbhgEIAEoAyJCCg9Db21wYWN0UmVzcG9uc2USLwoGcmVzdWx0GAEgASgLMh8uY29tcGFjdGlvbi52MS5Db21wYWN0aW9uUmVzdWx0IikKE1dhdGNoU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJpChRXYXRjaFNlc3Npb25SZXNwb25zZRI1Cgpjb21wYWN0aW9uGAEgASgLMh8uY29tcGFjdGlvbi52MS5Db21wYWN0aW9uUmVzdWx0SAASEAoGbWlzc2VkGAIgASgFSABCCAoGdXBkYXRlImMKEUxpc3RFdmVudHNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkSEwoLYWN0aXZlX29ubHkYBCABKAgiUwoSTGlzdEV2ZW50c1Jlc3BvbnNlEiQKBmV2ZW50cxgBIAMoCzIULmNvbXBhY3Rpb24udjEuRXZlbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIvEBChNTZWFyY2hFdmVudHNSZXF1ZXN0Eg0KBXF1ZXJ5GAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSIgoFcm9sZXMYAyADKA4yEy5jb21wYWN0aW9uLnYxLlJvbGUSFgoOaW5jbHVkZV9hY3RpdmUYBCABKAgSKQoFc2luY2UYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEikKBXVudGlsGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglwYWdlX3NpemUYByABKAUSEgoKcGFnZV90b2tlbhgIIAEoCSJjCglTZWFyY2hIaXQSEgoKc2Vzc2lvbl9pZBgBIAEoCRIjCgVldmVudBgCIAEoCzIULmNvbXBhY3Rpb24udjEuRXZlbnQSDAoEcmFuaxgDIAEoARIPCgdzbmlwcGV0GAQgASgJIlcKFFNlYXJjaEV2ZW50c1Jlc3BvbnNlEiYKBGhpdHMYASADKAsyGC5jb21wYWN0aW9uLnYxLlNlYXJjaEhpdBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkyhggKEUNvbXBhY3Rpb25TZXJ2aWNlEkwKDUNyZWF0ZVNlc3Npb24SIy5jb21wYWN0aW9uLnYxLkNyZWF0ZVNlc3Npb25SZXF1ZXN0GhYuY29tcGFjdGlvbi52MS5TZXNzaW9uEkYKCkdldFNlc3Npb24SIC5jb21wYWN0aW9uLnYxLkdldFNlc3Npb25SZXF1ZXN0GhYuY29tcGFjdGlvbi52MS5TZXNzaW9uElcKDExpc3RTZXNzaW9ucxIiLmNvbXBhY3Rpb24udjEuTGlzdFNlc3Npb25zUmVxdWVzdBojLmNvbXBhY3Rpb24udjEuTGlzdFNlc3Npb25zUmVzcG9uc2USTAoNVXBkYXRlU2Vzc2lvbhIjLmNvbXBhY3Rpb24udjEuVXBkYXRlU2Vzc2lvblJlcXVlc3QaFi5jb21wYWN0aW9uLnYxLlNlc3Npb24SWgoNRGVsZXRlU2Vzc2lvbhIjLmNvbXBhY3Rpb24udjEuRGVsZXRlU2Vzc2lvblJlcXVlc3QaJC5jb21wYWN0aW9uLnYxLkRlbGV0ZVNlc3Npb25SZXNwb25zZRJXCgxBcHBlbmRFdmVudHMSIi5jb21wYWN0aW9uLnYxLkFwcGVuZEV2ZW50c1JlcXVlc3QaIy5jb21wYWN0aW9uLnYxLkFwcGVuZEV2ZW50c1Jlc3BvbnNlElsKDFN0cmVhbUV2ZW50cxIiLmNvbXBhY3Rpb24udjEuU3RyZWFtRXZlbnRzUmVxdWVzdBojLmNvbXBhY3Rpb24udjEuU3RyZWFtRXZlbnRzUmVzcG9uc2UoATABElEKCkdldENvbnRleHQSIC5jb21wYWN0aW9uLnYxLkdldENvbnRleHRSZXF1ZXN0GiEuY29tcGFjdGlvbi52MS5HZXRDb250ZXh0UmVzcG9uc2USSAoHQ29tcGFjdBIdLmNvbXBhY3Rpb24udjEuQ29tcGFjdFJlcXVlc3QaHi5jb21wYWN0aW9uLnYxLkNvbXBhY3RSZXNwb25zZRJZCgxXYXRjaFNlc3Npb24SIi5jb21wYWN0aW9uLnYxLldhdGNoU2Vzc2lvblJlcXVlc3QaIy5jb21wYWN0aW9uLnYxLldhdGNoU2Vzc2lvblJlc3BvbnNlMAESUQoKTGlzdEV2ZW50cxIgLmNvbXBhY3Rpb24udjEuTGlzdEV2ZW50c1JlcXVlc3QaIS5jb21wYWN0aW9uLnYxLkxpc3RFdmVudHNSZXNwb25zZRJXCgxTZWFyY2hFdmVudHMSIi5jb21wYWN0aW9uLnYxLlNlYXJjaEV2ZW50c1JlcXVlc3QaIy5jb21wYWN0aW9uLnYxLlNlYXJjaEV2ZW50c1Jlc3BvbnNlQosBChhkZXYuY29tcGFjdGlvbnNpZGVjYXIudjFCFkNvbXBhY3Rpb25TZXJ2aWNlUHJvdG9QAVpVZ2l0aHViLmNvbS9jb21wYWN0aW9uLXNpZGVjYXIvY29tcGFjdGlvbi1zaWRlY2FyL2NsaWVudHMvZ28vY29tcGFjdGlvbnYxO2NvbXBhY3Rpb252MWIGcHJvdG8z", [file_compaction_v1_event, file_compaction_v1_policy, file_compaction_v1_session, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_google_rpc_status]);
+  fileDesc("CiZjb21wYWN0aW9uL3YxL2NvbXBhY3Rpb25fc2VydmljZS5wcm90bxINY29tcGFjdGlvbi52MSLaAQoUQ3JlYXRlU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIvCgZwb2xpY3kYAiABKAsyHy5jb21wYWN0aW9uLnYxLkNvbXBhY3Rpb25Qb2xpY3kSPwoGbGFiZWxzGAMgAygLMi8uY29tcGFjdGlvbi52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdC5MYWJlbHNFbnRyeRINCgVtb2RlbBgEIAEoCRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIicKEUdldFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiuwEKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSSQoMbGFiZWxfZmlsdGVyGAMgAygLMjMuY29tcGFjdGlvbi52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0LkxhYmVsRmlsdGVyRW50cnkaMgoQTGFiZWxGaWx0ZXJFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlkKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEigKCHNlc3Npb25zGAEgAygLMhYuY29tcGFjdGlvbi52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKKAQoUVXBkYXRlU2Vzc2lvblJlcXVlc3QSJwoHc2Vzc2lvbhgBIAEoCzIWLmNvbXBhY3Rpb24udjEuU2Vzc2lvbhIvCgt1cGRhdGVfbWFzaxgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2sSGAoQZXhwZWN0ZWRfdmVyc2lvbhgDIAEoAyIqChREZWxldGVTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSLhAQoTQXBwZW5kRXZlbnRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEiQKBmV2ZW50cxgCIAMoCzIULmNvbXBhY3Rpb24udjEuRXZlbnQSGAoQZXhwZWN0ZWRfdmVyc2lvbhgDIAEoAxIZChFjcmVhdGVfaWZfbWlzc2luZxgEIAEoCBIxCg1sYWJlbF91cGRhdGVzGAUgAygLMhouY29tcGFjdGlvbi52MS5MYWJlbFVwZGF0ZRIoCgV1c2FnZRgGIAEoCzIZLmNvbXBhY3Rpb24udjEuTW9kZWxVc2FnZSI8CgpNb2RlbFVzYWdlEhcKD2NvbnRleHRfdmVyc2lvbhgBIAEoAxIVCg1wcm9tcHRfdG9rZW5zGAIgASgDIqkBCgtMYWJlbFVwZGF0ZRISCgpzZXNzaW9uX2lkGAEgASgJEjAKA3NldBgCIAMoCzIjLmNvbXBhY3Rpb24udjEuTGFiZWxVcGRhdGUuU2V0RW50cnkSDgoGcmVtb3ZlGAMgAygJEhgKEGV4cGVjdGVkX3ZlcnNpb24YBCABKAMaKgoIU2V0RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLXAQoUQXBwZW5kRXZlbnRzUmVzcG9uc2USJAoGZXZlbnRzGAEgAygLMhQuY29tcGFjdGlvbi52MS5FdmVudBIPCgd2ZXJzaW9uGAIgASgDEjMKCmNvbXBhY3Rpb24YAyABKAsyHy5jb21wYWN0aW9uLnYxLkNvbXBhY3Rpb25SZXN1bHQSHAoUY29tcGFjdGlvbl9zY2hlZHVsZWQYBCABKAgSFwoPY29udGVudF9vbWl0dGVkGAUgASgIEhwKFHVzYWdlX2lnbm9yZWRfcmVhc29uGAYgASgJIsIBChNTdHJlYW1FdmVudHNSZXF1ZXN0EhIKCnJlcXVlc3RfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIkCgZldmVudHMYAyADKAsyFC5jb21wYWN0aW9uLnYxLkV2ZW50EhgKEGV4cGVjdGVkX3ZlcnNpb24YBCABKAMSGQoRY3JlYXRlX2lmX21pc3NpbmcYBSABKAgSKAoFdXNhZ2UYBiABKAsyGS5jb21wYWN0aW9uLnYxLk1vZGVsVXNhZ2Ui2wEKFFN0cmVhbUV2ZW50c1Jlc3BvbnNlEhIKCnJlcXVlc3RfaWQYASABKAkSNQoGYXBwZW5kGAIgASgLMiMuY29tcGFjdGlvbi52MS5BcHBlbmRFdmVudHNSZXNwb25zZUgAEiMKBWVycm9yGAMgASgLMhIuZ29vZ2xlLnJwYy5TdGF0dXNIABI1Cgpjb21wYWN0aW9uGAQgASgLMh8uY29tcGFjdGlvbi52MS5Db21wYWN0aW9uUmVzdWx0SAASEgoKc2Vzc2lvbl9pZBgFIAEoCUIICgZyZXN1bHQiVQoRR2V0Q29udGV4dFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIsCgZmb3JtYXQYAiABKA4yHC5jb21wYWN0aW9uLnYxLkNvbnRleHRGb3JtYXQixQEKEkdldENvbnRleHRSZXNwb25zZRIkCgZldmVudHMYASADKAsyFC5jb21wYWN0aW9uLnYxLkV2ZW50Eg8KB3ZlcnNpb24YAiABKAMSEwoLdG9rZW5fY291bnQYAyABKAUSEgoKdHVybl9jb3VudBgEIAEoBRIXCg9jb250ZW50X29taXR0ZWQYBSABKAgSFQoNcmVuZGVyZWRfanNvbhgGIAEoCRIfChdlc3RpbWF0ZWRfcHJvbXB0X3Rva2VucxgHIAEoBSJ+Cg5Db21wYWN0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEi8KBnBvbGljeRgCIAEoCzIfLmNvbXBhY3Rpb24udjEuQ29tcGFjdGlvblBvbGljeRINCgVmb3JjZRgDIAEoCBIYChBleHBlY3RlZF92ZXJzaW9uGAQgASgDIkIKD0NvbXBhY3RSZXNwb25zZRIvCgZyZXN1bHQYASABKAsyHy5jb21wYWN0aW9uLnYxLkNvbXBhY3Rpb25SZXN1bHQiKQoTV2F0Y2hTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJImkKFFdhdGNoU2Vzc2lvblJlc3BvbnNlEjUKCmNvbXBhY3Rpb24YASABKAsyHy5jb21wYWN0aW9uLnYxLkNvbXBhY3Rpb25SZXN1bHRIABIQCgZtaXNzZWQYAiABKAVIAEIICgZ1cGRhdGUiYwoRTGlzdEV2ZW50c1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRITCgthY3RpdmVfb25seRgEIAEoCCJTChJMaXN0RXZlbnRzUmVzcG9uc2USJAoGZXZlbnRzGAEgAygLMhQuY29tcGFjdGlvbi52MS5FdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAki8QEKE1NlYXJjaEV2ZW50c1JlcXVlc3QSDQoFcXVlcnkYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIiCgVyb2xlcxgDIAMoDjITLmNvbXBhY3Rpb24udjEuUm9sZRIWCg5pbmNsdWRlX2FjdGl2ZRgEIAEoCBIpCgVzaW5jZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFdW50aWwYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXBhZ2Vfc2l6ZRgHIAEoBRISCgpwYWdlX3Rva2VuGAggASgJImMKCVNlYXJjaEhpdBISCgpzZXNzaW9uX2lkGAEgASgJEiMKBWV2ZW50GAIgASgLMhQuY29tcGFjdGlvbi52MS5FdmVudBIMCgRyYW5rGAMgASgBEg8KB3NuaXBwZXQYBCABKAkiVwoUU2VhcmNoRXZlbnRzUmVzcG9uc2USJgoEaGl0cxgBIAMoCzIYLmNvbXBhY3Rpb24udjEuU2VhcmNoSGl0EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSqtAQoNQ29udGV4dEZvcm1hdBIeChpDT05URVhUX0ZPUk1BVF9VTlNQRUNJRklFRBAAEhkKFUNPTlRFWFRfRk9STUFUX0dFTUlOSRABEh4KGkNPTlRFWFRfRk9STUFUX09QRU5BSV9DSEFUEAISIwofQ09OVEVYVF9GT1JNQVRfT1BFTkFJX1JFU1BPTlNFUxADEhwKGENPTlRFWFRfRk9STUFUX0FOVEhST1BJQxAEMoYIChFDb21wYWN0aW9uU2VydmljZRJMCg1DcmVhdGVTZXNzaW9uEiMuY29tcGFjdGlvbi52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBoWLmNvbXBhY3Rpb24udjEuU2Vzc2lvbhJGCgpHZXRTZXNzaW9uEiAuY29tcGFjdGlvbi52MS5HZXRTZXNzaW9uUmVxdWVzdBoWLmNvbXBhY3Rpb24udjEuU2Vzc2lvbhJXCgxMaXN0U2Vzc2lvbnMSIi5jb21wYWN0aW9uLnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QaIy5jb21wYWN0aW9uLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlEkwKDVVwZGF0ZVNlc3Npb24SIy5jb21wYWN0aW9uLnYxLlVwZGF0ZVNlc3Npb25SZXF1ZXN0GhYuY29tcGFjdGlvbi52MS5TZXNzaW9uEloKDURlbGV0ZVNlc3Npb24SIy5jb21wYWN0aW9uLnYxLkRlbGV0ZVNlc3Npb25SZXF1ZXN0GiQuY29tcGFjdGlvbi52MS5EZWxldGVTZXNzaW9uUmVzcG9uc2USVwoMQXBwZW5kRXZlbnRzEiIuY29tcGFjdGlvbi52MS5BcHBlbmRFdmVudHNSZXF1ZXN0GiMuY29tcGFjdGlvbi52MS5BcHBlbmRFdmVudHNSZXNwb25zZRJbCgxTdHJlYW1FdmVudHMSIi5jb21wYWN0aW9uLnYxLlN0cmVhbUV2ZW50c1JlcXVlc3QaIy5jb21wYWN0aW9uLnYxLlN0cmVhbUV2ZW50c1Jlc3BvbnNlKAEwARJRCgpHZXRDb250ZXh0EiAuY29tcGFjdGlvbi52MS5HZXRDb250ZXh0UmVxdWVzdBohLmNvbXBhY3Rpb24udjEuR2V0Q29udGV4dFJlc3BvbnNlEkgKB0NvbXBhY3QSHS5jb21wYWN0aW9uLnYxLkNvbXBhY3RSZXF1ZXN0Gh4uY29tcGFjdGlvbi52MS5Db21wYWN0UmVzcG9uc2USWQoMV2F0Y2hTZXNzaW9uEiIuY29tcGFjdGlvbi52MS5XYXRjaFNlc3Npb25SZXF1ZXN0GiMuY29tcGFjdGlvbi52MS5XYXRjaFNlc3Npb25SZXNwb25zZTABElEKCkxpc3RFdmVudHMSIC5jb21wYWN0aW9uLnYxLkxpc3RFdmVudHNSZXF1ZXN0GiEuY29tcGFjdGlvbi52MS5MaXN0RXZlbnRzUmVzcG9uc2USVwoMU2VhcmNoRXZlbnRzEiIuY29tcGFjdGlvbi52MS5TZWFyY2hFdmVudHNSZXF1ZXN0GiMuY29tcGFjdGlvbi52MS5TZWFyY2hFdmVudHNSZXNwb25zZUKLAQoYZGV2LmNvbXBhY3Rpb25zaWRlY2FyLnYxQhZDb21wYWN0aW9uU2VydmljZVByb3RvUAFaVWdpdGh1Yi5jb20vY29tcGFjdGlvbi1zaWRlY2FyL2NvbXBhY3Rpb24tc2lkZWNhci9jbGllbnRzL2dvL2NvbXBhY3Rpb252MTtjb21wYWN0aW9udjFiBnByb3RvMw", [file_compaction_v1_event, file_compaction_v1_policy, file_compaction_v1_session, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_google_rpc_status]);
 
 /**
  * Request of CreateSession.
@@ -48,6 +48,14 @@ export type CreateSessionRequest = Message<"compaction.v1.CreateSessionRequest">
    * @generated from field: map<string, string> labels = 3;
    */
   labels: { [key: string]: string };
+
+  /**
+   * The model the agent calls (Session.model); empty means none. A model
+   * without a profile is INVALID_ARGUMENT naming "model".
+   *
+   * @generated from field: string model = 4;
+   */
+  model: string;
 };
 
 /**
@@ -156,7 +164,7 @@ export type UpdateSessionRequest = Message<"compaction.v1.UpdateSessionRequest">
   session?: Session | undefined;
 
   /**
-   * "policy" and/or "labels". Required.
+   * "policy", "labels" and/or "model". Required.
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 2;
    */
@@ -258,6 +266,15 @@ export type AppendEventsRequest = Message<"compaction.v1.AppendEventsRequest"> &
    * @generated from field: repeated compaction.v1.LabelUpdate label_updates = 5;
    */
   labelUpdates: LabelUpdate[];
+
+  /**
+   * What the provider reported for the model call made with the context of
+   * an earlier version: calibrates the session's token estimates
+   * (Session.calibration), in the append's transaction.
+   *
+   * @generated from field: compaction.v1.ModelUsage usage = 6;
+   */
+  usage?: ModelUsage | undefined;
 };
 
 /**
@@ -266,6 +283,36 @@ export type AppendEventsRequest = Message<"compaction.v1.AppendEventsRequest"> &
  */
 export const AppendEventsRequestSchema: GenMessage<AppendEventsRequest> = /*@__PURE__*/
   messageDesc(file_compaction_v1_compaction_service, 7);
+
+/**
+ * The prompt tokens a provider reported for one model call (Gemini's
+ * usageMetadata.promptTokenCount, OpenAI's usage.prompt_tokens or
+ * input_tokens, Anthropic's input_tokens plus its cache reads and writes).
+ *
+ * @generated from message compaction.v1.ModelUsage
+ */
+export type ModelUsage = Message<"compaction.v1.ModelUsage"> & {
+  /**
+   * The version of the context sent (GetContextResponse.version). Required.
+   *
+   * @generated from field: int64 context_version = 1;
+   */
+  contextVersion: bigint;
+
+  /**
+   * The prompt tokens reported. At least 1.
+   *
+   * @generated from field: int64 prompt_tokens = 2;
+   */
+  promptTokens: bigint;
+};
+
+/**
+ * Describes the message compaction.v1.ModelUsage.
+ * Use `create(ModelUsageSchema)` to create a new message.
+ */
+export const ModelUsageSchema: GenMessage<ModelUsage> = /*@__PURE__*/
+  messageDesc(file_compaction_v1_compaction_service, 8);
 
 /**
  * A change to one session's labels, made atomically with an append
@@ -314,7 +361,7 @@ export type LabelUpdate = Message<"compaction.v1.LabelUpdate"> & {
  * Use `create(LabelUpdateSchema)` to create a new message.
  */
 export const LabelUpdateSchema: GenMessage<LabelUpdate> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_compaction_service, 8);
+  messageDesc(file_compaction_v1_compaction_service, 9);
 
 /**
  * Response of AppendEvents.
@@ -360,6 +407,15 @@ export type AppendEventsResponse = Message<"compaction.v1.AppendEventsResponse">
    * @generated from field: bool content_omitted = 5;
    */
   contentOmitted: boolean;
+
+  /**
+   * Why the request's usage was not taken into the calibration, when it was
+   * not (e.g. the estimate for its context_version is no longer kept). Never
+   * an error: the events were stored.
+   *
+   * @generated from field: string usage_ignored_reason = 6;
+   */
+  usageIgnoredReason: string;
 };
 
 /**
@@ -367,7 +423,7 @@ export type AppendEventsResponse = Message<"compaction.v1.AppendEventsResponse">
  * Use `create(AppendEventsResponseSchema)` to create a new message.
  */
 export const AppendEventsResponseSchema: GenMessage<AppendEventsResponse> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_compaction_service, 9);
+  messageDesc(file_compaction_v1_compaction_service, 10);
 
 /**
  * One append on the stream.
@@ -409,6 +465,13 @@ export type StreamEventsRequest = Message<"compaction.v1.StreamEventsRequest"> &
    * @generated from field: bool create_if_missing = 5;
    */
   createIfMissing: boolean;
+
+  /**
+   * As in AppendEventsRequest.
+   *
+   * @generated from field: compaction.v1.ModelUsage usage = 6;
+   */
+  usage?: ModelUsage | undefined;
 };
 
 /**
@@ -416,7 +479,7 @@ export type StreamEventsRequest = Message<"compaction.v1.StreamEventsRequest"> &
  * Use `create(StreamEventsRequestSchema)` to create a new message.
  */
 export const StreamEventsRequestSchema: GenMessage<StreamEventsRequest> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_compaction_service, 10);
+  messageDesc(file_compaction_v1_compaction_service, 11);
 
 /**
  * One message on the stream: an acknowledgement, an error, or a compaction.
@@ -475,7 +538,7 @@ export type StreamEventsResponse = Message<"compaction.v1.StreamEventsResponse">
  * Use `create(StreamEventsResponseSchema)` to create a new message.
  */
 export const StreamEventsResponseSchema: GenMessage<StreamEventsResponse> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_compaction_service, 11);
+  messageDesc(file_compaction_v1_compaction_service, 12);
 
 /**
  * Request of GetContext.
@@ -489,6 +552,14 @@ export type GetContextRequest = Message<"compaction.v1.GetContextRequest"> & {
    * @generated from field: string session_id = 1;
    */
   sessionId: string;
+
+  /**
+   * Also render the window as this provider's request fragment, in
+   * GetContextResponse.rendered_json.
+   *
+   * @generated from field: compaction.v1.ContextFormat format = 2;
+   */
+  format: ContextFormat;
 };
 
 /**
@@ -496,7 +567,7 @@ export type GetContextRequest = Message<"compaction.v1.GetContextRequest"> & {
  * Use `create(GetContextRequestSchema)` to create a new message.
  */
 export const GetContextRequestSchema: GenMessage<GetContextRequest> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_compaction_service, 12);
+  messageDesc(file_compaction_v1_compaction_service, 13);
 
 /**
  * Response of GetContext.
@@ -542,6 +613,25 @@ export type GetContextResponse = Message<"compaction.v1.GetContextResponse"> & {
    * @generated from field: bool content_omitted = 5;
    */
   contentOmitted: boolean;
+
+  /**
+   * The window rendered in the requested format (GetContextRequest.format),
+   * as JSON: the fields of the provider's request body that carry the
+   * conversation, ready to merge into it. Empty when no format was asked, and
+   * when content_omitted is set (render the events read in parts: every
+   * client can).
+   *
+   * @generated from field: string rendered_json = 6;
+   */
+  renderedJson: string;
+
+  /**
+   * token_count times the session's calibration factor: the prompt tokens
+   * the provider is expected to report for this window.
+   *
+   * @generated from field: int32 estimated_prompt_tokens = 7;
+   */
+  estimatedPromptTokens: number;
 };
 
 /**
@@ -549,7 +639,7 @@ export type GetContextResponse = Message<"compaction.v1.GetContextResponse"> & {
  * Use `create(GetContextResponseSchema)` to create a new message.
  */
 export const GetContextResponseSchema: GenMessage<GetContextResponse> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_compaction_service, 13);
+  messageDesc(file_compaction_v1_compaction_service, 14);
 
 /**
  * Request of Compact.
@@ -592,7 +682,7 @@ export type CompactRequest = Message<"compaction.v1.CompactRequest"> & {
  * Use `create(CompactRequestSchema)` to create a new message.
  */
 export const CompactRequestSchema: GenMessage<CompactRequest> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_compaction_service, 14);
+  messageDesc(file_compaction_v1_compaction_service, 15);
 
 /**
  * Response of Compact.
@@ -613,7 +703,7 @@ export type CompactResponse = Message<"compaction.v1.CompactResponse"> & {
  * Use `create(CompactResponseSchema)` to create a new message.
  */
 export const CompactResponseSchema: GenMessage<CompactResponse> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_compaction_service, 15);
+  messageDesc(file_compaction_v1_compaction_service, 16);
 
 /**
  * Request of WatchSession.
@@ -634,7 +724,7 @@ export type WatchSessionRequest = Message<"compaction.v1.WatchSessionRequest"> &
  * Use `create(WatchSessionRequestSchema)` to create a new message.
  */
 export const WatchSessionRequestSchema: GenMessage<WatchSessionRequest> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_compaction_service, 16);
+  messageDesc(file_compaction_v1_compaction_service, 17);
 
 /**
  * One message of WatchSession.
@@ -671,7 +761,7 @@ export type WatchSessionResponse = Message<"compaction.v1.WatchSessionResponse">
  * Use `create(WatchSessionResponseSchema)` to create a new message.
  */
 export const WatchSessionResponseSchema: GenMessage<WatchSessionResponse> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_compaction_service, 17);
+  messageDesc(file_compaction_v1_compaction_service, 18);
 
 /**
  * Request of ListEvents.
@@ -717,7 +807,7 @@ export type ListEventsRequest = Message<"compaction.v1.ListEventsRequest"> & {
  * Use `create(ListEventsRequestSchema)` to create a new message.
  */
 export const ListEventsRequestSchema: GenMessage<ListEventsRequest> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_compaction_service, 18);
+  messageDesc(file_compaction_v1_compaction_service, 19);
 
 /**
  * Response of ListEvents.
@@ -745,7 +835,7 @@ export type ListEventsResponse = Message<"compaction.v1.ListEventsResponse"> & {
  * Use `create(ListEventsResponseSchema)` to create a new message.
  */
 export const ListEventsResponseSchema: GenMessage<ListEventsResponse> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_compaction_service, 19);
+  messageDesc(file_compaction_v1_compaction_service, 20);
 
 /**
  * Request of SearchEvents.
@@ -815,7 +905,7 @@ export type SearchEventsRequest = Message<"compaction.v1.SearchEventsRequest"> &
  * Use `create(SearchEventsRequestSchema)` to create a new message.
  */
 export const SearchEventsRequestSchema: GenMessage<SearchEventsRequest> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_compaction_service, 20);
+  messageDesc(file_compaction_v1_compaction_service, 21);
 
 /**
  * One search hit.
@@ -857,7 +947,7 @@ export type SearchHit = Message<"compaction.v1.SearchHit"> & {
  * Use `create(SearchHitSchema)` to create a new message.
  */
 export const SearchHitSchema: GenMessage<SearchHit> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_compaction_service, 21);
+  messageDesc(file_compaction_v1_compaction_service, 22);
 
 /**
  * Response of SearchEvents.
@@ -885,7 +975,55 @@ export type SearchEventsResponse = Message<"compaction.v1.SearchEventsResponse">
  * Use `create(SearchEventsResponseSchema)` to create a new message.
  */
 export const SearchEventsResponseSchema: GenMessage<SearchEventsResponse> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_compaction_service, 22);
+  messageDesc(file_compaction_v1_compaction_service, 23);
+
+/**
+ * A provider's request format, for GetContextRequest.format.
+ *
+ * @generated from enum compaction.v1.ContextFormat
+ */
+export enum ContextFormat {
+  /**
+   * Events only; rendered_json is empty.
+   *
+   * @generated from enum value: CONTEXT_FORMAT_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Gemini generateContent: {"systemInstruction": ..., "contents": [...]}.
+   *
+   * @generated from enum value: CONTEXT_FORMAT_GEMINI = 1;
+   */
+  GEMINI = 1,
+
+  /**
+   * OpenAI Chat Completions: {"messages": [...]}.
+   *
+   * @generated from enum value: CONTEXT_FORMAT_OPENAI_CHAT = 2;
+   */
+  OPENAI_CHAT = 2,
+
+  /**
+   * OpenAI Responses: {"instructions": ..., "input": [...]}.
+   *
+   * @generated from enum value: CONTEXT_FORMAT_OPENAI_RESPONSES = 3;
+   */
+  OPENAI_RESPONSES = 3,
+
+  /**
+   * Anthropic Messages: {"system": ..., "messages": [...]}.
+   *
+   * @generated from enum value: CONTEXT_FORMAT_ANTHROPIC = 4;
+   */
+  ANTHROPIC = 4,
+}
+
+/**
+ * Describes the enum compaction.v1.ContextFormat.
+ */
+export const ContextFormatSchema: GenEnum<ContextFormat> = /*@__PURE__*/
+  enumDesc(file_compaction_v1_compaction_service, 0);
 
 /**
  * Owns AI-agent conversation context: a versioned event log per session,

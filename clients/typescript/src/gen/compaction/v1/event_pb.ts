@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file compaction/v1/event.proto.
  */
 export const file_compaction_v1_event: GenFile = /*@__PURE__*/
-  fileDesc("Chljb21wYWN0aW9uL3YxL2V2ZW50LnByb3RvEg1jb21wYWN0aW9uLnYxIjwKCFRvb2xDYWxsEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSFgoOYXJndW1lbnRzX2pzb24YAyABKAkiTgoKVG9vbFJlc3VsdBIPCgdjYWxsX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSDwoHY29udGVudBgDIAEoCRIQCghpc19lcnJvchgEIAEoCCI0CgRQYXJ0EhEKCW1pbWVfdHlwZRgBIAEoCRIMCgRkYXRhGAIgASgMEgsKA3VyaRgDIAEoCSLbAwoFRXZlbnQSCgoCaWQYASABKAkSEAoIcG9zaXRpb24YAiABKAMSIQoEcm9sZRgDIAEoDjITLmNvbXBhY3Rpb24udjEuUm9sZRIMCgR0ZXh0GAQgASgJEisKCnRvb2xfY2FsbHMYBSADKAsyFy5jb21wYWN0aW9uLnYxLlRvb2xDYWxsEi8KDHRvb2xfcmVzdWx0cxgGIAMoCzIZLmNvbXBhY3Rpb24udjEuVG9vbFJlc3VsdBIiCgVwYXJ0cxgHIAMoCzITLmNvbXBhY3Rpb24udjEuUGFydBIOCgZhdXRob3IYCCABKAkSDgoGYnJhbmNoGAkgASgJEjQKCG1ldGFkYXRhGAogAygLMiIuY29tcGFjdGlvbi52MS5FdmVudC5NZXRhZGF0YUVudHJ5Ei8KC2NyZWF0ZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglzeW50aGV0aWMYDCABKAgSEAoIYXJjaGl2ZWQYDSABKAgSEwoLdG9rZW5fY291bnQYDiABKAUSDwoHY2xlYXJlZBgPIAEoCBovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEqXwoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDQoJUk9MRV9VU0VSEAESEgoOUk9MRV9BU1NJU1RBTlQQAhIPCgtST0xFX1NZU1RFTRADEg0KCVJPTEVfVE9PTBAEQn8KGGRldi5jb21wYWN0aW9uc2lkZWNhci52MUIKRXZlbnRQcm90b1ABWlVnaXRodWIuY29tL2NvbXBhY3Rpb24tc2lkZWNhci9jb21wYWN0aW9uLXNpZGVjYXIvY2xpZW50cy9nby9jb21wYWN0aW9udjE7Y29tcGFjdGlvbnYxYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("Chljb21wYWN0aW9uL3YxL2V2ZW50LnByb3RvEg1jb21wYWN0aW9uLnYxIk8KCFRvb2xDYWxsEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSFgoOYXJndW1lbnRzX2pzb24YAyABKAkSEQoJc2lnbmF0dXJlGAQgASgMIk4KClRvb2xSZXN1bHQSDwoHY2FsbF9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEg8KB2NvbnRlbnQYAyABKAkSEAoIaXNfZXJyb3IYBCABKAgiNAoEUGFydBIRCgltaW1lX3R5cGUYASABKAkSDAoEZGF0YRgCIAEoDBILCgN1cmkYAyABKAkiSgoJUmVhc29uaW5nEgwKBHRleHQYASABKAkSEQoJc2lnbmF0dXJlGAIgASgMEhAKCHJlZGFjdGVkGAMgASgIEgoKAmlkGAQgASgJIogECgVFdmVudBIKCgJpZBgBIAEoCRIQCghwb3NpdGlvbhgCIAEoAxIhCgRyb2xlGAMgASgOMhMuY29tcGFjdGlvbi52MS5Sb2xlEgwKBHRleHQYBCABKAkSKwoKdG9vbF9jYWxscxgFIAMoCzIXLmNvbXBhY3Rpb24udjEuVG9vbENhbGwSLwoMdG9vbF9yZXN1bHRzGAYgAygLMhkuY29tcGFjdGlvbi52MS5Ub29sUmVzdWx0EiIKBXBhcnRzGAcgAygLMhMuY29tcGFjdGlvbi52MS5QYXJ0Eg4KBmF1dGhvchgIIAEoCRIOCgZicmFuY2gYCSABKAkSNAoIbWV0YWRhdGEYCiADKAsyIi5jb21wYWN0aW9uLnYxLkV2ZW50Lk1ldGFkYXRhRW50cnkSLwoLY3JlYXRlX3RpbWUYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXN5bnRoZXRpYxgMIAEoCBIQCghhcmNoaXZlZBgNIAEoCBITCgt0b2tlbl9jb3VudBgOIAEoBRIPCgdjbGVhcmVkGA8gASgIEisKCXJlYXNvbmluZxgQIAMoCzIYLmNvbXBhY3Rpb24udjEuUmVhc29uaW5nGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASpfCgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABINCglST0xFX1VTRVIQARISCg5ST0xFX0FTU0lTVEFOVBACEg8KC1JPTEVfU1lTVEVNEAMSDQoJUk9MRV9UT09MEARCfwoYZGV2LmNvbXBhY3Rpb25zaWRlY2FyLnYxQgpFdmVudFByb3RvUAFaVWdpdGh1Yi5jb20vY29tcGFjdGlvbi1zaWRlY2FyL2NvbXBhY3Rpb24tc2lkZWNhci9jbGllbnRzL2dvL2NvbXBhY3Rpb252MTtjb21wYWN0aW9udjFiBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * A tool invocation requested by the assistant.
@@ -40,6 +40,16 @@ export type ToolCall = Message<"compaction.v1.ToolCall"> & {
    * @generated from field: string arguments_json = 3;
    */
   argumentsJson: string;
+
+  /**
+   * The provider's opaque signature of this call (Gemini's thought_signature
+   * on a functionCall part), returned unchanged: Gemini 3 refuses a function
+   * call sent back without it. Stored and returned byte for byte; never
+   * counted in tokens, never shown to the summarizer.
+   *
+   * @generated from field: bytes signature = 4;
+   */
+  signature: Uint8Array;
 };
 
 /**
@@ -126,6 +136,65 @@ export type Part = Message<"compaction.v1.Part"> & {
  */
 export const PartSchema: GenMessage<Part> = /*@__PURE__*/
   messageDesc(file_compaction_v1_event, 2);
+
+/**
+ * A block of the model's reasoning, as its provider returned it: Gemini's
+ * thought parts, Anthropic's thinking and redacted_thinking blocks, OpenAI's
+ * reasoning items. Providers require it back unchanged in tool loops, so it
+ * is stored and returned byte for byte.
+ *
+ * Tokens: text counts as text (it is sent back, and billed as input, by the
+ * providers that take it back); signature counts nothing (an opaque token the
+ * provider checks, not prompt text), except for a redacted block, whose
+ * signature carries the encrypted reasoning and counts one token per 4 bytes.
+ * The session's calibration (Session.calibration) corrects the rest.
+ *
+ * Summaries: the summarizer is shown text as the assistant's reasoning, quoted
+ * as content, never as instructions; signatures are never shown.
+ *
+ * @generated from message compaction.v1.Reasoning
+ */
+export type Reasoning = Message<"compaction.v1.Reasoning"> & {
+  /**
+   * The reasoning text (Gemini's thought text, Anthropic's thinking, OpenAI's
+   * reasoning summary). Empty for a redacted block, and once a
+   * clear_tool_results pass cleared it (keep_reasoning_turns).
+   *
+   * @generated from field: string text = 1;
+   */
+  text: string;
+
+  /**
+   * The provider's opaque signature: Gemini's thought_signature, Anthropic's
+   * signature (or, redacted, its data), OpenAI's encrypted_content.
+   *
+   * @generated from field: bytes signature = 2;
+   */
+  signature: Uint8Array;
+
+  /**
+   * True for reasoning the provider returned encrypted only (Anthropic's
+   * redacted_thinking): signature holds its data and text is empty.
+   *
+   * @generated from field: bool redacted = 3;
+   */
+  redacted: boolean;
+
+  /**
+   * The provider's id of the block, when it has one (OpenAI's "rs_..."),
+   * returned with it.
+   *
+   * @generated from field: string id = 4;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message compaction.v1.Reasoning.
+ * Use `create(ReasoningSchema)` to create a new message.
+ */
+export const ReasoningSchema: GenMessage<Reasoning> = /*@__PURE__*/
+  messageDesc(file_compaction_v1_event, 3);
 
 /**
  * One entry of a session's log.
@@ -245,6 +314,14 @@ export type Event = Message<"compaction.v1.Event"> & {
    * @generated from field: bool cleared = 15;
    */
   cleared: boolean;
+
+  /**
+   * The model's reasoning for an ASSISTANT event, before its text and tool
+   * calls, in the order the provider returned it.
+   *
+   * @generated from field: repeated compaction.v1.Reasoning reasoning = 16;
+   */
+  reasoning: Reasoning[];
 };
 
 /**
@@ -252,7 +329,7 @@ export type Event = Message<"compaction.v1.Event"> & {
  * Use `create(EventSchema)` to create a new message.
  */
 export const EventSchema: GenMessage<Event> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_event, 3);
+  messageDesc(file_compaction_v1_event, 4);
 
 /**
  * Who an event speaks for.

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file compaction/v1/session.proto.
  */
 export const file_compaction_v1_session: GenFile = /*@__PURE__*/
-  fileDesc("Chtjb21wYWN0aW9uL3YxL3Nlc3Npb24ucHJvdG8SDWNvbXBhY3Rpb24udjEiogMKB1Nlc3Npb24SEgoKc2Vzc2lvbl9pZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgDEi8KBnBvbGljeRgDIAEoCzIfLmNvbXBhY3Rpb24udjEuQ29tcGFjdGlvblBvbGljeRIyCgZsYWJlbHMYBCADKAsyIi5jb21wYWN0aW9uLnYxLlNlc3Npb24uTGFiZWxzRW50cnkSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIaChJhY3RpdmVfZXZlbnRfY291bnQYByABKAUSEgoKdHVybl9jb3VudBgIIAEoBRIVCg1hY3RpdmVfdG9rZW5zGAkgASgFEhkKEXRvdGFsX2V2ZW50X2NvdW50GAogASgDEhoKEmxhc3RfY29tcGFjdGlvbl9pZBgLIAEoCRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBItQCChBDb21wYWN0aW9uUmVzdWx0EhEKCWNvbXBhY3RlZBgBIAEoCBIWCg5za2lwcGVkX3JlYXNvbhgCIAEoCRIrCg1hY3RpdmVfZXZlbnRzGAMgAygLMhQuY29tcGFjdGlvbi52MS5FdmVudBItCg9hcmNoaXZlZF9ldmVudHMYBCADKAsyFC5jb21wYWN0aW9uLnYxLkV2ZW50EhwKFGFyY2hpdmVkX2V2ZW50X2NvdW50GAUgASgFEh4KFnRva2Vuc19lc3RpbWF0ZWRfc2F2ZWQYBiABKAUSDwoHdmVyc2lvbhgHIAEoAxIVCg1jb21wYWN0aW9uX2lkGAggASgJEhAKCHN0cmF0ZWd5GAkgASgJEg0KBWVycm9yGAogASgJEhcKD2NvbnRlbnRfb21pdHRlZBgLIAEoCBIZChFjbGVhcmVkX2V2ZW50X2lkcxgMIAMoCUKBAQoYZGV2LmNvbXBhY3Rpb25zaWRlY2FyLnYxQgxTZXNzaW9uUHJvdG9QAVpVZ2l0aHViLmNvbS9jb21wYWN0aW9uLXNpZGVjYXIvY29tcGFjdGlvbi1zaWRlY2FyL2NsaWVudHMvZ28vY29tcGFjdGlvbnYxO2NvbXBhY3Rpb252MWIGcHJvdG8z", [file_compaction_v1_event, file_compaction_v1_policy, file_google_protobuf_timestamp]);
+  fileDesc("Chtjb21wYWN0aW9uL3YxL3Nlc3Npb24ucHJvdG8SDWNvbXBhY3Rpb24udjEimwQKB1Nlc3Npb24SEgoKc2Vzc2lvbl9pZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgDEi8KBnBvbGljeRgDIAEoCzIfLmNvbXBhY3Rpb24udjEuQ29tcGFjdGlvblBvbGljeRIyCgZsYWJlbHMYBCADKAsyIi5jb21wYWN0aW9uLnYxLlNlc3Npb24uTGFiZWxzRW50cnkSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIaChJhY3RpdmVfZXZlbnRfY291bnQYByABKAUSEgoKdHVybl9jb3VudBgIIAEoBRIVCg1hY3RpdmVfdG9rZW5zGAkgASgFEhkKEXRvdGFsX2V2ZW50X2NvdW50GAogASgDEhoKEmxhc3RfY29tcGFjdGlvbl9pZBgLIAEoCRINCgVtb2RlbBgMIAEoCRIyCg1tb2RlbF9wcm9maWxlGA0gASgLMhsuY29tcGFjdGlvbi52MS5Nb2RlbFByb2ZpbGUSNAoLY2FsaWJyYXRpb24YDiABKAsyHy5jb21wYWN0aW9uLnYxLlRva2VuQ2FsaWJyYXRpb24aLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJnCgxNb2RlbFByb2ZpbGUSDQoFbW9kZWwYASABKAkSEAoIcHJvdmlkZXIYAiABKAkSGwoTaW5wdXRfd2luZG93X3Rva2VucxgDIAEoBRIZChFtYXhfb3V0cHV0X3Rva2VucxgEIAEoBSIzChBUb2tlbkNhbGlicmF0aW9uEg4KBmZhY3RvchgBIAEoARIPCgdzYW1wbGVzGAIgASgDItQCChBDb21wYWN0aW9uUmVzdWx0EhEKCWNvbXBhY3RlZBgBIAEoCBIWCg5za2lwcGVkX3JlYXNvbhgCIAEoCRIrCg1hY3RpdmVfZXZlbnRzGAMgAygLMhQuY29tcGFjdGlvbi52MS5FdmVudBItCg9hcmNoaXZlZF9ldmVudHMYBCADKAsyFC5jb21wYWN0aW9uLnYxLkV2ZW50EhwKFGFyY2hpdmVkX2V2ZW50X2NvdW50GAUgASgFEh4KFnRva2Vuc19lc3RpbWF0ZWRfc2F2ZWQYBiABKAUSDwoHdmVyc2lvbhgHIAEoAxIVCg1jb21wYWN0aW9uX2lkGAggASgJEhAKCHN0cmF0ZWd5GAkgASgJEg0KBWVycm9yGAogASgJEhcKD2NvbnRlbnRfb21pdHRlZBgLIAEoCBIZChFjbGVhcmVkX2V2ZW50X2lkcxgMIAMoCUKBAQoYZGV2LmNvbXBhY3Rpb25zaWRlY2FyLnYxQgxTZXNzaW9uUHJvdG9QAVpVZ2l0aHViLmNvbS9jb21wYWN0aW9uLXNpZGVjYXIvY29tcGFjdGlvbi1zaWRlY2FyL2NsaWVudHMvZ28vY29tcGFjdGlvbnYxO2NvbXBhY3Rpb252MWIGcHJvdG8z", [file_compaction_v1_event, file_compaction_v1_policy, file_google_protobuf_timestamp]);
 
 /**
  * A session's header: identity, version, policy and running counters.
@@ -102,6 +102,33 @@ export type Session = Message<"compaction.v1.Session"> & {
    * @generated from field: string last_compaction_id = 11;
    */
   lastCompactionId: string;
+
+  /**
+   * The model the agent calls with this session's context, e.g.
+   * "gemini-2.5-flash", "gpt-5", "claude-sonnet-4-5". Must have a model
+   * profile (built in, or from the server's --model-profiles file); empty
+   * means none. Set by CreateSessionRequest.model, changed by UpdateSession
+   * with the mask path "model".
+   *
+   * @generated from field: string model = 12;
+   */
+  model: string;
+
+  /**
+   * Output only. The profile of model: its provider, input window and output
+   * reserve. Unset when model is empty.
+   *
+   * @generated from field: compaction.v1.ModelProfile model_profile = 13;
+   */
+  modelProfile?: ModelProfile | undefined;
+
+  /**
+   * Output only. How the provider's reported prompt tokens compare with this
+   * session's estimates (AppendEventsRequest.usage).
+   *
+   * @generated from field: compaction.v1.TokenCalibration calibration = 14;
+   */
+  calibration?: TokenCalibration | undefined;
 };
 
 /**
@@ -110,6 +137,83 @@ export type Session = Message<"compaction.v1.Session"> & {
  */
 export const SessionSchema: GenMessage<Session> = /*@__PURE__*/
   messageDesc(file_compaction_v1_session, 0);
+
+/**
+ * What the service knows of a model: enough to place a fraction-of-window
+ * trigger and to render its requests.
+ *
+ * @generated from message compaction.v1.ModelProfile
+ */
+export type ModelProfile = Message<"compaction.v1.ModelProfile"> & {
+  /**
+   * The model's name as the provider's API takes it.
+   *
+   * @generated from field: string model = 1;
+   */
+  model: string;
+
+  /**
+   * "gemini", "openai" or "anthropic".
+   *
+   * @generated from field: string provider = 2;
+   */
+  provider: string;
+
+  /**
+   * The most input (prompt) tokens the model takes, output included where
+   * the provider counts the two together.
+   *
+   * @generated from field: int32 input_window_tokens = 3;
+   */
+  inputWindowTokens: number;
+
+  /**
+   * The most output tokens the model returns: reserved out of the window by
+   * Trigger.context_fraction.
+   *
+   * @generated from field: int32 max_output_tokens = 4;
+   */
+  maxOutputTokens: number;
+};
+
+/**
+ * Describes the message compaction.v1.ModelProfile.
+ * Use `create(ModelProfileSchema)` to create a new message.
+ */
+export const ModelProfileSchema: GenMessage<ModelProfile> = /*@__PURE__*/
+  messageDesc(file_compaction_v1_session, 1);
+
+/**
+ * The session's calibration of token estimates against the provider's
+ * reports. Token triggers, context_fraction, token budgets and
+ * GetContextResponse.estimated_prompt_tokens multiply the estimate by factor.
+ *
+ * @generated from message compaction.v1.TokenCalibration
+ */
+export type TokenCalibration = Message<"compaction.v1.TokenCalibration"> & {
+  /**
+   * Reported prompt tokens over estimated, smoothed over the reports (an
+   * exponential moving average, each report's weight 1/n up to the 8th, then
+   * 1/8) and bounded to [0.25, 4]. 1 until the first report.
+   *
+   * @generated from field: double factor = 1;
+   */
+  factor: number;
+
+  /**
+   * Reports taken into factor.
+   *
+   * @generated from field: int64 samples = 2;
+   */
+  samples: bigint;
+};
+
+/**
+ * Describes the message compaction.v1.TokenCalibration.
+ * Use `create(TokenCalibrationSchema)` to create a new message.
+ */
+export const TokenCalibrationSchema: GenMessage<TokenCalibration> = /*@__PURE__*/
+  messageDesc(file_compaction_v1_session, 2);
 
 /**
  * The outcome of a compaction pass.
@@ -216,5 +320,5 @@ export type CompactionResult = Message<"compaction.v1.CompactionResult"> & {
  * Use `create(CompactionResultSchema)` to create a new message.
  */
 export const CompactionResultSchema: GenMessage<CompactionResult> = /*@__PURE__*/
-  messageDesc(file_compaction_v1_session, 1);
+  messageDesc(file_compaction_v1_session, 3);
 

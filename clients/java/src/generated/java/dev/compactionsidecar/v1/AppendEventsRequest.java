@@ -55,6 +55,7 @@ private static final long serialVersionUID = 0L;
             dev.compactionsidecar.v1.AppendEventsRequest.class, dev.compactionsidecar.v1.AppendEventsRequest.Builder.class);
   }
 
+  private int bitField0_;
   public static final int SESSION_ID_FIELD_NUMBER = 1;
   @SuppressWarnings("serial")
   private volatile java.lang.Object sessionId_ = "";
@@ -270,6 +271,50 @@ private static final long serialVersionUID = 0L;
     return labelUpdates_.get(index);
   }
 
+  public static final int USAGE_FIELD_NUMBER = 6;
+  private dev.compactionsidecar.v1.ModelUsage usage_;
+  /**
+   * <pre>
+   * What the provider reported for the model call made with the context of
+   * an earlier version: calibrates the session's token estimates
+   * (Session.calibration), in the append's transaction.
+   * </pre>
+   *
+   * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+   * @return Whether the usage field is set.
+   */
+  @java.lang.Override
+  public boolean hasUsage() {
+    return ((bitField0_ & 0x00000001) != 0);
+  }
+  /**
+   * <pre>
+   * What the provider reported for the model call made with the context of
+   * an earlier version: calibrates the session's token estimates
+   * (Session.calibration), in the append's transaction.
+   * </pre>
+   *
+   * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+   * @return The usage.
+   */
+  @java.lang.Override
+  public dev.compactionsidecar.v1.ModelUsage getUsage() {
+    return usage_ == null ? dev.compactionsidecar.v1.ModelUsage.getDefaultInstance() : usage_;
+  }
+  /**
+   * <pre>
+   * What the provider reported for the model call made with the context of
+   * an earlier version: calibrates the session's token estimates
+   * (Session.calibration), in the append's transaction.
+   * </pre>
+   *
+   * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+   */
+  @java.lang.Override
+  public dev.compactionsidecar.v1.ModelUsageOrBuilder getUsageOrBuilder() {
+    return usage_ == null ? dev.compactionsidecar.v1.ModelUsage.getDefaultInstance() : usage_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -298,6 +343,9 @@ private static final long serialVersionUID = 0L;
     }
     for (int i = 0; i < labelUpdates_.size(); i++) {
       output.writeMessage(5, labelUpdates_.get(i));
+    }
+    if (((bitField0_ & 0x00000001) != 0)) {
+      output.writeMessage(6, getUsage());
     }
     getUnknownFields().writeTo(output);
   }
@@ -332,6 +380,10 @@ private static final long serialVersionUID = 0L;
           }
           size += 1 * count;
         }
+    if (((bitField0_ & 0x00000001) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(6, getUsage());
+    }
     return size;
   }
   @java.lang.Override
@@ -366,6 +418,11 @@ private static final long serialVersionUID = 0L;
         != other.getCreateIfMissing()) return false;
     if (!getLabelUpdatesList()
         .equals(other.getLabelUpdatesList())) return false;
+    if (hasUsage() != other.hasUsage()) return false;
+    if (hasUsage()) {
+      if (!getUsage()
+          .equals(other.getUsage())) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -392,6 +449,10 @@ private static final long serialVersionUID = 0L;
     if (getLabelUpdatesCount() > 0) {
       hash = (37 * hash) + LABEL_UPDATES_FIELD_NUMBER;
       hash = (53 * hash) + getLabelUpdatesList().hashCode();
+    }
+    if (hasUsage()) {
+      hash = (37 * hash) + USAGE_FIELD_NUMBER;
+      hash = (53 * hash) + getUsage().hashCode();
     }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
@@ -516,13 +577,21 @@ private static final long serialVersionUID = 0L;
 
     // Construct using dev.compactionsidecar.v1.AppendEventsRequest.newBuilder()
     private Builder() {
-
+      maybeForceBuilderInitialization();
     }
 
     private Builder(
         com.google.protobuf.GeneratedMessage.BuilderParent parent) {
       super(parent);
-
+      maybeForceBuilderInitialization();
+    }
+    private void maybeForceBuilderInitialization() {
+      if (com.google.protobuf.GeneratedMessage
+              .alwaysUseFieldBuilders) {
+        internalGetEventsFieldBuilder();
+        internalGetLabelUpdatesFieldBuilder();
+        internalGetUsageFieldBuilder();
+      }
     }
     @java.lang.Override
     public Builder clear() {
@@ -545,6 +614,11 @@ private static final long serialVersionUID = 0L;
         labelUpdatesBuilder_.clear();
       }
       bitField0_ = (bitField0_ & ~0x00000010);
+      usage_ = null;
+      if (usageBuilder_ != null) {
+        usageBuilder_.dispose();
+        usageBuilder_ = null;
+      }
       return this;
     }
 
@@ -609,6 +683,14 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000008) != 0)) {
         result.createIfMissing_ = createIfMissing_;
       }
+      int to_bitField0_ = 0;
+      if (((from_bitField0_ & 0x00000020) != 0)) {
+        result.usage_ = usageBuilder_ == null
+            ? usage_
+            : usageBuilder_.build();
+        to_bitField0_ |= 0x00000001;
+      }
+      result.bitField0_ |= to_bitField0_;
     }
 
     @java.lang.Override
@@ -686,6 +768,9 @@ private static final long serialVersionUID = 0L;
           }
         }
       }
+      if (other.hasUsage()) {
+        mergeUsage(other.getUsage());
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -751,6 +836,13 @@ private static final long serialVersionUID = 0L;
               }
               break;
             } // case 42
+            case 50: {
+              input.readMessage(
+                  internalGetUsageFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000020;
+              break;
+            } // case 50
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1615,6 +1707,179 @@ private static final long serialVersionUID = 0L;
         labelUpdates_ = null;
       }
       return labelUpdatesBuilder_;
+    }
+
+    private dev.compactionsidecar.v1.ModelUsage usage_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.compactionsidecar.v1.ModelUsage, dev.compactionsidecar.v1.ModelUsage.Builder, dev.compactionsidecar.v1.ModelUsageOrBuilder> usageBuilder_;
+    /**
+     * <pre>
+     * What the provider reported for the model call made with the context of
+     * an earlier version: calibrates the session's token estimates
+     * (Session.calibration), in the append's transaction.
+     * </pre>
+     *
+     * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+     * @return Whether the usage field is set.
+     */
+    public boolean hasUsage() {
+      return ((bitField0_ & 0x00000020) != 0);
+    }
+    /**
+     * <pre>
+     * What the provider reported for the model call made with the context of
+     * an earlier version: calibrates the session's token estimates
+     * (Session.calibration), in the append's transaction.
+     * </pre>
+     *
+     * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+     * @return The usage.
+     */
+    public dev.compactionsidecar.v1.ModelUsage getUsage() {
+      if (usageBuilder_ == null) {
+        return usage_ == null ? dev.compactionsidecar.v1.ModelUsage.getDefaultInstance() : usage_;
+      } else {
+        return usageBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * What the provider reported for the model call made with the context of
+     * an earlier version: calibrates the session's token estimates
+     * (Session.calibration), in the append's transaction.
+     * </pre>
+     *
+     * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+     */
+    public Builder setUsage(dev.compactionsidecar.v1.ModelUsage value) {
+      if (usageBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        usage_ = value;
+      } else {
+        usageBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000020;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * What the provider reported for the model call made with the context of
+     * an earlier version: calibrates the session's token estimates
+     * (Session.calibration), in the append's transaction.
+     * </pre>
+     *
+     * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+     */
+    public Builder setUsage(
+        dev.compactionsidecar.v1.ModelUsage.Builder builderForValue) {
+      if (usageBuilder_ == null) {
+        usage_ = builderForValue.build();
+      } else {
+        usageBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000020;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * What the provider reported for the model call made with the context of
+     * an earlier version: calibrates the session's token estimates
+     * (Session.calibration), in the append's transaction.
+     * </pre>
+     *
+     * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+     */
+    public Builder mergeUsage(dev.compactionsidecar.v1.ModelUsage value) {
+      if (usageBuilder_ == null) {
+        if (((bitField0_ & 0x00000020) != 0) &&
+          usage_ != null &&
+          usage_ != dev.compactionsidecar.v1.ModelUsage.getDefaultInstance()) {
+          getUsageBuilder().mergeFrom(value);
+        } else {
+          usage_ = value;
+        }
+      } else {
+        usageBuilder_.mergeFrom(value);
+      }
+      if (usage_ != null) {
+        bitField0_ |= 0x00000020;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * What the provider reported for the model call made with the context of
+     * an earlier version: calibrates the session's token estimates
+     * (Session.calibration), in the append's transaction.
+     * </pre>
+     *
+     * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+     */
+    public Builder clearUsage() {
+      bitField0_ = (bitField0_ & ~0x00000020);
+      usage_ = null;
+      if (usageBuilder_ != null) {
+        usageBuilder_.dispose();
+        usageBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * What the provider reported for the model call made with the context of
+     * an earlier version: calibrates the session's token estimates
+     * (Session.calibration), in the append's transaction.
+     * </pre>
+     *
+     * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+     */
+    public dev.compactionsidecar.v1.ModelUsage.Builder getUsageBuilder() {
+      bitField0_ |= 0x00000020;
+      onChanged();
+      return internalGetUsageFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * What the provider reported for the model call made with the context of
+     * an earlier version: calibrates the session's token estimates
+     * (Session.calibration), in the append's transaction.
+     * </pre>
+     *
+     * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+     */
+    public dev.compactionsidecar.v1.ModelUsageOrBuilder getUsageOrBuilder() {
+      if (usageBuilder_ != null) {
+        return usageBuilder_.getMessageOrBuilder();
+      } else {
+        return usage_ == null ?
+            dev.compactionsidecar.v1.ModelUsage.getDefaultInstance() : usage_;
+      }
+    }
+    /**
+     * <pre>
+     * What the provider reported for the model call made with the context of
+     * an earlier version: calibrates the session's token estimates
+     * (Session.calibration), in the append's transaction.
+     * </pre>
+     *
+     * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.compactionsidecar.v1.ModelUsage, dev.compactionsidecar.v1.ModelUsage.Builder, dev.compactionsidecar.v1.ModelUsageOrBuilder> 
+        internalGetUsageFieldBuilder() {
+      if (usageBuilder_ == null) {
+        usageBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.compactionsidecar.v1.ModelUsage, dev.compactionsidecar.v1.ModelUsage.Builder, dev.compactionsidecar.v1.ModelUsageOrBuilder>(
+                getUsage(),
+                getParentForChildren(),
+                isClean());
+        usage_ = null;
+      }
+      return usageBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:compaction.v1.AppendEventsRequest)

@@ -153,4 +153,37 @@ public interface AppendEventsRequestOrBuilder extends
    */
   dev.compactionsidecar.v1.LabelUpdateOrBuilder getLabelUpdatesOrBuilder(
       int index);
+
+  /**
+   * <pre>
+   * What the provider reported for the model call made with the context of
+   * an earlier version: calibrates the session's token estimates
+   * (Session.calibration), in the append's transaction.
+   * </pre>
+   *
+   * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+   * @return Whether the usage field is set.
+   */
+  boolean hasUsage();
+  /**
+   * <pre>
+   * What the provider reported for the model call made with the context of
+   * an earlier version: calibrates the session's token estimates
+   * (Session.calibration), in the append's transaction.
+   * </pre>
+   *
+   * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+   * @return The usage.
+   */
+  dev.compactionsidecar.v1.ModelUsage getUsage();
+  /**
+   * <pre>
+   * What the provider reported for the model call made with the context of
+   * an earlier version: calibrates the session's token estimates
+   * (Session.calibration), in the append's transaction.
+   * </pre>
+   *
+   * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+   */
+  dev.compactionsidecar.v1.ModelUsageOrBuilder getUsageOrBuilder();
 }

@@ -33,6 +33,7 @@ private static final long serialVersionUID = 0L;
   }
   private AppendEventsResponse() {
     events_ = java.util.Collections.emptyList();
+    usageIgnoredReason_ = "";
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -202,6 +203,57 @@ private static final long serialVersionUID = 0L;
     return contentOmitted_;
   }
 
+  public static final int USAGE_IGNORED_REASON_FIELD_NUMBER = 6;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object usageIgnoredReason_ = "";
+  /**
+   * <pre>
+   * Why the request's usage was not taken into the calibration, when it was
+   * not (e.g. the estimate for its context_version is no longer kept). Never
+   * an error: the events were stored.
+   * </pre>
+   *
+   * <code>string usage_ignored_reason = 6 [json_name = "usageIgnoredReason"];</code>
+   * @return The usageIgnoredReason.
+   */
+  @java.lang.Override
+  public java.lang.String getUsageIgnoredReason() {
+    java.lang.Object ref = usageIgnoredReason_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      usageIgnoredReason_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * Why the request's usage was not taken into the calibration, when it was
+   * not (e.g. the estimate for its context_version is no longer kept). Never
+   * an error: the events were stored.
+   * </pre>
+   *
+   * <code>string usage_ignored_reason = 6 [json_name = "usageIgnoredReason"];</code>
+   * @return The bytes for usageIgnoredReason.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getUsageIgnoredReasonBytes() {
+    java.lang.Object ref = usageIgnoredReason_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      usageIgnoredReason_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -231,6 +283,9 @@ private static final long serialVersionUID = 0L;
     if (contentOmitted_ != false) {
       output.writeBool(5, contentOmitted_);
     }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(usageIgnoredReason_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 6, usageIgnoredReason_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -259,6 +314,9 @@ private static final long serialVersionUID = 0L;
     if (contentOmitted_ != false) {
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(5, contentOmitted_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(usageIgnoredReason_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(6, usageIgnoredReason_);
     }
     return size;
   }
@@ -297,6 +355,8 @@ private static final long serialVersionUID = 0L;
         != other.getCompactionScheduled()) return false;
     if (getContentOmitted()
         != other.getContentOmitted()) return false;
+    if (!getUsageIgnoredReason()
+        .equals(other.getUsageIgnoredReason())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -325,6 +385,8 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + CONTENT_OMITTED_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getContentOmitted());
+    hash = (37 * hash) + USAGE_IGNORED_REASON_FIELD_NUMBER;
+    hash = (53 * hash) + getUsageIgnoredReason().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -482,6 +544,7 @@ private static final long serialVersionUID = 0L;
       }
       compactionScheduled_ = false;
       contentOmitted_ = false;
+      usageIgnoredReason_ = "";
       return this;
     }
 
@@ -544,6 +607,9 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000010) != 0)) {
         result.contentOmitted_ = contentOmitted_;
       }
+      if (((from_bitField0_ & 0x00000020) != 0)) {
+        result.usageIgnoredReason_ = usageIgnoredReason_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -596,6 +662,11 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getContentOmitted() != false) {
         setContentOmitted(other.getContentOmitted());
+      }
+      if (!other.getUsageIgnoredReason().isEmpty()) {
+        usageIgnoredReason_ = other.usageIgnoredReason_;
+        bitField0_ |= 0x00000020;
+        onChanged();
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -656,6 +727,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000010;
               break;
             } // case 40
+            case 50: {
+              usageIgnoredReason_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000020;
+              break;
+            } // case 50
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1274,6 +1350,108 @@ private static final long serialVersionUID = 0L;
     public Builder clearContentOmitted() {
       bitField0_ = (bitField0_ & ~0x00000010);
       contentOmitted_ = false;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object usageIgnoredReason_ = "";
+    /**
+     * <pre>
+     * Why the request's usage was not taken into the calibration, when it was
+     * not (e.g. the estimate for its context_version is no longer kept). Never
+     * an error: the events were stored.
+     * </pre>
+     *
+     * <code>string usage_ignored_reason = 6 [json_name = "usageIgnoredReason"];</code>
+     * @return The usageIgnoredReason.
+     */
+    public java.lang.String getUsageIgnoredReason() {
+      java.lang.Object ref = usageIgnoredReason_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        usageIgnoredReason_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Why the request's usage was not taken into the calibration, when it was
+     * not (e.g. the estimate for its context_version is no longer kept). Never
+     * an error: the events were stored.
+     * </pre>
+     *
+     * <code>string usage_ignored_reason = 6 [json_name = "usageIgnoredReason"];</code>
+     * @return The bytes for usageIgnoredReason.
+     */
+    public com.google.protobuf.ByteString
+        getUsageIgnoredReasonBytes() {
+      java.lang.Object ref = usageIgnoredReason_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        usageIgnoredReason_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * Why the request's usage was not taken into the calibration, when it was
+     * not (e.g. the estimate for its context_version is no longer kept). Never
+     * an error: the events were stored.
+     * </pre>
+     *
+     * <code>string usage_ignored_reason = 6 [json_name = "usageIgnoredReason"];</code>
+     * @param value The usageIgnoredReason to set.
+     * @return This builder for chaining.
+     */
+    public Builder setUsageIgnoredReason(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      usageIgnoredReason_ = value;
+      bitField0_ |= 0x00000020;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Why the request's usage was not taken into the calibration, when it was
+     * not (e.g. the estimate for its context_version is no longer kept). Never
+     * an error: the events were stored.
+     * </pre>
+     *
+     * <code>string usage_ignored_reason = 6 [json_name = "usageIgnoredReason"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearUsageIgnoredReason() {
+      usageIgnoredReason_ = getDefaultInstance().getUsageIgnoredReason();
+      bitField0_ = (bitField0_ & ~0x00000020);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Why the request's usage was not taken into the calibration, when it was
+     * not (e.g. the estimate for its context_version is no longer kept). Never
+     * an error: the events were stored.
+     * </pre>
+     *
+     * <code>string usage_ignored_reason = 6 [json_name = "usageIgnoredReason"];</code>
+     * @param value The bytes for usageIgnoredReason to set.
+     * @return This builder for chaining.
+     */
+    public Builder setUsageIgnoredReasonBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      usageIgnoredReason_ = value;
+      bitField0_ |= 0x00000020;
       onChanged();
       return this;
     }

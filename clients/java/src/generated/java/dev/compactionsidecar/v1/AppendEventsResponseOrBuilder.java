@@ -114,4 +114,28 @@ public interface AppendEventsResponseOrBuilder extends
    * @return The contentOmitted.
    */
   boolean getContentOmitted();
+
+  /**
+   * <pre>
+   * Why the request's usage was not taken into the calibration, when it was
+   * not (e.g. the estimate for its context_version is no longer kept). Never
+   * an error: the events were stored.
+   * </pre>
+   *
+   * <code>string usage_ignored_reason = 6 [json_name = "usageIgnoredReason"];</code>
+   * @return The usageIgnoredReason.
+   */
+  java.lang.String getUsageIgnoredReason();
+  /**
+   * <pre>
+   * Why the request's usage was not taken into the calibration, when it was
+   * not (e.g. the estimate for its context_version is no longer kept). Never
+   * an error: the events were stored.
+   * </pre>
+   *
+   * <code>string usage_ignored_reason = 6 [json_name = "usageIgnoredReason"];</code>
+   * @return The bytes for usageIgnoredReason.
+   */
+  com.google.protobuf.ByteString
+      getUsageIgnoredReasonBytes();
 }

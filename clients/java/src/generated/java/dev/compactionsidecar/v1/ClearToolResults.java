@@ -240,6 +240,41 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int KEEP_REASONING_TURNS_FIELD_NUMBER = 6;
+  private int keepReasoningTurns_ = 0;
+  /**
+   * <pre>
+   * Also clear the reasoning text (Event.reasoning) of every turn but the
+   * newest keep_reasoning_turns (the turn in progress counts, and always
+   * keeps its reasoning: a provider needs it to go on with its tool loop), in
+   * place: signatures and redacted blocks are kept byte for byte. At least 1;
+   * unset means reasoning is never cleared.
+   * </pre>
+   *
+   * <code>optional int32 keep_reasoning_turns = 6 [json_name = "keepReasoningTurns"];</code>
+   * @return Whether the keepReasoningTurns field is set.
+   */
+  @java.lang.Override
+  public boolean hasKeepReasoningTurns() {
+    return ((bitField0_ & 0x00000004) != 0);
+  }
+  /**
+   * <pre>
+   * Also clear the reasoning text (Event.reasoning) of every turn but the
+   * newest keep_reasoning_turns (the turn in progress counts, and always
+   * keeps its reasoning: a provider needs it to go on with its tool loop), in
+   * place: signatures and redacted blocks are kept byte for byte. At least 1;
+   * unset means reasoning is never cleared.
+   * </pre>
+   *
+   * <code>optional int32 keep_reasoning_turns = 6 [json_name = "keepReasoningTurns"];</code>
+   * @return The keepReasoningTurns.
+   */
+  @java.lang.Override
+  public int getKeepReasoningTurns() {
+    return keepReasoningTurns_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -269,6 +304,9 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(placeholder_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 5, placeholder_);
     }
+    if (((bitField0_ & 0x00000004) != 0)) {
+      output.writeInt32(6, keepReasoningTurns_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -295,6 +333,10 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(placeholder_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(5, placeholder_);
+    }
+    if (((bitField0_ & 0x00000004) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeInt32Size(6, keepReasoningTurns_);
     }
     return size;
   }
@@ -336,6 +378,11 @@ private static final long serialVersionUID = 0L;
     }
     if (!getPlaceholder()
         .equals(other.getPlaceholder())) return false;
+    if (hasKeepReasoningTurns() != other.hasKeepReasoningTurns()) return false;
+    if (hasKeepReasoningTurns()) {
+      if (getKeepReasoningTurns()
+          != other.getKeepReasoningTurns()) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -364,6 +411,10 @@ private static final long serialVersionUID = 0L;
     }
     hash = (37 * hash) + PLACEHOLDER_FIELD_NUMBER;
     hash = (53 * hash) + getPlaceholder().hashCode();
+    if (hasKeepReasoningTurns()) {
+      hash = (37 * hash) + KEEP_REASONING_TURNS_FIELD_NUMBER;
+      hash = (53 * hash) + getKeepReasoningTurns();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -510,6 +561,7 @@ private static final long serialVersionUID = 0L;
       clearToolInputs_ = false;
       minClearedTokens_ = 0;
       placeholder_ = "";
+      keepReasoningTurns_ = 0;
       return this;
     }
 
@@ -562,6 +614,10 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000010) != 0)) {
         result.placeholder_ = placeholder_;
       }
+      if (((from_bitField0_ & 0x00000020) != 0)) {
+        result.keepReasoningTurns_ = keepReasoningTurns_;
+        to_bitField0_ |= 0x00000004;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -600,6 +656,9 @@ private static final long serialVersionUID = 0L;
         placeholder_ = other.placeholder_;
         bitField0_ |= 0x00000010;
         onChanged();
+      }
+      if (other.hasKeepReasoningTurns()) {
+        setKeepReasoningTurns(other.getKeepReasoningTurns());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -650,6 +709,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000010;
               break;
             } // case 42
+            case 48: {
+              keepReasoningTurns_ = input.readInt32();
+              bitField0_ |= 0x00000020;
+              break;
+            } // case 48
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1080,6 +1144,78 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       placeholder_ = value;
       bitField0_ |= 0x00000010;
+      onChanged();
+      return this;
+    }
+
+    private int keepReasoningTurns_ ;
+    /**
+     * <pre>
+     * Also clear the reasoning text (Event.reasoning) of every turn but the
+     * newest keep_reasoning_turns (the turn in progress counts, and always
+     * keeps its reasoning: a provider needs it to go on with its tool loop), in
+     * place: signatures and redacted blocks are kept byte for byte. At least 1;
+     * unset means reasoning is never cleared.
+     * </pre>
+     *
+     * <code>optional int32 keep_reasoning_turns = 6 [json_name = "keepReasoningTurns"];</code>
+     * @return Whether the keepReasoningTurns field is set.
+     */
+    @java.lang.Override
+    public boolean hasKeepReasoningTurns() {
+      return ((bitField0_ & 0x00000020) != 0);
+    }
+    /**
+     * <pre>
+     * Also clear the reasoning text (Event.reasoning) of every turn but the
+     * newest keep_reasoning_turns (the turn in progress counts, and always
+     * keeps its reasoning: a provider needs it to go on with its tool loop), in
+     * place: signatures and redacted blocks are kept byte for byte. At least 1;
+     * unset means reasoning is never cleared.
+     * </pre>
+     *
+     * <code>optional int32 keep_reasoning_turns = 6 [json_name = "keepReasoningTurns"];</code>
+     * @return The keepReasoningTurns.
+     */
+    @java.lang.Override
+    public int getKeepReasoningTurns() {
+      return keepReasoningTurns_;
+    }
+    /**
+     * <pre>
+     * Also clear the reasoning text (Event.reasoning) of every turn but the
+     * newest keep_reasoning_turns (the turn in progress counts, and always
+     * keeps its reasoning: a provider needs it to go on with its tool loop), in
+     * place: signatures and redacted blocks are kept byte for byte. At least 1;
+     * unset means reasoning is never cleared.
+     * </pre>
+     *
+     * <code>optional int32 keep_reasoning_turns = 6 [json_name = "keepReasoningTurns"];</code>
+     * @param value The keepReasoningTurns to set.
+     * @return This builder for chaining.
+     */
+    public Builder setKeepReasoningTurns(int value) {
+
+      keepReasoningTurns_ = value;
+      bitField0_ |= 0x00000020;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Also clear the reasoning text (Event.reasoning) of every turn but the
+     * newest keep_reasoning_turns (the turn in progress counts, and always
+     * keeps its reasoning: a provider needs it to go on with its tool loop), in
+     * place: signatures and redacted blocks are kept byte for byte. At least 1;
+     * unset means reasoning is never cleared.
+     * </pre>
+     *
+     * <code>optional int32 keep_reasoning_turns = 6 [json_name = "keepReasoningTurns"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearKeepReasoningTurns() {
+      bitField0_ = (bitField0_ & ~0x00000020);
+      keepReasoningTurns_ = 0;
       onChanged();
       return this;
     }

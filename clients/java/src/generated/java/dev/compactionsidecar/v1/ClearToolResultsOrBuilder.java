@@ -128,4 +128,31 @@ public interface ClearToolResultsOrBuilder extends
    */
   com.google.protobuf.ByteString
       getPlaceholderBytes();
+
+  /**
+   * <pre>
+   * Also clear the reasoning text (Event.reasoning) of every turn but the
+   * newest keep_reasoning_turns (the turn in progress counts, and always
+   * keeps its reasoning: a provider needs it to go on with its tool loop), in
+   * place: signatures and redacted blocks are kept byte for byte. At least 1;
+   * unset means reasoning is never cleared.
+   * </pre>
+   *
+   * <code>optional int32 keep_reasoning_turns = 6 [json_name = "keepReasoningTurns"];</code>
+   * @return Whether the keepReasoningTurns field is set.
+   */
+  boolean hasKeepReasoningTurns();
+  /**
+   * <pre>
+   * Also clear the reasoning text (Event.reasoning) of every turn but the
+   * newest keep_reasoning_turns (the turn in progress counts, and always
+   * keeps its reasoning: a provider needs it to go on with its tool loop), in
+   * place: signatures and redacted blocks are kept byte for byte. At least 1;
+   * unset means reasoning is never cleared.
+   * </pre>
+   *
+   * <code>optional int32 keep_reasoning_turns = 6 [json_name = "keepReasoningTurns"];</code>
+   * @return The keepReasoningTurns.
+   */
+  int getKeepReasoningTurns();
 }

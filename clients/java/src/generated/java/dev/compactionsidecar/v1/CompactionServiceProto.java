@@ -77,6 +77,11 @@ public final class CompactionServiceProto extends com.google.protobuf.GeneratedF
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_compaction_v1_AppendEventsRequest_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_compaction_v1_ModelUsage_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_compaction_v1_ModelUsage_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_compaction_v1_LabelUpdate_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -170,128 +175,142 @@ public final class CompactionServiceProto extends com.google.protobuf.GeneratedF
       "to\032\032compaction/v1/policy.proto\032\033compacti" +
       "on/v1/session.proto\032 google/protobuf/fie" +
       "ld_mask.proto\032\037google/protobuf/timestamp" +
-      ".proto\032\027google/rpc/status.proto\"\362\001\n\024Crea" +
+      ".proto\032\027google/rpc/status.proto\"\210\002\n\024Crea" +
       "teSessionRequest\022\035\n\nsession_id\030\001 \001(\tR\tse" +
       "ssionId\0227\n\006policy\030\002 \001(\0132\037.compaction.v1." +
       "CompactionPolicyR\006policy\022G\n\006labels\030\003 \003(\013" +
       "2/.compaction.v1.CreateSessionRequest.La" +
-      "belsEntryR\006labels\0329\n\013LabelsEntry\022\020\n\003key\030" +
-      "\001 \001(\tR\003key\022\024\n\005value\030\002 \001(\tR\005value:\0028\001\"2\n\021" +
-      "GetSessionRequest\022\035\n\nsession_id\030\001 \001(\tR\ts" +
-      "essionId\"\351\001\n\023ListSessionsRequest\022\033\n\tpage" +
-      "_size\030\001 \001(\005R\010pageSize\022\035\n\npage_token\030\002 \001(" +
-      "\tR\tpageToken\022V\n\014label_filter\030\003 \003(\01323.com" +
-      "paction.v1.ListSessionsRequest.LabelFilt" +
-      "erEntryR\013labelFilter\032>\n\020LabelFilterEntry" +
-      "\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005value\030\002 \001(\tR\005value" +
-      ":\0028\001\"r\n\024ListSessionsResponse\0222\n\010sessions" +
-      "\030\001 \003(\0132\026.compaction.v1.SessionR\010sessions" +
-      "\022&\n\017next_page_token\030\002 \001(\tR\rnextPageToken" +
-      "\"\260\001\n\024UpdateSessionRequest\0220\n\007session\030\001 \001" +
-      "(\0132\026.compaction.v1.SessionR\007session\022;\n\013u" +
-      "pdate_mask\030\002 \001(\0132\032.google.protobuf.Field" +
-      "MaskR\nupdateMask\022)\n\020expected_version\030\003 \001" +
-      "(\003R\017expectedVersion\"5\n\024DeleteSessionRequ" +
-      "est\022\035\n\nsession_id\030\001 \001(\tR\tsessionId\"\027\n\025De" +
-      "leteSessionResponse\"\372\001\n\023AppendEventsRequ" +
-      "est\022\035\n\nsession_id\030\001 \001(\tR\tsessionId\022,\n\006ev" +
-      "ents\030\002 \003(\0132\024.compaction.v1.EventR\006events" +
-      "\022)\n\020expected_version\030\003 \001(\003R\017expectedVers" +
-      "ion\022*\n\021create_if_missing\030\004 \001(\010R\017createIf" +
-      "Missing\022?\n\rlabel_updates\030\005 \003(\0132\032.compact" +
-      "ion.v1.LabelUpdateR\014labelUpdates\"\336\001\n\013Lab" +
-      "elUpdate\022\035\n\nsession_id\030\001 \001(\tR\tsessionId\022" +
-      "5\n\003set\030\002 \003(\0132#.compaction.v1.LabelUpdate" +
-      ".SetEntryR\003set\022\026\n\006remove\030\003 \003(\tR\006remove\022)" +
-      "\n\020expected_version\030\004 \001(\003R\017expectedVersio" +
-      "n\0326\n\010SetEntry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005value" +
-      "\030\002 \001(\tR\005value:\0028\001\"\373\001\n\024AppendEventsRespon" +
-      "se\022,\n\006events\030\001 \003(\0132\024.compaction.v1.Event" +
-      "R\006events\022\030\n\007version\030\002 \001(\003R\007version\022?\n\nco" +
-      "mpaction\030\003 \001(\0132\037.compaction.v1.Compactio" +
-      "nResultR\ncompaction\0221\n\024compaction_schedu" +
-      "led\030\004 \001(\010R\023compactionScheduled\022\'\n\017conten" +
-      "t_omitted\030\005 \001(\010R\016contentOmitted\"\330\001\n\023Stre" +
-      "amEventsRequest\022\035\n\nrequest_id\030\001 \001(\tR\treq" +
-      "uestId\022\035\n\nsession_id\030\002 \001(\tR\tsessionId\022,\n" +
-      "\006events\030\003 \003(\0132\024.compaction.v1.EventR\006eve" +
-      "nts\022)\n\020expected_version\030\004 \001(\003R\017expectedV" +
-      "ersion\022*\n\021create_if_missing\030\005 \001(\010R\017creat" +
-      "eIfMissing\"\214\002\n\024StreamEventsResponse\022\035\n\nr" +
-      "equest_id\030\001 \001(\tR\trequestId\022=\n\006append\030\002 \001" +
-      "(\0132#.compaction.v1.AppendEventsResponseH" +
-      "\000R\006append\022*\n\005error\030\003 \001(\0132\022.google.rpc.St" +
-      "atusH\000R\005error\022A\n\ncompaction\030\004 \001(\0132\037.comp" +
-      "action.v1.CompactionResultH\000R\ncompaction" +
-      "\022\035\n\nsession_id\030\005 \001(\tR\tsessionIdB\010\n\006resul" +
-      "t\"2\n\021GetContextRequest\022\035\n\nsession_id\030\001 \001" +
-      "(\tR\tsessionId\"\305\001\n\022GetContextResponse\022,\n\006" +
-      "events\030\001 \003(\0132\024.compaction.v1.EventR\006even" +
-      "ts\022\030\n\007version\030\002 \001(\003R\007version\022\037\n\013token_co" +
-      "unt\030\003 \001(\005R\ntokenCount\022\035\n\nturn_count\030\004 \001(" +
-      "\005R\tturnCount\022\'\n\017content_omitted\030\005 \001(\010R\016c" +
-      "ontentOmitted\"\251\001\n\016CompactRequest\022\035\n\nsess" +
-      "ion_id\030\001 \001(\tR\tsessionId\0227\n\006policy\030\002 \001(\0132" +
-      "\037.compaction.v1.CompactionPolicyR\006policy" +
-      "\022\024\n\005force\030\003 \001(\010R\005force\022)\n\020expected_versi" +
-      "on\030\004 \001(\003R\017expectedVersion\"J\n\017CompactResp" +
-      "onse\0227\n\006result\030\001 \001(\0132\037.compaction.v1.Com" +
-      "pactionResultR\006result\"4\n\023WatchSessionReq" +
-      "uest\022\035\n\nsession_id\030\001 \001(\tR\tsessionId\"}\n\024W" +
-      "atchSessionResponse\022A\n\ncompaction\030\001 \001(\0132" +
-      "\037.compaction.v1.CompactionResultH\000R\ncomp" +
-      "action\022\030\n\006missed\030\002 \001(\005H\000R\006missedB\010\n\006upda" +
-      "te\"\217\001\n\021ListEventsRequest\022\035\n\nsession_id\030\001" +
-      " \001(\tR\tsessionId\022\033\n\tpage_size\030\002 \001(\005R\010page" +
-      "Size\022\035\n\npage_token\030\003 \001(\tR\tpageToken\022\037\n\013a" +
-      "ctive_only\030\004 \001(\010R\nactiveOnly\"j\n\022ListEven" +
-      "tsResponse\022,\n\006events\030\001 \003(\0132\024.compaction." +
-      "v1.EventR\006events\022&\n\017next_page_token\030\002 \001(" +
-      "\tR\rnextPageToken\"\274\002\n\023SearchEventsRequest" +
-      "\022\024\n\005query\030\001 \001(\tR\005query\022\035\n\nsession_id\030\002 \001" +
-      "(\tR\tsessionId\022)\n\005roles\030\003 \003(\0162\023.compactio" +
-      "n.v1.RoleR\005roles\022%\n\016include_active\030\004 \001(\010" +
-      "R\rincludeActive\0220\n\005since\030\005 \001(\0132\032.google." +
-      "protobuf.TimestampR\005since\0220\n\005until\030\006 \001(\013" +
-      "2\032.google.protobuf.TimestampR\005until\022\033\n\tp" +
-      "age_size\030\007 \001(\005R\010pageSize\022\035\n\npage_token\030\010" +
-      " \001(\tR\tpageToken\"\204\001\n\tSearchHit\022\035\n\nsession" +
-      "_id\030\001 \001(\tR\tsessionId\022*\n\005event\030\002 \001(\0132\024.co" +
-      "mpaction.v1.EventR\005event\022\022\n\004rank\030\003 \001(\001R\004" +
-      "rank\022\030\n\007snippet\030\004 \001(\tR\007snippet\"l\n\024Search" +
-      "EventsResponse\022,\n\004hits\030\001 \003(\0132\030.compactio" +
-      "n.v1.SearchHitR\004hits\022&\n\017next_page_token\030" +
-      "\002 \001(\tR\rnextPageToken2\206\010\n\021CompactionServi" +
-      "ce\022L\n\rCreateSession\022#.compaction.v1.Crea" +
-      "teSessionRequest\032\026.compaction.v1.Session" +
-      "\022F\n\nGetSession\022 .compaction.v1.GetSessio" +
-      "nRequest\032\026.compaction.v1.Session\022W\n\014List" +
-      "Sessions\022\".compaction.v1.ListSessionsReq" +
-      "uest\032#.compaction.v1.ListSessionsRespons" +
-      "e\022L\n\rUpdateSession\022#.compaction.v1.Updat" +
-      "eSessionRequest\032\026.compaction.v1.Session\022" +
-      "Z\n\rDeleteSession\022#.compaction.v1.DeleteS" +
-      "essionRequest\032$.compaction.v1.DeleteSess" +
-      "ionResponse\022W\n\014AppendEvents\022\".compaction" +
-      ".v1.AppendEventsRequest\032#.compaction.v1." +
-      "AppendEventsResponse\022[\n\014StreamEvents\022\".c" +
-      "ompaction.v1.StreamEventsRequest\032#.compa" +
-      "ction.v1.StreamEventsResponse(\0010\001\022Q\n\nGet" +
-      "Context\022 .compaction.v1.GetContextReques" +
-      "t\032!.compaction.v1.GetContextResponse\022H\n\007" +
-      "Compact\022\035.compaction.v1.CompactRequest\032\036" +
-      ".compaction.v1.CompactResponse\022Y\n\014WatchS" +
-      "ession\022\".compaction.v1.WatchSessionReque" +
-      "st\032#.compaction.v1.WatchSessionResponse0" +
-      "\001\022Q\n\nListEvents\022 .compaction.v1.ListEven" +
-      "tsRequest\032!.compaction.v1.ListEventsResp" +
-      "onse\022W\n\014SearchEvents\022\".compaction.v1.Sea" +
-      "rchEventsRequest\032#.compaction.v1.SearchE" +
-      "ventsResponseB\213\001\n\030dev.compactionsidecar." +
-      "v1B\026CompactionServiceProtoP\001ZUgithub.com" +
-      "/compaction-sidecar/compaction-sidecar/c" +
-      "lients/go/compactionv1;compactionv1b\006pro" +
-      "to3"
+      "belsEntryR\006labels\022\024\n\005model\030\004 \001(\tR\005model\032" +
+      "9\n\013LabelsEntry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005valu" +
+      "e\030\002 \001(\tR\005value:\0028\001\"2\n\021GetSessionRequest\022" +
+      "\035\n\nsession_id\030\001 \001(\tR\tsessionId\"\351\001\n\023ListS" +
+      "essionsRequest\022\033\n\tpage_size\030\001 \001(\005R\010pageS" +
+      "ize\022\035\n\npage_token\030\002 \001(\tR\tpageToken\022V\n\014la" +
+      "bel_filter\030\003 \003(\01323.compaction.v1.ListSes" +
+      "sionsRequest.LabelFilterEntryR\013labelFilt" +
+      "er\032>\n\020LabelFilterEntry\022\020\n\003key\030\001 \001(\tR\003key" +
+      "\022\024\n\005value\030\002 \001(\tR\005value:\0028\001\"r\n\024ListSessio" +
+      "nsResponse\0222\n\010sessions\030\001 \003(\0132\026.compactio" +
+      "n.v1.SessionR\010sessions\022&\n\017next_page_toke" +
+      "n\030\002 \001(\tR\rnextPageToken\"\260\001\n\024UpdateSession" +
+      "Request\0220\n\007session\030\001 \001(\0132\026.compaction.v1" +
+      ".SessionR\007session\022;\n\013update_mask\030\002 \001(\0132\032" +
+      ".google.protobuf.FieldMaskR\nupdateMask\022)" +
+      "\n\020expected_version\030\003 \001(\003R\017expectedVersio" +
+      "n\"5\n\024DeleteSessionRequest\022\035\n\nsession_id\030" +
+      "\001 \001(\tR\tsessionId\"\027\n\025DeleteSessionRespons" +
+      "e\"\253\002\n\023AppendEventsRequest\022\035\n\nsession_id\030" +
+      "\001 \001(\tR\tsessionId\022,\n\006events\030\002 \003(\0132\024.compa" +
+      "ction.v1.EventR\006events\022)\n\020expected_versi" +
+      "on\030\003 \001(\003R\017expectedVersion\022*\n\021create_if_m" +
+      "issing\030\004 \001(\010R\017createIfMissing\022?\n\rlabel_u" +
+      "pdates\030\005 \003(\0132\032.compaction.v1.LabelUpdate" +
+      "R\014labelUpdates\022/\n\005usage\030\006 \001(\0132\031.compacti" +
+      "on.v1.ModelUsageR\005usage\"Z\n\nModelUsage\022\'\n" +
+      "\017context_version\030\001 \001(\003R\016contextVersion\022#" +
+      "\n\rprompt_tokens\030\002 \001(\003R\014promptTokens\"\336\001\n\013" +
+      "LabelUpdate\022\035\n\nsession_id\030\001 \001(\tR\tsession" +
+      "Id\0225\n\003set\030\002 \003(\0132#.compaction.v1.LabelUpd" +
+      "ate.SetEntryR\003set\022\026\n\006remove\030\003 \003(\tR\006remov" +
+      "e\022)\n\020expected_version\030\004 \001(\003R\017expectedVer" +
+      "sion\0326\n\010SetEntry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005va" +
+      "lue\030\002 \001(\tR\005value:\0028\001\"\255\002\n\024AppendEventsRes" +
+      "ponse\022,\n\006events\030\001 \003(\0132\024.compaction.v1.Ev" +
+      "entR\006events\022\030\n\007version\030\002 \001(\003R\007version\022?\n" +
+      "\ncompaction\030\003 \001(\0132\037.compaction.v1.Compac" +
+      "tionResultR\ncompaction\0221\n\024compaction_sch" +
+      "eduled\030\004 \001(\010R\023compactionScheduled\022\'\n\017con" +
+      "tent_omitted\030\005 \001(\010R\016contentOmitted\0220\n\024us" +
+      "age_ignored_reason\030\006 \001(\tR\022usageIgnoredRe" +
+      "ason\"\211\002\n\023StreamEventsRequest\022\035\n\nrequest_" +
+      "id\030\001 \001(\tR\trequestId\022\035\n\nsession_id\030\002 \001(\tR" +
+      "\tsessionId\022,\n\006events\030\003 \003(\0132\024.compaction." +
+      "v1.EventR\006events\022)\n\020expected_version\030\004 \001" +
+      "(\003R\017expectedVersion\022*\n\021create_if_missing" +
+      "\030\005 \001(\010R\017createIfMissing\022/\n\005usage\030\006 \001(\0132\031" +
+      ".compaction.v1.ModelUsageR\005usage\"\214\002\n\024Str" +
+      "eamEventsResponse\022\035\n\nrequest_id\030\001 \001(\tR\tr" +
+      "equestId\022=\n\006append\030\002 \001(\0132#.compaction.v1" +
+      ".AppendEventsResponseH\000R\006append\022*\n\005error" +
+      "\030\003 \001(\0132\022.google.rpc.StatusH\000R\005error\022A\n\nc" +
+      "ompaction\030\004 \001(\0132\037.compaction.v1.Compacti" +
+      "onResultH\000R\ncompaction\022\035\n\nsession_id\030\005 \001" +
+      "(\tR\tsessionIdB\010\n\006result\"h\n\021GetContextReq" +
+      "uest\022\035\n\nsession_id\030\001 \001(\tR\tsessionId\0224\n\006f" +
+      "ormat\030\002 \001(\0162\034.compaction.v1.ContextForma" +
+      "tR\006format\"\242\002\n\022GetContextResponse\022,\n\006even" +
+      "ts\030\001 \003(\0132\024.compaction.v1.EventR\006events\022\030" +
+      "\n\007version\030\002 \001(\003R\007version\022\037\n\013token_count\030" +
+      "\003 \001(\005R\ntokenCount\022\035\n\nturn_count\030\004 \001(\005R\tt" +
+      "urnCount\022\'\n\017content_omitted\030\005 \001(\010R\016conte" +
+      "ntOmitted\022#\n\rrendered_json\030\006 \001(\tR\014render" +
+      "edJson\0226\n\027estimated_prompt_tokens\030\007 \001(\005R" +
+      "\025estimatedPromptTokens\"\251\001\n\016CompactReques" +
+      "t\022\035\n\nsession_id\030\001 \001(\tR\tsessionId\0227\n\006poli" +
+      "cy\030\002 \001(\0132\037.compaction.v1.CompactionPolic" +
+      "yR\006policy\022\024\n\005force\030\003 \001(\010R\005force\022)\n\020expec" +
+      "ted_version\030\004 \001(\003R\017expectedVersion\"J\n\017Co" +
+      "mpactResponse\0227\n\006result\030\001 \001(\0132\037.compacti" +
+      "on.v1.CompactionResultR\006result\"4\n\023WatchS" +
+      "essionRequest\022\035\n\nsession_id\030\001 \001(\tR\tsessi" +
+      "onId\"}\n\024WatchSessionResponse\022A\n\ncompacti" +
+      "on\030\001 \001(\0132\037.compaction.v1.CompactionResul" +
+      "tH\000R\ncompaction\022\030\n\006missed\030\002 \001(\005H\000R\006misse" +
+      "dB\010\n\006update\"\217\001\n\021ListEventsRequest\022\035\n\nses" +
+      "sion_id\030\001 \001(\tR\tsessionId\022\033\n\tpage_size\030\002 " +
+      "\001(\005R\010pageSize\022\035\n\npage_token\030\003 \001(\tR\tpageT" +
+      "oken\022\037\n\013active_only\030\004 \001(\010R\nactiveOnly\"j\n" +
+      "\022ListEventsResponse\022,\n\006events\030\001 \003(\0132\024.co" +
+      "mpaction.v1.EventR\006events\022&\n\017next_page_t" +
+      "oken\030\002 \001(\tR\rnextPageToken\"\274\002\n\023SearchEven" +
+      "tsRequest\022\024\n\005query\030\001 \001(\tR\005query\022\035\n\nsessi" +
+      "on_id\030\002 \001(\tR\tsessionId\022)\n\005roles\030\003 \003(\0162\023." +
+      "compaction.v1.RoleR\005roles\022%\n\016include_act" +
+      "ive\030\004 \001(\010R\rincludeActive\0220\n\005since\030\005 \001(\0132" +
+      "\032.google.protobuf.TimestampR\005since\0220\n\005un" +
+      "til\030\006 \001(\0132\032.google.protobuf.TimestampR\005u" +
+      "ntil\022\033\n\tpage_size\030\007 \001(\005R\010pageSize\022\035\n\npag" +
+      "e_token\030\010 \001(\tR\tpageToken\"\204\001\n\tSearchHit\022\035" +
+      "\n\nsession_id\030\001 \001(\tR\tsessionId\022*\n\005event\030\002" +
+      " \001(\0132\024.compaction.v1.EventR\005event\022\022\n\004ran" +
+      "k\030\003 \001(\001R\004rank\022\030\n\007snippet\030\004 \001(\tR\007snippet\"" +
+      "l\n\024SearchEventsResponse\022,\n\004hits\030\001 \003(\0132\030." +
+      "compaction.v1.SearchHitR\004hits\022&\n\017next_pa" +
+      "ge_token\030\002 \001(\tR\rnextPageToken*\255\001\n\rContex" +
+      "tFormat\022\036\n\032CONTEXT_FORMAT_UNSPECIFIED\020\000\022" +
+      "\031\n\025CONTEXT_FORMAT_GEMINI\020\001\022\036\n\032CONTEXT_FO" +
+      "RMAT_OPENAI_CHAT\020\002\022#\n\037CONTEXT_FORMAT_OPE" +
+      "NAI_RESPONSES\020\003\022\034\n\030CONTEXT_FORMAT_ANTHRO" +
+      "PIC\020\0042\206\010\n\021CompactionService\022L\n\rCreateSes" +
+      "sion\022#.compaction.v1.CreateSessionReques" +
+      "t\032\026.compaction.v1.Session\022F\n\nGetSession\022" +
+      " .compaction.v1.GetSessionRequest\032\026.comp" +
+      "action.v1.Session\022W\n\014ListSessions\022\".comp" +
+      "action.v1.ListSessionsRequest\032#.compacti" +
+      "on.v1.ListSessionsResponse\022L\n\rUpdateSess" +
+      "ion\022#.compaction.v1.UpdateSessionRequest" +
+      "\032\026.compaction.v1.Session\022Z\n\rDeleteSessio" +
+      "n\022#.compaction.v1.DeleteSessionRequest\032$" +
+      ".compaction.v1.DeleteSessionResponse\022W\n\014" +
+      "AppendEvents\022\".compaction.v1.AppendEvent" +
+      "sRequest\032#.compaction.v1.AppendEventsRes" +
+      "ponse\022[\n\014StreamEvents\022\".compaction.v1.St" +
+      "reamEventsRequest\032#.compaction.v1.Stream" +
+      "EventsResponse(\0010\001\022Q\n\nGetContext\022 .compa" +
+      "ction.v1.GetContextRequest\032!.compaction." +
+      "v1.GetContextResponse\022H\n\007Compact\022\035.compa" +
+      "ction.v1.CompactRequest\032\036.compaction.v1." +
+      "CompactResponse\022Y\n\014WatchSession\022\".compac" +
+      "tion.v1.WatchSessionRequest\032#.compaction" +
+      ".v1.WatchSessionResponse0\001\022Q\n\nListEvents" +
+      "\022 .compaction.v1.ListEventsRequest\032!.com" +
+      "paction.v1.ListEventsResponse\022W\n\014SearchE" +
+      "vents\022\".compaction.v1.SearchEventsReques" +
+      "t\032#.compaction.v1.SearchEventsResponseB\213" +
+      "\001\n\030dev.compactionsidecar.v1B\026CompactionS" +
+      "erviceProtoP\001ZUgithub.com/compaction-sid" +
+      "ecar/compaction-sidecar/clients/go/compa" +
+      "ctionv1;compactionv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -308,7 +327,7 @@ public final class CompactionServiceProto extends com.google.protobuf.GeneratedF
     internal_static_compaction_v1_CreateSessionRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_CreateSessionRequest_descriptor,
-        new java.lang.String[] { "SessionId", "Policy", "Labels", });
+        new java.lang.String[] { "SessionId", "Policy", "Labels", "Model", });
     internal_static_compaction_v1_CreateSessionRequest_LabelsEntry_descriptor =
       internal_static_compaction_v1_CreateSessionRequest_descriptor.getNestedType(0);
     internal_static_compaction_v1_CreateSessionRequest_LabelsEntry_fieldAccessorTable = new
@@ -362,9 +381,15 @@ public final class CompactionServiceProto extends com.google.protobuf.GeneratedF
     internal_static_compaction_v1_AppendEventsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_AppendEventsRequest_descriptor,
-        new java.lang.String[] { "SessionId", "Events", "ExpectedVersion", "CreateIfMissing", "LabelUpdates", });
-    internal_static_compaction_v1_LabelUpdate_descriptor =
+        new java.lang.String[] { "SessionId", "Events", "ExpectedVersion", "CreateIfMissing", "LabelUpdates", "Usage", });
+    internal_static_compaction_v1_ModelUsage_descriptor =
       getDescriptor().getMessageType(8);
+    internal_static_compaction_v1_ModelUsage_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_compaction_v1_ModelUsage_descriptor,
+        new java.lang.String[] { "ContextVersion", "PromptTokens", });
+    internal_static_compaction_v1_LabelUpdate_descriptor =
+      getDescriptor().getMessageType(9);
     internal_static_compaction_v1_LabelUpdate_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_LabelUpdate_descriptor,
@@ -376,85 +401,85 @@ public final class CompactionServiceProto extends com.google.protobuf.GeneratedF
         internal_static_compaction_v1_LabelUpdate_SetEntry_descriptor,
         new java.lang.String[] { "Key", "Value", });
     internal_static_compaction_v1_AppendEventsResponse_descriptor =
-      getDescriptor().getMessageType(9);
+      getDescriptor().getMessageType(10);
     internal_static_compaction_v1_AppendEventsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_AppendEventsResponse_descriptor,
-        new java.lang.String[] { "Events", "Version", "Compaction", "CompactionScheduled", "ContentOmitted", });
+        new java.lang.String[] { "Events", "Version", "Compaction", "CompactionScheduled", "ContentOmitted", "UsageIgnoredReason", });
     internal_static_compaction_v1_StreamEventsRequest_descriptor =
-      getDescriptor().getMessageType(10);
+      getDescriptor().getMessageType(11);
     internal_static_compaction_v1_StreamEventsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_StreamEventsRequest_descriptor,
-        new java.lang.String[] { "RequestId", "SessionId", "Events", "ExpectedVersion", "CreateIfMissing", });
+        new java.lang.String[] { "RequestId", "SessionId", "Events", "ExpectedVersion", "CreateIfMissing", "Usage", });
     internal_static_compaction_v1_StreamEventsResponse_descriptor =
-      getDescriptor().getMessageType(11);
+      getDescriptor().getMessageType(12);
     internal_static_compaction_v1_StreamEventsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_StreamEventsResponse_descriptor,
         new java.lang.String[] { "RequestId", "Append", "Error", "Compaction", "SessionId", "Result", });
     internal_static_compaction_v1_GetContextRequest_descriptor =
-      getDescriptor().getMessageType(12);
+      getDescriptor().getMessageType(13);
     internal_static_compaction_v1_GetContextRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_GetContextRequest_descriptor,
-        new java.lang.String[] { "SessionId", });
+        new java.lang.String[] { "SessionId", "Format", });
     internal_static_compaction_v1_GetContextResponse_descriptor =
-      getDescriptor().getMessageType(13);
+      getDescriptor().getMessageType(14);
     internal_static_compaction_v1_GetContextResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_GetContextResponse_descriptor,
-        new java.lang.String[] { "Events", "Version", "TokenCount", "TurnCount", "ContentOmitted", });
+        new java.lang.String[] { "Events", "Version", "TokenCount", "TurnCount", "ContentOmitted", "RenderedJson", "EstimatedPromptTokens", });
     internal_static_compaction_v1_CompactRequest_descriptor =
-      getDescriptor().getMessageType(14);
+      getDescriptor().getMessageType(15);
     internal_static_compaction_v1_CompactRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_CompactRequest_descriptor,
         new java.lang.String[] { "SessionId", "Policy", "Force", "ExpectedVersion", });
     internal_static_compaction_v1_CompactResponse_descriptor =
-      getDescriptor().getMessageType(15);
+      getDescriptor().getMessageType(16);
     internal_static_compaction_v1_CompactResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_CompactResponse_descriptor,
         new java.lang.String[] { "Result", });
     internal_static_compaction_v1_WatchSessionRequest_descriptor =
-      getDescriptor().getMessageType(16);
+      getDescriptor().getMessageType(17);
     internal_static_compaction_v1_WatchSessionRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_WatchSessionRequest_descriptor,
         new java.lang.String[] { "SessionId", });
     internal_static_compaction_v1_WatchSessionResponse_descriptor =
-      getDescriptor().getMessageType(17);
+      getDescriptor().getMessageType(18);
     internal_static_compaction_v1_WatchSessionResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_WatchSessionResponse_descriptor,
         new java.lang.String[] { "Compaction", "Missed", "Update", });
     internal_static_compaction_v1_ListEventsRequest_descriptor =
-      getDescriptor().getMessageType(18);
+      getDescriptor().getMessageType(19);
     internal_static_compaction_v1_ListEventsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_ListEventsRequest_descriptor,
         new java.lang.String[] { "SessionId", "PageSize", "PageToken", "ActiveOnly", });
     internal_static_compaction_v1_ListEventsResponse_descriptor =
-      getDescriptor().getMessageType(19);
+      getDescriptor().getMessageType(20);
     internal_static_compaction_v1_ListEventsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_ListEventsResponse_descriptor,
         new java.lang.String[] { "Events", "NextPageToken", });
     internal_static_compaction_v1_SearchEventsRequest_descriptor =
-      getDescriptor().getMessageType(20);
+      getDescriptor().getMessageType(21);
     internal_static_compaction_v1_SearchEventsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_SearchEventsRequest_descriptor,
         new java.lang.String[] { "Query", "SessionId", "Roles", "IncludeActive", "Since", "Until", "PageSize", "PageToken", });
     internal_static_compaction_v1_SearchHit_descriptor =
-      getDescriptor().getMessageType(21);
+      getDescriptor().getMessageType(22);
     internal_static_compaction_v1_SearchHit_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_SearchHit_descriptor,
         new java.lang.String[] { "SessionId", "Event", "Rank", "Snippet", });
     internal_static_compaction_v1_SearchEventsResponse_descriptor =
-      getDescriptor().getMessageType(22);
+      getDescriptor().getMessageType(23);
     internal_static_compaction_v1_SearchEventsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_SearchEventsResponse_descriptor,

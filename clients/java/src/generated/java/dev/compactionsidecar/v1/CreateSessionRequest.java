@@ -33,6 +33,7 @@ private static final long serialVersionUID = 0L;
   }
   private CreateSessionRequest() {
     sessionId_ = "";
+    model_ = "";
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -246,6 +247,55 @@ java.lang.String defaultValue) {
     return map.get(key);
   }
 
+  public static final int MODEL_FIELD_NUMBER = 4;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object model_ = "";
+  /**
+   * <pre>
+   * The model the agent calls (Session.model); empty means none. A model
+   * without a profile is INVALID_ARGUMENT naming "model".
+   * </pre>
+   *
+   * <code>string model = 4 [json_name = "model"];</code>
+   * @return The model.
+   */
+  @java.lang.Override
+  public java.lang.String getModel() {
+    java.lang.Object ref = model_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      model_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * The model the agent calls (Session.model); empty means none. A model
+   * without a profile is INVALID_ARGUMENT naming "model".
+   * </pre>
+   *
+   * <code>string model = 4 [json_name = "model"];</code>
+   * @return The bytes for model.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getModelBytes() {
+    java.lang.Object ref = model_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      model_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -272,6 +322,9 @@ java.lang.String defaultValue) {
         internalGetLabels(),
         LabelsDefaultEntryHolder.defaultEntry,
         3);
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(model_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 4, model_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -292,6 +345,9 @@ java.lang.String defaultValue) {
           .buildPartial();
       size += com.google.protobuf.CodedOutputStream
           .computeMessageSize(3, labels__);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(model_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(4, model_);
     }
     return size;
   }
@@ -326,6 +382,8 @@ java.lang.String defaultValue) {
     }
     if (!internalGetLabels().equals(
         other.internalGetLabels())) return false;
+    if (!getModel()
+        .equals(other.getModel())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -347,6 +405,8 @@ java.lang.String defaultValue) {
       hash = (37 * hash) + LABELS_FIELD_NUMBER;
       hash = (53 * hash) + internalGetLabels().hashCode();
     }
+    hash = (37 * hash) + MODEL_FIELD_NUMBER;
+    hash = (53 * hash) + getModel().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -517,6 +577,7 @@ java.lang.String defaultValue) {
         policyBuilder_ = null;
       }
       internalGetMutableLabels().clear();
+      model_ = "";
       return this;
     }
 
@@ -564,6 +625,9 @@ java.lang.String defaultValue) {
         result.labels_ = internalGetLabels();
         result.labels_.makeImmutable();
       }
+      if (((from_bitField0_ & 0x00000008) != 0)) {
+        result.model_ = model_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -590,6 +654,11 @@ java.lang.String defaultValue) {
       internalGetMutableLabels().mergeFrom(
           other.internalGetLabels());
       bitField0_ |= 0x00000004;
+      if (!other.getModel().isEmpty()) {
+        model_ = other.model_;
+        bitField0_ |= 0x00000008;
+        onChanged();
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -635,6 +704,11 @@ java.lang.String defaultValue) {
               bitField0_ |= 0x00000004;
               break;
             } // case 26
+            case 34: {
+              model_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000008;
+              break;
+            } // case 34
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1051,6 +1125,103 @@ java.lang.String defaultValue) {
       internalGetMutableLabels().getMutableMap()
           .putAll(values);
       bitField0_ |= 0x00000004;
+      return this;
+    }
+
+    private java.lang.Object model_ = "";
+    /**
+     * <pre>
+     * The model the agent calls (Session.model); empty means none. A model
+     * without a profile is INVALID_ARGUMENT naming "model".
+     * </pre>
+     *
+     * <code>string model = 4 [json_name = "model"];</code>
+     * @return The model.
+     */
+    public java.lang.String getModel() {
+      java.lang.Object ref = model_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        model_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * The model the agent calls (Session.model); empty means none. A model
+     * without a profile is INVALID_ARGUMENT naming "model".
+     * </pre>
+     *
+     * <code>string model = 4 [json_name = "model"];</code>
+     * @return The bytes for model.
+     */
+    public com.google.protobuf.ByteString
+        getModelBytes() {
+      java.lang.Object ref = model_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        model_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * The model the agent calls (Session.model); empty means none. A model
+     * without a profile is INVALID_ARGUMENT naming "model".
+     * </pre>
+     *
+     * <code>string model = 4 [json_name = "model"];</code>
+     * @param value The model to set.
+     * @return This builder for chaining.
+     */
+    public Builder setModel(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      model_ = value;
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The model the agent calls (Session.model); empty means none. A model
+     * without a profile is INVALID_ARGUMENT naming "model".
+     * </pre>
+     *
+     * <code>string model = 4 [json_name = "model"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearModel() {
+      model_ = getDefaultInstance().getModel();
+      bitField0_ = (bitField0_ & ~0x00000008);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The model the agent calls (Session.model); empty means none. A model
+     * without a profile is INVALID_ARGUMENT naming "model".
+     * </pre>
+     *
+     * <code>string model = 4 [json_name = "model"];</code>
+     * @param value The bytes for model to set.
+     * @return This builder for chaining.
+     */
+    public Builder setModelBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      model_ = value;
+      bitField0_ |= 0x00000008;
+      onChanged();
       return this;
     }
 

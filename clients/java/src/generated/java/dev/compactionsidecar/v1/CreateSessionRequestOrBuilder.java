@@ -110,4 +110,26 @@ java.lang.String defaultValue);
    */
   java.lang.String getLabelsOrThrow(
       java.lang.String key);
+
+  /**
+   * <pre>
+   * The model the agent calls (Session.model); empty means none. A model
+   * without a profile is INVALID_ARGUMENT naming "model".
+   * </pre>
+   *
+   * <code>string model = 4 [json_name = "model"];</code>
+   * @return The model.
+   */
+  java.lang.String getModel();
+  /**
+   * <pre>
+   * The model the agent calls (Session.model); empty means none. A model
+   * without a profile is INVALID_ARGUMENT naming "model".
+   * </pre>
+   *
+   * <code>string model = 4 [json_name = "model"];</code>
+   * @return The bytes for model.
+   */
+  com.google.protobuf.ByteString
+      getModelBytes();
 }

@@ -40,6 +40,7 @@ private static final long serialVersionUID = 0L;
     parts_ = java.util.Collections.emptyList();
     author_ = "";
     branch_ = "";
+    reasoning_ = java.util.Collections.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -688,6 +689,72 @@ java.lang.String defaultValue) {
     return cleared_;
   }
 
+  public static final int REASONING_FIELD_NUMBER = 16;
+  @SuppressWarnings("serial")
+  private java.util.List<dev.compactionsidecar.v1.Reasoning> reasoning_;
+  /**
+   * <pre>
+   * The model's reasoning for an ASSISTANT event, before its text and tool
+   * calls, in the order the provider returned it.
+   * </pre>
+   *
+   * <code>repeated .compaction.v1.Reasoning reasoning = 16 [json_name = "reasoning"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<dev.compactionsidecar.v1.Reasoning> getReasoningList() {
+    return reasoning_;
+  }
+  /**
+   * <pre>
+   * The model's reasoning for an ASSISTANT event, before its text and tool
+   * calls, in the order the provider returned it.
+   * </pre>
+   *
+   * <code>repeated .compaction.v1.Reasoning reasoning = 16 [json_name = "reasoning"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends dev.compactionsidecar.v1.ReasoningOrBuilder> 
+      getReasoningOrBuilderList() {
+    return reasoning_;
+  }
+  /**
+   * <pre>
+   * The model's reasoning for an ASSISTANT event, before its text and tool
+   * calls, in the order the provider returned it.
+   * </pre>
+   *
+   * <code>repeated .compaction.v1.Reasoning reasoning = 16 [json_name = "reasoning"];</code>
+   */
+  @java.lang.Override
+  public int getReasoningCount() {
+    return reasoning_.size();
+  }
+  /**
+   * <pre>
+   * The model's reasoning for an ASSISTANT event, before its text and tool
+   * calls, in the order the provider returned it.
+   * </pre>
+   *
+   * <code>repeated .compaction.v1.Reasoning reasoning = 16 [json_name = "reasoning"];</code>
+   */
+  @java.lang.Override
+  public dev.compactionsidecar.v1.Reasoning getReasoning(int index) {
+    return reasoning_.get(index);
+  }
+  /**
+   * <pre>
+   * The model's reasoning for an ASSISTANT event, before its text and tool
+   * calls, in the order the provider returned it.
+   * </pre>
+   *
+   * <code>repeated .compaction.v1.Reasoning reasoning = 16 [json_name = "reasoning"];</code>
+   */
+  @java.lang.Override
+  public dev.compactionsidecar.v1.ReasoningOrBuilder getReasoningOrBuilder(
+      int index) {
+    return reasoning_.get(index);
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -749,6 +816,9 @@ java.lang.String defaultValue) {
     }
     if (cleared_ != false) {
       output.writeBool(15, cleared_);
+    }
+    for (int i = 0; i < reasoning_.size(); i++) {
+      output.writeMessage(16, reasoning_.get(i));
     }
     getUnknownFields().writeTo(output);
   }
@@ -831,6 +901,15 @@ java.lang.String defaultValue) {
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(15, cleared_);
     }
+
+        {
+          final int count = reasoning_.size();
+          for (int i = 0; i < count; i++) {
+            size += com.google.protobuf.CodedOutputStream
+              .computeMessageSizeNoTag(reasoning_.get(i));
+          }
+          size += 2 * count;
+        }
     return size;
   }
   @java.lang.Override
@@ -887,6 +966,8 @@ java.lang.String defaultValue) {
         != other.getTokenCount()) return false;
     if (getCleared()
         != other.getCleared()) return false;
+    if (!getReasoningList()
+        .equals(other.getReasoningList())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -942,6 +1023,10 @@ java.lang.String defaultValue) {
     hash = (37 * hash) + CLEARED_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getCleared());
+    if (getReasoningCount() > 0) {
+      hash = (37 * hash) + REASONING_FIELD_NUMBER;
+      hash = (53 * hash) + getReasoningList().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -1102,6 +1187,7 @@ java.lang.String defaultValue) {
         internalGetToolResultsFieldBuilder();
         internalGetPartsFieldBuilder();
         internalGetCreateTimeFieldBuilder();
+        internalGetReasoningFieldBuilder();
       }
     }
     @java.lang.Override
@@ -1145,6 +1231,13 @@ java.lang.String defaultValue) {
       archived_ = false;
       tokenCount_ = 0;
       cleared_ = false;
+      if (reasoningBuilder_ == null) {
+        reasoning_ = java.util.Collections.emptyList();
+      } else {
+        reasoning_ = null;
+        reasoningBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00008000);
       return this;
     }
 
@@ -1204,6 +1297,15 @@ java.lang.String defaultValue) {
         result.parts_ = parts_;
       } else {
         result.parts_ = partsBuilder_.build();
+      }
+      if (reasoningBuilder_ == null) {
+        if (((bitField0_ & 0x00008000) != 0)) {
+          reasoning_ = java.util.Collections.unmodifiableList(reasoning_);
+          bitField0_ = (bitField0_ & ~0x00008000);
+        }
+        result.reasoning_ = reasoning_;
+      } else {
+        result.reasoning_ = reasoningBuilder_.build();
       }
     }
 
@@ -1387,6 +1489,32 @@ java.lang.String defaultValue) {
       if (other.getCleared() != false) {
         setCleared(other.getCleared());
       }
+      if (reasoningBuilder_ == null) {
+        if (!other.reasoning_.isEmpty()) {
+          if (reasoning_.isEmpty()) {
+            reasoning_ = other.reasoning_;
+            bitField0_ = (bitField0_ & ~0x00008000);
+          } else {
+            ensureReasoningIsMutable();
+            reasoning_.addAll(other.reasoning_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.reasoning_.isEmpty()) {
+          if (reasoningBuilder_.isEmpty()) {
+            reasoningBuilder_.dispose();
+            reasoningBuilder_ = null;
+            reasoning_ = other.reasoning_;
+            bitField0_ = (bitField0_ & ~0x00008000);
+            reasoningBuilder_ = 
+              com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                 internalGetReasoningFieldBuilder() : null;
+          } else {
+            reasoningBuilder_.addAllMessages(other.reasoning_);
+          }
+        }
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -1516,6 +1644,19 @@ java.lang.String defaultValue) {
               bitField0_ |= 0x00004000;
               break;
             } // case 120
+            case 130: {
+              dev.compactionsidecar.v1.Reasoning m =
+                  input.readMessage(
+                      dev.compactionsidecar.v1.Reasoning.parser(),
+                      extensionRegistry);
+              if (reasoningBuilder_ == null) {
+                ensureReasoningIsMutable();
+                reasoning_.add(m);
+              } else {
+                reasoningBuilder_.addMessage(m);
+              }
+              break;
+            } // case 130
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -3447,6 +3588,330 @@ java.lang.String defaultValue) {
       cleared_ = false;
       onChanged();
       return this;
+    }
+
+    private java.util.List<dev.compactionsidecar.v1.Reasoning> reasoning_ =
+      java.util.Collections.emptyList();
+    private void ensureReasoningIsMutable() {
+      if (!((bitField0_ & 0x00008000) != 0)) {
+        reasoning_ = new java.util.ArrayList<dev.compactionsidecar.v1.Reasoning>(reasoning_);
+        bitField0_ |= 0x00008000;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.compactionsidecar.v1.Reasoning, dev.compactionsidecar.v1.Reasoning.Builder, dev.compactionsidecar.v1.ReasoningOrBuilder> reasoningBuilder_;
+
+    /**
+     * <pre>
+     * The model's reasoning for an ASSISTANT event, before its text and tool
+     * calls, in the order the provider returned it.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.Reasoning reasoning = 16 [json_name = "reasoning"];</code>
+     */
+    public java.util.List<dev.compactionsidecar.v1.Reasoning> getReasoningList() {
+      if (reasoningBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(reasoning_);
+      } else {
+        return reasoningBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <pre>
+     * The model's reasoning for an ASSISTANT event, before its text and tool
+     * calls, in the order the provider returned it.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.Reasoning reasoning = 16 [json_name = "reasoning"];</code>
+     */
+    public int getReasoningCount() {
+      if (reasoningBuilder_ == null) {
+        return reasoning_.size();
+      } else {
+        return reasoningBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * The model's reasoning for an ASSISTANT event, before its text and tool
+     * calls, in the order the provider returned it.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.Reasoning reasoning = 16 [json_name = "reasoning"];</code>
+     */
+    public dev.compactionsidecar.v1.Reasoning getReasoning(int index) {
+      if (reasoningBuilder_ == null) {
+        return reasoning_.get(index);
+      } else {
+        return reasoningBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * The model's reasoning for an ASSISTANT event, before its text and tool
+     * calls, in the order the provider returned it.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.Reasoning reasoning = 16 [json_name = "reasoning"];</code>
+     */
+    public Builder setReasoning(
+        int index, dev.compactionsidecar.v1.Reasoning value) {
+      if (reasoningBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureReasoningIsMutable();
+        reasoning_.set(index, value);
+        onChanged();
+      } else {
+        reasoningBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The model's reasoning for an ASSISTANT event, before its text and tool
+     * calls, in the order the provider returned it.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.Reasoning reasoning = 16 [json_name = "reasoning"];</code>
+     */
+    public Builder setReasoning(
+        int index, dev.compactionsidecar.v1.Reasoning.Builder builderForValue) {
+      if (reasoningBuilder_ == null) {
+        ensureReasoningIsMutable();
+        reasoning_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        reasoningBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The model's reasoning for an ASSISTANT event, before its text and tool
+     * calls, in the order the provider returned it.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.Reasoning reasoning = 16 [json_name = "reasoning"];</code>
+     */
+    public Builder addReasoning(dev.compactionsidecar.v1.Reasoning value) {
+      if (reasoningBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureReasoningIsMutable();
+        reasoning_.add(value);
+        onChanged();
+      } else {
+        reasoningBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The model's reasoning for an ASSISTANT event, before its text and tool
+     * calls, in the order the provider returned it.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.Reasoning reasoning = 16 [json_name = "reasoning"];</code>
+     */
+    public Builder addReasoning(
+        int index, dev.compactionsidecar.v1.Reasoning value) {
+      if (reasoningBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureReasoningIsMutable();
+        reasoning_.add(index, value);
+        onChanged();
+      } else {
+        reasoningBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The model's reasoning for an ASSISTANT event, before its text and tool
+     * calls, in the order the provider returned it.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.Reasoning reasoning = 16 [json_name = "reasoning"];</code>
+     */
+    public Builder addReasoning(
+        dev.compactionsidecar.v1.Reasoning.Builder builderForValue) {
+      if (reasoningBuilder_ == null) {
+        ensureReasoningIsMutable();
+        reasoning_.add(builderForValue.build());
+        onChanged();
+      } else {
+        reasoningBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The model's reasoning for an ASSISTANT event, before its text and tool
+     * calls, in the order the provider returned it.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.Reasoning reasoning = 16 [json_name = "reasoning"];</code>
+     */
+    public Builder addReasoning(
+        int index, dev.compactionsidecar.v1.Reasoning.Builder builderForValue) {
+      if (reasoningBuilder_ == null) {
+        ensureReasoningIsMutable();
+        reasoning_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        reasoningBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The model's reasoning for an ASSISTANT event, before its text and tool
+     * calls, in the order the provider returned it.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.Reasoning reasoning = 16 [json_name = "reasoning"];</code>
+     */
+    public Builder addAllReasoning(
+        java.lang.Iterable<? extends dev.compactionsidecar.v1.Reasoning> values) {
+      if (reasoningBuilder_ == null) {
+        ensureReasoningIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, reasoning_);
+        onChanged();
+      } else {
+        reasoningBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The model's reasoning for an ASSISTANT event, before its text and tool
+     * calls, in the order the provider returned it.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.Reasoning reasoning = 16 [json_name = "reasoning"];</code>
+     */
+    public Builder clearReasoning() {
+      if (reasoningBuilder_ == null) {
+        reasoning_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00008000);
+        onChanged();
+      } else {
+        reasoningBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The model's reasoning for an ASSISTANT event, before its text and tool
+     * calls, in the order the provider returned it.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.Reasoning reasoning = 16 [json_name = "reasoning"];</code>
+     */
+    public Builder removeReasoning(int index) {
+      if (reasoningBuilder_ == null) {
+        ensureReasoningIsMutable();
+        reasoning_.remove(index);
+        onChanged();
+      } else {
+        reasoningBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The model's reasoning for an ASSISTANT event, before its text and tool
+     * calls, in the order the provider returned it.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.Reasoning reasoning = 16 [json_name = "reasoning"];</code>
+     */
+    public dev.compactionsidecar.v1.Reasoning.Builder getReasoningBuilder(
+        int index) {
+      return internalGetReasoningFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * The model's reasoning for an ASSISTANT event, before its text and tool
+     * calls, in the order the provider returned it.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.Reasoning reasoning = 16 [json_name = "reasoning"];</code>
+     */
+    public dev.compactionsidecar.v1.ReasoningOrBuilder getReasoningOrBuilder(
+        int index) {
+      if (reasoningBuilder_ == null) {
+        return reasoning_.get(index);  } else {
+        return reasoningBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <pre>
+     * The model's reasoning for an ASSISTANT event, before its text and tool
+     * calls, in the order the provider returned it.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.Reasoning reasoning = 16 [json_name = "reasoning"];</code>
+     */
+    public java.util.List<? extends dev.compactionsidecar.v1.ReasoningOrBuilder> 
+         getReasoningOrBuilderList() {
+      if (reasoningBuilder_ != null) {
+        return reasoningBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(reasoning_);
+      }
+    }
+    /**
+     * <pre>
+     * The model's reasoning for an ASSISTANT event, before its text and tool
+     * calls, in the order the provider returned it.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.Reasoning reasoning = 16 [json_name = "reasoning"];</code>
+     */
+    public dev.compactionsidecar.v1.Reasoning.Builder addReasoningBuilder() {
+      return internalGetReasoningFieldBuilder().addBuilder(
+          dev.compactionsidecar.v1.Reasoning.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * The model's reasoning for an ASSISTANT event, before its text and tool
+     * calls, in the order the provider returned it.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.Reasoning reasoning = 16 [json_name = "reasoning"];</code>
+     */
+    public dev.compactionsidecar.v1.Reasoning.Builder addReasoningBuilder(
+        int index) {
+      return internalGetReasoningFieldBuilder().addBuilder(
+          index, dev.compactionsidecar.v1.Reasoning.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * The model's reasoning for an ASSISTANT event, before its text and tool
+     * calls, in the order the provider returned it.
+     * </pre>
+     *
+     * <code>repeated .compaction.v1.Reasoning reasoning = 16 [json_name = "reasoning"];</code>
+     */
+    public java.util.List<dev.compactionsidecar.v1.Reasoning.Builder> 
+         getReasoningBuilderList() {
+      return internalGetReasoningFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.compactionsidecar.v1.Reasoning, dev.compactionsidecar.v1.Reasoning.Builder, dev.compactionsidecar.v1.ReasoningOrBuilder> 
+        internalGetReasoningFieldBuilder() {
+      if (reasoningBuilder_ == null) {
+        reasoningBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+            dev.compactionsidecar.v1.Reasoning, dev.compactionsidecar.v1.Reasoning.Builder, dev.compactionsidecar.v1.ReasoningOrBuilder>(
+                reasoning_,
+                ((bitField0_ & 0x00008000) != 0),
+                getParentForChildren(),
+                isClean());
+        reasoning_ = null;
+      }
+      return reasoningBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:compaction.v1.Event)

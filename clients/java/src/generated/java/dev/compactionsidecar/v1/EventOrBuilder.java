@@ -381,4 +381,53 @@ java.lang.String defaultValue);
    * @return The cleared.
    */
   boolean getCleared();
+
+  /**
+   * <pre>
+   * The model's reasoning for an ASSISTANT event, before its text and tool
+   * calls, in the order the provider returned it.
+   * </pre>
+   *
+   * <code>repeated .compaction.v1.Reasoning reasoning = 16 [json_name = "reasoning"];</code>
+   */
+  java.util.List<dev.compactionsidecar.v1.Reasoning> 
+      getReasoningList();
+  /**
+   * <pre>
+   * The model's reasoning for an ASSISTANT event, before its text and tool
+   * calls, in the order the provider returned it.
+   * </pre>
+   *
+   * <code>repeated .compaction.v1.Reasoning reasoning = 16 [json_name = "reasoning"];</code>
+   */
+  dev.compactionsidecar.v1.Reasoning getReasoning(int index);
+  /**
+   * <pre>
+   * The model's reasoning for an ASSISTANT event, before its text and tool
+   * calls, in the order the provider returned it.
+   * </pre>
+   *
+   * <code>repeated .compaction.v1.Reasoning reasoning = 16 [json_name = "reasoning"];</code>
+   */
+  int getReasoningCount();
+  /**
+   * <pre>
+   * The model's reasoning for an ASSISTANT event, before its text and tool
+   * calls, in the order the provider returned it.
+   * </pre>
+   *
+   * <code>repeated .compaction.v1.Reasoning reasoning = 16 [json_name = "reasoning"];</code>
+   */
+  java.util.List<? extends dev.compactionsidecar.v1.ReasoningOrBuilder> 
+      getReasoningOrBuilderList();
+  /**
+   * <pre>
+   * The model's reasoning for an ASSISTANT event, before its text and tool
+   * calls, in the order the provider returned it.
+   * </pre>
+   *
+   * <code>repeated .compaction.v1.Reasoning reasoning = 16 [json_name = "reasoning"];</code>
+   */
+  dev.compactionsidecar.v1.ReasoningOrBuilder getReasoningOrBuilder(
+      int index);
 }

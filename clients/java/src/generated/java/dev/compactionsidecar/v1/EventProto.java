@@ -42,6 +42,11 @@ public final class EventProto extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_compaction_v1_Part_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_compaction_v1_Reasoning_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_compaction_v1_Reasoning_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_compaction_v1_Event_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -61,36 +66,41 @@ public final class EventProto extends com.google.protobuf.GeneratedFile {
   static {
     java.lang.String[] descriptorData = {
       "\n\031compaction/v1/event.proto\022\rcompaction." +
-      "v1\032\037google/protobuf/timestamp.proto\"U\n\010T" +
+      "v1\032\037google/protobuf/timestamp.proto\"s\n\010T" +
       "oolCall\022\016\n\002id\030\001 \001(\tR\002id\022\022\n\004name\030\002 \001(\tR\004n" +
       "ame\022%\n\016arguments_json\030\003 \001(\tR\rargumentsJs" +
-      "on\"n\n\nToolResult\022\027\n\007call_id\030\001 \001(\tR\006callI" +
-      "d\022\022\n\004name\030\002 \001(\tR\004name\022\030\n\007content\030\003 \001(\tR\007" +
-      "content\022\031\n\010is_error\030\004 \001(\010R\007isError\"I\n\004Pa" +
-      "rt\022\033\n\tmime_type\030\001 \001(\tR\010mimeType\022\022\n\004data\030" +
-      "\002 \001(\014R\004data\022\020\n\003uri\030\003 \001(\tR\003uri\"\360\004\n\005Event\022" +
-      "\016\n\002id\030\001 \001(\tR\002id\022\032\n\010position\030\002 \001(\003R\010posit" +
-      "ion\022\'\n\004role\030\003 \001(\0162\023.compaction.v1.RoleR\004" +
-      "role\022\022\n\004text\030\004 \001(\tR\004text\0226\n\ntool_calls\030\005" +
-      " \003(\0132\027.compaction.v1.ToolCallR\ttoolCalls" +
-      "\022<\n\014tool_results\030\006 \003(\0132\031.compaction.v1.T" +
-      "oolResultR\013toolResults\022)\n\005parts\030\007 \003(\0132\023." +
-      "compaction.v1.PartR\005parts\022\026\n\006author\030\010 \001(" +
-      "\tR\006author\022\026\n\006branch\030\t \001(\tR\006branch\022>\n\010met" +
-      "adata\030\n \003(\0132\".compaction.v1.Event.Metada" +
-      "taEntryR\010metadata\022;\n\013create_time\030\013 \001(\0132\032" +
-      ".google.protobuf.TimestampR\ncreateTime\022\034" +
-      "\n\tsynthetic\030\014 \001(\010R\tsynthetic\022\032\n\010archived" +
-      "\030\r \001(\010R\010archived\022\037\n\013token_count\030\016 \001(\005R\nt" +
-      "okenCount\022\030\n\007cleared\030\017 \001(\010R\007cleared\032;\n\rM" +
-      "etadataEntry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005value\030" +
-      "\002 \001(\tR\005value:\0028\001*_\n\004Role\022\024\n\020ROLE_UNSPECI" +
-      "FIED\020\000\022\r\n\tROLE_USER\020\001\022\022\n\016ROLE_ASSISTANT\020" +
-      "\002\022\017\n\013ROLE_SYSTEM\020\003\022\r\n\tROLE_TOOL\020\004B\177\n\030dev" +
-      ".compactionsidecar.v1B\nEventProtoP\001ZUgit" +
-      "hub.com/compaction-sidecar/compaction-si" +
-      "decar/clients/go/compactionv1;compaction" +
-      "v1b\006proto3"
+      "on\022\034\n\tsignature\030\004 \001(\014R\tsignature\"n\n\nTool" +
+      "Result\022\027\n\007call_id\030\001 \001(\tR\006callId\022\022\n\004name\030" +
+      "\002 \001(\tR\004name\022\030\n\007content\030\003 \001(\tR\007content\022\031\n" +
+      "\010is_error\030\004 \001(\010R\007isError\"I\n\004Part\022\033\n\tmime" +
+      "_type\030\001 \001(\tR\010mimeType\022\022\n\004data\030\002 \001(\014R\004dat" +
+      "a\022\020\n\003uri\030\003 \001(\tR\003uri\"i\n\tReasoning\022\022\n\004text" +
+      "\030\001 \001(\tR\004text\022\034\n\tsignature\030\002 \001(\014R\tsignatu" +
+      "re\022\032\n\010redacted\030\003 \001(\010R\010redacted\022\016\n\002id\030\004 \001" +
+      "(\tR\002id\"\250\005\n\005Event\022\016\n\002id\030\001 \001(\tR\002id\022\032\n\010posi" +
+      "tion\030\002 \001(\003R\010position\022\'\n\004role\030\003 \001(\0162\023.com" +
+      "paction.v1.RoleR\004role\022\022\n\004text\030\004 \001(\tR\004tex" +
+      "t\0226\n\ntool_calls\030\005 \003(\0132\027.compaction.v1.To" +
+      "olCallR\ttoolCalls\022<\n\014tool_results\030\006 \003(\0132" +
+      "\031.compaction.v1.ToolResultR\013toolResults\022" +
+      ")\n\005parts\030\007 \003(\0132\023.compaction.v1.PartR\005par" +
+      "ts\022\026\n\006author\030\010 \001(\tR\006author\022\026\n\006branch\030\t \001" +
+      "(\tR\006branch\022>\n\010metadata\030\n \003(\0132\".compactio" +
+      "n.v1.Event.MetadataEntryR\010metadata\022;\n\013cr" +
+      "eate_time\030\013 \001(\0132\032.google.protobuf.Timest" +
+      "ampR\ncreateTime\022\034\n\tsynthetic\030\014 \001(\010R\tsynt" +
+      "hetic\022\032\n\010archived\030\r \001(\010R\010archived\022\037\n\013tok" +
+      "en_count\030\016 \001(\005R\ntokenCount\022\030\n\007cleared\030\017 " +
+      "\001(\010R\007cleared\0226\n\treasoning\030\020 \003(\0132\030.compac" +
+      "tion.v1.ReasoningR\treasoning\032;\n\rMetadata" +
+      "Entry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005value\030\002 \001(\tR\005" +
+      "value:\0028\001*_\n\004Role\022\024\n\020ROLE_UNSPECIFIED\020\000\022" +
+      "\r\n\tROLE_USER\020\001\022\022\n\016ROLE_ASSISTANT\020\002\022\017\n\013RO" +
+      "LE_SYSTEM\020\003\022\r\n\tROLE_TOOL\020\004B\177\n\030dev.compac" +
+      "tionsidecar.v1B\nEventProtoP\001ZUgithub.com" +
+      "/compaction-sidecar/compaction-sidecar/c" +
+      "lients/go/compactionv1;compactionv1b\006pro" +
+      "to3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -102,7 +112,7 @@ public final class EventProto extends com.google.protobuf.GeneratedFile {
     internal_static_compaction_v1_ToolCall_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_ToolCall_descriptor,
-        new java.lang.String[] { "Id", "Name", "ArgumentsJson", });
+        new java.lang.String[] { "Id", "Name", "ArgumentsJson", "Signature", });
     internal_static_compaction_v1_ToolResult_descriptor =
       getDescriptor().getMessageType(1);
     internal_static_compaction_v1_ToolResult_fieldAccessorTable = new
@@ -115,12 +125,18 @@ public final class EventProto extends com.google.protobuf.GeneratedFile {
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_Part_descriptor,
         new java.lang.String[] { "MimeType", "Data", "Uri", });
-    internal_static_compaction_v1_Event_descriptor =
+    internal_static_compaction_v1_Reasoning_descriptor =
       getDescriptor().getMessageType(3);
+    internal_static_compaction_v1_Reasoning_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_compaction_v1_Reasoning_descriptor,
+        new java.lang.String[] { "Text", "Signature", "Redacted", "Id", });
+    internal_static_compaction_v1_Event_descriptor =
+      getDescriptor().getMessageType(4);
     internal_static_compaction_v1_Event_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_Event_descriptor,
-        new java.lang.String[] { "Id", "Position", "Role", "Text", "ToolCalls", "ToolResults", "Parts", "Author", "Branch", "Metadata", "CreateTime", "Synthetic", "Archived", "TokenCount", "Cleared", });
+        new java.lang.String[] { "Id", "Position", "Role", "Text", "ToolCalls", "ToolResults", "Parts", "Author", "Branch", "Metadata", "CreateTime", "Synthetic", "Archived", "TokenCount", "Cleared", "Reasoning", });
     internal_static_compaction_v1_Event_MetadataEntry_descriptor =
       internal_static_compaction_v1_Event_descriptor.getNestedType(0);
     internal_static_compaction_v1_Event_MetadataEntry_fieldAccessorTable = new

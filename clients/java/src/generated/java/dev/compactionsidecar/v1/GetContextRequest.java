@@ -33,6 +33,7 @@ private static final long serialVersionUID = 0L;
   }
   private GetContextRequest() {
     sessionId_ = "";
+    format_ = 0;
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -100,6 +101,34 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int FORMAT_FIELD_NUMBER = 2;
+  private int format_ = 0;
+  /**
+   * <pre>
+   * Also render the window as this provider's request fragment, in
+   * GetContextResponse.rendered_json.
+   * </pre>
+   *
+   * <code>.compaction.v1.ContextFormat format = 2 [json_name = "format"];</code>
+   * @return The enum numeric value on the wire for format.
+   */
+  @java.lang.Override public int getFormatValue() {
+    return format_;
+  }
+  /**
+   * <pre>
+   * Also render the window as this provider's request fragment, in
+   * GetContextResponse.rendered_json.
+   * </pre>
+   *
+   * <code>.compaction.v1.ContextFormat format = 2 [json_name = "format"];</code>
+   * @return The format.
+   */
+  @java.lang.Override public dev.compactionsidecar.v1.ContextFormat getFormat() {
+    dev.compactionsidecar.v1.ContextFormat result = dev.compactionsidecar.v1.ContextFormat.forNumber(format_);
+    return result == null ? dev.compactionsidecar.v1.ContextFormat.UNRECOGNIZED : result;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -117,12 +146,19 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(sessionId_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 1, sessionId_);
     }
+    if (format_ != dev.compactionsidecar.v1.ContextFormat.CONTEXT_FORMAT_UNSPECIFIED.getNumber()) {
+      output.writeEnum(2, format_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
     int size = 0;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(sessionId_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(1, sessionId_);
+    }
+    if (format_ != dev.compactionsidecar.v1.ContextFormat.CONTEXT_FORMAT_UNSPECIFIED.getNumber()) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeEnumSize(2, format_);
     }
     return size;
   }
@@ -150,6 +186,7 @@ private static final long serialVersionUID = 0L;
 
     if (!getSessionId()
         .equals(other.getSessionId())) return false;
+    if (format_ != other.format_) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -163,6 +200,8 @@ private static final long serialVersionUID = 0L;
     hash = (19 * hash) + getDescriptor().hashCode();
     hash = (37 * hash) + SESSION_ID_FIELD_NUMBER;
     hash = (53 * hash) + getSessionId().hashCode();
+    hash = (37 * hash) + FORMAT_FIELD_NUMBER;
+    hash = (53 * hash) + format_;
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -299,6 +338,7 @@ private static final long serialVersionUID = 0L;
       super.clear();
       bitField0_ = 0;
       sessionId_ = "";
+      format_ = 0;
       return this;
     }
 
@@ -335,6 +375,9 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000001) != 0)) {
         result.sessionId_ = sessionId_;
       }
+      if (((from_bitField0_ & 0x00000002) != 0)) {
+        result.format_ = format_;
+      }
     }
 
     @java.lang.Override
@@ -353,6 +396,9 @@ private static final long serialVersionUID = 0L;
         sessionId_ = other.sessionId_;
         bitField0_ |= 0x00000001;
         onChanged();
+      }
+      if (other.format_ != 0) {
+        setFormatValue(other.getFormatValue());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -383,6 +429,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000001;
               break;
             } // case 10
+            case 16: {
+              format_ = input.readEnum();
+              bitField0_ |= 0x00000002;
+              break;
+            } // case 16
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -488,6 +539,83 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       sessionId_ = value;
       bitField0_ |= 0x00000001;
+      onChanged();
+      return this;
+    }
+
+    private int format_ = 0;
+    /**
+     * <pre>
+     * Also render the window as this provider's request fragment, in
+     * GetContextResponse.rendered_json.
+     * </pre>
+     *
+     * <code>.compaction.v1.ContextFormat format = 2 [json_name = "format"];</code>
+     * @return The enum numeric value on the wire for format.
+     */
+    @java.lang.Override public int getFormatValue() {
+      return format_;
+    }
+    /**
+     * <pre>
+     * Also render the window as this provider's request fragment, in
+     * GetContextResponse.rendered_json.
+     * </pre>
+     *
+     * <code>.compaction.v1.ContextFormat format = 2 [json_name = "format"];</code>
+     * @param value The enum numeric value on the wire for format to set.
+     * @return This builder for chaining.
+     */
+    public Builder setFormatValue(int value) {
+      format_ = value;
+      bitField0_ |= 0x00000002;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Also render the window as this provider's request fragment, in
+     * GetContextResponse.rendered_json.
+     * </pre>
+     *
+     * <code>.compaction.v1.ContextFormat format = 2 [json_name = "format"];</code>
+     * @return The format.
+     */
+    @java.lang.Override
+    public dev.compactionsidecar.v1.ContextFormat getFormat() {
+      dev.compactionsidecar.v1.ContextFormat result = dev.compactionsidecar.v1.ContextFormat.forNumber(format_);
+      return result == null ? dev.compactionsidecar.v1.ContextFormat.UNRECOGNIZED : result;
+    }
+    /**
+     * <pre>
+     * Also render the window as this provider's request fragment, in
+     * GetContextResponse.rendered_json.
+     * </pre>
+     *
+     * <code>.compaction.v1.ContextFormat format = 2 [json_name = "format"];</code>
+     * @param value The format to set.
+     * @throws IllegalArgumentException if UNRECOGNIZED is provided.
+     * @return This builder for chaining.
+     */
+    public Builder setFormat(dev.compactionsidecar.v1.ContextFormat value) {
+      java.util.Objects.requireNonNull(value);
+      bitField0_ |= 0x00000002;
+      format_ = value.getNumber();
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Also render the window as this provider's request fragment, in
+     * GetContextResponse.rendered_json.
+     * </pre>
+     *
+     * <code>.compaction.v1.ContextFormat format = 2 [json_name = "format"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearFormat() {
+      bitField0_ = (bitField0_ & ~0x00000002);
+      format_ = 0;
       onChanged();
       return this;
     }

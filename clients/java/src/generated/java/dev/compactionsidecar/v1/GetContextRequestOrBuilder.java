@@ -29,4 +29,25 @@ public interface GetContextRequestOrBuilder extends
    */
   com.google.protobuf.ByteString
       getSessionIdBytes();
+
+  /**
+   * <pre>
+   * Also render the window as this provider's request fragment, in
+   * GetContextResponse.rendered_json.
+   * </pre>
+   *
+   * <code>.compaction.v1.ContextFormat format = 2 [json_name = "format"];</code>
+   * @return The enum numeric value on the wire for format.
+   */
+  int getFormatValue();
+  /**
+   * <pre>
+   * Also render the window as this provider's request fragment, in
+   * GetContextResponse.rendered_json.
+   * </pre>
+   *
+   * <code>.compaction.v1.ContextFormat format = 2 [json_name = "format"];</code>
+   * @return The format.
+   */
+  dev.compactionsidecar.v1.ContextFormat getFormat();
 }

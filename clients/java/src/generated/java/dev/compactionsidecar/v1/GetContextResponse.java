@@ -33,6 +33,7 @@ private static final long serialVersionUID = 0L;
   }
   private GetContextResponse() {
     events_ = java.util.Collections.emptyList();
+    renderedJson_ = "";
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -178,6 +179,77 @@ private static final long serialVersionUID = 0L;
     return contentOmitted_;
   }
 
+  public static final int RENDERED_JSON_FIELD_NUMBER = 6;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object renderedJson_ = "";
+  /**
+   * <pre>
+   * The window rendered in the requested format (GetContextRequest.format),
+   * as JSON: the fields of the provider's request body that carry the
+   * conversation, ready to merge into it. Empty when no format was asked, and
+   * when content_omitted is set (render the events read in parts: every
+   * client can).
+   * </pre>
+   *
+   * <code>string rendered_json = 6 [json_name = "renderedJson"];</code>
+   * @return The renderedJson.
+   */
+  @java.lang.Override
+  public java.lang.String getRenderedJson() {
+    java.lang.Object ref = renderedJson_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      renderedJson_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * The window rendered in the requested format (GetContextRequest.format),
+   * as JSON: the fields of the provider's request body that carry the
+   * conversation, ready to merge into it. Empty when no format was asked, and
+   * when content_omitted is set (render the events read in parts: every
+   * client can).
+   * </pre>
+   *
+   * <code>string rendered_json = 6 [json_name = "renderedJson"];</code>
+   * @return The bytes for renderedJson.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getRenderedJsonBytes() {
+    java.lang.Object ref = renderedJson_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      renderedJson_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
+  public static final int ESTIMATED_PROMPT_TOKENS_FIELD_NUMBER = 7;
+  private int estimatedPromptTokens_ = 0;
+  /**
+   * <pre>
+   * token_count times the session's calibration factor: the prompt tokens
+   * the provider is expected to report for this window.
+   * </pre>
+   *
+   * <code>int32 estimated_prompt_tokens = 7 [json_name = "estimatedPromptTokens"];</code>
+   * @return The estimatedPromptTokens.
+   */
+  @java.lang.Override
+  public int getEstimatedPromptTokens() {
+    return estimatedPromptTokens_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -207,6 +279,12 @@ private static final long serialVersionUID = 0L;
     if (contentOmitted_ != false) {
       output.writeBool(5, contentOmitted_);
     }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(renderedJson_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 6, renderedJson_);
+    }
+    if (estimatedPromptTokens_ != 0) {
+      output.writeInt32(7, estimatedPromptTokens_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -235,6 +313,13 @@ private static final long serialVersionUID = 0L;
     if (contentOmitted_ != false) {
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(5, contentOmitted_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(renderedJson_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(6, renderedJson_);
+    }
+    if (estimatedPromptTokens_ != 0) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeInt32Size(7, estimatedPromptTokens_);
     }
     return size;
   }
@@ -270,6 +355,10 @@ private static final long serialVersionUID = 0L;
         != other.getTurnCount()) return false;
     if (getContentOmitted()
         != other.getContentOmitted()) return false;
+    if (!getRenderedJson()
+        .equals(other.getRenderedJson())) return false;
+    if (getEstimatedPromptTokens()
+        != other.getEstimatedPromptTokens()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -295,6 +384,10 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + CONTENT_OMITTED_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getContentOmitted());
+    hash = (37 * hash) + RENDERED_JSON_FIELD_NUMBER;
+    hash = (53 * hash) + getRenderedJson().hashCode();
+    hash = (37 * hash) + ESTIMATED_PROMPT_TOKENS_FIELD_NUMBER;
+    hash = (53 * hash) + getEstimatedPromptTokens();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -441,6 +534,8 @@ private static final long serialVersionUID = 0L;
       tokenCount_ = 0;
       turnCount_ = 0;
       contentOmitted_ = false;
+      renderedJson_ = "";
+      estimatedPromptTokens_ = 0;
       return this;
     }
 
@@ -499,6 +594,12 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000010) != 0)) {
         result.contentOmitted_ = contentOmitted_;
       }
+      if (((from_bitField0_ & 0x00000020) != 0)) {
+        result.renderedJson_ = renderedJson_;
+      }
+      if (((from_bitField0_ & 0x00000040) != 0)) {
+        result.estimatedPromptTokens_ = estimatedPromptTokens_;
+      }
     }
 
     @java.lang.Override
@@ -550,6 +651,14 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getContentOmitted() != false) {
         setContentOmitted(other.getContentOmitted());
+      }
+      if (!other.getRenderedJson().isEmpty()) {
+        renderedJson_ = other.renderedJson_;
+        bitField0_ |= 0x00000020;
+        onChanged();
+      }
+      if (other.getEstimatedPromptTokens() != 0) {
+        setEstimatedPromptTokens(other.getEstimatedPromptTokens());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -608,6 +717,16 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000010;
               break;
             } // case 40
+            case 50: {
+              renderedJson_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000020;
+              break;
+            } // case 50
+            case 56: {
+              estimatedPromptTokens_ = input.readInt32();
+              bitField0_ |= 0x00000040;
+              break;
+            } // case 56
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1115,6 +1234,165 @@ private static final long serialVersionUID = 0L;
     public Builder clearContentOmitted() {
       bitField0_ = (bitField0_ & ~0x00000010);
       contentOmitted_ = false;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object renderedJson_ = "";
+    /**
+     * <pre>
+     * The window rendered in the requested format (GetContextRequest.format),
+     * as JSON: the fields of the provider's request body that carry the
+     * conversation, ready to merge into it. Empty when no format was asked, and
+     * when content_omitted is set (render the events read in parts: every
+     * client can).
+     * </pre>
+     *
+     * <code>string rendered_json = 6 [json_name = "renderedJson"];</code>
+     * @return The renderedJson.
+     */
+    public java.lang.String getRenderedJson() {
+      java.lang.Object ref = renderedJson_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        renderedJson_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * The window rendered in the requested format (GetContextRequest.format),
+     * as JSON: the fields of the provider's request body that carry the
+     * conversation, ready to merge into it. Empty when no format was asked, and
+     * when content_omitted is set (render the events read in parts: every
+     * client can).
+     * </pre>
+     *
+     * <code>string rendered_json = 6 [json_name = "renderedJson"];</code>
+     * @return The bytes for renderedJson.
+     */
+    public com.google.protobuf.ByteString
+        getRenderedJsonBytes() {
+      java.lang.Object ref = renderedJson_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        renderedJson_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * The window rendered in the requested format (GetContextRequest.format),
+     * as JSON: the fields of the provider's request body that carry the
+     * conversation, ready to merge into it. Empty when no format was asked, and
+     * when content_omitted is set (render the events read in parts: every
+     * client can).
+     * </pre>
+     *
+     * <code>string rendered_json = 6 [json_name = "renderedJson"];</code>
+     * @param value The renderedJson to set.
+     * @return This builder for chaining.
+     */
+    public Builder setRenderedJson(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      renderedJson_ = value;
+      bitField0_ |= 0x00000020;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The window rendered in the requested format (GetContextRequest.format),
+     * as JSON: the fields of the provider's request body that carry the
+     * conversation, ready to merge into it. Empty when no format was asked, and
+     * when content_omitted is set (render the events read in parts: every
+     * client can).
+     * </pre>
+     *
+     * <code>string rendered_json = 6 [json_name = "renderedJson"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearRenderedJson() {
+      renderedJson_ = getDefaultInstance().getRenderedJson();
+      bitField0_ = (bitField0_ & ~0x00000020);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The window rendered in the requested format (GetContextRequest.format),
+     * as JSON: the fields of the provider's request body that carry the
+     * conversation, ready to merge into it. Empty when no format was asked, and
+     * when content_omitted is set (render the events read in parts: every
+     * client can).
+     * </pre>
+     *
+     * <code>string rendered_json = 6 [json_name = "renderedJson"];</code>
+     * @param value The bytes for renderedJson to set.
+     * @return This builder for chaining.
+     */
+    public Builder setRenderedJsonBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      renderedJson_ = value;
+      bitField0_ |= 0x00000020;
+      onChanged();
+      return this;
+    }
+
+    private int estimatedPromptTokens_ ;
+    /**
+     * <pre>
+     * token_count times the session's calibration factor: the prompt tokens
+     * the provider is expected to report for this window.
+     * </pre>
+     *
+     * <code>int32 estimated_prompt_tokens = 7 [json_name = "estimatedPromptTokens"];</code>
+     * @return The estimatedPromptTokens.
+     */
+    @java.lang.Override
+    public int getEstimatedPromptTokens() {
+      return estimatedPromptTokens_;
+    }
+    /**
+     * <pre>
+     * token_count times the session's calibration factor: the prompt tokens
+     * the provider is expected to report for this window.
+     * </pre>
+     *
+     * <code>int32 estimated_prompt_tokens = 7 [json_name = "estimatedPromptTokens"];</code>
+     * @param value The estimatedPromptTokens to set.
+     * @return This builder for chaining.
+     */
+    public Builder setEstimatedPromptTokens(int value) {
+
+      estimatedPromptTokens_ = value;
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * token_count times the session's calibration factor: the prompt tokens
+     * the provider is expected to report for this window.
+     * </pre>
+     *
+     * <code>int32 estimated_prompt_tokens = 7 [json_name = "estimatedPromptTokens"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearEstimatedPromptTokens() {
+      bitField0_ = (bitField0_ & ~0x00000040);
+      estimatedPromptTokens_ = 0;
       onChanged();
       return this;
     }

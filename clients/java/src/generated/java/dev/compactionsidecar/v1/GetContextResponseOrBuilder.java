@@ -97,4 +97,43 @@ public interface GetContextResponseOrBuilder extends
    * @return The contentOmitted.
    */
   boolean getContentOmitted();
+
+  /**
+   * <pre>
+   * The window rendered in the requested format (GetContextRequest.format),
+   * as JSON: the fields of the provider's request body that carry the
+   * conversation, ready to merge into it. Empty when no format was asked, and
+   * when content_omitted is set (render the events read in parts: every
+   * client can).
+   * </pre>
+   *
+   * <code>string rendered_json = 6 [json_name = "renderedJson"];</code>
+   * @return The renderedJson.
+   */
+  java.lang.String getRenderedJson();
+  /**
+   * <pre>
+   * The window rendered in the requested format (GetContextRequest.format),
+   * as JSON: the fields of the provider's request body that carry the
+   * conversation, ready to merge into it. Empty when no format was asked, and
+   * when content_omitted is set (render the events read in parts: every
+   * client can).
+   * </pre>
+   *
+   * <code>string rendered_json = 6 [json_name = "renderedJson"];</code>
+   * @return The bytes for renderedJson.
+   */
+  com.google.protobuf.ByteString
+      getRenderedJsonBytes();
+
+  /**
+   * <pre>
+   * token_count times the session's calibration factor: the prompt tokens
+   * the provider is expected to report for this window.
+   * </pre>
+   *
+   * <code>int32 estimated_prompt_tokens = 7 [json_name = "estimatedPromptTokens"];</code>
+   * @return The estimatedPromptTokens.
+   */
+  int getEstimatedPromptTokens();
 }

@@ -89,62 +89,65 @@ public final class PolicyProto extends com.google.protobuf.GeneratedFile {
       ".v1\"y\n\020CompactionPolicy\0220\n\007trigger\030\001 \001(\013" +
       "2\026.compaction.v1.TriggerR\007trigger\0223\n\010str" +
       "ategy\030\002 \001(\0132\027.compaction.v1.StrategyR\010st" +
-      "rategy\"\245\002\n\007Trigger\022\037\n\nturn_count\030\001 \001(\005H\000" +
+      "rategy\"\322\002\n\007Trigger\022\037\n\nturn_count\030\001 \001(\005H\000" +
       "R\tturnCount\022!\n\013token_count\030\002 \001(\005H\000R\ntoke" +
       "nCount\022!\n\013event_count\030\003 \001(\005H\000R\neventCoun" +
       "t\022\'\n\016interval_turns\030\004 \001(\005H\000R\rintervalTur" +
       "ns\0223\n\006any_of\030\005 \001(\0132\032.compaction.v1.Trigg" +
       "erListH\000R\005anyOf\0223\n\006all_of\030\006 \001(\0132\032.compac" +
       "tion.v1.TriggerListH\000R\005allOf\022\030\n\006always\030\007" +
-      " \001(\010H\000R\006alwaysB\006\n\004kind\"A\n\013TriggerList\0222\n" +
-      "\010triggers\030\001 \003(\0132\026.compaction.v1.TriggerR" +
-      "\010triggers\"\223\004\n\010Strategy\022E\n\016sliding_window" +
-      "\030\001 \001(\0132\034.compaction.v1.SlidingWindowH\000R\r" +
-      "slidingWindow\022<\n\013turn_window\030\002 \001(\0132\031.com" +
-      "paction.v1.TurnWindowH\000R\nturnWindow\022?\n\014t" +
-      "oken_budget\030\003 \001(\0132\032.compaction.v1.TokenB" +
-      "udgetH\000R\013tokenBudget\0228\n\tsummarize\030\004 \001(\0132" +
-      "\030.compaction.v1.SummarizeH\000R\tsummarize\022O" +
-      "\n\022clear_tool_results\030\007 \001(\0132\037.compaction." +
-      "v1.ClearToolResultsH\000R\020clearToolResults\022" +
-      "5\n\010pipeline\030\010 \001(\0132\027.compaction.v1.Pipeli" +
-      "neH\000R\010pipeline\0223\n\010boundary\030\005 \001(\0162\027.compa" +
-      "ction.v1.BoundaryR\010boundary\022-\n\020min_saved" +
-      "_tokens\030\006 \001(\005H\001R\016minSavedTokens\210\001\001B\006\n\004ki" +
-      "ndB\023\n\021_min_saved_tokens\"B\n\rSlidingWindow" +
-      "\022\"\n\nmax_events\030\001 \001(\005H\000R\tmaxEvents\210\001\001B\r\n\013" +
-      "_max_events\"<\n\nTurnWindow\022 \n\tmax_turns\030\001" +
-      " \001(\005H\000R\010maxTurns\210\001\001B\014\n\n_max_turns\"@\n\013Tok" +
-      "enBudget\022\"\n\nmax_tokens\030\001 \001(\005H\000R\tmaxToken" +
-      "s\210\001\001B\r\n\013_max_tokens\"\273\004\n\tSummarize\0220\n\022max" +
-      "_events_to_keep\030\001 \001(\005H\000R\017maxEventsToKeep" +
-      "\210\001\001\022\035\n\007overlap\030\002 \001(\005H\001R\007overlap\210\001\001\022#\n\rsy" +
-      "stem_prompt\030\003 \001(\tR\014systemPrompt\022#\n\rshado" +
-      "w_prompt\030\004 \001(\tR\014shadowPrompt\022\024\n\005model\030\005 " +
-      "\001(\tR\005model\0221\n\022max_summary_tokens\030\006 \001(\005H\002" +
-      "R\020maxSummaryTokens\210\001\001\022-\n\020max_input_token" +
-      "s\030\007 \001(\005H\003R\016maxInputTokens\210\001\001\0228\n\026max_tool" +
-      "_result_tokens\030\010 \001(\005H\004R\023maxToolResultTok" +
-      "ens\210\001\001\022%\n\013temperature\030\t \001(\002H\005R\013temperatu" +
-      "re\210\001\001\022,\n\017thinking_budget\030\n \001(\005H\006R\016thinki" +
-      "ngBudget\210\001\001B\025\n\023_max_events_to_keepB\n\n\010_o" +
-      "verlapB\025\n\023_max_summary_tokensB\023\n\021_max_in" +
-      "put_tokensB\031\n\027_max_tool_result_tokensB\016\n" +
-      "\014_temperatureB\022\n\020_thinking_budget\"\215\002\n\020Cl" +
-      "earToolResults\022)\n\016keep_tool_uses\030\001 \001(\005H\000" +
-      "R\014keepToolUses\210\001\001\022#\n\rexclude_tools\030\002 \003(\t" +
-      "R\014excludeTools\022*\n\021clear_tool_inputs\030\003 \001(" +
-      "\010R\017clearToolInputs\0221\n\022min_cleared_tokens" +
-      "\030\004 \001(\005H\001R\020minClearedTokens\210\001\001\022 \n\013placeho" +
-      "lder\030\005 \001(\tR\013placeholderB\021\n\017_keep_tool_us" +
-      "esB\025\n\023_min_cleared_tokens\"9\n\010Pipeline\022-\n" +
-      "\005steps\030\001 \003(\0132\027.compaction.v1.StrategyR\005s" +
-      "teps*O\n\010Boundary\022\030\n\024BOUNDARY_UNSPECIFIED" +
-      "\020\000\022\021\n\rBOUNDARY_TURN\020\001\022\026\n\022BOUNDARY_TOOL_P" +
-      "AIR\020\002B\200\001\n\030dev.compactionsidecar.v1B\013Poli" +
-      "cyProtoP\001ZUgithub.com/compaction-sidecar" +
-      "/compaction-sidecar/clients/go/compactio" +
-      "nv1;compactionv1b\006proto3"
+      " \001(\010H\000R\006always\022+\n\020context_fraction\030\010 \001(\001" +
+      "H\000R\017contextFractionB\006\n\004kind\"A\n\013TriggerLi" +
+      "st\0222\n\010triggers\030\001 \003(\0132\026.compaction.v1.Tri" +
+      "ggerR\010triggers\"\223\004\n\010Strategy\022E\n\016sliding_w" +
+      "indow\030\001 \001(\0132\034.compaction.v1.SlidingWindo" +
+      "wH\000R\rslidingWindow\022<\n\013turn_window\030\002 \001(\0132" +
+      "\031.compaction.v1.TurnWindowH\000R\nturnWindow" +
+      "\022?\n\014token_budget\030\003 \001(\0132\032.compaction.v1.T" +
+      "okenBudgetH\000R\013tokenBudget\0228\n\tsummarize\030\004" +
+      " \001(\0132\030.compaction.v1.SummarizeH\000R\tsummar" +
+      "ize\022O\n\022clear_tool_results\030\007 \001(\0132\037.compac" +
+      "tion.v1.ClearToolResultsH\000R\020clearToolRes" +
+      "ults\0225\n\010pipeline\030\010 \001(\0132\027.compaction.v1.P" +
+      "ipelineH\000R\010pipeline\0223\n\010boundary\030\005 \001(\0162\027." +
+      "compaction.v1.BoundaryR\010boundary\022-\n\020min_" +
+      "saved_tokens\030\006 \001(\005H\001R\016minSavedTokens\210\001\001B" +
+      "\006\n\004kindB\023\n\021_min_saved_tokens\"B\n\rSlidingW" +
+      "indow\022\"\n\nmax_events\030\001 \001(\005H\000R\tmaxEvents\210\001" +
+      "\001B\r\n\013_max_events\"<\n\nTurnWindow\022 \n\tmax_tu" +
+      "rns\030\001 \001(\005H\000R\010maxTurns\210\001\001B\014\n\n_max_turns\"@" +
+      "\n\013TokenBudget\022\"\n\nmax_tokens\030\001 \001(\005H\000R\tmax" +
+      "Tokens\210\001\001B\r\n\013_max_tokens\"\273\004\n\tSummarize\0220" +
+      "\n\022max_events_to_keep\030\001 \001(\005H\000R\017maxEventsT" +
+      "oKeep\210\001\001\022\035\n\007overlap\030\002 \001(\005H\001R\007overlap\210\001\001\022" +
+      "#\n\rsystem_prompt\030\003 \001(\tR\014systemPrompt\022#\n\r" +
+      "shadow_prompt\030\004 \001(\tR\014shadowPrompt\022\024\n\005mod" +
+      "el\030\005 \001(\tR\005model\0221\n\022max_summary_tokens\030\006 " +
+      "\001(\005H\002R\020maxSummaryTokens\210\001\001\022-\n\020max_input_" +
+      "tokens\030\007 \001(\005H\003R\016maxInputTokens\210\001\001\0228\n\026max" +
+      "_tool_result_tokens\030\010 \001(\005H\004R\023maxToolResu" +
+      "ltTokens\210\001\001\022%\n\013temperature\030\t \001(\002H\005R\013temp" +
+      "erature\210\001\001\022,\n\017thinking_budget\030\n \001(\005H\006R\016t" +
+      "hinkingBudget\210\001\001B\025\n\023_max_events_to_keepB" +
+      "\n\n\010_overlapB\025\n\023_max_summary_tokensB\023\n\021_m" +
+      "ax_input_tokensB\031\n\027_max_tool_result_toke" +
+      "nsB\016\n\014_temperatureB\022\n\020_thinking_budget\"\335" +
+      "\002\n\020ClearToolResults\022)\n\016keep_tool_uses\030\001 " +
+      "\001(\005H\000R\014keepToolUses\210\001\001\022#\n\rexclude_tools\030" +
+      "\002 \003(\tR\014excludeTools\022*\n\021clear_tool_inputs" +
+      "\030\003 \001(\010R\017clearToolInputs\0221\n\022min_cleared_t" +
+      "okens\030\004 \001(\005H\001R\020minClearedTokens\210\001\001\022 \n\013pl" +
+      "aceholder\030\005 \001(\tR\013placeholder\0225\n\024keep_rea" +
+      "soning_turns\030\006 \001(\005H\002R\022keepReasoningTurns" +
+      "\210\001\001B\021\n\017_keep_tool_usesB\025\n\023_min_cleared_t" +
+      "okensB\027\n\025_keep_reasoning_turns\"9\n\010Pipeli" +
+      "ne\022-\n\005steps\030\001 \003(\0132\027.compaction.v1.Strate" +
+      "gyR\005steps*O\n\010Boundary\022\030\n\024BOUNDARY_UNSPEC" +
+      "IFIED\020\000\022\021\n\rBOUNDARY_TURN\020\001\022\026\n\022BOUNDARY_T" +
+      "OOL_PAIR\020\002B\200\001\n\030dev.compactionsidecar.v1B" +
+      "\013PolicyProtoP\001ZUgithub.com/compaction-si" +
+      "decar/compaction-sidecar/clients/go/comp" +
+      "actionv1;compactionv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -161,7 +164,7 @@ public final class PolicyProto extends com.google.protobuf.GeneratedFile {
     internal_static_compaction_v1_Trigger_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_Trigger_descriptor,
-        new java.lang.String[] { "TurnCount", "TokenCount", "EventCount", "IntervalTurns", "AnyOf", "AllOf", "Always", "Kind", });
+        new java.lang.String[] { "TurnCount", "TokenCount", "EventCount", "IntervalTurns", "AnyOf", "AllOf", "Always", "ContextFraction", "Kind", });
     internal_static_compaction_v1_TriggerList_descriptor =
       getDescriptor().getMessageType(2);
     internal_static_compaction_v1_TriggerList_fieldAccessorTable = new
@@ -203,7 +206,7 @@ public final class PolicyProto extends com.google.protobuf.GeneratedFile {
     internal_static_compaction_v1_ClearToolResults_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_ClearToolResults_descriptor,
-        new java.lang.String[] { "KeepToolUses", "ExcludeTools", "ClearToolInputs", "MinClearedTokens", "Placeholder", });
+        new java.lang.String[] { "KeepToolUses", "ExcludeTools", "ClearToolInputs", "MinClearedTokens", "Placeholder", "KeepReasoningTurns", });
     internal_static_compaction_v1_Pipeline_descriptor =
       getDescriptor().getMessageType(9);
     internal_static_compaction_v1_Pipeline_fieldAccessorTable = new

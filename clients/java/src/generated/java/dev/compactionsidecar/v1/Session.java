@@ -34,6 +34,7 @@ private static final long serialVersionUID = 0L;
   private Session() {
     sessionId_ = "";
     lastCompactionId_ = "";
+    model_ = "";
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -449,6 +450,143 @@ java.lang.String defaultValue) {
     }
   }
 
+  public static final int MODEL_FIELD_NUMBER = 12;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object model_ = "";
+  /**
+   * <pre>
+   * The model the agent calls with this session's context, e.g.
+   * "gemini-2.5-flash", "gpt-5", "claude-sonnet-4-5". Must have a model
+   * profile (built in, or from the server's --model-profiles file); empty
+   * means none. Set by CreateSessionRequest.model, changed by UpdateSession
+   * with the mask path "model".
+   * </pre>
+   *
+   * <code>string model = 12 [json_name = "model"];</code>
+   * @return The model.
+   */
+  @java.lang.Override
+  public java.lang.String getModel() {
+    java.lang.Object ref = model_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      model_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * The model the agent calls with this session's context, e.g.
+   * "gemini-2.5-flash", "gpt-5", "claude-sonnet-4-5". Must have a model
+   * profile (built in, or from the server's --model-profiles file); empty
+   * means none. Set by CreateSessionRequest.model, changed by UpdateSession
+   * with the mask path "model".
+   * </pre>
+   *
+   * <code>string model = 12 [json_name = "model"];</code>
+   * @return The bytes for model.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getModelBytes() {
+    java.lang.Object ref = model_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      model_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
+  public static final int MODEL_PROFILE_FIELD_NUMBER = 13;
+  private dev.compactionsidecar.v1.ModelProfile modelProfile_;
+  /**
+   * <pre>
+   * Output only. The profile of model: its provider, input window and output
+   * reserve. Unset when model is empty.
+   * </pre>
+   *
+   * <code>.compaction.v1.ModelProfile model_profile = 13 [json_name = "modelProfile"];</code>
+   * @return Whether the modelProfile field is set.
+   */
+  @java.lang.Override
+  public boolean hasModelProfile() {
+    return ((bitField0_ & 0x00000008) != 0);
+  }
+  /**
+   * <pre>
+   * Output only. The profile of model: its provider, input window and output
+   * reserve. Unset when model is empty.
+   * </pre>
+   *
+   * <code>.compaction.v1.ModelProfile model_profile = 13 [json_name = "modelProfile"];</code>
+   * @return The modelProfile.
+   */
+  @java.lang.Override
+  public dev.compactionsidecar.v1.ModelProfile getModelProfile() {
+    return modelProfile_ == null ? dev.compactionsidecar.v1.ModelProfile.getDefaultInstance() : modelProfile_;
+  }
+  /**
+   * <pre>
+   * Output only. The profile of model: its provider, input window and output
+   * reserve. Unset when model is empty.
+   * </pre>
+   *
+   * <code>.compaction.v1.ModelProfile model_profile = 13 [json_name = "modelProfile"];</code>
+   */
+  @java.lang.Override
+  public dev.compactionsidecar.v1.ModelProfileOrBuilder getModelProfileOrBuilder() {
+    return modelProfile_ == null ? dev.compactionsidecar.v1.ModelProfile.getDefaultInstance() : modelProfile_;
+  }
+
+  public static final int CALIBRATION_FIELD_NUMBER = 14;
+  private dev.compactionsidecar.v1.TokenCalibration calibration_;
+  /**
+   * <pre>
+   * Output only. How the provider's reported prompt tokens compare with this
+   * session's estimates (AppendEventsRequest.usage).
+   * </pre>
+   *
+   * <code>.compaction.v1.TokenCalibration calibration = 14 [json_name = "calibration"];</code>
+   * @return Whether the calibration field is set.
+   */
+  @java.lang.Override
+  public boolean hasCalibration() {
+    return ((bitField0_ & 0x00000010) != 0);
+  }
+  /**
+   * <pre>
+   * Output only. How the provider's reported prompt tokens compare with this
+   * session's estimates (AppendEventsRequest.usage).
+   * </pre>
+   *
+   * <code>.compaction.v1.TokenCalibration calibration = 14 [json_name = "calibration"];</code>
+   * @return The calibration.
+   */
+  @java.lang.Override
+  public dev.compactionsidecar.v1.TokenCalibration getCalibration() {
+    return calibration_ == null ? dev.compactionsidecar.v1.TokenCalibration.getDefaultInstance() : calibration_;
+  }
+  /**
+   * <pre>
+   * Output only. How the provider's reported prompt tokens compare with this
+   * session's estimates (AppendEventsRequest.usage).
+   * </pre>
+   *
+   * <code>.compaction.v1.TokenCalibration calibration = 14 [json_name = "calibration"];</code>
+   */
+  @java.lang.Override
+  public dev.compactionsidecar.v1.TokenCalibrationOrBuilder getCalibrationOrBuilder() {
+    return calibration_ == null ? dev.compactionsidecar.v1.TokenCalibration.getDefaultInstance() : calibration_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -498,6 +636,15 @@ java.lang.String defaultValue) {
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(lastCompactionId_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 11, lastCompactionId_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(model_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 12, model_);
+    }
+    if (((bitField0_ & 0x00000008) != 0)) {
+      output.writeMessage(13, getModelProfile());
+    }
+    if (((bitField0_ & 0x00000010) != 0)) {
+      output.writeMessage(14, getCalibration());
     }
     getUnknownFields().writeTo(output);
   }
@@ -550,6 +697,17 @@ java.lang.String defaultValue) {
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(lastCompactionId_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(11, lastCompactionId_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(model_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(12, model_);
+    }
+    if (((bitField0_ & 0x00000008) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(13, getModelProfile());
+    }
+    if (((bitField0_ & 0x00000010) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(14, getCalibration());
     }
     return size;
   }
@@ -606,6 +764,18 @@ java.lang.String defaultValue) {
         != other.getTotalEventCount()) return false;
     if (!getLastCompactionId()
         .equals(other.getLastCompactionId())) return false;
+    if (!getModel()
+        .equals(other.getModel())) return false;
+    if (hasModelProfile() != other.hasModelProfile()) return false;
+    if (hasModelProfile()) {
+      if (!getModelProfile()
+          .equals(other.getModelProfile())) return false;
+    }
+    if (hasCalibration() != other.hasCalibration()) return false;
+    if (hasCalibration()) {
+      if (!getCalibration()
+          .equals(other.getCalibration())) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -649,6 +819,16 @@ java.lang.String defaultValue) {
         getTotalEventCount());
     hash = (37 * hash) + LAST_COMPACTION_ID_FIELD_NUMBER;
     hash = (53 * hash) + getLastCompactionId().hashCode();
+    hash = (37 * hash) + MODEL_FIELD_NUMBER;
+    hash = (53 * hash) + getModel().hashCode();
+    if (hasModelProfile()) {
+      hash = (37 * hash) + MODEL_PROFILE_FIELD_NUMBER;
+      hash = (53 * hash) + getModelProfile().hashCode();
+    }
+    if (hasCalibration()) {
+      hash = (37 * hash) + CALIBRATION_FIELD_NUMBER;
+      hash = (53 * hash) + getCalibration().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -808,6 +988,8 @@ java.lang.String defaultValue) {
         internalGetPolicyFieldBuilder();
         internalGetCreateTimeFieldBuilder();
         internalGetUpdateTimeFieldBuilder();
+        internalGetModelProfileFieldBuilder();
+        internalGetCalibrationFieldBuilder();
       }
     }
     @java.lang.Override
@@ -837,6 +1019,17 @@ java.lang.String defaultValue) {
       activeTokens_ = 0;
       totalEventCount_ = 0L;
       lastCompactionId_ = "";
+      model_ = "";
+      modelProfile_ = null;
+      if (modelProfileBuilder_ != null) {
+        modelProfileBuilder_.dispose();
+        modelProfileBuilder_ = null;
+      }
+      calibration_ = null;
+      if (calibrationBuilder_ != null) {
+        calibrationBuilder_.dispose();
+        calibrationBuilder_ = null;
+      }
       return this;
     }
 
@@ -914,6 +1107,21 @@ java.lang.String defaultValue) {
       if (((from_bitField0_ & 0x00000400) != 0)) {
         result.lastCompactionId_ = lastCompactionId_;
       }
+      if (((from_bitField0_ & 0x00000800) != 0)) {
+        result.model_ = model_;
+      }
+      if (((from_bitField0_ & 0x00001000) != 0)) {
+        result.modelProfile_ = modelProfileBuilder_ == null
+            ? modelProfile_
+            : modelProfileBuilder_.build();
+        to_bitField0_ |= 0x00000008;
+      }
+      if (((from_bitField0_ & 0x00002000) != 0)) {
+        result.calibration_ = calibrationBuilder_ == null
+            ? calibration_
+            : calibrationBuilder_.build();
+        to_bitField0_ |= 0x00000010;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -965,6 +1173,17 @@ java.lang.String defaultValue) {
         lastCompactionId_ = other.lastCompactionId_;
         bitField0_ |= 0x00000400;
         onChanged();
+      }
+      if (!other.getModel().isEmpty()) {
+        model_ = other.model_;
+        bitField0_ |= 0x00000800;
+        onChanged();
+      }
+      if (other.hasModelProfile()) {
+        mergeModelProfile(other.getModelProfile());
+      }
+      if (other.hasCalibration()) {
+        mergeCalibration(other.getCalibration());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -1055,6 +1274,25 @@ java.lang.String defaultValue) {
               bitField0_ |= 0x00000400;
               break;
             } // case 90
+            case 98: {
+              model_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000800;
+              break;
+            } // case 98
+            case 106: {
+              input.readMessage(
+                  internalGetModelProfileFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00001000;
+              break;
+            } // case 106
+            case 114: {
+              input.readMessage(
+                  internalGetCalibrationFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00002000;
+              break;
+            } // case 114
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2106,6 +2344,446 @@ java.lang.String defaultValue) {
       bitField0_ |= 0x00000400;
       onChanged();
       return this;
+    }
+
+    private java.lang.Object model_ = "";
+    /**
+     * <pre>
+     * The model the agent calls with this session's context, e.g.
+     * "gemini-2.5-flash", "gpt-5", "claude-sonnet-4-5". Must have a model
+     * profile (built in, or from the server's --model-profiles file); empty
+     * means none. Set by CreateSessionRequest.model, changed by UpdateSession
+     * with the mask path "model".
+     * </pre>
+     *
+     * <code>string model = 12 [json_name = "model"];</code>
+     * @return The model.
+     */
+    public java.lang.String getModel() {
+      java.lang.Object ref = model_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        model_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * The model the agent calls with this session's context, e.g.
+     * "gemini-2.5-flash", "gpt-5", "claude-sonnet-4-5". Must have a model
+     * profile (built in, or from the server's --model-profiles file); empty
+     * means none. Set by CreateSessionRequest.model, changed by UpdateSession
+     * with the mask path "model".
+     * </pre>
+     *
+     * <code>string model = 12 [json_name = "model"];</code>
+     * @return The bytes for model.
+     */
+    public com.google.protobuf.ByteString
+        getModelBytes() {
+      java.lang.Object ref = model_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        model_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * The model the agent calls with this session's context, e.g.
+     * "gemini-2.5-flash", "gpt-5", "claude-sonnet-4-5". Must have a model
+     * profile (built in, or from the server's --model-profiles file); empty
+     * means none. Set by CreateSessionRequest.model, changed by UpdateSession
+     * with the mask path "model".
+     * </pre>
+     *
+     * <code>string model = 12 [json_name = "model"];</code>
+     * @param value The model to set.
+     * @return This builder for chaining.
+     */
+    public Builder setModel(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      model_ = value;
+      bitField0_ |= 0x00000800;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The model the agent calls with this session's context, e.g.
+     * "gemini-2.5-flash", "gpt-5", "claude-sonnet-4-5". Must have a model
+     * profile (built in, or from the server's --model-profiles file); empty
+     * means none. Set by CreateSessionRequest.model, changed by UpdateSession
+     * with the mask path "model".
+     * </pre>
+     *
+     * <code>string model = 12 [json_name = "model"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearModel() {
+      model_ = getDefaultInstance().getModel();
+      bitField0_ = (bitField0_ & ~0x00000800);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The model the agent calls with this session's context, e.g.
+     * "gemini-2.5-flash", "gpt-5", "claude-sonnet-4-5". Must have a model
+     * profile (built in, or from the server's --model-profiles file); empty
+     * means none. Set by CreateSessionRequest.model, changed by UpdateSession
+     * with the mask path "model".
+     * </pre>
+     *
+     * <code>string model = 12 [json_name = "model"];</code>
+     * @param value The bytes for model to set.
+     * @return This builder for chaining.
+     */
+    public Builder setModelBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      model_ = value;
+      bitField0_ |= 0x00000800;
+      onChanged();
+      return this;
+    }
+
+    private dev.compactionsidecar.v1.ModelProfile modelProfile_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.compactionsidecar.v1.ModelProfile, dev.compactionsidecar.v1.ModelProfile.Builder, dev.compactionsidecar.v1.ModelProfileOrBuilder> modelProfileBuilder_;
+    /**
+     * <pre>
+     * Output only. The profile of model: its provider, input window and output
+     * reserve. Unset when model is empty.
+     * </pre>
+     *
+     * <code>.compaction.v1.ModelProfile model_profile = 13 [json_name = "modelProfile"];</code>
+     * @return Whether the modelProfile field is set.
+     */
+    public boolean hasModelProfile() {
+      return ((bitField0_ & 0x00001000) != 0);
+    }
+    /**
+     * <pre>
+     * Output only. The profile of model: its provider, input window and output
+     * reserve. Unset when model is empty.
+     * </pre>
+     *
+     * <code>.compaction.v1.ModelProfile model_profile = 13 [json_name = "modelProfile"];</code>
+     * @return The modelProfile.
+     */
+    public dev.compactionsidecar.v1.ModelProfile getModelProfile() {
+      if (modelProfileBuilder_ == null) {
+        return modelProfile_ == null ? dev.compactionsidecar.v1.ModelProfile.getDefaultInstance() : modelProfile_;
+      } else {
+        return modelProfileBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The profile of model: its provider, input window and output
+     * reserve. Unset when model is empty.
+     * </pre>
+     *
+     * <code>.compaction.v1.ModelProfile model_profile = 13 [json_name = "modelProfile"];</code>
+     */
+    public Builder setModelProfile(dev.compactionsidecar.v1.ModelProfile value) {
+      if (modelProfileBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        modelProfile_ = value;
+      } else {
+        modelProfileBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00001000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The profile of model: its provider, input window and output
+     * reserve. Unset when model is empty.
+     * </pre>
+     *
+     * <code>.compaction.v1.ModelProfile model_profile = 13 [json_name = "modelProfile"];</code>
+     */
+    public Builder setModelProfile(
+        dev.compactionsidecar.v1.ModelProfile.Builder builderForValue) {
+      if (modelProfileBuilder_ == null) {
+        modelProfile_ = builderForValue.build();
+      } else {
+        modelProfileBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00001000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The profile of model: its provider, input window and output
+     * reserve. Unset when model is empty.
+     * </pre>
+     *
+     * <code>.compaction.v1.ModelProfile model_profile = 13 [json_name = "modelProfile"];</code>
+     */
+    public Builder mergeModelProfile(dev.compactionsidecar.v1.ModelProfile value) {
+      if (modelProfileBuilder_ == null) {
+        if (((bitField0_ & 0x00001000) != 0) &&
+          modelProfile_ != null &&
+          modelProfile_ != dev.compactionsidecar.v1.ModelProfile.getDefaultInstance()) {
+          getModelProfileBuilder().mergeFrom(value);
+        } else {
+          modelProfile_ = value;
+        }
+      } else {
+        modelProfileBuilder_.mergeFrom(value);
+      }
+      if (modelProfile_ != null) {
+        bitField0_ |= 0x00001000;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The profile of model: its provider, input window and output
+     * reserve. Unset when model is empty.
+     * </pre>
+     *
+     * <code>.compaction.v1.ModelProfile model_profile = 13 [json_name = "modelProfile"];</code>
+     */
+    public Builder clearModelProfile() {
+      bitField0_ = (bitField0_ & ~0x00001000);
+      modelProfile_ = null;
+      if (modelProfileBuilder_ != null) {
+        modelProfileBuilder_.dispose();
+        modelProfileBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. The profile of model: its provider, input window and output
+     * reserve. Unset when model is empty.
+     * </pre>
+     *
+     * <code>.compaction.v1.ModelProfile model_profile = 13 [json_name = "modelProfile"];</code>
+     */
+    public dev.compactionsidecar.v1.ModelProfile.Builder getModelProfileBuilder() {
+      bitField0_ |= 0x00001000;
+      onChanged();
+      return internalGetModelProfileFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Output only. The profile of model: its provider, input window and output
+     * reserve. Unset when model is empty.
+     * </pre>
+     *
+     * <code>.compaction.v1.ModelProfile model_profile = 13 [json_name = "modelProfile"];</code>
+     */
+    public dev.compactionsidecar.v1.ModelProfileOrBuilder getModelProfileOrBuilder() {
+      if (modelProfileBuilder_ != null) {
+        return modelProfileBuilder_.getMessageOrBuilder();
+      } else {
+        return modelProfile_ == null ?
+            dev.compactionsidecar.v1.ModelProfile.getDefaultInstance() : modelProfile_;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. The profile of model: its provider, input window and output
+     * reserve. Unset when model is empty.
+     * </pre>
+     *
+     * <code>.compaction.v1.ModelProfile model_profile = 13 [json_name = "modelProfile"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.compactionsidecar.v1.ModelProfile, dev.compactionsidecar.v1.ModelProfile.Builder, dev.compactionsidecar.v1.ModelProfileOrBuilder> 
+        internalGetModelProfileFieldBuilder() {
+      if (modelProfileBuilder_ == null) {
+        modelProfileBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.compactionsidecar.v1.ModelProfile, dev.compactionsidecar.v1.ModelProfile.Builder, dev.compactionsidecar.v1.ModelProfileOrBuilder>(
+                getModelProfile(),
+                getParentForChildren(),
+                isClean());
+        modelProfile_ = null;
+      }
+      return modelProfileBuilder_;
+    }
+
+    private dev.compactionsidecar.v1.TokenCalibration calibration_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.compactionsidecar.v1.TokenCalibration, dev.compactionsidecar.v1.TokenCalibration.Builder, dev.compactionsidecar.v1.TokenCalibrationOrBuilder> calibrationBuilder_;
+    /**
+     * <pre>
+     * Output only. How the provider's reported prompt tokens compare with this
+     * session's estimates (AppendEventsRequest.usage).
+     * </pre>
+     *
+     * <code>.compaction.v1.TokenCalibration calibration = 14 [json_name = "calibration"];</code>
+     * @return Whether the calibration field is set.
+     */
+    public boolean hasCalibration() {
+      return ((bitField0_ & 0x00002000) != 0);
+    }
+    /**
+     * <pre>
+     * Output only. How the provider's reported prompt tokens compare with this
+     * session's estimates (AppendEventsRequest.usage).
+     * </pre>
+     *
+     * <code>.compaction.v1.TokenCalibration calibration = 14 [json_name = "calibration"];</code>
+     * @return The calibration.
+     */
+    public dev.compactionsidecar.v1.TokenCalibration getCalibration() {
+      if (calibrationBuilder_ == null) {
+        return calibration_ == null ? dev.compactionsidecar.v1.TokenCalibration.getDefaultInstance() : calibration_;
+      } else {
+        return calibrationBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Output only. How the provider's reported prompt tokens compare with this
+     * session's estimates (AppendEventsRequest.usage).
+     * </pre>
+     *
+     * <code>.compaction.v1.TokenCalibration calibration = 14 [json_name = "calibration"];</code>
+     */
+    public Builder setCalibration(dev.compactionsidecar.v1.TokenCalibration value) {
+      if (calibrationBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        calibration_ = value;
+      } else {
+        calibrationBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00002000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. How the provider's reported prompt tokens compare with this
+     * session's estimates (AppendEventsRequest.usage).
+     * </pre>
+     *
+     * <code>.compaction.v1.TokenCalibration calibration = 14 [json_name = "calibration"];</code>
+     */
+    public Builder setCalibration(
+        dev.compactionsidecar.v1.TokenCalibration.Builder builderForValue) {
+      if (calibrationBuilder_ == null) {
+        calibration_ = builderForValue.build();
+      } else {
+        calibrationBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00002000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. How the provider's reported prompt tokens compare with this
+     * session's estimates (AppendEventsRequest.usage).
+     * </pre>
+     *
+     * <code>.compaction.v1.TokenCalibration calibration = 14 [json_name = "calibration"];</code>
+     */
+    public Builder mergeCalibration(dev.compactionsidecar.v1.TokenCalibration value) {
+      if (calibrationBuilder_ == null) {
+        if (((bitField0_ & 0x00002000) != 0) &&
+          calibration_ != null &&
+          calibration_ != dev.compactionsidecar.v1.TokenCalibration.getDefaultInstance()) {
+          getCalibrationBuilder().mergeFrom(value);
+        } else {
+          calibration_ = value;
+        }
+      } else {
+        calibrationBuilder_.mergeFrom(value);
+      }
+      if (calibration_ != null) {
+        bitField0_ |= 0x00002000;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. How the provider's reported prompt tokens compare with this
+     * session's estimates (AppendEventsRequest.usage).
+     * </pre>
+     *
+     * <code>.compaction.v1.TokenCalibration calibration = 14 [json_name = "calibration"];</code>
+     */
+    public Builder clearCalibration() {
+      bitField0_ = (bitField0_ & ~0x00002000);
+      calibration_ = null;
+      if (calibrationBuilder_ != null) {
+        calibrationBuilder_.dispose();
+        calibrationBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. How the provider's reported prompt tokens compare with this
+     * session's estimates (AppendEventsRequest.usage).
+     * </pre>
+     *
+     * <code>.compaction.v1.TokenCalibration calibration = 14 [json_name = "calibration"];</code>
+     */
+    public dev.compactionsidecar.v1.TokenCalibration.Builder getCalibrationBuilder() {
+      bitField0_ |= 0x00002000;
+      onChanged();
+      return internalGetCalibrationFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Output only. How the provider's reported prompt tokens compare with this
+     * session's estimates (AppendEventsRequest.usage).
+     * </pre>
+     *
+     * <code>.compaction.v1.TokenCalibration calibration = 14 [json_name = "calibration"];</code>
+     */
+    public dev.compactionsidecar.v1.TokenCalibrationOrBuilder getCalibrationOrBuilder() {
+      if (calibrationBuilder_ != null) {
+        return calibrationBuilder_.getMessageOrBuilder();
+      } else {
+        return calibration_ == null ?
+            dev.compactionsidecar.v1.TokenCalibration.getDefaultInstance() : calibration_;
+      }
+    }
+    /**
+     * <pre>
+     * Output only. How the provider's reported prompt tokens compare with this
+     * session's estimates (AppendEventsRequest.usage).
+     * </pre>
+     *
+     * <code>.compaction.v1.TokenCalibration calibration = 14 [json_name = "calibration"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.compactionsidecar.v1.TokenCalibration, dev.compactionsidecar.v1.TokenCalibration.Builder, dev.compactionsidecar.v1.TokenCalibrationOrBuilder> 
+        internalGetCalibrationFieldBuilder() {
+      if (calibrationBuilder_ == null) {
+        calibrationBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.compactionsidecar.v1.TokenCalibration, dev.compactionsidecar.v1.TokenCalibration.Builder, dev.compactionsidecar.v1.TokenCalibrationOrBuilder>(
+                getCalibration(),
+                getParentForChildren(),
+                isClean());
+        calibration_ = null;
+      }
+      return calibrationBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:compaction.v1.Session)

@@ -238,4 +238,92 @@ java.lang.String defaultValue);
    */
   com.google.protobuf.ByteString
       getLastCompactionIdBytes();
+
+  /**
+   * <pre>
+   * The model the agent calls with this session's context, e.g.
+   * "gemini-2.5-flash", "gpt-5", "claude-sonnet-4-5". Must have a model
+   * profile (built in, or from the server's --model-profiles file); empty
+   * means none. Set by CreateSessionRequest.model, changed by UpdateSession
+   * with the mask path "model".
+   * </pre>
+   *
+   * <code>string model = 12 [json_name = "model"];</code>
+   * @return The model.
+   */
+  java.lang.String getModel();
+  /**
+   * <pre>
+   * The model the agent calls with this session's context, e.g.
+   * "gemini-2.5-flash", "gpt-5", "claude-sonnet-4-5". Must have a model
+   * profile (built in, or from the server's --model-profiles file); empty
+   * means none. Set by CreateSessionRequest.model, changed by UpdateSession
+   * with the mask path "model".
+   * </pre>
+   *
+   * <code>string model = 12 [json_name = "model"];</code>
+   * @return The bytes for model.
+   */
+  com.google.protobuf.ByteString
+      getModelBytes();
+
+  /**
+   * <pre>
+   * Output only. The profile of model: its provider, input window and output
+   * reserve. Unset when model is empty.
+   * </pre>
+   *
+   * <code>.compaction.v1.ModelProfile model_profile = 13 [json_name = "modelProfile"];</code>
+   * @return Whether the modelProfile field is set.
+   */
+  boolean hasModelProfile();
+  /**
+   * <pre>
+   * Output only. The profile of model: its provider, input window and output
+   * reserve. Unset when model is empty.
+   * </pre>
+   *
+   * <code>.compaction.v1.ModelProfile model_profile = 13 [json_name = "modelProfile"];</code>
+   * @return The modelProfile.
+   */
+  dev.compactionsidecar.v1.ModelProfile getModelProfile();
+  /**
+   * <pre>
+   * Output only. The profile of model: its provider, input window and output
+   * reserve. Unset when model is empty.
+   * </pre>
+   *
+   * <code>.compaction.v1.ModelProfile model_profile = 13 [json_name = "modelProfile"];</code>
+   */
+  dev.compactionsidecar.v1.ModelProfileOrBuilder getModelProfileOrBuilder();
+
+  /**
+   * <pre>
+   * Output only. How the provider's reported prompt tokens compare with this
+   * session's estimates (AppendEventsRequest.usage).
+   * </pre>
+   *
+   * <code>.compaction.v1.TokenCalibration calibration = 14 [json_name = "calibration"];</code>
+   * @return Whether the calibration field is set.
+   */
+  boolean hasCalibration();
+  /**
+   * <pre>
+   * Output only. How the provider's reported prompt tokens compare with this
+   * session's estimates (AppendEventsRequest.usage).
+   * </pre>
+   *
+   * <code>.compaction.v1.TokenCalibration calibration = 14 [json_name = "calibration"];</code>
+   * @return The calibration.
+   */
+  dev.compactionsidecar.v1.TokenCalibration getCalibration();
+  /**
+   * <pre>
+   * Output only. How the provider's reported prompt tokens compare with this
+   * session's estimates (AppendEventsRequest.usage).
+   * </pre>
+   *
+   * <code>.compaction.v1.TokenCalibration calibration = 14 [json_name = "calibration"];</code>
+   */
+  dev.compactionsidecar.v1.TokenCalibrationOrBuilder getCalibrationOrBuilder();
 }

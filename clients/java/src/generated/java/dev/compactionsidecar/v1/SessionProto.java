@@ -37,6 +37,16 @@ public final class SessionProto extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_compaction_v1_Session_LabelsEntry_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_compaction_v1_ModelProfile_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_compaction_v1_ModelProfile_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_compaction_v1_TokenCalibration_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_compaction_v1_TokenCalibration_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_compaction_v1_CompactionResult_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -53,7 +63,7 @@ public final class SessionProto extends com.google.protobuf.GeneratedFile {
       "\n\033compaction/v1/session.proto\022\rcompactio" +
       "n.v1\032\031compaction/v1/event.proto\032\032compact" +
       "ion/v1/policy.proto\032\037google/protobuf/tim" +
-      "estamp.proto\"\270\004\n\007Session\022\035\n\nsession_id\030\001" +
+      "estamp.proto\"\323\005\n\007Session\022\035\n\nsession_id\030\001" +
       " \001(\tR\tsessionId\022\030\n\007version\030\002 \001(\003R\007versio" +
       "n\0227\n\006policy\030\003 \001(\0132\037.compaction.v1.Compac" +
       "tionPolicyR\006policy\022:\n\006labels\030\004 \003(\0132\".com" +
@@ -66,24 +76,34 @@ public final class SessionProto extends com.google.protobuf.GeneratedFile {
       "\ractive_tokens\030\t \001(\005R\014activeTokens\022*\n\021to" +
       "tal_event_count\030\n \001(\003R\017totalEventCount\022," +
       "\n\022last_compaction_id\030\013 \001(\tR\020lastCompacti" +
-      "onId\0329\n\013LabelsEntry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n" +
-      "\005value\030\002 \001(\tR\005value:\0028\001\"\377\003\n\020CompactionRe" +
-      "sult\022\034\n\tcompacted\030\001 \001(\010R\tcompacted\022%\n\016sk" +
-      "ipped_reason\030\002 \001(\tR\rskippedReason\0229\n\ract" +
-      "ive_events\030\003 \003(\0132\024.compaction.v1.EventR\014" +
-      "activeEvents\022=\n\017archived_events\030\004 \003(\0132\024." +
-      "compaction.v1.EventR\016archivedEvents\0220\n\024a" +
-      "rchived_event_count\030\005 \001(\005R\022archivedEvent" +
-      "Count\0224\n\026tokens_estimated_saved\030\006 \001(\005R\024t" +
-      "okensEstimatedSaved\022\030\n\007version\030\007 \001(\003R\007ve" +
-      "rsion\022#\n\rcompaction_id\030\010 \001(\tR\014compaction" +
-      "Id\022\032\n\010strategy\030\t \001(\tR\010strategy\022\024\n\005error\030" +
-      "\n \001(\tR\005error\022\'\n\017content_omitted\030\013 \001(\010R\016c" +
-      "ontentOmitted\022*\n\021cleared_event_ids\030\014 \003(\t" +
-      "R\017clearedEventIdsB\201\001\n\030dev.compactionside" +
-      "car.v1B\014SessionProtoP\001ZUgithub.com/compa" +
-      "ction-sidecar/compaction-sidecar/clients" +
-      "/go/compactionv1;compactionv1b\006proto3"
+      "onId\022\024\n\005model\030\014 \001(\tR\005model\022@\n\rmodel_prof" +
+      "ile\030\r \001(\0132\033.compaction.v1.ModelProfileR\014" +
+      "modelProfile\022A\n\013calibration\030\016 \001(\0132\037.comp" +
+      "action.v1.TokenCalibrationR\013calibration\032" +
+      "9\n\013LabelsEntry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005valu" +
+      "e\030\002 \001(\tR\005value:\0028\001\"\234\001\n\014ModelProfile\022\024\n\005m" +
+      "odel\030\001 \001(\tR\005model\022\032\n\010provider\030\002 \001(\tR\010pro" +
+      "vider\022.\n\023input_window_tokens\030\003 \001(\005R\021inpu" +
+      "tWindowTokens\022*\n\021max_output_tokens\030\004 \001(\005" +
+      "R\017maxOutputTokens\"D\n\020TokenCalibration\022\026\n" +
+      "\006factor\030\001 \001(\001R\006factor\022\030\n\007samples\030\002 \001(\003R\007" +
+      "samples\"\377\003\n\020CompactionResult\022\034\n\tcompacte" +
+      "d\030\001 \001(\010R\tcompacted\022%\n\016skipped_reason\030\002 \001" +
+      "(\tR\rskippedReason\0229\n\ractive_events\030\003 \003(\013" +
+      "2\024.compaction.v1.EventR\014activeEvents\022=\n\017" +
+      "archived_events\030\004 \003(\0132\024.compaction.v1.Ev" +
+      "entR\016archivedEvents\0220\n\024archived_event_co" +
+      "unt\030\005 \001(\005R\022archivedEventCount\0224\n\026tokens_" +
+      "estimated_saved\030\006 \001(\005R\024tokensEstimatedSa" +
+      "ved\022\030\n\007version\030\007 \001(\003R\007version\022#\n\rcompact" +
+      "ion_id\030\010 \001(\tR\014compactionId\022\032\n\010strategy\030\t" +
+      " \001(\tR\010strategy\022\024\n\005error\030\n \001(\tR\005error\022\'\n\017" +
+      "content_omitted\030\013 \001(\010R\016contentOmitted\022*\n" +
+      "\021cleared_event_ids\030\014 \003(\tR\017clearedEventId" +
+      "sB\201\001\n\030dev.compactionsidecar.v1B\014SessionP" +
+      "rotoP\001ZUgithub.com/compaction-sidecar/co" +
+      "mpaction-sidecar/clients/go/compactionv1" +
+      ";compactionv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -97,15 +117,27 @@ public final class SessionProto extends com.google.protobuf.GeneratedFile {
     internal_static_compaction_v1_Session_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_Session_descriptor,
-        new java.lang.String[] { "SessionId", "Version", "Policy", "Labels", "CreateTime", "UpdateTime", "ActiveEventCount", "TurnCount", "ActiveTokens", "TotalEventCount", "LastCompactionId", });
+        new java.lang.String[] { "SessionId", "Version", "Policy", "Labels", "CreateTime", "UpdateTime", "ActiveEventCount", "TurnCount", "ActiveTokens", "TotalEventCount", "LastCompactionId", "Model", "ModelProfile", "Calibration", });
     internal_static_compaction_v1_Session_LabelsEntry_descriptor =
       internal_static_compaction_v1_Session_descriptor.getNestedType(0);
     internal_static_compaction_v1_Session_LabelsEntry_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_Session_LabelsEntry_descriptor,
         new java.lang.String[] { "Key", "Value", });
-    internal_static_compaction_v1_CompactionResult_descriptor =
+    internal_static_compaction_v1_ModelProfile_descriptor =
       getDescriptor().getMessageType(1);
+    internal_static_compaction_v1_ModelProfile_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_compaction_v1_ModelProfile_descriptor,
+        new java.lang.String[] { "Model", "Provider", "InputWindowTokens", "MaxOutputTokens", });
+    internal_static_compaction_v1_TokenCalibration_descriptor =
+      getDescriptor().getMessageType(2);
+    internal_static_compaction_v1_TokenCalibration_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_compaction_v1_TokenCalibration_descriptor,
+        new java.lang.String[] { "Factor", "Samples", });
+    internal_static_compaction_v1_CompactionResult_descriptor =
+      getDescriptor().getMessageType(3);
     internal_static_compaction_v1_CompactionResult_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_CompactionResult_descriptor,

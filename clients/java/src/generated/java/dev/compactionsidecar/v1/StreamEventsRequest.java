@@ -55,6 +55,7 @@ private static final long serialVersionUID = 0L;
             dev.compactionsidecar.v1.StreamEventsRequest.class, dev.compactionsidecar.v1.StreamEventsRequest.Builder.class);
   }
 
+  private int bitField0_;
   public static final int REQUEST_ID_FIELD_NUMBER = 1;
   @SuppressWarnings("serial")
   private volatile java.lang.Object requestId_ = "";
@@ -240,6 +241,44 @@ private static final long serialVersionUID = 0L;
     return createIfMissing_;
   }
 
+  public static final int USAGE_FIELD_NUMBER = 6;
+  private dev.compactionsidecar.v1.ModelUsage usage_;
+  /**
+   * <pre>
+   * As in AppendEventsRequest.
+   * </pre>
+   *
+   * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+   * @return Whether the usage field is set.
+   */
+  @java.lang.Override
+  public boolean hasUsage() {
+    return ((bitField0_ & 0x00000001) != 0);
+  }
+  /**
+   * <pre>
+   * As in AppendEventsRequest.
+   * </pre>
+   *
+   * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+   * @return The usage.
+   */
+  @java.lang.Override
+  public dev.compactionsidecar.v1.ModelUsage getUsage() {
+    return usage_ == null ? dev.compactionsidecar.v1.ModelUsage.getDefaultInstance() : usage_;
+  }
+  /**
+   * <pre>
+   * As in AppendEventsRequest.
+   * </pre>
+   *
+   * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+   */
+  @java.lang.Override
+  public dev.compactionsidecar.v1.ModelUsageOrBuilder getUsageOrBuilder() {
+    return usage_ == null ? dev.compactionsidecar.v1.ModelUsage.getDefaultInstance() : usage_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -269,6 +308,9 @@ private static final long serialVersionUID = 0L;
     if (createIfMissing_ != false) {
       output.writeBool(5, createIfMissing_);
     }
+    if (((bitField0_ & 0x00000001) != 0)) {
+      output.writeMessage(6, getUsage());
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -295,6 +337,10 @@ private static final long serialVersionUID = 0L;
     if (createIfMissing_ != false) {
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(5, createIfMissing_);
+    }
+    if (((bitField0_ & 0x00000001) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(6, getUsage());
     }
     return size;
   }
@@ -330,6 +376,11 @@ private static final long serialVersionUID = 0L;
         != other.getExpectedVersion()) return false;
     if (getCreateIfMissing()
         != other.getCreateIfMissing()) return false;
+    if (hasUsage() != other.hasUsage()) return false;
+    if (hasUsage()) {
+      if (!getUsage()
+          .equals(other.getUsage())) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -355,6 +406,10 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + CREATE_IF_MISSING_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getCreateIfMissing());
+    if (hasUsage()) {
+      hash = (37 * hash) + USAGE_FIELD_NUMBER;
+      hash = (53 * hash) + getUsage().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -478,13 +533,20 @@ private static final long serialVersionUID = 0L;
 
     // Construct using dev.compactionsidecar.v1.StreamEventsRequest.newBuilder()
     private Builder() {
-
+      maybeForceBuilderInitialization();
     }
 
     private Builder(
         com.google.protobuf.GeneratedMessage.BuilderParent parent) {
       super(parent);
-
+      maybeForceBuilderInitialization();
+    }
+    private void maybeForceBuilderInitialization() {
+      if (com.google.protobuf.GeneratedMessage
+              .alwaysUseFieldBuilders) {
+        internalGetEventsFieldBuilder();
+        internalGetUsageFieldBuilder();
+      }
     }
     @java.lang.Override
     public Builder clear() {
@@ -501,6 +563,11 @@ private static final long serialVersionUID = 0L;
       bitField0_ = (bitField0_ & ~0x00000004);
       expectedVersion_ = 0L;
       createIfMissing_ = false;
+      usage_ = null;
+      if (usageBuilder_ != null) {
+        usageBuilder_.dispose();
+        usageBuilder_ = null;
+      }
       return this;
     }
 
@@ -559,6 +626,14 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000010) != 0)) {
         result.createIfMissing_ = createIfMissing_;
       }
+      int to_bitField0_ = 0;
+      if (((from_bitField0_ & 0x00000020) != 0)) {
+        result.usage_ = usageBuilder_ == null
+            ? usage_
+            : usageBuilder_.build();
+        to_bitField0_ |= 0x00000001;
+      }
+      result.bitField0_ |= to_bitField0_;
     }
 
     @java.lang.Override
@@ -614,6 +689,9 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getCreateIfMissing() != false) {
         setCreateIfMissing(other.getCreateIfMissing());
+      }
+      if (other.hasUsage()) {
+        mergeUsage(other.getUsage());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -672,6 +750,13 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000010;
               break;
             } // case 40
+            case 50: {
+              input.readMessage(
+                  internalGetUsageFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000020;
+              break;
+            } // case 50
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1265,6 +1350,161 @@ private static final long serialVersionUID = 0L;
       createIfMissing_ = false;
       onChanged();
       return this;
+    }
+
+    private dev.compactionsidecar.v1.ModelUsage usage_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.compactionsidecar.v1.ModelUsage, dev.compactionsidecar.v1.ModelUsage.Builder, dev.compactionsidecar.v1.ModelUsageOrBuilder> usageBuilder_;
+    /**
+     * <pre>
+     * As in AppendEventsRequest.
+     * </pre>
+     *
+     * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+     * @return Whether the usage field is set.
+     */
+    public boolean hasUsage() {
+      return ((bitField0_ & 0x00000020) != 0);
+    }
+    /**
+     * <pre>
+     * As in AppendEventsRequest.
+     * </pre>
+     *
+     * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+     * @return The usage.
+     */
+    public dev.compactionsidecar.v1.ModelUsage getUsage() {
+      if (usageBuilder_ == null) {
+        return usage_ == null ? dev.compactionsidecar.v1.ModelUsage.getDefaultInstance() : usage_;
+      } else {
+        return usageBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * As in AppendEventsRequest.
+     * </pre>
+     *
+     * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+     */
+    public Builder setUsage(dev.compactionsidecar.v1.ModelUsage value) {
+      if (usageBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        usage_ = value;
+      } else {
+        usageBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000020;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * As in AppendEventsRequest.
+     * </pre>
+     *
+     * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+     */
+    public Builder setUsage(
+        dev.compactionsidecar.v1.ModelUsage.Builder builderForValue) {
+      if (usageBuilder_ == null) {
+        usage_ = builderForValue.build();
+      } else {
+        usageBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000020;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * As in AppendEventsRequest.
+     * </pre>
+     *
+     * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+     */
+    public Builder mergeUsage(dev.compactionsidecar.v1.ModelUsage value) {
+      if (usageBuilder_ == null) {
+        if (((bitField0_ & 0x00000020) != 0) &&
+          usage_ != null &&
+          usage_ != dev.compactionsidecar.v1.ModelUsage.getDefaultInstance()) {
+          getUsageBuilder().mergeFrom(value);
+        } else {
+          usage_ = value;
+        }
+      } else {
+        usageBuilder_.mergeFrom(value);
+      }
+      if (usage_ != null) {
+        bitField0_ |= 0x00000020;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * As in AppendEventsRequest.
+     * </pre>
+     *
+     * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+     */
+    public Builder clearUsage() {
+      bitField0_ = (bitField0_ & ~0x00000020);
+      usage_ = null;
+      if (usageBuilder_ != null) {
+        usageBuilder_.dispose();
+        usageBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * As in AppendEventsRequest.
+     * </pre>
+     *
+     * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+     */
+    public dev.compactionsidecar.v1.ModelUsage.Builder getUsageBuilder() {
+      bitField0_ |= 0x00000020;
+      onChanged();
+      return internalGetUsageFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * As in AppendEventsRequest.
+     * </pre>
+     *
+     * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+     */
+    public dev.compactionsidecar.v1.ModelUsageOrBuilder getUsageOrBuilder() {
+      if (usageBuilder_ != null) {
+        return usageBuilder_.getMessageOrBuilder();
+      } else {
+        return usage_ == null ?
+            dev.compactionsidecar.v1.ModelUsage.getDefaultInstance() : usage_;
+      }
+    }
+    /**
+     * <pre>
+     * As in AppendEventsRequest.
+     * </pre>
+     *
+     * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.compactionsidecar.v1.ModelUsage, dev.compactionsidecar.v1.ModelUsage.Builder, dev.compactionsidecar.v1.ModelUsageOrBuilder> 
+        internalGetUsageFieldBuilder() {
+      if (usageBuilder_ == null) {
+        usageBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.compactionsidecar.v1.ModelUsage, dev.compactionsidecar.v1.ModelUsage.Builder, dev.compactionsidecar.v1.ModelUsageOrBuilder>(
+                getUsage(),
+                getParentForChildren(),
+                isClean());
+        usage_ = null;
+      }
+      return usageBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:compaction.v1.StreamEventsRequest)

@@ -113,4 +113,31 @@ public interface StreamEventsRequestOrBuilder extends
    * @return The createIfMissing.
    */
   boolean getCreateIfMissing();
+
+  /**
+   * <pre>
+   * As in AppendEventsRequest.
+   * </pre>
+   *
+   * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+   * @return Whether the usage field is set.
+   */
+  boolean hasUsage();
+  /**
+   * <pre>
+   * As in AppendEventsRequest.
+   * </pre>
+   *
+   * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+   * @return The usage.
+   */
+  dev.compactionsidecar.v1.ModelUsage getUsage();
+  /**
+   * <pre>
+   * As in AppendEventsRequest.
+   * </pre>
+   *
+   * <code>.compaction.v1.ModelUsage usage = 6 [json_name = "usage"];</code>
+   */
+  dev.compactionsidecar.v1.ModelUsageOrBuilder getUsageOrBuilder();
 }

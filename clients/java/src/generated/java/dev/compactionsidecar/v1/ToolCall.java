@@ -35,6 +35,7 @@ private static final long serialVersionUID = 0L;
     id_ = "";
     name_ = "";
     argumentsJson_ = "";
+    signature_ = com.google.protobuf.ByteString.EMPTY;
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -196,6 +197,24 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int SIGNATURE_FIELD_NUMBER = 4;
+  private com.google.protobuf.ByteString signature_ = com.google.protobuf.ByteString.EMPTY;
+  /**
+   * <pre>
+   * The provider's opaque signature of this call (Gemini's thought_signature
+   * on a functionCall part), returned unchanged: Gemini 3 refuses a function
+   * call sent back without it. Stored and returned byte for byte; never
+   * counted in tokens, never shown to the summarizer.
+   * </pre>
+   *
+   * <code>bytes signature = 4 [json_name = "signature"];</code>
+   * @return The signature.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString getSignature() {
+    return signature_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -219,6 +238,9 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(argumentsJson_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 3, argumentsJson_);
     }
+    if (!signature_.isEmpty()) {
+      output.writeBytes(4, signature_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -231,6 +253,10 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(argumentsJson_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(3, argumentsJson_);
+    }
+    if (!signature_.isEmpty()) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBytesSize(4, signature_);
     }
     return size;
   }
@@ -262,6 +288,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getName())) return false;
     if (!getArgumentsJson()
         .equals(other.getArgumentsJson())) return false;
+    if (!getSignature()
+        .equals(other.getSignature())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -279,6 +307,8 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getName().hashCode();
     hash = (37 * hash) + ARGUMENTS_JSON_FIELD_NUMBER;
     hash = (53 * hash) + getArgumentsJson().hashCode();
+    hash = (37 * hash) + SIGNATURE_FIELD_NUMBER;
+    hash = (53 * hash) + getSignature().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -417,6 +447,7 @@ private static final long serialVersionUID = 0L;
       id_ = "";
       name_ = "";
       argumentsJson_ = "";
+      signature_ = com.google.protobuf.ByteString.EMPTY;
       return this;
     }
 
@@ -459,6 +490,9 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000004) != 0)) {
         result.argumentsJson_ = argumentsJson_;
       }
+      if (((from_bitField0_ & 0x00000008) != 0)) {
+        result.signature_ = signature_;
+      }
     }
 
     @java.lang.Override
@@ -487,6 +521,9 @@ private static final long serialVersionUID = 0L;
         argumentsJson_ = other.argumentsJson_;
         bitField0_ |= 0x00000004;
         onChanged();
+      }
+      if (!other.getSignature().isEmpty()) {
+        setSignature(other.getSignature());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -527,6 +564,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000004;
               break;
             } // case 26
+            case 34: {
+              signature_ = input.readBytes();
+              bitField0_ |= 0x00000008;
+              break;
+            } // case 34
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -816,6 +858,59 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       argumentsJson_ = value;
       bitField0_ |= 0x00000004;
+      onChanged();
+      return this;
+    }
+
+    private com.google.protobuf.ByteString signature_ = com.google.protobuf.ByteString.EMPTY;
+    /**
+     * <pre>
+     * The provider's opaque signature of this call (Gemini's thought_signature
+     * on a functionCall part), returned unchanged: Gemini 3 refuses a function
+     * call sent back without it. Stored and returned byte for byte; never
+     * counted in tokens, never shown to the summarizer.
+     * </pre>
+     *
+     * <code>bytes signature = 4 [json_name = "signature"];</code>
+     * @return The signature.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString getSignature() {
+      return signature_;
+    }
+    /**
+     * <pre>
+     * The provider's opaque signature of this call (Gemini's thought_signature
+     * on a functionCall part), returned unchanged: Gemini 3 refuses a function
+     * call sent back without it. Stored and returned byte for byte; never
+     * counted in tokens, never shown to the summarizer.
+     * </pre>
+     *
+     * <code>bytes signature = 4 [json_name = "signature"];</code>
+     * @param value The signature to set.
+     * @return This builder for chaining.
+     */
+    public Builder setSignature(com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      signature_ = value;
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The provider's opaque signature of this call (Gemini's thought_signature
+     * on a functionCall part), returned unchanged: Gemini 3 refuses a function
+     * call sent back without it. Stored and returned byte for byte; never
+     * counted in tokens, never shown to the summarizer.
+     * </pre>
+     *
+     * <code>bytes signature = 4 [json_name = "signature"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearSignature() {
+      bitField0_ = (bitField0_ & ~0x00000008);
+      signature_ = getDefaultInstance().getSignature();
       onChanged();
       return this;
     }

@@ -69,4 +69,17 @@ public interface ToolCallOrBuilder extends
    */
   com.google.protobuf.ByteString
       getArgumentsJsonBytes();
+
+  /**
+   * <pre>
+   * The provider's opaque signature of this call (Gemini's thought_signature
+   * on a functionCall part), returned unchanged: Gemini 3 refuses a function
+   * call sent back without it. Stored and returned byte for byte; never
+   * counted in tokens, never shown to the summarizer.
+   * </pre>
+   *
+   * <code>bytes signature = 4 [json_name = "signature"];</code>
+   * @return The signature.
+   */
+  com.google.protobuf.ByteString getSignature();
 }

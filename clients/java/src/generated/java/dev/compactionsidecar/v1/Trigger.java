@@ -65,6 +65,7 @@ private static final long serialVersionUID = 0L;
     ANY_OF(5),
     ALL_OF(6),
     ALWAYS(7),
+    CONTEXT_FRACTION(8),
     KIND_NOT_SET(0);
     private final int value;
     private KindCase(int value) {
@@ -89,6 +90,7 @@ private static final long serialVersionUID = 0L;
         case 5: return ANY_OF;
         case 6: return ALL_OF;
         case 7: return ALWAYS;
+        case 8: return CONTEXT_FRACTION;
         case 0: return KIND_NOT_SET;
         default: return null;
       }
@@ -139,7 +141,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Fires when the latest system message, summaries and conversation reach
-   * this many tokens.
+   * this many tokens (calibrated: see Session.calibration).
    * </pre>
    *
    * <code>int32 token_count = 2 [json_name = "tokenCount"];</code>
@@ -152,7 +154,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Fires when the latest system message, summaries and conversation reach
-   * this many tokens.
+   * this many tokens (calibrated: see Session.calibration).
    * </pre>
    *
    * <code>int32 token_count = 2 [json_name = "tokenCount"];</code>
@@ -343,6 +345,43 @@ private static final long serialVersionUID = 0L;
     return false;
   }
 
+  public static final int CONTEXT_FRACTION_FIELD_NUMBER = 8;
+  /**
+   * <pre>
+   * Fires when the window's tokens (calibrated, as token_count) reach this
+   * fraction (0 &lt; x &lt;= 1) of the session model's input window less its
+   * output reserve (ModelProfile: input_window_tokens - max_output_tokens).
+   * A policy with it is refused (INVALID_ARGUMENT naming the field) on a
+   * session without a model.
+   * </pre>
+   *
+   * <code>double context_fraction = 8 [json_name = "contextFraction"];</code>
+   * @return Whether the contextFraction field is set.
+   */
+  @java.lang.Override
+  public boolean hasContextFraction() {
+    return kindCase_ == 8;
+  }
+  /**
+   * <pre>
+   * Fires when the window's tokens (calibrated, as token_count) reach this
+   * fraction (0 &lt; x &lt;= 1) of the session model's input window less its
+   * output reserve (ModelProfile: input_window_tokens - max_output_tokens).
+   * A policy with it is refused (INVALID_ARGUMENT naming the field) on a
+   * session without a model.
+   * </pre>
+   *
+   * <code>double context_fraction = 8 [json_name = "contextFraction"];</code>
+   * @return The contextFraction.
+   */
+  @java.lang.Override
+  public double getContextFraction() {
+    if (kindCase_ == 8) {
+      return (java.lang.Double) kind_;
+    }
+    return 0D;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -383,6 +422,10 @@ private static final long serialVersionUID = 0L;
       output.writeBool(
           7, (boolean)((java.lang.Boolean) kind_));
     }
+    if (kindCase_ == 8) {
+      output.writeDouble(
+          8, (double)((java.lang.Double) kind_));
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -419,6 +462,11 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(
             7, (boolean)((java.lang.Boolean) kind_));
+    }
+    if (kindCase_ == 8) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeDoubleSize(
+            8, (double)((java.lang.Double) kind_));
     }
     return size;
   }
@@ -474,6 +522,11 @@ private static final long serialVersionUID = 0L;
         if (getAlways()
             != other.getAlways()) return false;
         break;
+      case 8:
+        if (java.lang.Double.doubleToLongBits(getContextFraction())
+            != java.lang.Double.doubleToLongBits(
+                other.getContextFraction())) return false;
+        break;
       case 0:
       default:
     }
@@ -517,6 +570,11 @@ private static final long serialVersionUID = 0L;
         hash = (37 * hash) + ALWAYS_FIELD_NUMBER;
         hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
             getAlways());
+        break;
+      case 8:
+        hash = (37 * hash) + CONTEXT_FRACTION_FIELD_NUMBER;
+        hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+            java.lang.Double.doubleToLongBits(getContextFraction()));
         break;
       case 0:
       default:
@@ -754,6 +812,10 @@ private static final long serialVersionUID = 0L;
           setAlways(other.getAlways());
           break;
         }
+        case CONTEXT_FRACTION: {
+          setContextFraction(other.getContextFraction());
+          break;
+        }
         case KIND_NOT_SET: {
           break;
         }
@@ -821,6 +883,11 @@ private static final long serialVersionUID = 0L;
               kindCase_ = 7;
               break;
             } // case 56
+            case 65: {
+              kind_ = input.readDouble();
+              kindCase_ = 8;
+              break;
+            } // case 65
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -918,7 +985,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Fires when the latest system message, summaries and conversation reach
-     * this many tokens.
+     * this many tokens (calibrated: see Session.calibration).
      * </pre>
      *
      * <code>int32 token_count = 2 [json_name = "tokenCount"];</code>
@@ -930,7 +997,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Fires when the latest system message, summaries and conversation reach
-     * this many tokens.
+     * this many tokens (calibrated: see Session.calibration).
      * </pre>
      *
      * <code>int32 token_count = 2 [json_name = "tokenCount"];</code>
@@ -945,7 +1012,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Fires when the latest system message, summaries and conversation reach
-     * this many tokens.
+     * this many tokens (calibrated: see Session.calibration).
      * </pre>
      *
      * <code>int32 token_count = 2 [json_name = "tokenCount"];</code>
@@ -962,7 +1029,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Fires when the latest system message, summaries and conversation reach
-     * this many tokens.
+     * this many tokens (calibrated: see Session.calibration).
      * </pre>
      *
      * <code>int32 token_count = 2 [json_name = "tokenCount"];</code>
@@ -1504,6 +1571,80 @@ private static final long serialVersionUID = 0L;
      */
     public Builder clearAlways() {
       if (kindCase_ == 7) {
+        kindCase_ = 0;
+        kind_ = null;
+        onChanged();
+      }
+      return this;
+    }
+
+    /**
+     * <pre>
+     * Fires when the window's tokens (calibrated, as token_count) reach this
+     * fraction (0 &lt; x &lt;= 1) of the session model's input window less its
+     * output reserve (ModelProfile: input_window_tokens - max_output_tokens).
+     * A policy with it is refused (INVALID_ARGUMENT naming the field) on a
+     * session without a model.
+     * </pre>
+     *
+     * <code>double context_fraction = 8 [json_name = "contextFraction"];</code>
+     * @return Whether the contextFraction field is set.
+     */
+    public boolean hasContextFraction() {
+      return kindCase_ == 8;
+    }
+    /**
+     * <pre>
+     * Fires when the window's tokens (calibrated, as token_count) reach this
+     * fraction (0 &lt; x &lt;= 1) of the session model's input window less its
+     * output reserve (ModelProfile: input_window_tokens - max_output_tokens).
+     * A policy with it is refused (INVALID_ARGUMENT naming the field) on a
+     * session without a model.
+     * </pre>
+     *
+     * <code>double context_fraction = 8 [json_name = "contextFraction"];</code>
+     * @return The contextFraction.
+     */
+    public double getContextFraction() {
+      if (kindCase_ == 8) {
+        return (java.lang.Double) kind_;
+      }
+      return 0D;
+    }
+    /**
+     * <pre>
+     * Fires when the window's tokens (calibrated, as token_count) reach this
+     * fraction (0 &lt; x &lt;= 1) of the session model's input window less its
+     * output reserve (ModelProfile: input_window_tokens - max_output_tokens).
+     * A policy with it is refused (INVALID_ARGUMENT naming the field) on a
+     * session without a model.
+     * </pre>
+     *
+     * <code>double context_fraction = 8 [json_name = "contextFraction"];</code>
+     * @param value The contextFraction to set.
+     * @return This builder for chaining.
+     */
+    public Builder setContextFraction(double value) {
+
+      kindCase_ = 8;
+      kind_ = value;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Fires when the window's tokens (calibrated, as token_count) reach this
+     * fraction (0 &lt; x &lt;= 1) of the session model's input window less its
+     * output reserve (ModelProfile: input_window_tokens - max_output_tokens).
+     * A policy with it is refused (INVALID_ARGUMENT naming the field) on a
+     * session without a model.
+     * </pre>
+     *
+     * <code>double context_fraction = 8 [json_name = "contextFraction"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearContextFraction() {
+      if (kindCase_ == 8) {
         kindCase_ = 0;
         kind_ = null;
         onChanged();

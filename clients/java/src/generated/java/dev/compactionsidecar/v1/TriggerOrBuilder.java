@@ -34,7 +34,7 @@ public interface TriggerOrBuilder extends
   /**
    * <pre>
    * Fires when the latest system message, summaries and conversation reach
-   * this many tokens.
+   * this many tokens (calibrated: see Session.calibration).
    * </pre>
    *
    * <code>int32 token_count = 2 [json_name = "tokenCount"];</code>
@@ -44,7 +44,7 @@ public interface TriggerOrBuilder extends
   /**
    * <pre>
    * Fires when the latest system message, summaries and conversation reach
-   * this many tokens.
+   * this many tokens (calibrated: see Session.calibration).
    * </pre>
    *
    * <code>int32 token_count = 2 [json_name = "tokenCount"];</code>
@@ -166,6 +166,33 @@ public interface TriggerOrBuilder extends
    * @return The always.
    */
   boolean getAlways();
+
+  /**
+   * <pre>
+   * Fires when the window's tokens (calibrated, as token_count) reach this
+   * fraction (0 &lt; x &lt;= 1) of the session model's input window less its
+   * output reserve (ModelProfile: input_window_tokens - max_output_tokens).
+   * A policy with it is refused (INVALID_ARGUMENT naming the field) on a
+   * session without a model.
+   * </pre>
+   *
+   * <code>double context_fraction = 8 [json_name = "contextFraction"];</code>
+   * @return Whether the contextFraction field is set.
+   */
+  boolean hasContextFraction();
+  /**
+   * <pre>
+   * Fires when the window's tokens (calibrated, as token_count) reach this
+   * fraction (0 &lt; x &lt;= 1) of the session model's input window less its
+   * output reserve (ModelProfile: input_window_tokens - max_output_tokens).
+   * A policy with it is refused (INVALID_ARGUMENT naming the field) on a
+   * session without a model.
+   * </pre>
+   *
+   * <code>double context_fraction = 8 [json_name = "contextFraction"];</code>
+   * @return The contextFraction.
+   */
+  double getContextFraction();
 
   dev.compactionsidecar.v1.Trigger.KindCase getKindCase();
 }

@@ -98,7 +98,7 @@ private static final long serialVersionUID = 0L;
   private com.google.protobuf.FieldMask updateMask_;
   /**
    * <pre>
-   * "policy" and/or "labels". Required.
+   * "policy", "labels" and/or "model". Required.
    * </pre>
    *
    * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>
@@ -110,7 +110,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * "policy" and/or "labels". Required.
+   * "policy", "labels" and/or "model". Required.
    * </pre>
    *
    * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>
@@ -122,7 +122,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * "policy" and/or "labels". Required.
+   * "policy", "labels" and/or "model". Required.
    * </pre>
    *
    * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>
@@ -700,7 +700,7 @@ private static final long serialVersionUID = 0L;
         com.google.protobuf.FieldMask, com.google.protobuf.FieldMask.Builder, com.google.protobuf.FieldMaskOrBuilder> updateMaskBuilder_;
     /**
      * <pre>
-     * "policy" and/or "labels". Required.
+     * "policy", "labels" and/or "model". Required.
      * </pre>
      *
      * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>
@@ -711,7 +711,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * "policy" and/or "labels". Required.
+     * "policy", "labels" and/or "model". Required.
      * </pre>
      *
      * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>
@@ -726,7 +726,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * "policy" and/or "labels". Required.
+     * "policy", "labels" and/or "model". Required.
      * </pre>
      *
      * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>
@@ -744,7 +744,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * "policy" and/or "labels". Required.
+     * "policy", "labels" and/or "model". Required.
      * </pre>
      *
      * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>
@@ -762,7 +762,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * "policy" and/or "labels". Required.
+     * "policy", "labels" and/or "model". Required.
      * </pre>
      *
      * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>
@@ -787,7 +787,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * "policy" and/or "labels". Required.
+     * "policy", "labels" and/or "model". Required.
      * </pre>
      *
      * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>
@@ -804,7 +804,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * "policy" and/or "labels". Required.
+     * "policy", "labels" and/or "model". Required.
      * </pre>
      *
      * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>
@@ -816,7 +816,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * "policy" and/or "labels". Required.
+     * "policy", "labels" and/or "model". Required.
      * </pre>
      *
      * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>
@@ -831,7 +831,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * "policy" and/or "labels". Required.
+     * "policy", "labels" and/or "model". Required.
      * </pre>
      *
      * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>

@@ -42,7 +42,7 @@ public interface UpdateSessionRequestOrBuilder extends
 
   /**
    * <pre>
-   * "policy" and/or "labels". Required.
+   * "policy", "labels" and/or "model". Required.
    * </pre>
    *
    * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>
@@ -51,7 +51,7 @@ public interface UpdateSessionRequestOrBuilder extends
   boolean hasUpdateMask();
   /**
    * <pre>
-   * "policy" and/or "labels". Required.
+   * "policy", "labels" and/or "model". Required.
    * </pre>
    *
    * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>
@@ -60,7 +60,7 @@ public interface UpdateSessionRequestOrBuilder extends
   com.google.protobuf.FieldMask getUpdateMask();
   /**
    * <pre>
-   * "policy" and/or "labels". Required.
+   * "policy", "labels" and/or "model". Required.
    * </pre>
    *
    * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>
