@@ -333,9 +333,47 @@ class CompactionResult:
         return len(self.archived_events)
 
 
+CALIBRATION_BOUNDS = (0.25, 4.0)
+"""The calibration factor's range: a report outside it is taken as its bound."""
+CALIBRATION_HORIZON = 8
+"""Reports up to this many are averaged; later ones move the factor by 1/8 each."""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenCalibration:
+    """How the provider's reported prompt tokens compare with our estimates.
+
+    ``factor`` is reported over estimated, an exponential moving average of
+    the reports: the n-th report weighs 1/n up to the 8th, then 1/8, so the
+    first reports set it quickly and a stray one later moves it little. Each
+    report is bounded to ``CALIBRATION_BOUNDS`` first, so one absurd report
+    (a prompt padded with tools the window does not hold) cannot make
+    triggers fire on every append or never.
+    """
+
+    factor: float = 1.0
+    samples: int = 0
+
+    def after_report(self, ratio: float) -> TokenCalibration:
+        """The calibration once a report of ``ratio`` (reported / estimated) is taken in."""
+        low, high = CALIBRATION_BOUNDS
+        bounded = min(high, max(low, ratio))
+        samples = self.samples + 1
+        weight = 1.0 / min(samples, CALIBRATION_HORIZON)
+        return TokenCalibration(self.factor + weight * (bounded - self.factor), samples)
+
+    def scaled(self, tokens: int) -> int:
+        """``tokens`` as the provider is expected to count them."""
+        return round(tokens * self.factor)
+
+
 @dataclass(frozen=True, slots=True)
 class Session:
-    """A session's header: identity, version, policy and running counters."""
+    """A session's header: identity, version, policy, model and running counters.
+
+    ``model`` is the model the agent calls with this context ("" for none);
+    ``calibration`` corrects token estimates by what its provider reported.
+    """
 
     session_id: str
     version: int
@@ -346,6 +384,8 @@ class Session:
     counters: SessionCounters
     total_events: int
     last_compaction_id: str = ""
+    model: str = ""
+    calibration: TokenCalibration = field(default_factory=TokenCalibration)
 
 
 @dataclass(frozen=True, slots=True)

@@ -322,11 +322,16 @@ class PostgresStore:
     # -- sessions ------------------------------------------------------------
 
     async def create_session(
-        self, session_id: str, *, policy_json: str | None, labels: Mapping[str, str]
+        self,
+        session_id: str,
+        *,
+        policy_json: str | None,
+        labels: Mapping[str, str],
+        model: str = "",
     ) -> Session:
         _, session = await self._write(
             lambda db: writes.create_session(
-                db, session_id, policy_json=policy_json, labels=labels, now=utcnow()
+                db, session_id, policy_json=policy_json, labels=labels, now=utcnow(), model=model
             )
         )
         return session
@@ -343,6 +348,7 @@ class PostgresStore:
         set_policy: bool = False,
         labels: Mapping[str, str] | None = None,
         expected_version: int | None = None,
+        model: str | None = None,
     ) -> Session:
         return await self._write(
             lambda db: writes.update_session(
@@ -353,6 +359,7 @@ class PostgresStore:
                 labels=labels,
                 expected_version=expected_version,
                 now=utcnow(),
+                model=model,
             )
         )
 
@@ -379,6 +386,7 @@ class PostgresStore:
         policy_json: str | None = None,
         label_updates: Sequence[LabelUpdate] = (),
         max_labels: int = 64,
+        usage_ratio: float | None = None,
     ) -> AppendOutcome:
         batch = tuple(events)
         # Retried once on an outage: a batch that did land comes back as a retry.
@@ -393,6 +401,7 @@ class PostgresStore:
                 now=utcnow(),
                 label_updates=label_updates,
                 max_labels=max_labels,
+                usage_ratio=usage_ratio,
             ),
             retry=True,
         )

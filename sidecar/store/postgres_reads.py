@@ -13,7 +13,7 @@ from typing import Any
 import asyncpg
 
 from sidecar.errors import SessionNotFound
-from sidecar.model import CompactionResult, Event, Session, SessionCounters
+from sidecar.model import CompactionResult, Event, Session, SessionCounters, TokenCalibration
 from sidecar.store import rules
 from sidecar.store.codec import decode_event, to_micros
 from sidecar.store.event_cache import DecodedEvents
@@ -37,7 +37,8 @@ from sidecar.store.sqlite_reads import SNIPPET_END, SNIPPET_START
 
 SESSION_COLUMNS = """s.pk, s.id, s.version, s.policy_json, s.labels, s.create_time,
     s.update_time, s.active_events, s.real_events, s.turns, s.tokens, s.system_tokens,
-    s.turns_since_compaction, s.total_events, s.last_compaction_id"""
+    s.turns_since_compaction, s.total_events, s.last_compaction_id, s.model,
+    s.calibration_factor, s.calibration_samples"""
 
 EVENT_COLUMNS = """e.id, e.role, e.content, e.position, e.token_count, e.synthetic,
     e.archived, e.create_time, e.cleared_content IS NOT NULL"""
@@ -79,6 +80,8 @@ def session_from_row(row: asyncpg.Record) -> tuple[int, Session]:
         ),
         total_events=row[13],
         last_compaction_id=row[14],
+        model=row[15],
+        calibration=TokenCalibration(row[16], row[17]),
     )
 
 

@@ -193,7 +193,23 @@ _MIGRATION_4 = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_MIGRATION_1, _MIGRATION_2, _MIGRATION_3, _MIGRATION_4)
+_MIGRATION_5 = Migration(
+    5,
+    "the session's model and its token calibration",
+    (
+        "ALTER TABLE sessions ADD COLUMN model text NOT NULL DEFAULT ''",
+        "ALTER TABLE sessions ADD COLUMN calibration_factor double precision NOT NULL DEFAULT 1",
+        "ALTER TABLE sessions ADD COLUMN calibration_samples bigint NOT NULL DEFAULT 0",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (
+    _MIGRATION_1,
+    _MIGRATION_2,
+    _MIGRATION_3,
+    _MIGRATION_4,
+    _MIGRATION_5,
+)
 """Every migration, in order; versions are 1, 2, 3, ... with no gap."""
 
 _VERSION_TABLE = """

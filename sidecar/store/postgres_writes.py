@@ -48,6 +48,7 @@ async def create_session(
     labels: Mapping[str, str],
     now: datetime,
     version: int = 1,
+    model: str = "",
 ) -> tuple[int, Session]:
     """Insert an empty session at ``version``; SessionExists if the id is taken.
 
@@ -57,13 +58,14 @@ async def create_session(
     if not session_id:
         raise InvalidArgument("session_id", "must not be empty")
     pk = await db.fetchval(
-        "INSERT INTO sessions (id, version, policy_json, labels, create_time, update_time)"
-        " VALUES ($1, $2, $3, $4::jsonb, $5, $5) ON CONFLICT (id) DO NOTHING RETURNING pk",
+        "INSERT INTO sessions (id, version, policy_json, labels, create_time, update_time, model)"
+        " VALUES ($1, $2, $3, $4::jsonb, $5, $5, $6) ON CONFLICT (id) DO NOTHING RETURNING pk",
         session_id,
         version,
         policy_json,
         encode_labels(labels),
         now,
+        model,
     )
     if pk is None:
         raise SessionExists(session_id)
@@ -76,6 +78,7 @@ async def create_session(
         update_time=now,
         counters=SessionCounters(),
         total_events=0,
+        model=model,
     )
 
 
@@ -128,8 +131,9 @@ async def _save_header(db: Db, session_pk: int, session: Session, *, previous_ve
         """UPDATE sessions SET version = $1, policy_json = $2, labels = $3::jsonb,
                update_time = $4, active_events = $5, real_events = $6, turns = $7,
                tokens = $8, system_tokens = $9, turns_since_compaction = $10,
-               total_events = $11, last_compaction_id = $12
-           WHERE pk = $13 AND version = $14""",
+               total_events = $11, last_compaction_id = $12, model = $13,
+               calibration_factor = $14, calibration_samples = $15
+           WHERE pk = $16 AND version = $17""",
         session.version,
         session.policy_json,
         encode_labels(session.labels),
@@ -142,6 +146,9 @@ async def _save_header(db: Db, session_pk: int, session: Session, *, previous_ve
         c.turns_since_compaction,
         session.total_events,
         session.last_compaction_id,
+        session.model,
+        session.calibration.factor,
+        session.calibration.samples,
         session_pk,
         previous_version,
     )
@@ -163,6 +170,7 @@ async def append(
     now: datetime,
     label_updates: Sequence[LabelUpdate] = (),
     max_labels: int = 64,
+    usage_ratio: float | None = None,
 ) -> AppendOutcome:
     """Append a batch (see ``Store.append``); the returned events match ``events`` one to one.
 
@@ -209,7 +217,7 @@ async def append(
     if batch.new:
         await _insert_events(db, session_pk, batch.new, [2 * e.position + 1 for e in batch.new])
     previous = session.version
-    session = replace(rules.after_append(session, batch, now), labels=labels)
+    session = replace(rules.after_append(session, batch, now, usage_ratio), labels=labels)
     await _save_header(db, session_pk, session, previous_version=previous)
     return AppendOutcome(batch.result, session, len(batch.new))
 
@@ -329,22 +337,18 @@ async def update_session(
     labels: Mapping[str, str] | None,
     expected_version: int | None,
     now: datetime,
+    model: str | None = None,
 ) -> Session:
-    """Replace the policy and/or labels. Asking to change nothing writes nothing."""
+    """Replace the policy, labels and/or model. Asking to change nothing writes nothing."""
     session_pk, session = await get_session(db, session_id, for_update=True)
     rules.check_version(session, expected_version)
-    if not set_policy and labels is None:
-        return session
-    previous = session.version
-    session = replace(
-        session,
-        version=previous + 1,
-        update_time=now,
-        policy_json=policy_json if set_policy else session.policy_json,
-        labels=dict(labels) if labels is not None else session.labels,
+    updated = rules.after_update(
+        session, policy_json=policy_json, set_policy=set_policy, labels=labels, model=model, now=now
     )
-    await _save_header(db, session_pk, session, previous_version=previous)
-    return session
+    if updated is None:
+        return session
+    await _save_header(db, session_pk, updated, previous_version=session.version)
+    return updated
 
 
 async def delete_session(db: Db, session_id: str) -> None:

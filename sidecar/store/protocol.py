@@ -116,6 +116,7 @@ class Store(Protocol):
         *,
         policy_json: str | None,
         labels: Mapping[str, str],
+        model: str = "",
     ) -> Session:
         """Create an empty session; SessionExists if the id is taken."""
 
@@ -130,8 +131,10 @@ class Store(Protocol):
         set_policy: bool = False,
         labels: Mapping[str, str] | None = None,
         expected_version: int | None = None,
+        model: str | None = None,
     ) -> Session:
-        """Replace the policy (when ``set_policy``) and/or the labels; bumps the version."""
+        """Replace the policy (when ``set_policy``), the labels and/or the model (when not
+        None); bumps the version. Asking to change nothing writes nothing."""
 
     async def list_sessions(
         self, filter: SessionFilter, *, page_size: int, page_token: str
@@ -151,6 +154,7 @@ class Store(Protocol):
         policy_json: str | None = None,
         label_updates: Sequence[LabelUpdate] = (),
         max_labels: int = 64,
+        usage_ratio: float | None = None,
     ) -> AppendOutcome:
         """Append a batch in one transaction. Idempotent by event id.
 
@@ -164,6 +168,9 @@ class Store(Protocol):
         update whose ``expected_version`` does not match raises
         VersionConflict, one leaving more than ``max_labels`` LimitExceeded,
         and nothing is written. A batch of retries only writes nothing.
+        ``usage_ratio`` (a provider's reported prompt tokens over our
+        estimate) is taken into the session's calibration in the same
+        transaction, when the batch writes anything.
         """
 
     async def active_window(self, session_id: str) -> tuple[Session, tuple[Event, ...]]:

@@ -157,13 +157,46 @@ def sort_batch(
     return SortedBatch(tuple(result), tuple(new), counters)
 
 
-def after_append(session: Session, batch: SortedBatch, now: datetime) -> Session:
+def after_append(
+    session: Session, batch: SortedBatch, now: datetime, usage_ratio: float | None = None
+) -> Session:
+    """The header after an append; ``usage_ratio`` (reported / estimated) calibrates it.
+
+    The report is taken in only with new events: a retried append, which
+    writes nothing, does not count its report twice.
+    """
+    calibration = session.calibration
+    if usage_ratio is not None and batch.new:
+        calibration = calibration.after_report(usage_ratio)
     return replace(
         session,
         version=session.version + 1,
         update_time=now,
         counters=batch.counters,
         total_events=session.total_events + len(batch.new),
+        calibration=calibration,
+    )
+
+
+def after_update(
+    session: Session,
+    *,
+    policy_json: str | None,
+    set_policy: bool,
+    labels: Mapping[str, str] | None,
+    model: str | None,
+    now: datetime,
+) -> Session | None:
+    """The header after an UpdateSession; None when it asks to change nothing (nothing written)."""
+    if not set_policy and labels is None and model is None:
+        return None
+    return replace(
+        session,
+        version=session.version + 1,
+        update_time=now,
+        policy_json=policy_json if set_policy else session.policy_json,
+        labels=dict(labels) if labels is not None else session.labels,
+        model=model if model is not None else session.model,
     )
 
 

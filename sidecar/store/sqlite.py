@@ -221,11 +221,16 @@ class SqliteStore:
     # -- sessions ------------------------------------------------------------
 
     async def create_session(
-        self, session_id: str, *, policy_json: str | None, labels: Mapping[str, str]
+        self,
+        session_id: str,
+        *,
+        policy_json: str | None,
+        labels: Mapping[str, str],
+        model: str = "",
     ) -> Session:
         _, session = await self._write(
             lambda db: writes.create_session(
-                db, session_id, policy_json=policy_json, labels=labels, now=utcnow()
+                db, session_id, policy_json=policy_json, labels=labels, now=utcnow(), model=model
             ),
             session_id=session_id,
         )
@@ -243,6 +248,7 @@ class SqliteStore:
         set_policy: bool = False,
         labels: Mapping[str, str] | None = None,
         expected_version: int | None = None,
+        model: str | None = None,
     ) -> Session:
         return await self._write(
             lambda db: writes.update_session(
@@ -253,6 +259,7 @@ class SqliteStore:
                 labels=labels,
                 expected_version=expected_version,
                 now=utcnow(),
+                model=model,
             ),
             session_id=session_id,
         )
@@ -280,6 +287,7 @@ class SqliteStore:
         policy_json: str | None = None,
         label_updates: Sequence[LabelUpdate] = (),
         max_labels: int = 64,
+        usage_ratio: float | None = None,
     ) -> AppendOutcome:
         batch = tuple(events)
         return await self._write(
@@ -293,6 +301,7 @@ class SqliteStore:
                 now=utcnow(),
                 label_updates=label_updates,
                 max_labels=max_labels,
+                usage_ratio=usage_ratio,
             ),
             session_id=session_id,
             weight=write_weight(len(batch), sum(e.content_bytes() for e in batch)),

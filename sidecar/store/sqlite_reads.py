@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sidecar.errors import SessionNotFound
-from sidecar.model import CompactionResult, Event, Session, SessionCounters
+from sidecar.model import CompactionResult, Event, Session, SessionCounters, TokenCalibration
 from sidecar.store import rules
 from sidecar.store.codec import decode_event, decode_labels, from_micros, to_micros
 from sidecar.store.event_cache import DecodedEvents
@@ -36,7 +36,8 @@ from sidecar.store.search_terms import query_terms
 
 SESSION_COLUMNS = """s.pk, s.id, s.version, s.policy_json, s.labels, s.create_time,
     s.update_time, s.active_events, s.real_events, s.turns, s.tokens, s.system_tokens,
-    s.turns_since_compaction, s.total_events, s.last_compaction_id"""
+    s.turns_since_compaction, s.total_events, s.last_compaction_id, s.model,
+    s.calibration_factor, s.calibration_samples"""
 
 EVENT_COLUMNS = """e.id, e.role, e.content, e.position, e.token_count, e.synthetic,
     e.archived, e.create_time, e.cleared_content IS NOT NULL"""
@@ -77,6 +78,8 @@ def session_from_row(row: Sequence[Any]) -> tuple[int, Session]:
         ),
         total_events=row[13],
         last_compaction_id=row[14],
+        model=row[15],
+        calibration=TokenCalibration(row[16], row[17]),
     )
 
 

@@ -144,7 +144,17 @@ _MIGRATION_3 = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_MIGRATION_1, _MIGRATION_2, _MIGRATION_3)
+_MIGRATION_4 = Migration(
+    4,
+    "the session's model and its token calibration",
+    (
+        "ALTER TABLE sessions ADD COLUMN model TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE sessions ADD COLUMN calibration_factor REAL NOT NULL DEFAULT 1.0",
+        "ALTER TABLE sessions ADD COLUMN calibration_samples INTEGER NOT NULL DEFAULT 0",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_MIGRATION_1, _MIGRATION_2, _MIGRATION_3, _MIGRATION_4)
 """Every migration, in order; versions are 1, 2, 3, ... with no gap."""
 
 _VERSION_TABLE = """

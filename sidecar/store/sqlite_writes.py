@@ -45,6 +45,7 @@ def create_session(
     labels: Mapping[str, str],
     now: datetime,
     version: int = 1,
+    model: str = "",
 ) -> tuple[int, Session]:
     """Insert an empty session at ``version``; SessionExists if the id is taken."""
     if not session_id:
@@ -53,9 +54,9 @@ def create_session(
         raise SessionExists(session_id)
     micros = to_micros(now)
     cursor = db.execute(
-        "INSERT INTO sessions (id, version, policy_json, labels, create_time, update_time)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
-        (session_id, version, policy_json, encode_labels(labels), micros, micros),
+        "INSERT INTO sessions (id, version, policy_json, labels, create_time, update_time, model)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (session_id, version, policy_json, encode_labels(labels), micros, micros, model),
     )
     session = Session(
         session_id=session_id,
@@ -66,6 +67,7 @@ def create_session(
         update_time=now,
         counters=SessionCounters(),
         total_events=0,
+        model=model,
     )
     assert cursor.lastrowid is not None
     return cursor.lastrowid, session
@@ -123,7 +125,8 @@ def _save_header(db: sqlite3.Connection, session_pk: int, session: Session) -> N
     db.execute(
         """UPDATE sessions SET version = ?, policy_json = ?, labels = ?, update_time = ?,
                active_events = ?, real_events = ?, turns = ?, tokens = ?, system_tokens = ?,
-               turns_since_compaction = ?, total_events = ?, last_compaction_id = ?
+               turns_since_compaction = ?, total_events = ?, last_compaction_id = ?,
+               model = ?, calibration_factor = ?, calibration_samples = ?
            WHERE pk = ?""",
         (
             session.version,
@@ -138,6 +141,9 @@ def _save_header(db: sqlite3.Connection, session_pk: int, session: Session) -> N
             c.turns_since_compaction,
             session.total_events,
             session.last_compaction_id,
+            session.model,
+            session.calibration.factor,
+            session.calibration.samples,
             session_pk,
         ),
     )
@@ -154,6 +160,7 @@ def append(
     now: datetime,
     label_updates: Sequence[LabelUpdate] = (),
     max_labels: int = 64,
+    usage_ratio: float | None = None,
 ) -> AppendOutcome:
     """Append a batch (see ``Store.append``); the returned events match ``events`` one to one.
 
@@ -186,7 +193,7 @@ def append(
         _update_labels(db, update, max_labels, now)
     for event in batch.new:
         _insert_event(db, session_pk, event, sort_key=2 * event.position + 1)
-    session = replace(rules.after_append(session, batch, now), labels=labels)
+    session = replace(rules.after_append(session, batch, now, usage_ratio), labels=labels)
     _save_header(db, session_pk, session)
     return AppendOutcome(batch.result, session, len(batch.new))
 
@@ -281,21 +288,18 @@ def update_session(
     labels: Mapping[str, str] | None,
     expected_version: int | None,
     now: datetime,
+    model: str | None = None,
 ) -> Session:
-    """Replace the policy and/or labels. Asking to change nothing writes nothing."""
+    """Replace the policy, labels and/or model. Asking to change nothing writes nothing."""
     session_pk, session = get_session(db, session_id)
     rules.check_version(session, expected_version)
-    if not set_policy and labels is None:
-        return session
-    session = replace(
-        session,
-        version=session.version + 1,
-        update_time=now,
-        policy_json=policy_json if set_policy else session.policy_json,
-        labels=dict(labels) if labels is not None else session.labels,
+    updated = rules.after_update(
+        session, policy_json=policy_json, set_policy=set_policy, labels=labels, model=model, now=now
     )
-    _save_header(db, session_pk, session)
-    return session
+    if updated is None:
+        return session
+    _save_header(db, session_pk, updated)
+    return updated
 
 
 def delete_session(db: sqlite3.Connection, session_id: str) -> None:

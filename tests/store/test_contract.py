@@ -207,6 +207,38 @@ async def test_update_asking_for_no_change_writes_nothing(store: Store) -> None:
     assert (await store.update_session("s")).version == 1
 
 
+async def test_the_session_model_is_stored_and_changed_only_when_named(store: Store) -> None:
+    created = await store.create_session("s", policy_json="p", labels={}, model="gemini-2.5-flash")
+    assert created.model == "gemini-2.5-flash"
+    assert (await store.get_session("s")).model == "gemini-2.5-flash"
+    relabelled = await store.update_session("s", labels={"a": "1"})
+    assert relabelled.model == "gemini-2.5-flash"
+    moved = await store.update_session("s", model="claude-sonnet-4-5", expected_version=2)
+    assert (moved.version, moved.model, moved.policy_json) == (3, "claude-sonnet-4-5", "p")
+    assert await store.get_session("s") == moved
+    assert (await store.update_session("s", model="")).model == ""
+
+
+async def test_a_usage_report_calibrates_in_the_append_that_carries_it(store: Store) -> None:
+    await store.create_session("s", policy_json=None, labels={})
+    first = await store.append("s", [u("u1")], usage_ratio=1.5)
+    assert (first.session.calibration.factor, first.session.calibration.samples) == (1.5, 1)
+    # A retry writes nothing, so its report is not counted twice.
+    again = await store.append("s", [u("u1")], usage_ratio=1.5)
+    assert again.session.calibration.samples == 1
+    second = await store.append("s", [u("u2")], usage_ratio=0.5)
+    assert second.session.calibration.samples == 2
+    assert second.session.calibration.factor == pytest.approx(1.0)
+    # Bounded: one absurd report moves the factor to at most 4.
+    third = await store.append("s", [u("u3")], usage_ratio=1000.0)
+    assert third.session.calibration.factor == pytest.approx(1.0 + (4.0 - 1.0) / 3)
+    assert (await store.get_session("s")).calibration == third.session.calibration
+    # A refused append takes nothing in.
+    with pytest.raises(VersionConflict):
+        await store.append("s", [u("u4")], expected_version=1, usage_ratio=2.0)
+    assert (await store.get_session("s")).calibration == third.session.calibration
+
+
 async def test_list_sessions_in_id_order_filtered_by_every_label_pair(store: Store) -> None:
     for n in range(7):
         labels = {"team": "red" if n % 2 else "blue", "env": "prod" if n < 4 else "dev"}
