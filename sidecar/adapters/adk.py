@@ -11,12 +11,13 @@ events stay in the service's log and stay searchable.
 service: as a ``before_model_callback`` it mirrors the session's events into
 the service and replaces the request's contents with the compacted window.
 
-Events map to ours field by field (text, function calls and responses,
-inline and file data, author, branch) and back without loss: the rest of the
-ADK event (invocation id, actions with their state delta, usage...) travels
-as JSON in the event's metadata, and content that the field mapping cannot
-rebuild exactly (thoughts, several text parts, signatures) is kept verbatim
-beside it (see ``adk_mapping``).
+Events map to ours field by field (text, thoughts and thought signatures,
+function calls and responses, inline and file data, author, branch) and back
+without loss: the rest of the ADK event (invocation id, actions with their
+state delta, usage...) travels as JSON in the event's metadata, and content
+that the field mapping cannot rebuild exactly (several text parts, media
+before the text) is kept verbatim beside it (see ``adk_mapping`` and
+``adk_content``).
 """
 
 from __future__ import annotations

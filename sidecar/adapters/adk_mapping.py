@@ -1,11 +1,12 @@
 """How ADK events, state and compaction settings map to the service's, both ways.
 
-Events map to ours field by field (text, function calls and responses,
-inline and file data, author, branch) and back without loss: the rest of the
-ADK event (invocation id, actions with their state delta, usage...) travels
-as JSON in the event's metadata, and content that the field mapping cannot
-rebuild exactly (thoughts, several text parts, signatures) is kept verbatim
-beside it. Session state lives in the session's labels, in chunks.
+Events map to ours field by field (text, thoughts and their signatures,
+function calls and responses, inline and file data, author, branch; see
+``adk_content``) and back without loss: the rest of the ADK event
+(invocation id, actions with their state delta, usage...) travels as JSON in
+the event's metadata, and content that the field mapping cannot rebuild
+exactly (several text parts, media before the text) is kept verbatim beside
+it. Session state lives in the session's labels, in chunks.
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ from google.adk.sessions.state import State
 from google.genai import types
 from pydantic_core import to_jsonable_python
 
+from sidecar.adapters.adk_content import cleared_content, content_of, fields_of
 from sidecar.compaction.clear_tool_results import ClearToolResults
 from sidecar.compaction.pipeline import Pipeline
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.triggers import AnyOf, Interval, TokenCount, Trigger
-from sidecar.model import Event, Part, Role, ToolCall, ToolResult
+from sidecar.model import Event, Role, ToolResult
 
 META_EVENT = "adk.event"  # the ADK event without its content, as JSON
 META_CONTENT = "adk.content"  # the content verbatim, when the field mapping loses something
@@ -135,46 +137,6 @@ def policy_from_events_compaction_config(config: Any) -> CompactionPolicy:
 # -- events -----------------------------------------------------------------------------
 
 
-def _json(value: Any) -> str:
-    return json.dumps(to_jsonable_python(value), ensure_ascii=False)
-
-
-def _response(content: str) -> dict[str, Any]:
-    """A function response object from a tool result's content (JSON object or text)."""
-    try:
-        value = json.loads(content)
-    except ValueError:
-        return {"result": content}
-    return value if isinstance(value, dict) else {"result": value}
-
-
-def content_of(event: Event) -> types.Content:
-    """The ADK content our event stands for: text, media, then calls or responses."""
-    parts: list[types.Part] = []
-    if event.text:
-        parts.append(types.Part(text=event.text))
-    for part in event.parts:
-        if part.uri:
-            parts.append(
-                types.Part(file_data=types.FileData(mime_type=part.mime_type, file_uri=part.uri))
-            )
-        else:
-            parts.append(
-                types.Part(inline_data=types.Blob(mime_type=part.mime_type, data=part.data))
-            )
-    for call in event.tool_calls:
-        args = json.loads(call.arguments_json or "{}")
-        parts.append(
-            types.Part(function_call=types.FunctionCall(id=call.id, name=call.name, args=args))
-        )
-    for result in event.tool_results:
-        response = types.FunctionResponse(
-            id=result.call_id, name=result.name, response=_response(result.content)
-        )
-        parts.append(types.Part(function_response=response))
-    return types.Content(role="model" if event.role is Role.ASSISTANT else "user", parts=parts)
-
-
 def _role(event: AdkEvent, results: Sequence[ToolResult]) -> Role:
     if results:
         return Role.TOOL
@@ -189,51 +151,16 @@ def _role(event: AdkEvent, results: Sequence[ToolResult]) -> Role:
 def event_to_sidecar(event: AdkEvent) -> Event:
     """Our event for an ADK event; ``event_from_sidecar`` gives back an equal ADK event."""
     content = event.content
-    parts = list(content.parts or []) if content is not None else []
-    texts: list[str] = []
-    calls: list[ToolCall] = []
-    results: list[ToolResult] = []
-    media: list[Part] = []
-    for i, part in enumerate(parts):
-        if part.text is not None and not part.thought:
-            texts.append(part.text)
-        if part.function_call is not None:
-            fc = part.function_call
-            call_id = fc.id or f"{event.id}-{i}"  # ADK gives stored calls ids; be safe anyway
-            calls.append(
-                ToolCall(id=call_id, name=fc.name or "unknown", arguments_json=_json(fc.args or {}))
-            )
-        if part.function_response is not None:
-            fr = part.function_response
-            response = fr.response or {}
-            results.append(
-                ToolResult(
-                    call_id=fr.id or f"{event.id}-{i}",
-                    name=fr.name or "",
-                    content=_json(response),
-                    is_error=set(response) == {"error"},
-                )
-            )
-        if part.inline_data is not None:
-            blob = part.inline_data
-            media.append(
-                Part(mime_type=blob.mime_type or "application/octet-stream", data=blob.data or b"")
-            )
-        if part.file_data is not None and part.file_data.file_uri:
-            file = part.file_data
-            media.append(
-                Part(
-                    mime_type=file.mime_type or "application/octet-stream", uri=file.file_uri or ""
-                )
-            )
-    role = _role(event, results)
+    fields = fields_of(content, event.id)
+    role = _role(event, fields.tool_results)
     ours = Event(
         id=event.id,
         role=role,
-        text="".join(texts),
-        tool_calls=tuple(calls) if role is Role.ASSISTANT else (),
-        tool_results=tuple(results),
-        parts=tuple(media),
+        text=fields.text,
+        reasoning=fields.reasoning,
+        tool_calls=fields.tool_calls if role is Role.ASSISTANT else (),
+        tool_results=fields.tool_results,
+        parts=fields.parts,
         author=event.author,
         branch=event.branch or "",
     )
@@ -249,8 +176,9 @@ def event_from_sidecar(event: Event, *, author: str, timestamp: float | None = N
     """The ADK event for one of ours: exactly the stored one when this adapter wrote it.
 
     Events it did not write (a summary turn, another client's events) are
-    rendered from their fields, with ``author`` and ``timestamp``; so is the
-    content of a cleared event, whose tool results are placeholders now.
+    rendered from their fields, with ``author`` and ``timestamp``. A cleared
+    event shows what the clearing left (placeholders, cleared reasoning
+    text), with every thought and signature of the original.
     """
     raw = event.metadata.get(META_EVENT)
     if raw is None:
@@ -264,10 +192,12 @@ def event_from_sidecar(event: Event, *, author: str, timestamp: float | None = N
         )
     adk = AdkEvent.model_validate_json(raw)
     stored = event.metadata.get(META_CONTENT)
-    if stored is None or event.cleared:  # a cleared event's content is its placeholder
+    if stored is None:
         adk.content = content_of(event)
     elif stored != "null":
-        adk.content = types.Content.model_validate_json(stored)
+        content = types.Content.model_validate_json(stored)
+        # A cleared event shows its placeholders, its thoughts and signatures where they were.
+        adk.content = cleared_content(content, event) if event.cleared else content
     return adk
 
 
