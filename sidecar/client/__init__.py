@@ -23,7 +23,7 @@ from sidecar.client.errors import (
     UnauthenticatedError,
     UnavailableError,
 )
-from sidecar.client.requests import KEEP, Keep, with_ids
+from sidecar.client.requests import KEEP, Batch, ContextFormat, Keep, ModelUsage, with_ids
 from sidecar.client.results import (
     Ack,
     AppendResult,
@@ -46,8 +46,10 @@ __all__ = [
     "AppendResult",
     "AsyncClient",
     "BackgroundCompaction",
+    "Batch",
     "Client",
     "ClientError",
+    "ContextFormat",
     "DeadlineExceededError",
     "EventStream",
     "FailedPreconditionError",
@@ -56,6 +58,7 @@ __all__ = [
     "Keep",
     "LabelUpdate",
     "Missed",
+    "ModelUsage",
     "NotFoundError",
     "RequestFailed",
     "ResourceExhaustedError",

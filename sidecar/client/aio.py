@@ -22,7 +22,7 @@ import grpc
 from sidecar.client import decode, requests
 from sidecar.client.channel import Options, Tls, auth_metadata, channel_options
 from sidecar.client.errors import error_from_rpc
-from sidecar.client.requests import KEEP, Keep
+from sidecar.client.requests import KEEP, ContextFormat, Keep, ModelUsage
 from sidecar.client.results import AppendResult, SearchHit, SessionContext
 from sidecar.client.retry import RetryPolicy, retry_async
 from sidecar.client.streams import EventStream, Watch
@@ -132,13 +132,17 @@ class AsyncClient:
         session_id: str,
         policy: CompactionPolicy | None = None,
         labels: Mapping[str, str] | None = None,
+        *,
+        model: str = "",
     ) -> Session:
         """Create a session; without a policy it gets the server's default.
 
-        Not retried: after a lost answer, ALREADY_EXISTS could not tell our
-        session from someone else's.
+        ``model`` is the model the agent calls with the session's context
+        (e.g. "gemini-2.5-flash"); the server refuses one it has no profile
+        of (InvalidArgumentError naming "model"). Not retried: after a lost
+        answer, ALREADY_EXISTS could not tell our session from someone else's.
         """
-        request = requests.create_session(session_id, policy, labels)
+        request = requests.create_session(session_id, policy, labels, model)
         return decode.session(await self._unary(self._stub.CreateSession, request, retry=False))
 
     async def get_session(self, session_id: str) -> Session:
@@ -164,15 +168,17 @@ class AsyncClient:
         *,
         policy: CompactionPolicy | Keep | None = KEEP,
         labels: Mapping[str, str] | Keep = KEEP,
+        model: str | Keep = KEEP,
         expected_version: int | None = None,
     ) -> Session:
-        """Replace the session's policy and/or labels; only the ones passed change.
+        """Replace the session's policy, labels and/or model; only the ones passed change.
 
-        ``policy=None`` removes the policy. With ``expected_version`` it fails
-        with FailedPreconditionError unless the session is at that version.
-        Not retried: every update moves the version on, so a repeat is not a no-op.
+        ``policy=None`` removes the policy, ``model=""`` the model. With
+        ``expected_version`` it fails with FailedPreconditionError unless the
+        session is at that version. Not retried: every update moves the
+        version on, so a repeat is not a no-op.
         """
-        request = requests.update_session(session_id, policy, labels, expected_version)
+        request = requests.update_session(session_id, policy, labels, expected_version, model)
         return decode.session(await self._unary(self._stub.UpdateSession, request, retry=False))
 
     async def delete_session(self, session_id: str) -> None:
@@ -226,11 +232,15 @@ class SessionHandle:
         expected_version: int | None = None,
         create_if_missing: bool = False,
         label_updates: Sequence[LabelUpdate] = (),
+        usage: ModelUsage | None = None,
     ) -> AppendResult:
         """Store a batch in one transaction; compacts if the session's trigger fires.
 
         Events without an id get a uuid4 hex one here, before the first
         attempt, so a retry after a lost answer stores nothing twice.
+        ``usage`` (what the provider reported for the call made with an
+        earlier context) calibrates the session's token estimates; when the
+        server cannot take it, ``AppendResult.usage_ignored_reason`` says why.
         """
         request = requests.append(
             self.session_id,
@@ -238,6 +248,7 @@ class SessionHandle:
             expected_version,
             create_if_missing,
             label_updates,
+            usage,
         )
         client = self._client
         return decode.append_result(
@@ -258,14 +269,17 @@ class SessionHandle:
         finally:
             call.cancel()
 
-    async def context(self) -> SessionContext:
+    async def context(self, *, format: ContextFormat | None = None) -> SessionContext:
         """The active window to send to the model, in log order.
 
-        A window too large for one answer comes without its events' content;
-        it is then read in byte-bounded pages (ListEvents) and put together.
+        With ``format`` the window also comes rendered as that provider's
+        request fragment (``rendered_json``). A window too large for one
+        answer comes without its events' content; it is then read in
+        byte-bounded pages (ListEvents) and put together, as events only
+        (``rendered_json`` "").
         """
         client = self._client
-        request = pb.GetContextRequest(session_id=self.session_id)
+        request = requests.context(self.session_id, format)
         for _ in range(_WHOLE_WINDOW_TRIES):
             answer = await client._unary(client._stub.GetContext, request, retry=True)
             window = decode.context(answer)

@@ -115,6 +115,7 @@ def append_result(msg: pb.AppendEventsResponse) -> AppendResult:
         compaction=compaction(msg.compaction) if msg.HasField("compaction") else None,
         compaction_scheduled=msg.compaction_scheduled,
         content_omitted=msg.content_omitted,
+        usage_ignored_reason=msg.usage_ignored_reason,
     )
 
 
@@ -124,6 +125,8 @@ def context(msg: pb.GetContextResponse) -> SessionContext:
         version=msg.version,
         token_count=msg.token_count,
         turn_count=msg.turn_count,
+        rendered_json=msg.rendered_json,
+        estimated_prompt_tokens=msg.estimated_prompt_tokens,
     )
 
 

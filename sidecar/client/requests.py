@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import Enum
 
@@ -30,6 +30,42 @@ class Keep(Enum):
 KEEP = Keep.KEEP
 
 
+class ContextFormat(Enum):
+    """A provider's request format, for ``context(format=...)``: the window ready to send."""
+
+    GEMINI = pb.CONTEXT_FORMAT_GEMINI
+    """Gemini generateContent: ``{"systemInstruction": ..., "contents": [...]}``."""
+    OPENAI_CHAT = pb.CONTEXT_FORMAT_OPENAI_CHAT
+    """OpenAI Chat Completions: ``{"messages": [...]}``."""
+    OPENAI_RESPONSES = pb.CONTEXT_FORMAT_OPENAI_RESPONSES
+    """OpenAI Responses: ``{"instructions": ..., "input": [...]}``."""
+    ANTHROPIC = pb.CONTEXT_FORMAT_ANTHROPIC
+    """Anthropic Messages: ``{"system": ..., "messages": [...]}``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelUsage:
+    """What the provider reported for a model call made with the context of ``context_version``.
+
+    Sent with an append (``usage=``), it calibrates the session's token
+    estimates: ``prompt_tokens`` is the provider's count (Gemini's
+    ``usageMetadata.promptTokenCount``, OpenAI's ``usage.prompt_tokens`` or
+    ``input_tokens``, Anthropic's ``input_tokens`` plus its cache reads and
+    writes), ``context_version`` the ``SessionContext.version`` that was sent.
+    """
+
+    context_version: int
+    prompt_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One append of the blocking client's ``stream()``: events, and usage to report with them."""
+
+    events: Sequence[Event]
+    usage: ModelUsage | None = None
+
+
 def with_ids(events: Iterable[Event]) -> list[Event]:
     """The events, each with an id: a fresh uuid4 hex where the caller gave none.
 
@@ -44,10 +80,21 @@ def _version(expected_version: int | None) -> int:
     return expected_version or 0
 
 
+def _usage_out(
+    usage: ModelUsage | None, into: pb.AppendEventsRequest | pb.StreamEventsRequest
+) -> None:
+    if usage is not None:
+        into.usage.context_version = usage.context_version
+        into.usage.prompt_tokens = usage.prompt_tokens
+
+
 def create_session(
-    session_id: str, policy: CompactionPolicy | None, labels: Mapping[str, str] | None
+    session_id: str,
+    policy: CompactionPolicy | None,
+    labels: Mapping[str, str] | None,
+    model: str = "",
 ) -> pb.CreateSessionRequest:
-    request = pb.CreateSessionRequest(session_id=session_id, labels=dict(labels or {}))
+    request = pb.CreateSessionRequest(session_id=session_id, labels=dict(labels or {}), model=model)
     if policy is not None:
         convert.policy_out(policy, request.policy)
     return request
@@ -58,11 +105,13 @@ def update_session(
     policy: CompactionPolicy | Keep | None,
     labels: Mapping[str, str] | Keep,
     expected_version: int | None,
+    model: str | Keep = KEEP,
 ) -> pb.UpdateSessionRequest:
     """Names in the update mask exactly the fields the caller passed.
 
     ``policy=None`` removes the session's policy (it then never compacts on
-    its own); ``labels`` replaces the whole label map.
+    its own); ``labels`` replaces the whole label map; ``model=""`` removes
+    the session's model.
     """
     paths: list[str] = []
     header = session_pb2.Session(session_id=session_id)
@@ -73,8 +122,11 @@ def update_session(
     if labels is not KEEP:
         paths.append("labels")
         header.labels.update(labels)
+    if model is not KEEP:
+        paths.append("model")
+        header.model = model
     if not paths:
-        raise ValueError("update_session: pass policy and/or labels")
+        raise ValueError("update_session: pass policy, labels and/or model")
     return pb.UpdateSessionRequest(
         session=header,
         update_mask=FieldMask(paths=paths),
@@ -88,6 +140,7 @@ def append(
     expected_version: int | None,
     create_if_missing: bool,
     label_updates: Sequence[LabelUpdate] = (),
+    usage: ModelUsage | None = None,
 ) -> pb.AppendEventsRequest:
     """An append of events that already carry their ids (see ``with_ids``)."""
     request = pb.AppendEventsRequest(
@@ -96,6 +149,7 @@ def append(
         create_if_missing=create_if_missing,
     )
     convert.events_out(events, request.events)
+    _usage_out(usage, request)
     for update in label_updates:
         request.label_updates.add(
             session_id=update.session_id,
@@ -112,6 +166,7 @@ def stream_append(
     events: Sequence[Event],
     expected_version: int | None,
     create_if_missing: bool,
+    usage: ModelUsage | None = None,
 ) -> pb.StreamEventsRequest:
     request = pb.StreamEventsRequest(
         request_id=request_id,
@@ -120,6 +175,15 @@ def stream_append(
         create_if_missing=create_if_missing,
     )
     convert.events_out(events, request.events)
+    _usage_out(usage, request)
+    return request
+
+
+def context(session_id: str, format: ContextFormat | None) -> pb.GetContextRequest:
+    """A GetContext, rendered in ``format`` when one is given."""
+    request = pb.GetContextRequest(session_id=session_id)
+    if format is not None:
+        request.format = format.value
     return request
 
 

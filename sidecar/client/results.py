@@ -29,16 +29,30 @@ class AppendResult:
     content_omitted: bool = False
     """``events`` came without their content (you sent it): the answer would have been
     larger than the server's message limit. They were stored."""
+    usage_ignored_reason: str = ""
+    """Why the append's ``usage`` was not taken into the session's calibration, when it
+    was not (e.g. the estimate of its context version is no longer kept). Never an
+    error: the events were stored."""
 
 
 @dataclass(frozen=True, slots=True)
 class SessionContext:
-    """The compacted context to send to the model: the active window, in log order."""
+    """The compacted context to send to the model: the active window, in log order.
+
+    ``estimated_prompt_tokens`` is ``token_count`` times the session's
+    calibration factor: what the provider is expected to report for it.
+    ``rendered_json`` is the window as the requested provider's request
+    fragment (``context(format=...)``), "" when none was asked, and "" for a
+    window too large for one answer, which ``context()`` reads in parts: it
+    then holds the events only (render them yourself, or compact first).
+    """
 
     events: tuple[Event, ...]
     version: int
     token_count: int
     turn_count: int
+    rendered_json: str = ""
+    estimated_prompt_tokens: int = 0
 
     def shows(self, events: tuple[Event, ...]) -> bool:
         """Whether ``events`` are this window's events as it listed them (content aside).

@@ -16,6 +16,7 @@ import grpc
 
 from sidecar.client import decode, requests
 from sidecar.client.errors import error_from_rpc
+from sidecar.client.requests import ModelUsage
 from sidecar.client.results import Missed, StreamMessage
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.model import CompactionResult, Event
@@ -45,15 +46,21 @@ class EventStream:
         request_id: str | None = None,
         expected_version: int | None = None,
         create_if_missing: bool = False,
+        usage: ModelUsage | None = None,
     ) -> str:
         """Send one append; returns its request id (a fresh uuid4 hex if none is given).
 
         Events without an id get one here, as in ``SessionHandle.append``; the
-        ack returns them as stored.
+        ack returns them as stored. ``usage`` is as in ``SessionHandle.append``.
         """
         rid = request_id or uuid.uuid4().hex
         request = requests.stream_append(
-            rid, self.session_id, requests.with_ids(events), expected_version, create_if_missing
+            rid,
+            self.session_id,
+            requests.with_ids(events),
+            expected_version,
+            create_if_missing,
+            usage,
         )
         try:
             await self._call.write(request)

@@ -21,7 +21,7 @@ import grpc
 from sidecar.client import decode, requests
 from sidecar.client.channel import Options, Tls, auth_metadata, channel_options
 from sidecar.client.errors import error_from_rpc
-from sidecar.client.requests import KEEP, Keep
+from sidecar.client.requests import KEEP, Batch, ContextFormat, Keep, ModelUsage
 from sidecar.client.results import AppendResult, Missed, SearchHit, SessionContext, StreamMessage
 from sidecar.client.retry import RetryPolicy, retry_sync
 from sidecar.compaction.policy import CompactionPolicy
@@ -128,9 +128,14 @@ class Client:
         session_id: str,
         policy: CompactionPolicy | None = None,
         labels: Mapping[str, str] | None = None,
+        *,
+        model: str = "",
     ) -> Session:
-        """Create a session; without a policy it gets the server's default. Not retried."""
-        request = requests.create_session(session_id, policy, labels)
+        """Create a session (with ``model``, if given); no policy: the server's default.
+
+        Not retried.
+        """
+        request = requests.create_session(session_id, policy, labels, model)
         return decode.session(self._unary(self._stub.CreateSession, request, retry=False))
 
     def get_session(self, session_id: str) -> Session:
@@ -156,10 +161,14 @@ class Client:
         *,
         policy: CompactionPolicy | Keep | None = KEEP,
         labels: Mapping[str, str] | Keep = KEEP,
+        model: str | Keep = KEEP,
         expected_version: int | None = None,
     ) -> Session:
-        """Replace the session's policy and/or labels; only the ones passed change. Not retried."""
-        request = requests.update_session(session_id, policy, labels, expected_version)
+        """Replace the session's policy, labels and/or model; only the ones passed change.
+
+        Not retried.
+        """
+        request = requests.update_session(session_id, policy, labels, expected_version, model)
         return decode.session(self._unary(self._stub.UpdateSession, request, retry=False))
 
     def delete_session(self, session_id: str) -> None:
@@ -210,34 +219,47 @@ class SyncSessionHandle:
         expected_version: int | None = None,
         create_if_missing: bool = False,
         label_updates: Sequence[LabelUpdate] = (),
+        usage: ModelUsage | None = None,
     ) -> AppendResult:
-        """Store a batch; events get their ids before the first attempt, so retries are safe."""
+        """Store a batch; events get their ids before the first attempt, so retries are safe.
+
+        ``usage`` calibrates the session's token estimates, as in ``SessionHandle.append``.
+        """
         request = requests.append(
             self.session_id,
             requests.with_ids(events),
             expected_version,
             create_if_missing,
             label_updates,
+            usage,
         )
         client = self._client
         return decode.append_result(client._unary(client._stub.AppendEvents, request, retry=True))
 
     def stream(
-        self, batches: Iterable[Sequence[Event]], *, create_if_missing: bool = False
+        self, batches: Iterable[Sequence[Event] | Batch], *, create_if_missing: bool = False
     ) -> Generator[StreamMessage, None, None]:
         """Append each batch over one StreamEvents call; yield acks, errors and compactions.
 
         The n-th batch (from 0) is sent with request id ``str(n)``, so an
-        ``Ack`` or ``RequestFailed`` names its batch. ``batches`` is consumed
-        by gRPC as the stream goes; the generator ends once every batch is
-        answered. Closing the generator early cancels the call.
+        ``Ack`` or ``RequestFailed`` names its batch. A batch is a sequence
+        of events, or a ``Batch(events, usage)`` to report a model call's
+        usage with it. ``batches`` is consumed by gRPC as the stream goes;
+        the generator ends once every batch is answered. Closing the
+        generator early cancels the call.
         """
         session_id = self.session_id
 
         def outgoing() -> Iterator[pb.StreamEventsRequest]:
-            for n, batch in enumerate(batches):
+            for n, item in enumerate(batches):
+                batch = item if isinstance(item, Batch) else Batch(item)
                 yield requests.stream_append(
-                    str(n), session_id, requests.with_ids(batch), None, create_if_missing
+                    str(n),
+                    session_id,
+                    requests.with_ids(batch.events),
+                    None,
+                    create_if_missing,
+                    batch.usage,
                 )
 
         client = self._client
@@ -250,11 +272,14 @@ class SyncSessionHandle:
         finally:
             _cancel(call)
 
-    def context(self) -> SessionContext:
-        """The active window to send to the model, in log order (see ``SessionHandle.context``:
-        a window too large for one answer is read in byte-bounded pages and put together)."""
+    def context(self, *, format: ContextFormat | None = None) -> SessionContext:
+        """The active window to send to the model, in log order, rendered in ``format`` if given.
+
+        See ``SessionHandle.context``: a window too large for one answer is
+        read in byte-bounded pages and put together, as events only.
+        """
         client = self._client
-        request = pb.GetContextRequest(session_id=self.session_id)
+        request = requests.context(self.session_id, format)
         for _ in range(_WHOLE_WINDOW_TRIES):
             answer = client._unary(client._stub.GetContext, request, retry=True)
             window = decode.context(answer)

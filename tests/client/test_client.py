@@ -65,7 +65,7 @@ async def test_update_session_changes_only_what_is_passed(client: AsyncClient) -
 
 
 async def test_update_session_without_changes_is_refused_locally(client: AsyncClient) -> None:
-    with pytest.raises(ValueError, match="policy and/or labels"):
+    with pytest.raises(ValueError, match="policy, labels and/or model"):
         await client.update_session("s1")
 
 

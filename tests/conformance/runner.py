@@ -27,7 +27,7 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from sidecar.client import AsyncClient, ClientError
+from sidecar.client import AsyncClient, ClientError, ContextFormat
 from sidecar.client.errors import error_from_rpc
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.server import convert
@@ -249,14 +249,20 @@ async def _context(client: AsyncClient, request: pb.GetContextRequest) -> Outcom
     """GetContext through ``context()``, which reads a window sent without content in parts.
 
     Printed back as the GetContextResponse it stands for: the whole window,
-    with content, so ``contentOmitted`` is absent (false).
+    with content, so ``contentOmitted`` is absent (false), and its rendering
+    when the request asked for a format.
     """
+    format = ContextFormat(request.format) if request.format else None
     try:
-        window = await client.session(request.session_id).context()
+        window = await client.session(request.session_id).context(format=format)
     except ClientError as exc:
         return _failure(exc)
     answer = pb.GetContextResponse(
-        version=window.version, token_count=window.token_count, turn_count=window.turn_count
+        version=window.version,
+        token_count=window.token_count,
+        turn_count=window.turn_count,
+        rendered_json=window.rendered_json,
+        estimated_prompt_tokens=window.estimated_prompt_tokens,
     )
     convert.events_out(window.events, answer.events)
     return Outcome(code="OK", response=_to_json(answer))

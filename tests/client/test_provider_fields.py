@@ -1,0 +1,158 @@
+"""The Python client speaks issue 20's fields: reasoning and signatures, the session's model,
+usage reports, and contexts rendered for a provider."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+
+from sidecar.client import (
+    AsyncClient,
+    Batch,
+    Client,
+    ContextFormat,
+    ModelUsage,
+    decode,
+    requests,
+)
+from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
+from sidecar.model import Event, Reasoning, Role, ToolCall, ToolResult
+from sidecar.server.app import Sidecar
+from tests.client.conftest import u
+from tests.server.harness import address, running
+
+THOUGHT = Reasoning("order 42 is in the lookup tool", signature=b"\xfb\xff\xbfsig-1")
+REDACTED = Reasoning(signature=b"\x00\x01encrypted\xfe\xff", redacted=True)
+SUMMARY = Reasoning("looked it up", signature=b"\xfb\xefenc", id="rs_1")
+CALL = ToolCall("c1", "lookup_order", '{"order":42}', signature=b"\xfa\xfb\xfccall-sig")
+
+
+def tool_loop(prefix: str) -> list[Event]:
+    """A user question, the assistant's reasoning and signed call, the tool's answer."""
+    return [
+        Event(id=f"{prefix}u", role=Role.USER, text="Where is order 42?"),
+        Event(
+            id=f"{prefix}a",
+            role=Role.ASSISTANT,
+            text="Let me look.",
+            reasoning=(THOUGHT, REDACTED, SUMMARY),
+            tool_calls=(CALL,),
+        ),
+        Event(
+            id=f"{prefix}t",
+            role=Role.TOOL,
+            tool_results=(ToolResult("c1", "lookup_order", "shipped"),),
+        ),
+    ]
+
+
+def signed(
+    events: tuple[Event, ...] | list[Event],
+) -> list[tuple[tuple[Reasoning, ...], tuple[ToolCall, ...]]]:
+    return [(e.reasoning, e.tool_calls) for e in events]
+
+
+async def test_reasoning_and_call_signatures_come_back_byte_for_byte(client: AsyncClient) -> None:
+    session = client.session("py-reasoning")
+    sent = tool_loop("r")
+    ack = await session.append(sent, create_if_missing=True)
+    context = await session.context()
+    log = [e async for e in session.events()]
+    async with client.session("py-reasoning-stream").stream() as stream:
+        await stream.send(tool_loop("s"), create_if_missing=True)
+        await stream.close()
+        streamed = [m async for m in stream]
+
+    want = signed(sent)
+    assert signed(ack.events) == want
+    assert signed(context.events) == want
+    assert signed(log) == want
+    assert len(streamed) == 1
+    assert signed(streamed[0].result.events) == want  # type: ignore[union-attr]
+
+
+async def test_the_blocking_client_keeps_reasoning_and_streams_batches_with_usage(
+    sidecar: Sidecar,
+) -> None:
+    def scenario() -> tuple[list[Event], list[object]]:
+        with Client(address(sidecar)) as client:
+            handle = client.session("py-sync-reasoning")
+            handle.append(tool_loop("r"), create_if_missing=True)
+            context = handle.context()
+            report = ModelUsage(context_version=context.version, prompt_tokens=120)
+            batches: list[Sequence[Event] | Batch] = [
+                Batch([u("and order 43?")], usage=report),
+                [u("thanks")],
+            ]
+            return list(context.events), list(handle.stream(batches))
+
+    events, acks = await asyncio.to_thread(scenario)
+
+    assert signed(events) == signed(tool_loop("r"))
+    assert [a.request_id for a in acks] == ["0", "1"]  # type: ignore[attr-defined]
+
+
+def test_requests_carry_the_model_the_usage_and_the_format() -> None:
+    created = requests.create_session("s", None, None, "gemini-2.5-flash")
+    renamed = requests.update_session("s", requests.KEEP, requests.KEEP, 3, "gpt-5")
+    cleared = requests.update_session("s", requests.KEEP, {"a": "b"}, None, "")
+    usage = ModelUsage(context_version=7, prompt_tokens=1234)
+    appended = requests.append("s", [], None, False, (), usage)
+    streamed = requests.stream_append("r1", "s", [], None, False, usage)
+    plain = requests.append("s", [], None, False)
+    rendered = requests.context("s", ContextFormat.ANTHROPIC)
+
+    assert created.model == "gemini-2.5-flash"
+    assert list(renamed.update_mask.paths) == ["model"]
+    assert (renamed.session.model, renamed.expected_version) == ("gpt-5", 3)
+    assert list(cleared.update_mask.paths) == ["labels", "model"]
+    assert cleared.session.model == ""
+    assert (appended.usage.context_version, appended.usage.prompt_tokens) == (7, 1234)
+    assert (streamed.usage.context_version, streamed.usage.prompt_tokens) == (7, 1234)
+    assert not plain.HasField("usage")
+    assert rendered.format == pb.CONTEXT_FORMAT_ANTHROPIC
+    assert requests.context("s", None).format == pb.CONTEXT_FORMAT_UNSPECIFIED
+
+
+def test_every_context_format_is_the_protos() -> None:
+    assert {f.value for f in ContextFormat} == {
+        v for v in pb.ContextFormat.values() if v != pb.CONTEXT_FORMAT_UNSPECIFIED
+    }
+
+
+def test_answers_decode_the_rendering_the_estimate_and_why_usage_was_ignored() -> None:
+    window = decode.context(
+        pb.GetContextResponse(
+            version=4, token_count=100, rendered_json='{"contents":[]}', estimated_prompt_tokens=130
+        )
+    )
+    ack = decode.append_result(
+        pb.AppendEventsResponse(version=5, usage_ignored_reason="no estimate for version 1")
+    )
+
+    assert (window.rendered_json, window.estimated_prompt_tokens) == ('{"contents":[]}', 130)
+    assert ack.usage_ignored_reason == "no estimate for version 1"
+
+
+async def test_a_window_read_in_parts_comes_as_events_only_with_its_reasoning(
+    tmp_path: Path,
+) -> None:
+    """Past the message limit GetContext sends no content and no rendering: context() reads
+    the events in pages, reasoning and signatures included, and leaves rendered_json empty."""
+    async with running(tmp_path, max_message_bytes=8192) as sidecar:
+        async with AsyncClient(address(sidecar)) as client:
+            session = client.session("big")
+            big = [u("x" * 1500, id=f"q{n}") for n in range(4)]
+            await session.append(big, create_if_missing=True)
+            await session.append(tool_loop("r"))
+            answer = await client._stub.GetContext(
+                pb.GetContextRequest(session_id="big", format=pb.CONTEXT_FORMAT_GEMINI)
+            )
+            window = await session.context(format=ContextFormat.GEMINI)
+
+    assert answer.content_omitted
+    assert [e.id for e in window.events] == ["q0", "q1", "q2", "q3", "ru", "ra", "rt"]
+    assert signed(window.events[4:]) == signed(tool_loop("r"))
+    assert window.rendered_json == ""
+    assert window.estimated_prompt_tokens == answer.estimated_prompt_tokens
