@@ -1,0 +1,166 @@
+"""The provider-neutral shape of a window: its system text, then messages with every call answered.
+
+Every provider checks the same pairing: a tool result must answer a call of
+the assistant message just before it, and (Anthropic, OpenAI) every call
+must be answered before anything else is said. An agent may log anything,
+so the window is reshaped here, once, for all of them:
+
+- the latest SYSTEM event's text is the system instruction (the one the
+  token trigger counts); earlier SYSTEM events were superseded by it and
+  are not rendered, wherever they stand;
+- a result pairs with the latest earlier call of its id that no result has
+  answered yet (call ids are unique in a window, as every provider makes
+  them), and is rendered right after that call's assistant message, in the
+  call's order, even when the agent logged it later (a slow tool that
+  answered after the user spoke again);
+- a call no result answers is answered by a placeholder (``NO_RESULT``,
+  an error), so the request stays valid;
+- a result with no call before it (an orphan, or a second answer to a call)
+  is rendered as user text that says so (``orphan_text``), at its place;
+- a TOOL event's own text and parts are user content at its place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeAlias, TypeVar
+
+from sidecar.model import Event, Role, ToolCall, ToolResult
+
+NO_RESULT = "[no result was recorded for this call]"
+"""The placeholder result of a call that no result in the window answers."""
+
+LEADING_USER_TEXT = "(continuing the conversation)"
+"""The user message put first where a provider needs one (Gemini, Anthropic)
+and the window starts with the assistant: after a cut inside a turn, or an
+assistant preamble."""
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A call's answer, rendered right after it: a logged result, or the placeholder."""
+
+    call: ToolCall
+    content: str
+    is_error: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Said:
+    """An event's own content (text, parts, reasoning; calls when ``role`` is ASSISTANT).
+
+    ``role`` is USER or ASSISTANT: a TOOL event's own text and parts are said by the user.
+    """
+
+    role: Role
+    event: Event
+
+
+@dataclass(frozen=True, slots=True)
+class Answers:
+    """The answers to the calls of the Said just before, one per call, in call order."""
+
+    answers: tuple[Answer, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Orphans:
+    """Results with no call before them in the window: rendered as user text."""
+
+    results: tuple[ToolResult, ...]
+
+
+Item: TypeAlias = Said | Answers | Orphans
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """What every rendering renders: the system text (may be empty) and the items in order."""
+
+    system: str
+    items: tuple[Item, ...]
+
+
+def orphan_text(result: ToolResult) -> str:
+    """The user text an orphan result becomes: it says what it is, then its content."""
+    kind = "error" if result.is_error else "result"
+    name = result.name or "a tool"
+    return (
+        f"[{kind} of {name} for call {result.call_id}, whose call is not in this context]\n"
+        f"{result.content}"
+    )
+
+
+def conversation(events: Sequence[Event]) -> Conversation:
+    """The window ``events`` (log order) reshaped by the rules of the module docstring."""
+    open_calls: dict[str, list[tuple[int, int]]] = {}
+    paired: dict[tuple[int, int], ToolResult] = {}
+    orphans: dict[int, list[ToolResult]] = {}
+    system = ""
+    for i, event in enumerate(events):
+        if event.role is Role.SYSTEM:
+            system = event.text
+            continue
+        if event.role is Role.ASSISTANT:
+            for j, call in enumerate(event.tool_calls):
+                open_calls.setdefault(call.id, []).append((i, j))
+        for result in event.tool_results:
+            waiting = open_calls.get(result.call_id)
+            if waiting:
+                paired[waiting.pop()] = result
+            else:
+                orphans.setdefault(i, []).append(result)
+    items: list[Item] = []
+    for i, event in enumerate(events):
+        role = event.role
+        if role is Role.SYSTEM:
+            continue
+        if i in orphans:
+            items.append(Orphans(tuple(orphans[i])))
+        if role is Role.ASSISTANT:
+            items.append(Said(role, event))
+            if event.tool_calls:
+                items.append(Answers(tuple(_answers(i, event.tool_calls, paired))))
+        elif event.text or event.parts or role is Role.USER:
+            items.append(Said(Role.USER, event))
+    return Conversation(system, tuple(items))
+
+
+def messages(
+    shaped: Conversation,
+    assistant: Callable[[Event], list[T]],
+    user: Callable[[Event], list[T]],
+    answer: Callable[[Answer], T],
+    orphan: Callable[[ToolResult], T],
+) -> list[tuple[Role, list[T]]]:
+    """One ``(role, blocks)`` per item, built by the provider's functions; empty ones left out.
+
+    ``role`` is USER or ASSISTANT: answers and orphan results are said by the user.
+    """
+    out: list[tuple[Role, list[T]]] = []
+    for item in shaped.items:
+        if isinstance(item, Said):
+            role = item.role
+            blocks = assistant(item.event) if role is Role.ASSISTANT else user(item.event)
+        elif isinstance(item, Answers):
+            role, blocks = Role.USER, [answer(a) for a in item.answers]
+        else:
+            role, blocks = Role.USER, [orphan(r) for r in item.results]
+        if blocks:
+            out.append((role, blocks))
+    return out
+
+
+def _answers(
+    i: int, calls: Sequence[ToolCall], paired: dict[tuple[int, int], ToolResult]
+) -> list[Answer]:
+    out = []
+    for j, call in enumerate(calls):
+        result = paired.get((i, j))
+        if result is None:
+            out.append(Answer(call, NO_RESULT, True))
+        else:
+            out.append(Answer(call, result.content, result.is_error))
+    return out

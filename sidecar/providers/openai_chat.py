@@ -1,0 +1,89 @@
+"""The window as an OpenAI Chat Completions request: ``messages``.
+
+The system text is a ``system`` message, first. An assistant message carries
+its calls as ``tool_calls`` (type ``function``, arguments as the JSON
+string they were), and each answer is a ``tool`` message with its
+``tool_call_id``, right after it. Reasoning is not part of Chat Completions
+input (the API neither takes it back nor returns it), so it is dropped.
+User content takes images (``image_url``: the URI, or the bytes as a data
+URL), WAV and MP3 audio (``input_audio``) and other inline files (``file``
+with a data URL); a non-image URI, and any part of an assistant message
+(whose content is text only), is its placeholder text, e.g.
+``[image/png content]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sidecar.model import Event, Part, ToolResult
+from sidecar.providers.conversation import Answer, conversation, messages, orphan_text
+from sidecar.providers.wire import (
+    JsonObject,
+    b64,
+    data_url,
+    filename,
+    part_placeholder,
+    text_with_placeholders,
+)
+
+_AUDIO = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
+
+
+def render(events: Sequence[Event]) -> JsonObject:
+    """``{"messages": [...]}`` for the window ``events``."""
+    shaped = conversation(events)
+    out: list[JsonObject] = []
+    if shaped.system:
+        out.append({"role": "system", "content": shaped.system})
+    for _, said in messages(shaped, _assistant, _user, _tool, _orphan):
+        out += said
+    return {"messages": out}
+
+
+def _tool(answer: Answer) -> JsonObject:
+    return {"role": "tool", "tool_call_id": answer.call.id, "content": answer.content}
+
+
+def _orphan(result: ToolResult) -> JsonObject:
+    return {"role": "user", "content": orphan_text(result)}
+
+
+def _assistant(event: Event) -> list[JsonObject]:
+    message: JsonObject = {"role": "assistant"}
+    text = text_with_placeholders(event)
+    if text:
+        message["content"] = text
+    if event.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments_json or "{}"},
+            }
+            for c in event.tool_calls
+        ]
+    return [message] if len(message) > 1 else []
+
+
+def _user(event: Event) -> list[JsonObject]:
+    parts = [p for p in event.parts if p.data or p.uri]
+    if not parts:
+        return [{"role": "user", "content": event.text}] if event.text else []
+    content: list[JsonObject] = [{"type": "text", "text": event.text}] if event.text else []
+    content += [_content_part(p, i) for i, p in enumerate(parts)]
+    return [{"role": "user", "content": content}]
+
+
+def _content_part(part: Part, index: int) -> JsonObject:
+    if part.mime_type.startswith("image/"):
+        return {"type": "image_url", "image_url": {"url": part.uri or data_url(part)}}
+    if part.uri:
+        return {"type": "text", "text": f"{part_placeholder(part)} {part.uri}"}
+    audio = _AUDIO.get(part.mime_type)
+    if audio is not None:
+        return {"type": "input_audio", "input_audio": {"data": b64(part.data), "format": audio}}
+    return {
+        "type": "file",
+        "file": {"file_data": data_url(part), "filename": filename(part, index)},
+    }

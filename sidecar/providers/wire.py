@@ -1,0 +1,98 @@
+"""What the renderings put on the wire: JSON objects, base64, data URLs and part placeholders."""
+
+from __future__ import annotations
+
+import base64
+import json
+import mimetypes
+from typing import TypeAlias
+
+from sidecar.compaction.formatting import part_placeholder
+from sidecar.model import Event, Part
+
+JsonObject: TypeAlias = dict[str, object]
+"""A JSON object as the provider's request body has it, bound for ``json.dumps`` at once."""
+
+__all__ = [
+    "JsonObject",
+    "Message",
+    "alternating",
+    "b64",
+    "data_url",
+    "filename",
+    "object_of",
+    "part_placeholder",
+    "text_with_placeholders",
+    "utf8",
+]
+
+
+def b64(data: bytes) -> str:
+    """Standard base64 (RFC 4648, padded): what every provider takes for bytes."""
+    return base64.b64encode(data).decode("ascii")
+
+
+def data_url(part: Part) -> str:
+    """``part``'s inline bytes as a ``data:`` URL, the form OpenAI takes inline files in."""
+    return f"data:{part.mime_type};base64,{b64(part.data)}"
+
+
+def text_with_placeholders(event: Event) -> str:
+    """The event's text, then a placeholder per part (``[image/png content]``): for
+    content that takes text only, as assistant messages do at OpenAI and Anthropic."""
+    media = [part_placeholder(p) for p in event.parts if p.data or p.uri]
+    if not media:
+        return event.text
+    return " ".join([event.text, *media]) if event.text else " ".join(media)
+
+
+def filename(part: Part, index: int) -> str:
+    """A name for the ``index``-th inline file of a message (OpenAI wants one with file data)."""
+    return f"part-{index}{mimetypes.guess_extension(part.mime_type) or ''}"
+
+
+def utf8(signature: bytes) -> str | None:
+    """A signature that a provider gave as a string, as that string; None if it never was one.
+
+    Anthropic's signatures and OpenAI's encrypted content are strings,
+    stored as their UTF-8 bytes: bytes that are not UTF-8 came from another
+    provider and cannot be sent to these.
+    """
+    try:
+        return signature.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def object_of(arguments_json: str) -> JsonObject:
+    """A call's arguments as the JSON object Gemini and Anthropic take.
+
+    Arguments are valid JSON (the server checks them); one that is not an
+    object is wrapped as ``{"value": ...}``, and empty ones are ``{}``.
+    """
+    if not arguments_json:
+        return {}
+    value = json.loads(arguments_json)
+    return value if isinstance(value, dict) else {"value": value}
+
+
+Message: TypeAlias = tuple[str, list[JsonObject]]
+"""A message being built: its role as the provider names it, and its parts or blocks."""
+
+
+def alternating(messages: list[Message], user: str, lead: JsonObject) -> list[Message]:
+    """``messages`` with each run of one role merged into one message, and a user message first.
+
+    Gemini and Anthropic both require the roles to alternate and the
+    conversation to open with the user; ``lead`` is the part of the user
+    message put first when it does not.
+    """
+    out: list[Message] = []
+    for role, parts in messages:
+        if out and out[-1][0] == role:
+            out[-1][1].extend(parts)
+        else:
+            out.append((role, parts))
+    if out and out[0][0] != user:
+        out.insert(0, (user, [lead]))
+    return out
