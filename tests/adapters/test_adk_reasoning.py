@@ -7,14 +7,28 @@ signature survives the store, a clearing, and ADK's own Runner.
 
 from __future__ import annotations
 
+import re
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import replace
 
+import pytest
+from google.adk.agents.llm_agent import LlmAgent
 from google.adk.events.event import Event as AdkEvent
+from google.adk.models.base_llm import BaseLlm
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
+from google.adk.runners import Runner
+from google.adk.sessions.base_session_service import BaseSessionService
+from google.adk.sessions.in_memory_session_service import InMemorySessionService
 from google.genai import types
+from pydantic import Field
 
-from sidecar.adapters.adk import event_from_sidecar, event_to_sidecar
-from sidecar.adapters.adk_mapping import META_CONTENT
-from sidecar.compaction.clear_tool_results import CLEARED_ARGUMENTS
+from sidecar.adapters.adk import CompactionSessionService, event_from_sidecar, event_to_sidecar
+from sidecar.adapters.adk_mapping import META_CONTENT, session_key
+from sidecar.client import AsyncClient
+from sidecar.compaction.clear_tool_results import CLEARED_ARGUMENTS, ClearToolResults
+from sidecar.compaction.policy import CompactionPolicy
+from sidecar.compaction.triggers import TokenCount
 from sidecar.model import Event, Reasoning
 
 SIG_CALL = b"\x00sig-call\xff"
@@ -125,3 +139,156 @@ def test_cleared_reasoning_text_is_shown_cleared_and_its_signature_kept() -> Non
         types.Part(text="b"),
         call("c1", SIG_CALL),
     ]
+
+
+# -- the real Runner ----------------------------------------------------------------------
+
+CITIES = ["Oslo", "Lima", "Perth", "Quito"]
+NOTES = "Compare with the last three days and the regional forecast. " * 8
+
+
+def get_weather(city: str, notes: str) -> dict[str, str]:
+    """Returns today's weather report for a city."""
+    return {"city": city, "report": f"{city}: sunny, 21 C, light wind from the west. " * 8}
+
+
+class SigningLlm(BaseLlm):
+    """A Gemini-3-like script: every answer opens with a thought and carries signatures.
+
+    A question gets a thought, then two parallel ``get_weather`` calls, the
+    first signed; a tool result gets a signed thought and a signed answer.
+    Every request and every response is recorded.
+    """
+
+    model: str = "signing"
+    requests: list[list[types.Content]] = Field(default_factory=list)
+    responses: list[types.Content] = Field(default_factory=list)
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        self.requests.append([c.model_copy(deep=True) for c in llm_request.contents])
+        n = len(self.responses)
+        last = llm_request.contents[-1]
+        if any(p.function_response for p in last.parts or []):
+            parts = [
+                thought(f"Both reports are in ({n}).", b"thought-%d\x00" % n),
+                types.Part(text=f"Sunny everywhere ({n}).", thought_signature=b"text-%d\xff" % n),
+            ]
+        else:
+            question = "".join(p.text or "" for p in last.parts or [])
+            found = re.search(r"weather in (\w+) and (\w+)", question)
+            assert found, f"the last content is not a question: {last}"
+            parts = [
+                thought(f"I need two reports ({n})."),
+                call_part(found.group(1), b"call-%d\x00\xfe" % n),
+                call_part(found.group(2), None),
+            ]
+        content = types.Content(role="model", parts=parts)
+        self.responses.append(content.model_copy(deep=True))
+        yield LlmResponse(content=content)
+
+
+def call_part(city: str, signature: bytes | None) -> types.Part:
+    fc = types.FunctionCall(name="get_weather", args={"city": city, "notes": NOTES})
+    return types.Part(function_call=fc, thought_signature=signature)
+
+
+def without_arguments(content: types.Content) -> types.Content:
+    """A content with its calls' arguments and ids left out: what clearing may change."""
+    parts = [
+        p.model_copy(update={"function_call": types.FunctionCall(name=p.function_call.name)})
+        if p.function_call
+        else p
+        for p in content.parts or []
+    ]
+    return types.Content(role=content.role, parts=parts)
+
+
+@pytest.fixture
+async def client(sidecar_address: str) -> AsyncIterator[AsyncClient]:
+    async with AsyncClient(sidecar_address) as client:
+        yield client
+
+
+async def converse(service: BaseSessionService, turns: int) -> SigningLlm:
+    """``turns`` two-city questions to a forecaster on ``service``; the model, with its record."""
+    llm = SigningLlm()
+    agent = LlmAgent(
+        name="forecaster", model=llm, instruction="Use get_weather.", tools=[get_weather]
+    )
+    runner = Runner(app_name="signed", agent=agent, session_service=service)
+    await service.create_session(app_name="signed", user_id="u", session_id="s")
+    for turn in range(turns):
+        text = f"Turn {turn}: what is the weather in {CITIES[turn]} and {CITIES[turn + 1]}?"
+        message = types.Content(role="user", parts=[types.Part(text=text)])
+        async for _ in runner.run_async(user_id="u", session_id="s", new_message=message):
+            pass
+    assert len(llm.requests) == 2 * turns
+    return llm
+
+
+async def test_the_runner_sends_what_it_sends_on_adks_own_session_service(
+    client: AsyncClient,
+) -> None:
+    ours = await converse(CompactionSessionService(client, namespace="parity"), turns=3)
+    adks = await converse(InMemorySessionService(), turns=3)
+    assert ours.requests == adks.requests
+    # ADK sends an agent's own thoughts back, signed or not.
+    assert any(
+        p.thought and not p.thought_signature for c in ours.requests[-1] for p in c.parts or []
+    )
+
+
+async def test_the_runner_sends_every_signature_back_unchanged_across_a_clearing(
+    client: AsyncClient,
+) -> None:
+    clear = ClearToolResults(keep_tool_uses=2, clear_tool_inputs=True)
+    service = CompactionSessionService(
+        client, policy=CompactionPolicy(trigger=TokenCount(900), strategy=clear)
+    )
+    turns = 3
+    llm = await converse(service, turns)
+
+    cleared_calls = 0
+    for k, request in enumerate(llm.requests):
+        sent = [c for c in request if c.role == "model"]
+        # Every earlier response comes back whole: its thoughts, texts and signatures byte
+        # for byte, each signature on the part it came on (the first call, the text).
+        assert [without_arguments(c) for c in sent] == [
+            without_arguments(r) for r in llm.responses[:k]
+        ]
+        cleared_calls += sum(
+            1
+            for c in sent
+            for p in c.parts or []
+            if p.function_call and p.function_call.args == {"cleared": True}
+        )
+    # A clearing landed in between: later requests send older calls with cleared arguments
+    # (and their results as placeholders), signatures still in place.
+    assert cleared_calls > 0
+    last = llm.requests[-1]
+    signed = [
+        p.thought_signature
+        for c in last
+        for p in c.parts or []
+        if p.function_call and p.function_call.args == {"cleared": True}
+    ]
+    assert b"call-0\x00\xfe" in signed
+    placeholders = [
+        p.function_response.response
+        for c in last
+        for p in c.parts or []
+        if p.function_response and "cleared" in str(p.function_response.response)
+    ]
+    assert placeholders
+    # The log keeps the originals, signatures included; the window the cleared arguments.
+    handle = client.session(session_key("adk", "signed", "u", "s"))
+    log_calls = [c for e in [e async for e in handle.events()] if e.cleared for c in e.tool_calls]
+    window = (await handle.context()).events
+    window_calls = [c for e in window if e.cleared for c in e.tool_calls]
+    assert log_calls
+    assert all(NOTES in c.arguments_json for c in log_calls)
+    assert [c.arguments_json for c in window_calls] == [CLEARED_ARGUMENTS] * len(log_calls)
+    assert [c.signature for c in window_calls] == [c.signature for c in log_calls]
+    assert b"call-0\x00\xfe" in [c.signature for c in window_calls]
