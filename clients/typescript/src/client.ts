@@ -141,14 +141,21 @@ export class SidecarClient {
 
   /**
    * Create a session; without a policy it gets the server's default.
+   * `model` is the model the agent calls with its context (e.g. "gemini-2.5-flash"): the
+   * session then shows its `modelProfile`; one the server has no profile of is
+   * INVALID_ARGUMENT naming "model".
    * Not retried: after a lost answer, ALREADY_EXISTS could not tell our session from someone else's.
    */
   createSession(
     sessionId: string,
-    init: { readonly policy?: PolicyInit; readonly labels?: Record<string, string> } = {},
+    init: {
+      readonly policy?: PolicyInit;
+      readonly labels?: Record<string, string>;
+      readonly model?: string;
+    } = {},
     options?: CallOptions,
   ): Promise<Session> {
-    const request = { sessionId, policy: init.policy, labels: init.labels ?? {} };
+    const request = { sessionId, policy: init.policy, labels: init.labels ?? {}, model: init.model ?? "" };
     return this.unary((o) => this.raw.createSession(request, o), false, options);
   }
 
@@ -170,8 +177,8 @@ export class SidecarClient {
   }
 
   /**
-   * Replace a session's policy and/or labels; only the ones given change.
-   * `policy: null` removes the policy. With `expectedVersion` it fails with
+   * Replace a session's policy, labels and/or model; only the ones given change.
+   * `policy: null` removes the policy, `model: ""` the model. With `expectedVersion` it fails with
    * FAILED_PRECONDITION unless the session is at that version. Not retried:
    * every update moves the version on.
    */
@@ -180,6 +187,7 @@ export class SidecarClient {
     update: {
       readonly policy?: PolicyInit | null;
       readonly labels?: Record<string, string>;
+      readonly model?: string;
       readonly expectedVersion?: bigint | number;
     },
     options?: CallOptions,
@@ -187,11 +195,17 @@ export class SidecarClient {
     const paths: string[] = [];
     if (update.policy !== undefined) paths.push("policy");
     if (update.labels !== undefined) paths.push("labels");
+    if (update.model !== undefined) paths.push("model");
     if (paths.length === 0) {
-      return Promise.reject(new TypeError("updateSession: pass policy and/or labels"));
+      return Promise.reject(new TypeError("updateSession: pass policy, labels and/or model"));
     }
     const request = {
-      session: { sessionId, policy: update.policy ?? undefined, labels: update.labels ?? {} },
+      session: {
+        sessionId,
+        policy: update.policy ?? undefined,
+        labels: update.labels ?? {},
+        model: update.model ?? "",
+      },
       updateMask: create(FieldMaskSchema, { paths }),
       expectedVersion: BigInt(update.expectedVersion ?? 0),
     };

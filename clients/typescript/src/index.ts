@@ -19,9 +19,11 @@ export {
   SessionHandle,
   type AppendOptions,
   type CompactOptions,
+  type ContextOptions,
   type EventsOptions,
   type LabelUpdateInit,
 } from "./session.js";
+export { type ModelUsageInit } from "./usage.js";
 export {
   EventStream,
   Watch,

@@ -7,6 +7,7 @@ import { Code } from "@connectrpc/connect";
 
 import type { CallOptions, PolicyInit, SearchOptions, SidecarClient } from "./client.js";
 import {
+  ContextFormat,
   GetContextResponseSchema,
   type AppendEventsResponse,
   type GetContextResponse,
@@ -19,6 +20,7 @@ import type { CompactionResult, Session } from "./gen/compaction/v1/session_pb.j
 import { SidecarError } from "./errors.js";
 import { withIds, type EventInit } from "./ids.js";
 import { EventStream, Watch } from "./streams.js";
+import { usageMessage, type ModelUsageInit } from "./usage.js";
 
 /**
  * A change to one session's labels, stored with an append: `sessionId` empty
@@ -36,6 +38,21 @@ export interface AppendOptions extends CallOptions {
   readonly createIfMissing?: boolean;
   /** Label changes stored in the same transaction as the events: with them or not at all. */
   readonly labelUpdates?: readonly LabelUpdateInit[];
+  /**
+   * The provider's usage report of a model call made with an earlier context: calibrates the
+   * session's token estimates. One the server cannot take is not an error: the response's
+   * `usageIgnoredReason` says why.
+   */
+  readonly usage?: ModelUsageInit;
+}
+
+/** Options of `context`. */
+export interface ContextOptions extends CallOptions {
+  /**
+   * Also render the window as this provider's request fragment (`renderedJson`, e.g.
+   * `{"contents": [...]}` for Gemini). Unset: events only.
+   */
+  readonly format?: ContextFormat;
 }
 
 /** Options of `compact`. */
@@ -103,6 +120,7 @@ export class SessionHandle {
       expectedVersion: BigInt(options.expectedVersion ?? 0),
       createIfMissing: options.createIfMissing ?? false,
       labelUpdates: [...(options.labelUpdates ?? [])],
+      usage: usageMessage(options.usage),
     };
     return this.client.unary((o) => this.client.raw.appendEvents(request, o), true, options);
   }
@@ -129,17 +147,25 @@ export class SessionHandle {
    * pages (ListEvents, active only) and put together, so the answer always
    * holds every event's content. When the window changed between the two
    * reads it is read again, a few times at most.
+   *
+   * With `format`, `renderedJson` holds the window as that provider's request
+   * fragment, ready to merge into the request body. A window read in parts
+   * comes as events only: `renderedJson` is then "" (the server renders only
+   * what it sends in one answer), `estimatedPromptTokens` is kept.
    */
-  async context(options?: CallOptions): Promise<GetContextResponse> {
+  async context(options: ContextOptions = {}): Promise<GetContextResponse> {
+    const request = { sessionId: this.sessionId, format: options.format ?? ContextFormat.UNSPECIFIED };
     for (let attempt = 1; ; attempt++) {
       const answer = await this.client.unary(
-        (o) => this.client.raw.getContext({ sessionId: this.sessionId }, o),
+        (o) => this.client.raw.getContext(request, o),
         true,
         options,
       );
       if (!answer.contentOmitted) return answer;
       const listed: Event[] = [];
-      for await (const event of this.events({ ...options, activeOnly: true })) listed.push(event);
+      for await (const event of this.events({ timeoutMs: options.timeoutMs, signal: options.signal, activeOnly: true })) {
+        listed.push(event);
+      }
       if (attempt >= WHOLE_WINDOW_TRIES || sameWindow(listed, answer.events)) {
         return create(GetContextResponseSchema, { ...answer, events: listed, contentOmitted: false });
       }

@@ -20,6 +20,7 @@ import type { CompactionResult } from "./gen/compaction/v1/session_pb.js";
 import type { Status } from "./gen/google/rpc/status_pb.js";
 import { SidecarError } from "./errors.js";
 import { withIds, type EventInit } from "./ids.js";
+import { usageMessage, type ModelUsageInit } from "./usage.js";
 
 type StreamRequest = MessageInitShape<typeof StreamEventsRequestSchema>;
 
@@ -60,6 +61,8 @@ export interface SendOptions {
   readonly expectedVersion?: bigint | number;
   /** Create the session (with the server's default policy) if it is absent. */
   readonly createIfMissing?: boolean;
+  /** A model call's usage report, as in `AppendOptions.usage`. */
+  readonly usage?: ModelUsageInit;
 }
 
 /** A queue read as an async iterable: the request side of a client stream. */
@@ -143,6 +146,7 @@ export class EventStream implements AsyncIterable<StreamMessage> {
       events: withIds(events),
       expectedVersion: BigInt(options.expectedVersion ?? 0),
       createIfMissing: options.createIfMissing ?? false,
+      usage: usageMessage(options.usage),
     });
     return requestId;
   }

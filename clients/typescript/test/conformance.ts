@@ -223,7 +223,7 @@ async function call(client: SidecarClient, step: Step): Promise<Json> {
   switch (step.call) {
     case "CreateSession": {
       const r = fromJson(CreateSessionRequestSchema, json);
-      return printed(SessionSchema, await client.createSession(r.sessionId, { policy: r.policy, labels: r.labels }));
+      return printed(SessionSchema, await client.createSession(r.sessionId, { policy: r.policy, labels: r.labels, model: r.model }));
     }
     case "GetSession": {
       const r = fromJson(GetSessionRequestSchema, json);
@@ -237,12 +237,13 @@ async function call(client: SidecarClient, step: Step): Promise<Json> {
           expectedVersion: r.expectedVersion,
           createIfMissing: r.createIfMissing,
           labelUpdates: r.labelUpdates,
+          usage: r.usage,
         });
       return printed(AppendEventsResponseSchema, response);
     }
     case "GetContext": {
       const r = fromJson(GetContextRequestSchema, json);
-      return printed(GetContextResponseSchema, await client.session(r.sessionId).context());
+      return printed(GetContextResponseSchema, await client.session(r.sessionId).context({ format: r.format }));
     }
     case "Compact": {
       const r = fromJson(CompactRequestSchema, json);
@@ -280,6 +281,7 @@ async function call(client: SidecarClient, step: Step): Promise<Json> {
           sessionId: r.sessionId,
           expectedVersion: r.expectedVersion,
           createIfMissing: r.createIfMissing,
+          usage: r.usage,
         });
       }
       stream.close();
