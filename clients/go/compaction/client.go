@@ -91,12 +91,26 @@ func (c *Client) Session(id string) *Session {
 	return &Session{client: c, ID: id}
 }
 
+// CreateOption sets a field of a CreateSession request beyond its id,
+// policy and labels.
+type CreateOption func(*pb.CreateSessionRequest)
+
+// WithModel names the model the agent calls with the session's context
+// (e.g. "gemini-2.5-flash"): the session then carries its ModelProfile. A
+// model the server has no profile of is ErrInvalidArgument naming "model".
+func WithModel(model string) CreateOption {
+	return func(req *pb.CreateSessionRequest) { req.Model = model }
+}
+
 // CreateSession creates a session; a nil policy means the server's default.
 //
 // Not retried: after a lost answer, AlreadyExists could not tell our
 // session from someone else's.
-func (c *Client) CreateSession(ctx context.Context, id string, policy *pb.CompactionPolicy, labels map[string]string) (*pb.Session, error) {
+func (c *Client) CreateSession(ctx context.Context, id string, policy *pb.CompactionPolicy, labels map[string]string, opts ...CreateOption) (*pb.Session, error) {
 	req := &pb.CreateSessionRequest{SessionId: id, Policy: policy, Labels: labels}
+	for _, opt := range opts {
+		opt(req)
+	}
 	return unary(ctx, c, false, func(ctx context.Context) (*pb.Session, error) {
 		return c.stub.CreateSession(ctx, req)
 	})
@@ -124,8 +138,9 @@ func (c *Client) ListSessions(ctx context.Context, labelFilter map[string]string
 }
 
 // UpdateSession replaces the fields of session named in paths ("policy",
-// "labels"); session.SessionId says which session. A nil policy with path
-// "policy" removes the policy. A non-zero expectedVersion fails with
+// "labels", "model"); session.SessionId says which session. A nil policy
+// with path "policy" removes the policy, an empty Model with path "model"
+// the model. A non-zero expectedVersion fails with
 // ErrFailedPrecondition (CurrentVersion set) unless the session is at it.
 //
 // Not retried: every update moves the version on, so a repeat is no no-op.

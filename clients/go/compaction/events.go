@@ -50,6 +50,20 @@ func Assistant(text string) *pb.Event { return &pb.Event{Role: pb.Role_ROLE_ASSI
 // System is a SYSTEM event (instructions) with this text.
 func System(text string) *pb.Event { return &pb.Event{Role: pb.Role_ROLE_SYSTEM, Text: text} }
 
+// Reasoning is a block of the model's reasoning as its provider returned
+// it (Gemini's thought and thought_signature, Anthropic's thinking and
+// signature), for an ASSISTANT event's Reasoning; the server keeps the
+// signature byte for byte, as providers require it back unchanged.
+func Reasoning(text string, signature []byte) *pb.Reasoning {
+	return &pb.Reasoning{Text: text, Signature: signature}
+}
+
+// RedactedReasoning is reasoning the provider returned encrypted only
+// (Anthropic's redacted_thinking): data is kept as its signature.
+func RedactedReasoning(data []byte) *pb.Reasoning {
+	return &pb.Reasoning{Signature: data, Redacted: true}
+}
+
 // PolicyFromJSON parses a compaction policy from its proto3 JSON form, e.g.
 //
 //	{"trigger": {"turnCount": 20}, "strategy": {"slidingWindow": {"maxEvents": 20}}}

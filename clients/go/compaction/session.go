@@ -37,6 +37,11 @@ type AppendOptions struct {
 	// ExpectedVersion fails the whole append with ErrFailedPrecondition
 	// unless that session is at that version.
 	LabelUpdates []*pb.LabelUpdate
+	// Usage is what the provider reported for the model call made with the
+	// context of Usage.ContextVersion (the GetContextResponse's Version):
+	// it calibrates the session's token estimates. One the server cannot
+	// take is no error: the response's UsageIgnoredReason says why.
+	Usage *pb.ModelUsage
 }
 
 // Append stores a batch of events in one transaction; the server compacts
@@ -52,6 +57,7 @@ func (s *Session) Append(ctx context.Context, events []*pb.Event, opts *AppendOp
 		req.ExpectedVersion = opts.ExpectedVersion
 		req.CreateIfMissing = opts.CreateIfMissing
 		req.LabelUpdates = opts.LabelUpdates
+		req.Usage = opts.Usage
 	}
 	c := s.client
 	return unary(ctx, c, true, func(ctx context.Context) (*pb.AppendEventsResponse, error) {
@@ -72,7 +78,17 @@ const wholeWindowTries = 3
 // always holds every event's content. When the window changed between the
 // two reads it is read again, a few times at most.
 func (s *Session) Context(ctx context.Context) (*pb.GetContextResponse, error) {
-	req := &pb.GetContextRequest{SessionId: s.ID}
+	return s.ContextAs(ctx, pb.ContextFormat_CONTEXT_FORMAT_UNSPECIFIED)
+}
+
+// ContextAs is Context with the window also rendered as format's request
+// fragment (RenderedJson, e.g. {"contents": [...]} for Gemini), ready to
+// merge into the provider's request body; CONTEXT_FORMAT_UNSPECIFIED
+// renders nothing. A window read in parts comes as events only: the server
+// renders only what it sends in one answer, so RenderedJson is then empty
+// (EstimatedPromptTokens is kept).
+func (s *Session) ContextAs(ctx context.Context, format pb.ContextFormat) (*pb.GetContextResponse, error) {
+	req := &pb.GetContextRequest{SessionId: s.ID, Format: format}
 	c := s.client
 	for attempt := 1; ; attempt++ {
 		answer, err := unary(ctx, c, true, func(ctx context.Context) (*pb.GetContextResponse, error) {

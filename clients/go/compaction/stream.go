@@ -45,9 +45,10 @@ type StreamMessage struct {
 type SendOptions struct {
 	// RequestID is echoed on the answer; empty means a fresh random one.
 	RequestID string
-	// ExpectedVersion and CreateIfMissing are as in AppendOptions.
+	// ExpectedVersion, CreateIfMissing and Usage are as in AppendOptions.
 	ExpectedVersion int64
 	CreateIfMissing bool
+	Usage           *pb.ModelUsage
 }
 
 // Stream opens the fast path for appends. The call lasts until ctx ends,
@@ -72,6 +73,7 @@ func (e *EventStream) Send(events []*pb.Event, opts *SendOptions) (string, error
 		req.RequestId = opts.RequestID
 		req.ExpectedVersion = opts.ExpectedVersion
 		req.CreateIfMissing = opts.CreateIfMissing
+		req.Usage = opts.Usage
 	}
 	if req.RequestId == "" {
 		req.RequestId = newID()

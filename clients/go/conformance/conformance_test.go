@@ -130,7 +130,7 @@ func run(c *compaction.Client, st step) (Outcome, error) {
 		if err := parse(st.Request, req); err != nil {
 			return Outcome{}, err
 		}
-		resp, err = c.CreateSession(ctx, req.SessionId, req.Policy, req.Labels)
+		resp, err = c.CreateSession(ctx, req.SessionId, req.Policy, req.Labels, compaction.WithModel(req.Model))
 	case "GetSession":
 		req := &pb.GetSessionRequest{}
 		if err := parse(st.Request, req); err != nil {
@@ -162,14 +162,14 @@ func run(c *compaction.Client, st step) (Outcome, error) {
 		}
 		resp, err = c.Session(req.SessionId).Append(ctx, req.Events, &compaction.AppendOptions{
 			ExpectedVersion: req.ExpectedVersion, CreateIfMissing: req.CreateIfMissing,
-			LabelUpdates: req.LabelUpdates,
+			LabelUpdates: req.LabelUpdates, Usage: req.Usage,
 		})
 	case "GetContext":
 		req := &pb.GetContextRequest{}
 		if err := parse(st.Request, req); err != nil {
 			return Outcome{}, err
 		}
-		resp, err = c.Session(req.SessionId).Context(ctx)
+		resp, err = c.Session(req.SessionId).ContextAs(ctx, req.Format)
 	case "Compact":
 		req := &pb.CompactRequest{}
 		if err := parse(st.Request, req); err != nil {
