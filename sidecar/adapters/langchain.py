@@ -49,6 +49,13 @@ from langchain_core.messages import (
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
+from sidecar.adapters.langchain_reasoning import (
+    call_signatures,
+    reasoning_of,
+    restored,
+    verbatim,
+    with_reasoning,
+)
 from sidecar.client import AlreadyExistsError, AsyncClient, Client
 from sidecar.compaction.clear_tool_results import ClearToolResults
 from sidecar.compaction.pipeline import Pipeline
@@ -144,15 +151,24 @@ def message_to_event(message: BaseMessage) -> Event | None:
     if isinstance(message, SystemMessage):
         return Event(role=Role.SYSTEM, **common)
     if isinstance(message, AIMessage):
+        signatures = call_signatures(message)
         calls = tuple(
             ToolCall(
                 id=call.get("id") or f"{common['id']}-{i}",
                 name=call["name"],
                 arguments_json=json.dumps(call.get("args", {}), ensure_ascii=False),
+                signature=signatures.get(call.get("id") or "", b""),
             )
             for i, call in enumerate(message.tool_calls)
         )
-        return Event(role=Role.ASSISTANT, tool_calls=calls, author=message.name or "", **common)
+        common["metadata"].update(verbatim(message))
+        return Event(
+            role=Role.ASSISTANT,
+            tool_calls=calls,
+            reasoning=reasoning_of(message),
+            author=message.name or "",
+            **common,
+        )
     if isinstance(message, ToolMessage):
         result = ToolResult(
             call_id=message.tool_call_id,
@@ -185,7 +201,12 @@ def event_to_message(event: Event) -> AnyMessage:
                 {"id": c.id, "name": c.name, "args": json.loads(c.arguments_json or "{}")}
                 for c in event.tool_calls
             ]
-            return AIMessage(content=event.text, tool_calls=calls, id=event.id)
+            content, kwargs = restored(event)
+            if event.cleared:
+                content, kwargs = with_reasoning(content, kwargs, event.reasoning)
+            return AIMessage(
+                content=content, additional_kwargs=kwargs, tool_calls=calls, id=event.id
+            )
     raise ValueError(f"unknown role {event.role!r}")
 
 
@@ -237,18 +258,26 @@ def compacted_messages(
 
 def cleared_message(message: AnyMessage, event: Event) -> AnyMessage:
     """A copy of the state's ``message`` showing what clearing left of it (the state keeps
-    the original): a ``ToolMessage``'s placeholder, an ``AIMessage``'s cleared arguments."""
+    the original): a ``ToolMessage``'s placeholder, an ``AIMessage``'s cleared arguments
+    and reasoning text (its signatures unchanged)."""
     if isinstance(message, ToolMessage) and event.tool_results:
         return message.model_copy(update={"content": event.tool_results[0].content})
-    if isinstance(message, AIMessage) and event.tool_calls:
-        arguments = {c.id: c.arguments_json for c in event.tool_calls}
-        calls = [
-            {**call, "args": json.loads(arguments[cid])}
-            if (cid := call.get("id")) is not None and cid in arguments
-            else call
-            for call in message.tool_calls
-        ]
-        return message.model_copy(update={"tool_calls": calls})
+    if isinstance(message, AIMessage):
+        update: dict[str, Any] = {}
+        if event.tool_calls:
+            arguments = {c.id: c.arguments_json for c in event.tool_calls}
+            update["tool_calls"] = [
+                {**call, "args": json.loads(arguments[cid])}
+                if (cid := call.get("id")) is not None and cid in arguments
+                else call
+                for call in message.tool_calls
+            ]
+        if event.reasoning:
+            content, kwargs = with_reasoning(
+                message.content, message.additional_kwargs, event.reasoning
+            )
+            update.update(content=content, additional_kwargs=kwargs)
+        return message.model_copy(update=update)
     return message
 
 

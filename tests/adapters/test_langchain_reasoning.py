@@ -1,0 +1,255 @@
+"""Reasoning on LangChain messages: into the event's fields, and back through the store unchanged.
+
+Providers refuse a tool loop whose reasoning comes back altered (Anthropic's
+thinking signatures, OpenAI's encrypted reasoning, Gemini's thought
+signatures); each shape their LangChain integrations produce must survive
+the service's log block for block, and be in the fields the service counts,
+summarizes and renders.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool, tool
+from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import Field
+
+from sidecar.adapters.langchain import (
+    SessionCompactionMiddleware,
+    clear_tool_uses_policy,
+    cleared_message,
+    event_to_message,
+    message_to_event,
+)
+from sidecar.client import Client
+from sidecar.model import Event, Reasoning
+
+GEMINI_SIG = b"\x12\x00gemini\xff"
+CALL = {"id": "toolu_1", "name": "get_weather", "args": {"city": "Oslo"}, "type": "tool_call"}
+
+ANTHROPIC = AIMessage(
+    content=[
+        {"type": "thinking", "thinking": "Oslo first.", "signature": "EqQBCkYIARgCKkA="},
+        {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"},
+        {"type": "text", "text": "Let me look."},
+        {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Oslo"}},
+    ],
+    tool_calls=[CALL],
+    response_metadata={"model_provider": "anthropic"},
+    id="ai-anthropic",
+)
+STANDARD = AIMessage(
+    content=[
+        {"type": "reasoning", "reasoning": "Oslo first.", "extras": {"signature": "EqQBCkYI"}},
+        {"type": "text", "text": "Sunny."},
+    ],
+    response_metadata={"model_provider": "anthropic"},
+    id="ai-standard",
+)
+RESPONSES = AIMessage(
+    content=[
+        {
+            "type": "reasoning",
+            "id": "rs_1",
+            "summary": [{"type": "summary_text", "text": "Look it up."}],
+            "encrypted_content": "gAAAAB-opaque",
+        },
+        {"type": "text", "text": "Sunny.", "annotations": [], "id": "msg_1"},
+    ],
+    response_metadata={"model_provider": "openai"},
+    id="ai-responses",
+)
+OPENAI_V03 = AIMessage(
+    content="",
+    additional_kwargs={
+        "reasoning": {
+            "id": "rs_2",
+            "type": "reasoning",
+            "summary": [],
+            "encrypted_content": "gAAAAB-v03",
+        }
+    },
+    tool_calls=[{**CALL, "id": "call_1"}],
+    response_metadata={"model_provider": "openai"},
+    id="ai-openai-v03",
+)
+GEMINI = AIMessage(
+    content=[
+        {"type": "thinking", "thinking": "Oslo.", "signature": base64.b64encode(b"th").decode()},
+        {"type": "text", "text": "Checking."},
+    ],
+    additional_kwargs={
+        "__gemini_function_call_thought_signatures__": {
+            "fc-1": base64.b64encode(GEMINI_SIG).decode()
+        }
+    },
+    tool_calls=[{**CALL, "id": "fc-1"}],
+    response_metadata={"model_provider": "google_genai"},
+    id="ai-gemini",
+)
+SHAPES = [ANTHROPIC, STANDARD, RESPONSES, OPENAI_V03, GEMINI]
+
+
+def same_message(back: AIMessage, message: AIMessage) -> None:
+    assert back.content == message.content
+    assert back.additional_kwargs == message.additional_kwargs
+    assert [(c["id"], c["name"], c["args"]) for c in back.tool_calls] == [
+        (c["id"], c["name"], c["args"]) for c in message.tool_calls
+    ]
+
+
+def test_each_shape_lands_in_the_fields() -> None:
+    def fields(message: AIMessage) -> tuple[Reasoning, ...]:
+        event = message_to_event(message)
+        assert event is not None
+        return event.reasoning
+
+    assert fields(ANTHROPIC) == (
+        Reasoning("Oslo first.", b"EqQBCkYIARgCKkA="),
+        Reasoning("", b"EmwKAhgBEgy3va3pzix/LafPsn4a", redacted=True),
+    )
+    assert fields(STANDARD) == (Reasoning("Oslo first.", b"EqQBCkYI"),)
+    assert fields(RESPONSES) == (Reasoning("Look it up.", b"gAAAAB-opaque", id="rs_1"),)
+    assert fields(OPENAI_V03) == (Reasoning("", b"gAAAAB-v03", id="rs_2"),)
+    # Gemini's signatures are its bytes, not LangChain's base64 of them.
+    assert fields(GEMINI) == (Reasoning("Oslo.", b"th"),)
+    gemini = message_to_event(GEMINI)
+    assert gemini is not None
+    assert [c.signature for c in gemini.tool_calls] == [GEMINI_SIG]
+
+
+@pytest.mark.parametrize("message", SHAPES, ids=lambda m: str(m.id))
+def test_a_message_comes_back_from_the_store_unchanged(
+    sidecar_address: str, message: AIMessage
+) -> None:
+    event = message_to_event(message)
+    assert event is not None
+    with Client(sidecar_address) as client:
+        key = f"lc-reasoning/{message.id}"
+        client.create_session(key, None, {})
+        client.session(key).append([event])
+        (stored,) = client.session(key).context().events
+    assert stored.reasoning == event.reasoning
+    assert stored.tool_calls == event.tool_calls
+    back = event_to_message(stored)
+    assert isinstance(back, AIMessage)
+    same_message(back, message)
+
+
+def cleared_reasoning(message: AIMessage) -> Event:
+    """The message's event as ``keep_reasoning_turns`` leaves it: texts gone, signatures kept."""
+    event = message_to_event(message)
+    assert event is not None
+    blocks = tuple(Reasoning("", r.signature, r.redacted, r.id) for r in event.reasoning)
+    return event.evolve(reasoning=blocks, cleared=True)
+
+
+def test_cleared_reasoning_text_is_shown_cleared_with_every_signature_in_place() -> None:
+    shown = cleared_message(ANTHROPIC, cleared_reasoning(ANTHROPIC))
+    assert isinstance(shown, AIMessage)
+    content: Any = ANTHROPIC.content
+    assert shown.content == [{**content[0], "thinking": ""}, *content[1:]]
+    assert ANTHROPIC.content[0] == content[0]  # the state's message keeps the original
+    responses = event_to_message(cleared_reasoning(RESPONSES))
+    assert isinstance(responses, AIMessage)
+    assert isinstance(responses.content, list)
+    assert responses.content[0] == {**RESPONSES.content[0], "summary": []}  # type: ignore[dict-item]
+    assert responses.content[1:] == RESPONSES.content[1:]
+
+
+def test_an_event_no_clearing_touched_gives_its_message_back_exactly() -> None:
+    for message in SHAPES:
+        event = message_to_event(message)
+        assert event is not None
+        shown = cleared_message(message, event.evolve(cleared=True))
+        assert isinstance(shown, AIMessage)
+        same_message(shown, message)
+        assert json.dumps(shown.content) == json.dumps(message.content)  # order kept too
+
+
+# -- a real agent ---------------------------------------------------------------------------
+
+NOTES = "Compare with the last three days and the regional forecast. " * 8
+
+
+@tool
+def get_weather(city: str, notes: str) -> str:
+    """Returns today's weather report for a city."""
+    return f"{city}: sunny, 21 C, light wind from the west. " * 8
+
+
+class ThinkingModel(BaseChatModel):
+    """Claude-like: every reply opens with a signed thinking block; records what it is sent."""
+
+    seen: list[list[BaseMessage]] = Field(default_factory=list)
+    replies: list[AIMessage] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "thinking"
+
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+        *,
+        tool_choice: str | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        return self
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.seen.append(list(messages))
+        n = len(self.replies)
+        thinking = {"type": "thinking", "thinking": f"Step {n}.", "signature": f"sig-{n}=="}
+        if isinstance(messages[-1], ToolMessage):
+            reply = AIMessage(content=[thinking, {"type": "text", "text": "Sunny."}])
+        else:
+            city = str(messages[-1].content).rsplit(" ", 1)[-1]
+            args = {"city": city, "notes": NOTES}
+            use = {"type": "tool_use", "id": f"toolu_{n}", "name": "get_weather", "input": args}
+            call = {"id": f"toolu_{n}", "name": "get_weather", "args": args}
+            reply = AIMessage(content=[thinking, use], tool_calls=[call])
+        reply.response_metadata = {"model_provider": "anthropic"}
+        self.replies.append(reply.model_copy(deep=True))
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+def test_an_agent_gets_every_thinking_block_back_unchanged_across_a_clearing(
+    sidecar_address: str,
+) -> None:
+    model = ThinkingModel()
+    with Client(sidecar_address) as client:
+        policy = clear_tool_uses_policy(trigger=600, keep=1, clear_tool_inputs=True)
+        middleware = SessionCompactionMiddleware(client, policy=policy, session_id="thinking")
+        agent = create_agent(
+            model, [get_weather], middleware=[middleware], checkpointer=InMemorySaver()
+        )
+        config: Any = {"configurable": {"thread_id": "t-thinking"}}
+        for city in ["Oslo", "Lima", "Perth"]:
+            agent.invoke({"messages": [HumanMessage(content=f"Weather in {city}")]}, config)
+
+    assert len(model.seen) == 6
+    cleared = 0
+    for k, messages in enumerate(model.seen):
+        sent = [m for m in messages if isinstance(m, AIMessage)]
+        # Each earlier reply's content comes back block for block, signatures byte for byte.
+        assert [m.content for m in sent] == [r.content for r in model.replies[:k]]
+        cleared += sum(c["args"] == {"cleared": True} for m in sent for c in m.tool_calls)
+    assert cleared > 0  # a clearing landed in between
