@@ -11,17 +11,13 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.runnables import Runnable
-from langchain_core.tools import BaseTool, tool
+from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
@@ -34,6 +30,7 @@ from sidecar.adapters.langchain import (
 )
 from sidecar.client import Client
 from sidecar.model import Event, Reasoning
+from tests.adapters.chat_models import RecordingModel
 
 GEMINI_SIG = b"\x12\x00gemini\xff"
 CALL = {"id": "toolu_1", "name": "get_weather", "args": {"city": "Oslo"}, "type": "tool_call"}
@@ -189,32 +186,12 @@ def get_weather(city: str, notes: str) -> str:
     return f"{city}: sunny, 21 C, light wind from the west. " * 8
 
 
-class ThinkingModel(BaseChatModel):
+class ThinkingModel(RecordingModel):
     """Claude-like: every reply opens with a signed thinking block; records what it is sent."""
 
-    seen: list[list[BaseMessage]] = Field(default_factory=list)
     replies: list[AIMessage] = Field(default_factory=list)
 
-    @property
-    def _llm_type(self) -> str:
-        return "thinking"
-
-    def bind_tools(
-        self,
-        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
-        *,
-        tool_choice: str | None = None,
-        **kwargs: Any,
-    ) -> Runnable[LanguageModelInput, AIMessage]:
-        return self
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def _answer(self, messages: list[BaseMessage]) -> ChatResult:
         self.seen.append(list(messages))
         n = len(self.replies)
         thinking = {"type": "thinking", "thinking": f"Step {n}.", "signature": f"sig-{n}=="}
