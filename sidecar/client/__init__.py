@@ -23,7 +23,7 @@ from sidecar.client.errors import (
     UnauthenticatedError,
     UnavailableError,
 )
-from sidecar.client.requests import KEEP, Batch, ContextFormat, Keep, ModelUsage, with_ids
+from sidecar.client.requests import KEEP, Batch, Keep, ModelUsage, with_ids
 from sidecar.client.results import (
     Ack,
     AppendResult,
@@ -38,6 +38,7 @@ from sidecar.client.retry import RetryPolicy
 from sidecar.client.streams import EventStream, Watch
 from sidecar.client.sync import Client, SyncSessionHandle
 from sidecar.model import LabelUpdate
+from sidecar.providers.render import ContextFormat
 
 __all__ = [
     "KEEP",

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
@@ -22,7 +21,7 @@ import grpc
 from sidecar.client import decode, requests
 from sidecar.client.channel import Options, Tls, auth_metadata, channel_options
 from sidecar.client.errors import error_from_rpc
-from sidecar.client.requests import KEEP, ContextFormat, Keep, ModelUsage
+from sidecar.client.requests import KEEP, Keep, ModelUsage
 from sidecar.client.results import AppendResult, SearchHit, SessionContext
 from sidecar.client.retry import RetryPolicy, retry_async
 from sidecar.client.streams import EventStream, Watch
@@ -30,6 +29,7 @@ from sidecar.compaction.policy import CompactionPolicy
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
 from sidecar.model import CompactionResult, Event, LabelUpdate, Role, Session
+from sidecar.providers.render import ContextFormat
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
@@ -274,9 +274,9 @@ class SessionHandle:
 
         With ``format`` the window also comes rendered as that provider's
         request fragment (``rendered_json``). A window too large for one
-        answer comes without its events' content; it is then read in
-        byte-bounded pages (ListEvents) and put together, as events only
-        (``rendered_json`` "").
+        answer comes without its events' content (and unrendered); it is then
+        read in byte-bounded pages (ListEvents), put together and rendered
+        here, with the server's own renderer.
         """
         client = self._client
         request = requests.context(self.session_id, format)
@@ -288,7 +288,7 @@ class SessionHandle:
             listed = tuple([e async for e in self.events(active_only=True)])
             if window.shows(listed):
                 break  # the same window: nothing changed in between
-        return replace(window, events=listed)
+        return decode.read_in_parts(window, listed, format)
 
     async def compact(
         self,

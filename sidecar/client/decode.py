@@ -27,6 +27,7 @@ from sidecar.compaction.policy import CompactionPolicy, policy_from_dict
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import event_pb2, policy_pb2, session_pb2
 from sidecar.model import CompactionResult, Event, Session, SessionCounters, SkipReason
+from sidecar.providers.render import ContextFormat, render_json
 from sidecar.server import convert
 
 
@@ -128,6 +129,19 @@ def context(msg: pb.GetContextResponse) -> SessionContext:
         rendered_json=msg.rendered_json,
         estimated_prompt_tokens=msg.estimated_prompt_tokens,
     )
+
+
+def read_in_parts(
+    window: SessionContext, listed: tuple[Event, ...], format: ContextFormat | None
+) -> SessionContext:
+    """``window`` (answered without content) with the events read in pages, rendered here.
+
+    The server renders only what it sends in one answer; the client renders
+    the listed window with the server's own renderer (``sidecar.providers``),
+    so ``rendered_json`` is the same either way.
+    """
+    rendered = render_json(listed, format) if format is not None else ""
+    return replace(window, events=listed, rendered_json=rendered)
 
 
 def hit(msg: pb.SearchHit) -> SearchHit:

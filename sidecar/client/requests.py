@@ -18,6 +18,7 @@ from sidecar.compaction.policy import CompactionPolicy
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import session_pb2
 from sidecar.model import Event, LabelUpdate, Role
+from sidecar.providers.render import ContextFormat
 from sidecar.server import convert
 
 
@@ -30,17 +31,13 @@ class Keep(Enum):
 KEEP = Keep.KEEP
 
 
-class ContextFormat(Enum):
-    """A provider's request format, for ``context(format=...)``: the window ready to send."""
-
-    GEMINI = pb.CONTEXT_FORMAT_GEMINI
-    """Gemini generateContent: ``{"systemInstruction": ..., "contents": [...]}``."""
-    OPENAI_CHAT = pb.CONTEXT_FORMAT_OPENAI_CHAT
-    """OpenAI Chat Completions: ``{"messages": [...]}``."""
-    OPENAI_RESPONSES = pb.CONTEXT_FORMAT_OPENAI_RESPONSES
-    """OpenAI Responses: ``{"instructions": ..., "input": [...]}``."""
-    ANTHROPIC = pb.CONTEXT_FORMAT_ANTHROPIC
-    """Anthropic Messages: ``{"system": ..., "messages": [...]}``."""
+FORMATS: Mapping[ContextFormat, pb.ContextFormat.ValueType] = {
+    ContextFormat.GEMINI: pb.CONTEXT_FORMAT_GEMINI,
+    ContextFormat.OPENAI_CHAT: pb.CONTEXT_FORMAT_OPENAI_CHAT,
+    ContextFormat.OPENAI_RESPONSES: pb.CONTEXT_FORMAT_OPENAI_RESPONSES,
+    ContextFormat.ANTHROPIC: pb.CONTEXT_FORMAT_ANTHROPIC,
+}
+"""Each provider format as GetContextRequest.format carries it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +180,7 @@ def context(session_id: str, format: ContextFormat | None) -> pb.GetContextReque
     """A GetContext, rendered in ``format`` when one is given."""
     request = pb.GetContextRequest(session_id=session_id)
     if format is not None:
-        request.format = format.value
+        request.format = FORMATS[format]
     return request
 
 

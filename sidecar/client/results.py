@@ -42,9 +42,9 @@ class SessionContext:
     ``estimated_prompt_tokens`` is ``token_count`` times the session's
     calibration factor: what the provider is expected to report for it.
     ``rendered_json`` is the window as the requested provider's request
-    fragment (``context(format=...)``), "" when none was asked, and "" for a
-    window too large for one answer, which ``context()`` reads in parts: it
-    then holds the events only (render them yourself, or compact first).
+    fragment (``context(format=...)``), "" when none was asked. A window too
+    large for one answer, which ``context()`` reads in parts, is rendered by
+    the client with the server's renderer, so it reads the same.
     """
 
     events: tuple[Event, ...]

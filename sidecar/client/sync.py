@@ -11,7 +11,6 @@ generator; closing either generator cancels its call.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
-from dataclasses import replace
 from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
@@ -21,13 +20,14 @@ import grpc
 from sidecar.client import decode, requests
 from sidecar.client.channel import Options, Tls, auth_metadata, channel_options
 from sidecar.client.errors import error_from_rpc
-from sidecar.client.requests import KEEP, Batch, ContextFormat, Keep, ModelUsage
+from sidecar.client.requests import KEEP, Batch, Keep, ModelUsage
 from sidecar.client.results import AppendResult, Missed, SearchHit, SessionContext, StreamMessage
 from sidecar.client.retry import RetryPolicy, retry_sync
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
 from sidecar.model import CompactionResult, Event, LabelUpdate, Role, Session
+from sidecar.providers.render import ContextFormat
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
@@ -276,7 +276,7 @@ class SyncSessionHandle:
         """The active window to send to the model, in log order, rendered in ``format`` if given.
 
         See ``SessionHandle.context``: a window too large for one answer is
-        read in byte-bounded pages and put together, as events only.
+        read in byte-bounded pages, put together and rendered here.
         """
         client = self._client
         request = requests.context(self.session_id, format)
@@ -288,7 +288,7 @@ class SyncSessionHandle:
             listed = tuple(self.events(active_only=True))
             if window.shows(listed):
                 break
-        return replace(window, events=listed)
+        return decode.read_in_parts(window, listed, format)
 
     def compact(
         self,

@@ -18,6 +18,7 @@ from sidecar.client import (
 )
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.model import Event, Reasoning, Role, ToolCall, ToolResult
+from sidecar.providers.render import render_json
 from sidecar.server.app import Sidecar
 from tests.client.conftest import u
 from tests.server.harness import address, running
@@ -116,7 +117,8 @@ def test_requests_carry_the_model_the_usage_and_the_format() -> None:
 
 
 def test_every_context_format_is_the_protos() -> None:
-    assert {f.value for f in ContextFormat} == {
+    assert set(requests.FORMATS) == set(ContextFormat)
+    assert set(requests.FORMATS.values()) == {
         v for v in pb.ContextFormat.values() if v != pb.CONTEXT_FORMAT_UNSPECIFIED
     }
 
@@ -135,11 +137,11 @@ def test_answers_decode_the_rendering_the_estimate_and_why_usage_was_ignored() -
     assert ack.usage_ignored_reason == "no estimate for version 1"
 
 
-async def test_a_window_read_in_parts_comes_as_events_only_with_its_reasoning(
+async def test_a_window_read_in_parts_keeps_its_reasoning_and_is_rendered_by_the_client(
     tmp_path: Path,
 ) -> None:
     """Past the message limit GetContext sends no content and no rendering: context() reads
-    the events in pages, reasoning and signatures included, and leaves rendered_json empty."""
+    the events in pages, reasoning and signatures included, and renders them itself."""
     async with running(tmp_path, max_message_bytes=8192) as sidecar:
         async with AsyncClient(address(sidecar)) as client:
             session = client.session("big")
@@ -154,5 +156,6 @@ async def test_a_window_read_in_parts_comes_as_events_only_with_its_reasoning(
     assert answer.content_omitted
     assert [e.id for e in window.events] == ["q0", "q1", "q2", "q3", "ru", "ra", "rt"]
     assert signed(window.events[4:]) == signed(tool_loop("r"))
-    assert window.rendered_json == ""
+    assert answer.rendered_json == ""
+    assert window.rendered_json == render_json(window.events, ContextFormat.GEMINI)
     assert window.estimated_prompt_tokens == answer.estimated_prompt_tokens

@@ -27,8 +27,9 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from sidecar.client import AsyncClient, ClientError, ContextFormat
+from sidecar.client import AsyncClient, ClientError
 from sidecar.client.errors import error_from_rpc
+from sidecar.client.requests import FORMATS
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.server import convert
 
@@ -252,7 +253,7 @@ async def _context(client: AsyncClient, request: pb.GetContextRequest) -> Outcom
     with content, so ``contentOmitted`` is absent (false), and its rendering
     when the request asked for a format.
     """
-    format = ContextFormat(request.format) if request.format else None
+    format = {value: name for name, value in FORMATS.items()}.get(request.format)
     try:
         window = await client.session(request.session_id).context(format=format)
     except ClientError as exc:
