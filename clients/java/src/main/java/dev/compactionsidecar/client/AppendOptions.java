@@ -1,6 +1,7 @@
 package dev.compactionsidecar.client;
 
 import dev.compactionsidecar.v1.LabelUpdate;
+import dev.compactionsidecar.v1.ModelUsage;
 import java.util.List;
 
 /**
@@ -14,15 +15,26 @@ import java.util.List;
  *     another id names a session of the same tenant (created, with no policy, when absent); an
  *     update's non-zero {@code expected_version} fails the whole append with FAILED_PRECONDITION
  *     unless that session is at that version
+ * @param usage what the provider reported for the model call made with the context of {@code
+ *     usage.context_version} (null: none); it calibrates the session's token estimates, and one
+ *     the server cannot take is no error: the response's {@code usage_ignored_reason} says why
  */
 public record AppendOptions(
-    long expectedVersion, boolean createIfMissing, List<LabelUpdate> labelUpdates) {
+    long expectedVersion,
+    boolean createIfMissing,
+    List<LabelUpdate> labelUpdates,
+    ModelUsage usage) {
   /** No version check; the session must exist. */
   public static final AppendOptions DEFAULT = new AppendOptions(0, false);
 
   /** Copies {@code labelUpdates} (null: none). */
   public AppendOptions {
     labelUpdates = labelUpdates == null ? List.of() : List.copyOf(labelUpdates);
+  }
+
+  /** No usage report. */
+  public AppendOptions(long expectedVersion, boolean createIfMissing, List<LabelUpdate> labelUpdates) {
+    this(expectedVersion, createIfMissing, labelUpdates, null);
   }
 
   /** No label updates. */
@@ -42,11 +54,28 @@ public record AppendOptions(
 
   /** The same options with {@code updates} stored with the events. */
   public AppendOptions withLabelUpdates(List<LabelUpdate> updates) {
-    return new AppendOptions(expectedVersion, createIfMissing, updates);
+    return new AppendOptions(expectedVersion, createIfMissing, updates, usage);
   }
 
   /** The same options with {@code updates} stored with the events. */
   public AppendOptions withLabelUpdates(LabelUpdate... updates) {
     return withLabelUpdates(List.of(updates));
+  }
+
+  /** The same options with a usage report of the model call made with an earlier context. */
+  public AppendOptions withUsage(ModelUsage report) {
+    return new AppendOptions(expectedVersion, createIfMissing, labelUpdates, report);
+  }
+
+  /**
+   * The same options with a usage report: {@code promptTokens} the provider counted for the call
+   * made with the context at {@code contextVersion}.
+   */
+  public AppendOptions withUsage(long contextVersion, long promptTokens) {
+    return withUsage(
+        ModelUsage.newBuilder()
+            .setContextVersion(contextVersion)
+            .setPromptTokens(promptTokens)
+            .build());
   }
 }

@@ -2,6 +2,7 @@ package dev.compactionsidecar.client;
 
 import dev.compactionsidecar.v1.CompactionServiceGrpc;
 import dev.compactionsidecar.v1.Event;
+import dev.compactionsidecar.v1.ModelUsage;
 import dev.compactionsidecar.v1.StreamEventsRequest;
 import dev.compactionsidecar.v1.StreamEventsResponse;
 import io.grpc.CallOptions;
@@ -47,9 +48,22 @@ public final class EventStream implements AutoCloseable, Iterable<StreamEventsRe
 
   /** Append {@code events}; returns the request id its answer will carry ("0", "1", ...). */
   public String send(List<Event> events) {
+    return send(events, null);
+  }
+
+  /**
+   * Append {@code events} with a model call's usage report (null: none), as {@link
+   * AppendOptions#usage()}; returns the request id its answer will carry.
+   */
+  public String send(List<Event> events, ModelUsage usage) {
     synchronized (call) {
       String requestId = Integer.toString(sent);
-      send(StreamEventsRequest.newBuilder().setRequestId(requestId).addAllEvents(events).build());
+      StreamEventsRequest.Builder request =
+          StreamEventsRequest.newBuilder().setRequestId(requestId).addAllEvents(events);
+      if (usage != null) {
+        request.setUsage(usage);
+      }
+      send(request.build());
       return requestId;
     }
   }

@@ -1,6 +1,8 @@
 package dev.compactionsidecar.client;
 
+import com.google.protobuf.ByteString;
 import dev.compactionsidecar.v1.Event;
+import dev.compactionsidecar.v1.Reasoning;
 import dev.compactionsidecar.v1.Role;
 import java.util.ArrayList;
 import java.util.List;
@@ -37,6 +39,20 @@ public final class Events {
   /** A system message (instructions). */
   public static Event system(String text) {
     return Event.newBuilder().setRole(Role.ROLE_SYSTEM).setText(text).build();
+  }
+
+  /**
+   * A block of the model's reasoning as its provider returned it (Gemini's thought and {@code
+   * thought_signature}, Anthropic's thinking and signature), for an assistant event's {@code
+   * reasoning}; the server keeps the signature byte for byte, as providers require it back.
+   */
+  public static Reasoning reasoning(String text, ByteString signature) {
+    return Reasoning.newBuilder().setText(text).setSignature(signature).build();
+  }
+
+  /** Reasoning returned encrypted only (Anthropic's {@code redacted_thinking}): its data. */
+  public static Reasoning redactedReasoning(ByteString data) {
+    return Reasoning.newBuilder().setSignature(data).setRedacted(true).build();
   }
 
   private static String newId() {

@@ -4,6 +4,7 @@ import dev.compactionsidecar.v1.AppendEventsRequest;
 import dev.compactionsidecar.v1.AppendEventsResponse;
 import dev.compactionsidecar.v1.CompactRequest;
 import dev.compactionsidecar.v1.CompactionResult;
+import dev.compactionsidecar.v1.ContextFormat;
 import dev.compactionsidecar.v1.Event;
 import dev.compactionsidecar.v1.GetContextRequest;
 import dev.compactionsidecar.v1.GetContextResponse;
@@ -63,15 +64,18 @@ public final class SessionHandle {
    * once.
    */
   public AppendEventsResponse append(List<Event> events, AppendOptions options) {
-    AppendEventsRequest request =
+    AppendEventsRequest.Builder request =
         AppendEventsRequest.newBuilder()
             .setSessionId(sessionId)
             .addAllEvents(Events.withIds(events))
             .setExpectedVersion(options.expectedVersion())
             .setCreateIfMissing(options.createIfMissing())
-            .addAllLabelUpdates(options.labelUpdates())
-            .build();
-    return client.unary(stub -> stub.appendEvents(request), true);
+            .addAllLabelUpdates(options.labelUpdates());
+    if (options.usage() != null) {
+      request.setUsage(options.usage());
+    }
+    AppendEventsRequest built = request.build();
+    return client.unary(stub -> stub.appendEvents(built), true);
   }
 
   /** A StreamEvents call for appending to this session; no deadline. Close it when done. */
@@ -93,7 +97,21 @@ public final class SessionHandle {
    * the two reads it is read again, a few times at most.
    */
   public GetContextResponse context() {
-    GetContextRequest request = GetContextRequest.newBuilder().setSessionId(sessionId).build();
+    return context(ContextFormat.CONTEXT_FORMAT_UNSPECIFIED);
+  }
+
+  /**
+   * The compacted context, also rendered as {@code format}'s request fragment ({@code
+   * rendered_json}, e.g. {@code {"contents": [...]}} for Gemini), ready to merge into the
+   * provider's request body; {@code CONTEXT_FORMAT_UNSPECIFIED} renders nothing.
+   *
+   * <p>A window read in parts (see {@link #context()}) comes as events only: the server renders
+   * only what it sends in one answer, so {@code rendered_json} is then empty ({@code
+   * estimated_prompt_tokens} is kept).
+   */
+  public GetContextResponse context(ContextFormat format) {
+    GetContextRequest request =
+        GetContextRequest.newBuilder().setSessionId(sessionId).setFormat(format).build();
     for (int attempt = 1; ; attempt++) {
       GetContextResponse answer = client.unary(stub -> stub.getContext(request), true);
       if (!answer.getContentOmitted()) {

@@ -1,5 +1,6 @@
 package dev.compactionsidecar.client;
 
+import com.google.protobuf.FieldMask;
 import dev.compactionsidecar.v1.CompactionPolicy;
 import dev.compactionsidecar.v1.CompactionServiceGrpc;
 import dev.compactionsidecar.v1.CompactionServiceGrpc.CompactionServiceBlockingStub;
@@ -165,12 +166,25 @@ public final class SidecarClient implements AutoCloseable {
   /** Create a session; a null policy gets the server's default. ALREADY_EXISTS if taken. */
   public Session createSession(
       String sessionId, CompactionPolicy policy, Map<String, String> labels) {
+    return createSession(sessionId, policy, labels, null);
+  }
+
+  /**
+   * Create a session for {@code model}, the model the agent calls with its context (e.g. {@code
+   * "gemini-2.5-flash"}): the session then carries its {@code model_profile}. A model the server
+   * has no profile of is INVALID_ARGUMENT naming {@code model}.
+   */
+  public Session createSession(
+      String sessionId, CompactionPolicy policy, Map<String, String> labels, String model) {
     CreateSessionRequest.Builder request = CreateSessionRequest.newBuilder().setSessionId(sessionId);
     if (policy != null) {
       request.setPolicy(policy);
     }
     if (labels != null) {
       request.putAllLabels(labels);
+    }
+    if (model != null) {
+      request.setModel(model);
     }
     return createSession(request.build());
   }
@@ -205,9 +219,25 @@ public final class SidecarClient implements AutoCloseable {
         });
   }
 
-  /** Replace a session's policy and/or labels, as named by the request's update mask. */
+  /**
+   * Replace a session's policy, labels and/or model, as named by the request's update mask
+   * ({@code "policy"}, {@code "labels"}, {@code "model"}).
+   */
   public Session updateSession(UpdateSessionRequest request) {
     return unary(stub -> stub.updateSession(request), false);
+  }
+
+  /**
+   * Change the session's model (empty: none), with the update mask {@code "model"}. A non-zero
+   * {@code expectedVersion} fails with FAILED_PRECONDITION unless the session is at it.
+   */
+  public Session updateModel(String sessionId, String model, long expectedVersion) {
+    return updateSession(
+        UpdateSessionRequest.newBuilder()
+            .setSession(Session.newBuilder().setSessionId(sessionId).setModel(model))
+            .setUpdateMask(FieldMask.newBuilder().addPaths("model"))
+            .setExpectedVersion(expectedVersion)
+            .build());
   }
 
   /** Delete a session and its whole log. Not retried. */

@@ -171,9 +171,11 @@ class ConformanceTest {
                 new AppendOptions(
                     append.getExpectedVersion(),
                     append.getCreateIfMissing(),
-                    append.getLabelUpdatesList()));
+                    append.getLabelUpdatesList(),
+                    append.hasUsage() ? append.getUsage() : null));
       case "GetContext":
-        return client.session(parse(request, GetContextRequest.newBuilder()).build().getSessionId()).context();
+        GetContextRequest context = parse(request, GetContextRequest.newBuilder()).build();
+        return client.session(context.getSessionId()).context(context.getFormat());
       case "Compact":
         CompactRequest compact = parse(request, CompactRequest.newBuilder()).build();
         CompactOptions options =
