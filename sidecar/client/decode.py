@@ -26,7 +26,14 @@ from sidecar.client.results import (
 from sidecar.compaction.policy import CompactionPolicy, policy_from_dict
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import event_pb2, policy_pb2, session_pb2
-from sidecar.model import CompactionResult, Event, Session, SessionCounters, SkipReason
+from sidecar.model import (
+    CompactionResult,
+    Event,
+    Session,
+    SessionCounters,
+    SkipReason,
+    TokenCalibration,
+)
 from sidecar.providers.render import ContextFormat, render_json
 from sidecar.server import convert
 
@@ -53,7 +60,7 @@ def policy(msg: policy_pb2.CompactionPolicy) -> CompactionPolicy:
 
 
 def session(msg: session_pb2.Session) -> Session:
-    """A session header.
+    """A session header, with its model and token calibration.
 
     Only the counters the API exposes are filled (active events, turns,
     tokens); the engine's private ones are left at zero.
@@ -76,7 +83,16 @@ def session(msg: session_pb2.Session) -> Session:
         ),
         total_events=msg.total_event_count,
         last_compaction_id=msg.last_compaction_id,
+        model=msg.model,
+        calibration=calibration(msg),
     )
+
+
+def calibration(msg: session_pb2.Session) -> TokenCalibration:
+    """The session's calibration; none sent (an older server) is the uncalibrated one."""
+    if not msg.HasField("calibration"):
+        return TokenCalibration()
+    return TokenCalibration(factor=msg.calibration.factor, samples=msg.calibration.samples)
 
 
 def session_policy(header: Session) -> CompactionPolicy | None:

@@ -17,7 +17,8 @@ from sidecar.client import (
     requests,
 )
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
-from sidecar.model import Event, Reasoning, Role, ToolCall, ToolResult
+from sidecar.gen.compaction.v1 import session_pb2
+from sidecar.model import Event, Reasoning, Role, TokenCalibration, ToolCall, ToolResult
 from sidecar.providers.render import render_json
 from sidecar.server.app import Sidecar
 from tests.client.conftest import u
@@ -159,3 +160,16 @@ async def test_a_window_read_in_parts_keeps_its_reasoning_and_is_rendered_by_the
     assert answer.rendered_json == ""
     assert window.rendered_json == render_json(window.events, ContextFormat.GEMINI)
     assert window.estimated_prompt_tokens == answer.estimated_prompt_tokens
+
+
+def test_a_session_decodes_with_its_model_and_calibration() -> None:
+    header = session_pb2.Session(session_id="s", version=3, model="gemini-2.5-flash")
+    header.calibration.factor = 1.25
+    header.calibration.samples = 4
+
+    decoded = decode.session(header)
+    older = decode.session(session_pb2.Session(session_id="s", version=3))
+
+    assert decoded.model == "gemini-2.5-flash"
+    assert decoded.calibration == TokenCalibration(factor=1.25, samples=4)
+    assert older.calibration == TokenCalibration()  # no calibration sent: uncalibrated, not 0
