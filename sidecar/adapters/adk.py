@@ -382,8 +382,10 @@ class CompactionSessionService(BaseSessionService):
             mine = {e.id: e for e in session.events}
             agents = [e.author for e in session.events if e.author not in ("", "user")]
             default_author = agents[-1] if agents else "model"
+            # The caller's own events stay, unless clearing changed them: the invocation's
+            # next model call sees the placeholders at once, as the next get_session would.
             session.events[:] = [
-                mine.get(e.id, rendered) if not e.synthetic else rendered
+                rendered if e.synthetic or e.cleared else mine.get(e.id, rendered)
                 for e, rendered in zip(
                     window, window_to_adk(window, self.summary_author, default_author), strict=True
                 )

@@ -292,3 +292,58 @@ async def test_the_runner_sends_every_signature_back_unchanged_across_a_clearing
     assert [c.arguments_json for c in window_calls] == [CLEARED_ARGUMENTS] * len(log_calls)
     assert [c.signature for c in window_calls] == [c.signature for c in log_calls]
     assert b"call-0\x00\xfe" in [c.signature for c in window_calls]
+
+
+def lookup(q: str) -> dict[str, str]:
+    """Looks something up."""
+    return {"q": q, "found": "a long answer " * 40}
+
+
+class LoopingLlm(BaseLlm):
+    """One invocation's tool loop: four signed ``lookup`` calls in a row, then an answer."""
+
+    model: str = "looping"
+    requests: list[list[types.Content]] = Field(default_factory=list)
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        self.requests.append([c.model_copy(deep=True) for c in llm_request.contents])
+        n = len(self.requests)
+        if n <= 4:
+            fc = types.FunctionCall(name="lookup", args={"q": f"q{n}"})
+            part = types.Part(function_call=fc, thought_signature=b"loop-%d" % n)
+        else:
+            part = types.Part(text="Done.", thought_signature=b"answer")
+        yield LlmResponse(content=types.Content(role="model", parts=[thought("Next."), part]))
+
+
+async def test_a_clearing_inside_an_invocation_reaches_its_next_model_call_signatures_kept(
+    client: AsyncClient,
+) -> None:
+    llm = LoopingLlm()
+    clear = ClearToolResults(keep_tool_uses=1)
+    service = CompactionSessionService(
+        client, policy=CompactionPolicy(trigger=TokenCount(200), strategy=clear), namespace="loop"
+    )
+    runner = Runner(
+        app_name="loop",
+        agent=LlmAgent(name="x", model=llm, tools=[lookup]),
+        session_service=service,
+    )
+    await service.create_session(app_name="loop", user_id="u", session_id="s")
+    message = types.Content(role="user", parts=[types.Part(text="Look it all up.")])
+    async for _ in runner.run_async(user_id="u", session_id="s", new_message=message):
+        pass
+
+    assert len(llm.requests) == 5
+    for k, request in enumerate(llm.requests):
+        parts = [p for c in request for p in c.parts or []]
+        # Every call made so far, each with its signature and the thought before it.
+        assert [p.thought_signature for p in parts if p.function_call] == [
+            b"loop-%d" % i for i in range(1, k + 1)
+        ]
+        assert sum(bool(p.thought) for p in parts) == k
+        # All but the newest result show their placeholder: the clearing landed mid-loop.
+        responses = [str(p.function_response.response) for p in parts if p.function_response]
+        assert ["cleared" in r for r in responses] == [True] * max(0, k - 1) + [False] * min(k, 1)
