@@ -364,7 +364,15 @@ class TokenCalibration:
 
     def scaled(self, tokens: int) -> int:
         """``tokens`` as the provider is expected to count them."""
-        return round(tokens * self.factor)
+        return min(round(tokens * self.factor), 2**31 - 1)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelUsage:
+    """The prompt tokens a provider reported for the call made with one version's context."""
+
+    context_version: int
+    prompt_tokens: int
 
 
 @dataclass(frozen=True, slots=True)

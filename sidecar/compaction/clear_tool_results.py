@@ -16,7 +16,12 @@ with its call; only what the model is shown changes.
    event the placeholder would not make smaller is left alone, so a pass never
    grows the context. A result already showing its placeholder is not cleared
    again: a second pass with the same settings clears nothing new.
-4. Unless it frees ``min_cleared_tokens`` (and the strategy-level
+4. With ``keep_reasoning_turns``, the reasoning text of every turn but the
+   newest that many (the turn in progress counts) is cleared too: each block
+   keeps its signature (and a redacted block its data) byte for byte, so a
+   provider that checks them still takes the tool loop; only the text, which
+   providers drop from older turns anyway, leaves the window.
+5. Unless it frees ``min_cleared_tokens`` (and the strategy-level
    ``min_saved_tokens``), the pass is skipped as ``not_worth_it``: a clearing
    breaks the provider's prompt cache from the first cleared event on.
 """
@@ -57,6 +62,7 @@ class ClearToolResults:
     clear_tool_inputs: bool = False
     min_cleared_tokens: int = 0
     placeholder: str = DEFAULT_PLACEHOLDER
+    keep_reasoning_turns: int | None = None
     boundary: Boundary = Boundary.TURN
     min_saved_tokens: int | None = None
     name = "clear_tool_results"
@@ -69,6 +75,13 @@ class ClearToolResults:
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidConfig(f"{_FIELD}.{field}", f"must be 0 or more, got {value!r}")
+        turns = self.keep_reasoning_turns
+        if turns is not None and (
+            isinstance(turns, bool) or not isinstance(turns, int) or turns < 1
+        ):
+            raise InvalidConfig(
+                f"{_FIELD}.keep_reasoning_turns", f"must be at least 1, got {turns!r}"
+            )
         if not isinstance(self.clear_tool_inputs, bool):
             raise InvalidConfig(
                 f"{_FIELD}.clear_tool_inputs",
@@ -92,9 +105,10 @@ class ClearToolResults:
         estimator = estimator or default_estimator()
         real = Window.of(events).real
         cleared_calls = self._calls_to_clear(real)
+        older = self._older_turns(real)
         clears: list[Event] = []
         for event in real:
-            view = self._cleared(event, cleared_calls)
+            view = self._cleared(event, cleared_calls, event.id in older)
             if view is None:
                 continue
             view = view.evolve(token_count=count_event(view, estimator), cleared=True)
@@ -120,8 +134,27 @@ class ClearToolResults:
             call.id: call for call in older if call.id in answered and call.name not in excluded
         }
 
-    def _cleared(self, event: Event, calls: dict[str, ToolCall]) -> Event | None:
-        """``event`` with its results (and inputs) of ``calls`` cleared; None if unchanged."""
+    def _older_turns(self, real: Sequence[Event]) -> set[str]:
+        """Ids of the events with reasoning before the newest ``keep_reasoning_turns`` turns."""
+        if self.keep_reasoning_turns is None:
+            return set()
+        turns = sum(1 for e in real if e.is_turn_start)
+        last_older = turns - self.keep_reasoning_turns  # turns numbered from 1; 0 is before any
+        older: set[str] = set()
+        turn = 0
+        for event in real:
+            turn += 1 if event.is_turn_start else 0
+            if turn > last_older:
+                break
+            if any(r.text for r in event.reasoning):
+                older.add(event.id)
+        return older
+
+    def _cleared(
+        self, event: Event, calls: dict[str, ToolCall], clear_reasoning: bool
+    ) -> Event | None:
+        """``event`` with its results (and inputs) of ``calls`` cleared, and its reasoning
+        text when ``clear_reasoning``; None if unchanged."""
         results = tuple(self._result(r, calls) for r in event.tool_results)
         arguments = self.clear_tool_inputs and event.tool_calls
         tool_calls = (
@@ -132,9 +165,18 @@ class ClearToolResults:
             if arguments
             else event.tool_calls
         )
-        if results == event.tool_results and tool_calls == event.tool_calls:
+        reasoning = (
+            tuple(replace(r, text="") for r in event.reasoning)
+            if clear_reasoning
+            else event.reasoning
+        )
+        if (
+            results == event.tool_results
+            and tool_calls == event.tool_calls
+            and reasoning == event.reasoning
+        ):
             return None
-        return event.evolve(tool_results=results, tool_calls=tool_calls)
+        return event.evolve(tool_results=results, tool_calls=tool_calls, reasoning=reasoning)
 
     def _result(self, result: ToolResult, calls: dict[str, ToolCall]) -> ToolResult:
         call = calls.get(result.call_id)

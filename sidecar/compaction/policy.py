@@ -36,6 +36,7 @@ from sidecar.compaction.triggers import (
     AllOf,
     Always,
     AnyOf,
+    ContextFraction,
     EventCount,
     Interval,
     TokenCount,
@@ -102,6 +103,8 @@ def trigger_to_dict(trigger: Trigger) -> dict[str, Any]:
             return {"turn_count": n}
         case TokenCount(threshold=n):
             return {"token_count": n}
+        case ContextFraction(fraction=x):
+            return {"context_fraction": x}
         case EventCount(max_events=n):
             return {"event_count": n}
         case Interval(turns=n):
@@ -206,6 +209,11 @@ def trigger_from_dict(data: Any, field: str = "trigger", depth: int = 0) -> Trig
             return TurnCount(_count(value, path))
         case "token_count":
             return TokenCount(_count(value, path))
+        case "context_fraction":
+            try:
+                return ContextFraction(value)
+            except InvalidConfig as exc:
+                raise InvalidConfig(path, exc.description) from None
         case "event_count":
             return EventCount(_count(value, path))
         case "interval_turns":

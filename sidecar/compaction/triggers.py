@@ -7,6 +7,7 @@ with ``>=`` (at or above), as in the reference semantics.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -52,6 +53,40 @@ class TokenCount:
 
     def fires(self, counters: SessionCounters) -> bool:
         return counters.tokens >= self.threshold
+
+
+@dataclass(frozen=True, slots=True)
+class ContextFraction:
+    """Fires when the window's tokens reach ``fraction`` of the model's usable window.
+
+    The usable window is the model's input window less its output reserve;
+    ``window_tokens`` holds it once the policy is resolved against a session
+    (``calibration.resolved``), calibration included. Unresolved (0) it never
+    fires: the engine refuses such a policy on a session without a model.
+    """
+
+    fraction: float
+    window_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        value = self.fraction
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or not 0 < value <= 1
+        ):
+            raise InvalidConfig(
+                "trigger.context_fraction", f"must be more than 0 and at most 1, got {value!r}"
+            )
+
+    @property
+    def threshold(self) -> int:
+        """The tokens at which it fires: at least 1."""
+        return max(1, math.ceil(self.fraction * self.window_tokens))
+
+    def fires(self, counters: SessionCounters) -> bool:
+        return self.window_tokens > 0 and counters.tokens >= self.threshold
 
 
 @dataclass(frozen=True, slots=True)

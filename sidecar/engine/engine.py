@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
+from sidecar.compaction.calibration import resolved
 from sidecar.compaction.formatting import format_event
 from sidecar.compaction.pipeline import Pipeline
 from sidecar.compaction.policy import CompactionPolicy
@@ -43,6 +44,7 @@ from sidecar.engine.pipeline_runner import PipelineRunner
 from sidecar.engine.policy_cache import ParsedPolicies
 from sidecar.engine.replicas import ReplicaRelay
 from sidecar.engine.results import AppendResult, skipped
+from sidecar.engine.session_model import SessionModels
 from sidecar.engine.single_flight import SingleFlight
 from sidecar.engine.step_runner import StepRunner
 from sidecar.engine.validation import (
@@ -58,10 +60,12 @@ from sidecar.model import (
     CompactionResult,
     Event,
     LabelUpdate,
+    ModelUsage,
     Session,
     SkipReason,
     new_event_id,
 )
+from sidecar.providers.profiles import ModelProfiles
 from sidecar.store.protocol import Store
 from sidecar.summarizer.protocol import Summarizer
 
@@ -115,8 +119,10 @@ class SessionEngine:
         summary_timeout_s: float = DEFAULT_SUMMARY_TIMEOUT_S,
         observer: EngineObserver | None = None,
         log_event_content: bool = False,
+        profiles: ModelProfiles | None = None,
     ) -> None:
         self.store = store
+        self.models = SessionModels(profiles)
         self.observer: EngineObserver = observer or NoObserver()
         self.log_event_content = log_event_content
         self.summarizer = summarizer
@@ -145,16 +151,74 @@ class SessionEngine:
         policy: CompactionPolicy | None = None,
         use_default_policy: bool = True,
         labels: dict[str, str] | None = None,
+        model: str = "",
     ) -> Session:
-        """Create a session; without a policy it gets the server's default."""
+        """Create a session; without a policy it gets the server's default.
+
+        ``model`` must have a profile; a ``context_fraction`` trigger needs one.
+        """
         check_stored_session_id(session_id)
         check_labels(labels or {}, self.limits)
         self.check_policy(policy)
+        self.models.check_model(model)
+        self.models.check_policy(policy, model, "policy", "model")
         if policy is None and use_default_policy:
             policy = self.default_policy
         return await self.store.create_session(
-            session_id, policy_json=policy_json(policy), labels=labels or {}
+            session_id, policy_json=policy_json(policy), labels=labels or {}, model=model
         )
+
+    async def update_session(
+        self,
+        session_id: str,
+        *,
+        policy: CompactionPolicy | None = None,
+        set_policy: bool = False,
+        labels: dict[str, str] | None = None,
+        model: str | None = None,
+        expected_version: int | None = None,
+    ) -> Session:
+        """Replace the policy (when ``set_policy``), labels and/or model (when not None).
+
+        A ``context_fraction`` trigger and a model must go together: the pair
+        the update leaves is checked against the session as read, and the
+        write is made at that version (re-read and re-checked if another
+        write came in between), so no race leaves a fraction without a model.
+        """
+        check_stored_session_id(session_id)
+        if set_policy:
+            self.check_policy(policy, "session.policy")
+        if labels is not None:
+            check_labels(labels, self.limits, "session.labels")
+        if model is not None:
+            self.models.check_model(model, "session.model")
+        needs_check = (set_policy and policy is not None) or model is not None
+        for attempt in range(3):
+            guard = expected_version
+            if needs_check:
+                current = await self.store.get_session(session_id)
+                after_policy = policy if set_policy else self.policy_of(current, raw=True)
+                after_model = model if model is not None else current.model
+                self.models.check_policy(
+                    after_policy,
+                    after_model,
+                    "session.policy" if set_policy else "",
+                    "session.model",
+                )
+                guard = current.version if expected_version is None else expected_version
+            try:
+                return await self.store.update_session(
+                    session_id,
+                    policy_json=policy_json(policy),
+                    set_policy=set_policy,
+                    labels=labels,
+                    model=model,
+                    expected_version=guard,
+                )
+            except VersionConflict:
+                if expected_version is not None or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     def check_policy(self, policy: CompactionPolicy | None, field: str = "policy") -> None:
         """Refuse a summarizing policy up front when there is nothing to summarize with.
@@ -170,8 +234,12 @@ class SessionEngine:
                 if isinstance(step, Summarize):
                     raise NoSummarizer(f"{field}.strategy.pipeline.steps[{index}].summarize")
 
-    def policy_of(self, session: Session) -> CompactionPolicy | None:
-        return parse_policy(session.policy_json) if session.policy_json else None
+    def policy_of(self, session: Session, *, raw: bool = False) -> CompactionPolicy | None:
+        """The session's policy, resolved against its calibration and model (``raw``: as stored)."""
+        if not session.policy_json:
+            return None
+        policy = parse_policy(session.policy_json)
+        return policy if raw else resolved(policy, self.models.scale(session))
 
     # -- appends ----------------------------------------------------------
 
@@ -183,17 +251,39 @@ class SessionEngine:
         expected_version: int | None = None,
         create_if_missing: bool = False,
         label_updates: Sequence[LabelUpdate] = (),
+        usage: ModelUsage | None = None,
     ) -> AppendResult:
         """Store a batch (and its label updates, in one transaction), then compact if the
         session's trigger fires.
 
         Token counts are computed here, outside the lock; ids are assigned to
-        events that came without one.
+        events that came without one. ``usage`` (the provider's report for an
+        earlier version's context) calibrates the session in the same
+        transaction, or is ignored with a reason in the result.
         """
         check_stored_session_id(session_id)
         check_events(events, self.limits)
         check_label_updates(session_id, label_updates, self.limits)
+        ratio, ignored = self.models.usage_ratio(session_id, usage)
         counted = await self._counted(events)
+        result = await self._append(
+            session_id, counted, expected_version, create_if_missing, label_updates, ratio
+        )
+        self.models.note(result.session)
+        if ignored or (usage is not None and result.written == 0):
+            reason = ignored or "the append stored nothing new (a retry): not counted again"
+            return replace(result, usage_ignored_reason=reason)
+        return result
+
+    async def _append(
+        self,
+        session_id: str,
+        counted: Sequence[Event],
+        expected_version: int | None,
+        create_if_missing: bool,
+        label_updates: Sequence[LabelUpdate],
+        usage_ratio: float | None,
+    ) -> AppendResult:
         async with self.locks.hold(session_id):
             outcome = await self.store.append(
                 session_id,
@@ -203,6 +293,7 @@ class SessionEngine:
                 policy_json=self._default_policy_json,
                 label_updates=label_updates,
                 max_labels=self.limits.max_labels,
+                usage_ratio=usage_ratio,
             )
             session = outcome.session
             if outcome.written:
@@ -296,7 +387,11 @@ class SessionEngine:
                 f"session {session_id!r} is at version {session.version}, not {expected_version}",
                 current_version=session.version,
             )
-        policy = policy or self.policy_of(session)
+        if policy is not None:
+            self.models.check_policy(policy, session.model, "policy", "model")
+            policy = resolved(policy, self.models.scale(session))
+        else:
+            policy = self.policy_of(session)
         if policy is None:
             return self._observed(skipped("none", SkipReason.NO_POLICY, session.version))
         if not force and (policy.trigger is None or not policy.trigger.fires(session.counters)):
@@ -378,7 +473,9 @@ class SessionEngine:
     async def context(self, session_id: str) -> tuple[Session, tuple[Event, ...]]:
         """The active window to send to the model, in log order."""
         check_stored_session_id(session_id)
-        return await self.store.active_window(session_id)
+        session, window = await self.store.active_window(session_id)
+        self.models.note(session)
+        return session, window
 
     def watch(self, session_id: str) -> Watcher:
         check_stored_session_id(session_id)

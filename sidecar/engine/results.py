@@ -22,6 +22,8 @@ class AppendResult:
     compaction_scheduled: bool = False
     written: int = 0
     """How many of ``events`` this append stored (the others were retries)."""
+    usage_ignored_reason: str = ""
+    """Why the append's usage report was not taken into the calibration, when it was not."""
 
 
 def skipped(

@@ -26,9 +26,11 @@ from grpc_health.v1 import _async as health_aio  # health.aio, importable for th
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from sidecar.compaction.calibration import uses_context_fraction
 from sidecar.engine.engine import SessionEngine
 from sidecar.errors import InvalidConfig, StoreUnavailable
 from sidecar.gen.compaction.v1 import compaction_service_pb2, compaction_service_pb2_grpc
+from sidecar.providers.profiles import ModelProfiles
 from sidecar.server import tracing
 from sidecar.server.auth import BearerTokenInterceptor, TokenFile
 from sidecar.server.config import ServerConfig
@@ -269,6 +271,12 @@ async def start(
         and not summarizer
     ):
         raise InvalidConfig("default_policy", "summarizes, but --summarizer is none")
+    if uses_context_fraction(default_policy):
+        raise InvalidConfig(
+            "default_policy.trigger.context_fraction",
+            "needs a session model, and sessions an append creates have none: use token_count",
+        )
+    profiles = config.profiles()
     if summarizer is not None and tracing.enabled():
         summarizer = tracing.TracedSummarizer(summarizer)
     credentials = _credentials(config)
@@ -286,7 +294,9 @@ async def start(
     await open_store_patiently(store, config.store_open_timeout_s)
     undo: list[Callable[[], Awaitable[None]]] = []
     try:
-        return await _serve_on(config, store, summarizer, default_policy, credentials, tokens, undo)
+        return await _serve_on(
+            config, store, summarizer, default_policy, credentials, tokens, undo, profiles
+        )
     except BaseException:
         for step in reversed(undo):
             with contextlib.suppress(Exception):
@@ -325,6 +335,7 @@ async def _serve_on(
     credentials: grpc.ServerCredentials | None,
     tokens: TokenFile | None,
     undo: list[Callable[[], Awaitable[None]]],
+    profiles: ModelProfiles,
 ) -> Sidecar:
     """The part of ``start`` after the store opened: the engine, the servers, the ports."""
     metrics = Metrics()
@@ -336,6 +347,7 @@ async def _serve_on(
         default_policy=default_policy,
         limits=config.limits(),
         summary_timeout_s=config.summary_timeout_s,
+        profiles=profiles,
     )
     undo.append(functools.partial(engine.close, 0))
     options: list[tuple[str, Any]] = [

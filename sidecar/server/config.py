@@ -19,6 +19,7 @@ import yaml
 from sidecar.compaction.policy import CompactionPolicy, policy_from_dict
 from sidecar.engine.validation import Limits
 from sidecar.errors import InvalidConfig
+from sidecar.providers.profiles import ModelProfiles
 from sidecar.server import settings
 from sidecar.store.urls import is_postgres_url
 
@@ -54,6 +55,7 @@ class ServerConfig:
     tls_cert: str = ""
     tls_key: str = ""
     tls_client_ca: str = ""
+    model_profiles: str = ""
     log_level: str = "INFO"
     log_format: str = "text"
     log_event_content: bool = False
@@ -93,6 +95,16 @@ class ServerConfig:
             return policy_from_dict(data)
         except InvalidConfig as exc:
             raise InvalidConfig(f"default_policy.{exc.field}", exc.description) from None
+
+    def profiles(self) -> ModelProfiles:
+        """The built-in model profiles, with the ``model_profiles`` file's over them."""
+        if not self.model_profiles:
+            return ModelProfiles()
+        try:
+            return ModelProfiles.from_file(self.model_profiles)
+        except InvalidConfig as exc:
+            field = exc.field.replace("--model-profiles", "model_profiles")
+            raise InvalidConfig(field, exc.description) from None
 
     def limits(self) -> Limits:
         """What one request may store, as the engine checks it."""

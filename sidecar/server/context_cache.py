@@ -115,6 +115,7 @@ class EventBlobs:
             version=session.version,
             token_count=session.counters.tokens,
             turn_count=session.counters.turns,
+            estimated_prompt_tokens=session.calibration.scaled(session.counters.tokens),
         ).SerializeToString()
         framed = self.framed
         return pb.GetContextResponse.FromString(head + b"".join([framed(e) for e in events]))
@@ -138,6 +139,7 @@ class _Kept:
     response: pb.GetContextResponse
     pending: list[bytes]
     size: int
+    factor: float = 1.0  # the session's calibration: estimated_prompt_tokens = tokens x factor
 
     def built_from(self, session: Session) -> bool:
         return self.create_time == session.create_time and self.version == session.version
@@ -151,6 +153,7 @@ class _Kept:
             extended.version = self.version
             extended.token_count = self.tokens
             extended.turn_count = self.turns
+            extended.estimated_prompt_tokens = round(self.tokens * self.factor)
             self.response, self.pending = extended, []
         return self.response
 
@@ -199,6 +202,7 @@ class ContextResponses:
                 response,
                 [],
                 size,
+                session.calibration.factor,
             )
             self._bytes += size
 
@@ -237,6 +241,7 @@ class ContextResponses:
         kept.total_events = session.total_events
         kept.tokens = session.counters.tokens
         kept.turns = session.counters.turns
+        kept.factor = session.calibration.factor
         kept.pending += new
         kept.size += grown
         self._entries[session_id] = kept

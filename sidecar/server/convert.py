@@ -39,6 +39,7 @@ from sidecar.model import (
     ToolResult,
     utcnow,
 )
+from sidecar.providers.profiles import ModelProfile
 
 _ROLE_IN = {
     event_pb2.ROLE_USER: Role.USER,
@@ -257,7 +258,10 @@ def policy_json_out(policy_json: str | None, into: policy_pb2.CompactionPolicy) 
         _policy_message(json.loads(policy_json), into)
 
 
-def session_out(session: Session, into: session_pb2.Session) -> None:
+def session_out(
+    session: Session, into: session_pb2.Session, profile: ModelProfile | None = None
+) -> None:
+    """``session`` into ``into``; ``profile`` is its model's (None: no model)."""
     into.session_id = session.session_id
     into.version = session.version
     policy_json_out(session.policy_json, into.policy)
@@ -270,6 +274,14 @@ def session_out(session: Session, into: session_pb2.Session) -> None:
     into.active_tokens = counters.tokens
     into.total_event_count = session.total_events
     into.last_compaction_id = session.last_compaction_id
+    into.model = session.model
+    if profile is not None:
+        into.model_profile.model = profile.model
+        into.model_profile.provider = profile.provider
+        into.model_profile.input_window_tokens = profile.input_window_tokens
+        into.model_profile.max_output_tokens = profile.max_output_tokens
+    into.calibration.factor = session.calibration.factor
+    into.calibration.samples = session.calibration.samples
 
 
 def result_out(result: CompactionResult, into: session_pb2.CompactionResult) -> None:

@@ -22,7 +22,7 @@ from google.rpc import code_pb2, status_pb2
 from grpc_status import rpc_status
 
 from sidecar.compaction.policy import CompactionPolicy
-from sidecar.engine.engine import AppendResult, SessionEngine, policy_json
+from sidecar.engine.engine import AppendResult, SessionEngine
 from sidecar.engine.validation import check_labels
 from sidecar.engine.watchers import Lagged
 from sidecar.errors import InvalidArgument, LimitExceeded
@@ -35,7 +35,7 @@ from sidecar.gen.compaction.v1 import (
 from sidecar.gen.compaction.v1 import (
     session_pb2,
 )
-from sidecar.model import CompactionResult, LabelUpdate, Session
+from sidecar.model import CompactionResult, LabelUpdate, ModelUsage, Session
 from sidecar.server import answers, convert
 from sidecar.server.auth import TokenFile
 from sidecar.server.context_cache import ContextResponses, EventBlobs
@@ -65,6 +65,7 @@ def _ack_out(
     bytes (``outer``: the message ``out`` travels in, when it is part of one)."""
     out.version = result.session.version
     out.compaction_scheduled = result.compaction_scheduled
+    out.usage_ignored_reason = result.usage_ignored_reason
     convert.events_out(result.events, out.events)
     if result.compaction is not None:
         convert.result_out(result.compaction, out.compaction)
@@ -158,10 +159,10 @@ def _stored(session_id: str, field: str = "session_id") -> str:
     return current_scope.get().inside(_required(session_id, field), field)
 
 
-def _session_out(session: Session, out: session_pb2.Session) -> session_pb2.Session:
-    convert.session_out(session, out)
-    out.session_id = current_scope.get().outside(session.session_id)
-    return out
+def _usage_in(request: pb.AppendEventsRequest | pb.StreamEventsRequest) -> ModelUsage | None:
+    if not request.HasField("usage"):
+        return None
+    return ModelUsage(request.usage.context_version, request.usage.prompt_tokens)
 
 
 class CompactionServicer(pb_grpc.CompactionServiceServicer):
@@ -195,6 +196,11 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         """When the last unary call or stream batch came in (``time.monotonic``)."""
         self.context_reads: collections.Counter[str] = collections.Counter()
         """GetContext answers by how they were made: ``kept`` or ``built``."""
+
+    def _session_out(self, session: Session, out: session_pb2.Session) -> session_pb2.Session:
+        convert.session_out(session, out, self.engine.models.profile(session))
+        out.session_id = current_scope.get().outside(session.session_id)
+        return out
 
     def drop_caches(self) -> None:
         """Forget the kept GetContext answers and events' wire bytes."""
@@ -255,16 +261,19 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     ) -> session_pb2.Session:
         policy = convert.policy_in(request.policy) if request.HasField("policy") else None
         session = await self.engine.create_session(
-            _stored(request.session_id), policy=policy, labels=dict(request.labels)
+            _stored(request.session_id),
+            policy=policy,
+            labels=dict(request.labels),
+            model=request.model,
         )
-        return _session_out(session, session_pb2.Session())
+        return self._session_out(session, session_pb2.Session())
 
     @unary
     async def GetSession(
         self, request: pb.GetSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> session_pb2.Session:
         session = await self.store.get_session(_stored(request.session_id))
-        return _session_out(session, session_pb2.Session())
+        return self._session_out(session, session_pb2.Session())
 
     @unary
     async def ListSessions(
@@ -278,7 +287,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         )
         out = pb.ListSessionsResponse(next_page_token=page.next_page_token)
         for session in page.items:
-            _session_out(session, out.sessions.add())
+            self._session_out(session, out.sessions.add())
         return out
 
     @unary
@@ -288,25 +297,23 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         session_id = _stored(request.session.session_id, "session.session_id")
         paths = list(request.update_mask.paths)
         if not paths:
-            raise InvalidArgument("update_mask", "name at least one of: policy, labels")
-        unknown = [p for p in paths if p not in ("policy", "labels")]
+            raise InvalidArgument("update_mask", "name at least one of: policy, labels, model")
+        unknown = [p for p in paths if p not in ("policy", "labels", "model")]
         if unknown:
             raise InvalidArgument("update_mask.paths", f"cannot update {unknown[0]!r}")
         new_policy: CompactionPolicy | None = None
         if "policy" in paths and request.session.HasField("policy"):
             new_policy = convert.policy_in(request.session.policy, "session.policy")
-            self.engine.check_policy(new_policy, "session.policy")
-        if "labels" in paths:
-            check_labels(request.session.labels, self.engine.limits, "session.labels")
         self.contexts.forget(session_id)
-        session = await self.store.update_session(
+        session = await self.engine.update_session(
             session_id,
-            policy_json=policy_json(new_policy),
+            policy=new_policy,
             set_policy="policy" in paths,
             labels=dict(request.session.labels) if "labels" in paths else None,
+            model=request.session.model if "model" in paths else None,
             expected_version=_optional_version(request.expected_version),
         )
-        return _session_out(session, session_pb2.Session())
+        return self._session_out(session, session_pb2.Session())
 
     @unary
     async def DeleteSession(
@@ -326,6 +333,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         expected_version: int,
         create_if_missing: bool,
         label_updates: Sequence[pb.LabelUpdate] = (),
+        usage: ModelUsage | None = None,
     ) -> AppendResult:
         stored = _stored(session_id)
         updates = [
@@ -345,6 +353,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             expected_version=_optional_version(expected_version),
             create_if_missing=create_if_missing,
             label_updates=updates,
+            usage=usage,
         )
         for update in updates:
             if update.session_id:
@@ -369,6 +378,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
                 request.expected_version,
                 request.create_if_missing,
                 request.label_updates,
+                _usage_in(request),
             )
             return _ack_out(result, pb.AppendEventsResponse(), self.max_message_bytes)
 
@@ -455,7 +465,9 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         """Consecutive unchecked appends to one session, up to the per-append event limit.
 
         A request with an expected version stands alone: its check is about
-        the session as that request alone would find it.
+        the session as that request alone would find it. So does one with a
+        usage report, which is about the version it names, and answered in
+        its own acknowledgement.
         """
         groups: list[list[pb.StreamEventsRequest]] = []
         size = 0
@@ -466,6 +478,8 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
                 last is not None
                 and not request.expected_version
                 and not last[-1].expected_version
+                and not request.HasField("usage")
+                and not last[-1].HasField("usage")
                 and request.session_id == last[-1].session_id
                 and request.create_if_missing == last[-1].create_if_missing
                 and size + len(request.events) <= limit
@@ -510,6 +524,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
                     request.events,
                     request.expected_version,
                     request.create_if_missing,
+                    usage=_usage_in(request),
                 )
                 _ack_out(result, out.append, self.max_message_bytes, out)
             except asyncio.CancelledError:
@@ -527,8 +542,10 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     ) -> pb.GetContextResponse:
         session_id = _stored(request.session_id)
         if session_id in self.contexts:  # one header read tells whether it still holds
-            kept = self.contexts.get(session_id, await self.store.get_session(session_id))
+            header = await self.store.get_session(session_id)
+            kept = self.contexts.get(session_id, header)
             if kept is not None:
+                self.engine.models.note(header)  # the estimate a usage report is held to
                 self.context_reads["kept"] += 1
                 return answers.fit_context(kept, self.max_message_bytes)
         session, events = await self.engine.context(session_id)

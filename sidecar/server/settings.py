@@ -100,6 +100,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("tls_cert", "off", "PEM certificate chain: serve TLS (with `--tls-key`)"),
     Setting("tls_key", "off", "PEM private key of `--tls-cert`"),
     Setting("tls_client_ca", "off", "PEM CA bundle: require client certificates (mutual TLS)"),
+    Setting(
+        "model_profiles",
+        "built in",
+        'a JSON file `{"models": {NAME: {provider, input_window_tokens, max_output_tokens}}}`'
+        " whose profiles override and extend the built-in table (see Model profiles); a session"
+        " may only name a model with a profile",
+    ),
     Setting("log_level", "`INFO`", "`DEBUG`, `INFO`, `WARNING`, `ERROR` or `CRITICAL`"),
     Setting(
         "log_format",

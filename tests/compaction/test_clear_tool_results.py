@@ -8,7 +8,15 @@ from sidecar.compaction.clear_tool_results import CLEARED_ARGUMENTS, ClearToolRe
 from sidecar.compaction.tokens import count_event
 from sidecar.compaction.window import apply_plan
 from sidecar.errors import InvalidConfig
-from sidecar.model import Event, Role, SessionCounters, SkipReason, ToolCall, ToolResult
+from sidecar.model import (
+    Event,
+    Reasoning,
+    Role,
+    SessionCounters,
+    SkipReason,
+    ToolCall,
+    ToolResult,
+)
 from tests.compaction.builders import ids
 
 BIG = "row " * 200  # far longer than any placeholder
@@ -153,3 +161,80 @@ def test_bad_settings_name_the_field(config: dict[str, object], field: str) -> N
     with pytest.raises(InvalidConfig) as info:
         ClearToolResults(**config)  # type: ignore[arg-type]
     assert info.value.field == field
+
+
+# -- reasoning (keep_reasoning_turns) ----------------------------------------------------
+
+
+def thinking(id: str, thought: str = BIG, signature: bytes = b"sig-" + bytes(range(256))) -> Event:
+    return counted(
+        Event(
+            id=id,
+            role=Role.ASSISTANT,
+            text="on it",
+            reasoning=(Reasoning(thought, signature), Reasoning("", b"enc" * 40, redacted=True)),
+            tool_calls=(ToolCall(f"c-{id}", "grep", "{}", signature=b"\x00call-sig"),),
+        )
+    )
+
+
+def reasoning_session() -> list[Event]:
+    return [
+        u("first", "u1"),
+        thinking("r1"),
+        result("c-r1", content="small"),
+        u("second", "u2"),
+        thinking("r2"),
+        result("c-r2", content="small"),
+        u("third", "u3"),
+        thinking("r3"),
+    ]
+
+
+def test_reasoning_text_of_older_turns_is_cleared_and_every_signature_kept() -> None:
+    events = reasoning_session()
+    plan = ClearToolResults(keep_tool_uses=10, keep_reasoning_turns=2).plan(events)
+    assert [e.id for e in plan.clears] == ["r1"]
+    (cleared,) = plan.clears
+    original = events[1]
+    assert cleared.cleared
+    assert [r.text for r in cleared.reasoning] == ["", ""]
+    assert [r.signature for r in cleared.reasoning] == [r.signature for r in original.reasoning]
+    assert [r.redacted for r in cleared.reasoning] == [False, True]
+    assert cleared.tool_calls == original.tool_calls  # the call's signature too
+    assert cleared.text == original.text
+    assert cleared.token_count < original.token_count
+    assert plan.tokens_estimated_saved == original.token_count - cleared.token_count
+
+
+def test_the_turn_in_progress_keeps_its_reasoning_however_few_turns_are_kept() -> None:
+    events = reasoning_session()
+    plan = ClearToolResults(keep_tool_uses=10, keep_reasoning_turns=1).plan(events)
+    assert [e.id for e in plan.clears] == ["r1", "r2"]
+    again = apply_plan(events, plan).active_events
+    assert (
+        ClearToolResults(keep_tool_uses=10, keep_reasoning_turns=1).plan(again).skipped_reason
+        is SkipReason.WITHIN_LIMIT
+    )
+
+
+def test_reasoning_is_never_cleared_unless_asked() -> None:
+    plan = ClearToolResults(keep_tool_uses=10).plan(reasoning_session())
+    assert plan.skipped_reason is SkipReason.WITHIN_LIMIT
+
+
+def test_results_and_reasoning_of_one_event_are_cleared_together() -> None:
+    events = reasoning_session()
+    events[2] = result("c-r1")  # a big result for r1's call
+    plan = ClearToolResults(keep_tool_uses=1, keep_reasoning_turns=2).plan(events)
+    by_id = {e.id: e for e in plan.clears}
+    assert set(by_id) == {"r1", "t-c-r1"}
+    assert by_id["r1"].reasoning[0].text == ""
+    assert by_id["t-c-r1"].tool_results[0].content != BIG
+
+
+@pytest.mark.parametrize("value", [0, -1, True, "2"])
+def test_keep_reasoning_turns_is_at_least_one(value: object) -> None:
+    with pytest.raises(InvalidConfig) as info:
+        ClearToolResults(keep_reasoning_turns=value)  # type: ignore[arg-type]
+    assert info.value.field == "strategy.clear_tool_results.keep_reasoning_turns"

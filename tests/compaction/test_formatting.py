@@ -10,7 +10,7 @@ import pytest
 from sidecar.compaction.formatting import format_event
 from sidecar.compaction.tokens import TiktokenEstimator, count_event, default_estimator
 from sidecar.errors import InvalidConfig
-from sidecar.model import Event, Part, Role, ToolCall, ToolResult
+from sidecar.model import Event, Part, Reasoning, Role, ToolCall, ToolResult
 
 
 def test_plain_roles_are_labelled() -> None:
@@ -102,3 +102,20 @@ def test_tokenizer_loads_with_networking_unavailable() -> None:
     )
     assert out.stdout.strip() == "2"
     assert socket.socket.connect is not None  # the parent process is untouched
+
+
+def test_reasoning_text_counts_as_text_signatures_count_nothing_redacted_by_its_bytes() -> None:
+    plain = Event(id="a", role=Role.ASSISTANT, text="done")
+    thought = plain.evolve(reasoning=(Reasoning("checking the logs first"),))
+    assert format_event(thought) == "Assistant: [reasoning: checking the logs first] done"
+    signed = thought.evolve(
+        reasoning=(Reasoning("checking the logs first", b"s" * 4000),),
+        tool_calls=(),
+    )
+    assert count_event(signed) == count_event(thought)  # a signature is no prompt text
+    call = plain.evolve(tool_calls=(ToolCall("c1", "grep", "{}"),))
+    assert count_event(call.evolve(tool_calls=(ToolCall("c1", "grep", "{}", b"x" * 999),))) == (
+        count_event(call)
+    )
+    redacted = plain.evolve(reasoning=(Reasoning("", b"r" * 400, redacted=True),))
+    assert count_event(redacted) == count_event(plain) + 100

@@ -1,0 +1,93 @@
+"""The session's model: its profile, the policies it allows, and its token calibration.
+
+A session may name the model its agent calls (``Session.model``). The name
+must have a profile (``sidecar.providers.profiles``): the profile's window is
+what a ``context_fraction`` trigger is a fraction of, so a policy with one is
+refused up front on a session without a model, rather than never firing (or
+failing at run time, as LangChain's middleware does).
+
+Usage reports calibrate the session's estimates: the provider's prompt
+tokens for the call made with the context of version v, over what we
+estimated that context at (``ContextEstimates``). The ratio goes to the
+store with the append that carries the report and lands in its transaction.
+"""
+
+from __future__ import annotations
+
+from sidecar.compaction.calibration import TokenScale, uses_context_fraction
+from sidecar.compaction.policy import CompactionPolicy
+from sidecar.engine.estimates import ContextEstimates
+from sidecar.errors import InvalidArgument, InvalidConfig
+from sidecar.model import ModelUsage, Session
+from sidecar.providers.profiles import ModelProfile, ModelProfiles
+
+MAX_MODEL_CHARS = 200
+MAX_PROMPT_TOKENS = 1 << 40
+
+
+class SessionModels:
+    """Checks model names and policies against profiles; turns usage reports into ratios."""
+
+    def __init__(self, profiles: ModelProfiles | None = None) -> None:
+        self.profiles = profiles or ModelProfiles()
+        self.estimates = ContextEstimates()
+
+    def profile(self, session: Session) -> ModelProfile | None:
+        return self.profiles.find(session.model) if session.model else None
+
+    def check_model(self, model: str, field: str = "model") -> None:
+        """An empty name (no model) or one with a profile; InvalidConfig(field) otherwise."""
+        if len(model) > MAX_MODEL_CHARS:
+            raise InvalidConfig(field, f"must be at most {MAX_MODEL_CHARS} characters")
+        if model:
+            self.profiles.require(model, field)
+
+    def check_policy(
+        self, policy: CompactionPolicy | None, model: str, field: str, model_field: str
+    ) -> None:
+        """Refuse a ``context_fraction`` trigger for a session without a model.
+
+        ``field`` names the policy when it is the policy that is new, and
+        ``model_field`` the model when it is the model that is being removed.
+        """
+        if model or not uses_context_fraction(policy):
+            return
+        if field:
+            raise InvalidConfig(
+                f"{field}.trigger.context_fraction",
+                "needs the session's model (set model): a fraction of whose window?",
+            )
+        raise InvalidConfig(
+            model_field,
+            "the session's policy has a context_fraction trigger, which needs a model",
+        )
+
+    def scale(self, session: Session) -> TokenScale:
+        """What the session's policy is resolved against (``calibration.resolved``)."""
+        profile = self.profile(session)
+        return TokenScale(
+            factor=session.calibration.factor,
+            usable_tokens=profile.usable_tokens if profile is not None else 0,
+        )
+
+    def note(self, session: Session) -> None:
+        """Keep the estimate of the context this session's version holds."""
+        self.estimates.note(session.session_id, session.version, session.counters.tokens)
+
+    def usage_ratio(self, session_id: str, usage: ModelUsage | None) -> tuple[float | None, str]:
+        """The report's ratio to our estimate, or None and why it is not taken in."""
+        if usage is None:
+            return None, ""
+        if usage.context_version < 1:
+            raise InvalidArgument("usage.context_version", "must be a version, 1 or more")
+        if not 1 <= usage.prompt_tokens <= MAX_PROMPT_TOKENS:
+            raise InvalidArgument("usage.prompt_tokens", f"must be from 1 to {MAX_PROMPT_TOKENS}")
+        estimate = self.estimates.estimate(session_id, usage.context_version)
+        if estimate is None:
+            return None, (
+                f"no estimate kept for version {usage.context_version} (too old, from another"
+                " replica, or before a restart): the report was not counted"
+            )
+        if estimate == 0:
+            return None, f"version {usage.context_version} was estimated at 0 tokens"
+        return usage.prompt_tokens / estimate, ""
