@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from google.adk.agents.llm_agent import LlmAgent
@@ -23,7 +24,12 @@ from google.adk.sessions.in_memory_session_service import InMemorySessionService
 from google.genai import types
 from pydantic import Field
 
-from sidecar.adapters.adk import CompactionSessionService, event_from_sidecar, event_to_sidecar
+from sidecar.adapters.adk import (
+    CompactingModelCallback,
+    CompactionSessionService,
+    event_from_sidecar,
+    event_to_sidecar,
+)
 from sidecar.adapters.adk_mapping import META_CONTENT, session_key
 from sidecar.client import AsyncClient
 from sidecar.compaction.clear_tool_results import CLEARED_ARGUMENTS, ClearToolResults
@@ -211,11 +217,15 @@ async def client(sidecar_address: str) -> AsyncIterator[AsyncClient]:
         yield client
 
 
-async def converse(service: BaseSessionService, turns: int) -> SigningLlm:
+async def converse(service: BaseSessionService, turns: int, **agent_options: Any) -> SigningLlm:
     """``turns`` two-city questions to a forecaster on ``service``; the model, with its record."""
     llm = SigningLlm()
     agent = LlmAgent(
-        name="forecaster", model=llm, instruction="Use get_weather.", tools=[get_weather]
+        name="forecaster",
+        model=llm,
+        instruction="Use get_weather.",
+        tools=[get_weather],
+        **agent_options,
     )
     runner = Runner(app_name="signed", agent=agent, session_service=service)
     await service.create_session(app_name="signed", user_id="u", session_id="s")
@@ -228,12 +238,15 @@ async def converse(service: BaseSessionService, turns: int) -> SigningLlm:
     return llm
 
 
-async def test_the_runner_sends_what_it_sends_on_adks_own_session_service(
+async def test_the_runner_and_the_callback_send_what_adks_own_session_service_sends(
     client: AsyncClient,
 ) -> None:
     ours = await converse(CompactionSessionService(client, namespace="parity"), turns=3)
     adks = await converse(InMemorySessionService(), turns=3)
     assert ours.requests == adks.requests
+    callback = CompactingModelCallback(client, namespace="parity-mirror")
+    mirrored = await converse(InMemorySessionService(), turns=3, before_model_callback=callback)
+    assert mirrored.requests == adks.requests
     # ADK sends an agent's own thoughts back, signed or not.
     assert any(
         p.thought and not p.thought_signature for c in ours.requests[-1] for p in c.parts or []
