@@ -149,8 +149,10 @@ export const PartSchema: GenMessage<Part> = /*@__PURE__*/
  * signature carries the encrypted reasoning and counts one token per 4 bytes.
  * The session's calibration (Session.calibration) corrects the rest.
  *
- * Summaries: the summarizer is shown text as the assistant's reasoning, quoted
- * as content, never as instructions; signatures are never shown.
+ * Summaries: the summarizer is never shown reasoning or signatures. Reasoning
+ * is the model's scratch work, often longer than the answer it led to; what
+ * it concluded is in the event's text and tool calls, which are summarized.
+ * Reasoning text is searchable (SearchEvents), like the rest of the log.
  *
  * @generated from message compaction.v1.Reasoning
  */
