@@ -65,9 +65,16 @@ class CompactingModelCallback:
         scheduled = False
         handle = client.session(key)
         for start in range(0, len(new), _APPEND_BATCH):
-            batch = new[start : start + _APPEND_BATCH]
-            result = await handle.append([event_to_sidecar(e) for e in batch])
-            scheduled = scheduled or result.compaction_scheduled
+            batch = [event_to_sidecar(e) for e in new[start : start + _APPEND_BATCH]]
+            try:
+                scheduled = (await handle.append(batch)).compaction_scheduled or scheduled
+            except AlreadyExistsError:
+                # Stored before in another form (by an earlier version of this mapping, on
+                # a restart's re-mirror): the stored one stays, the rest are appended.
+                for event in batch:
+                    with contextlib.suppress(AlreadyExistsError):
+                        appended = await handle.append([event])
+                        scheduled = appended.compaction_scheduled or scheduled
             sent.update(e.id for e in batch)
         return scheduled
 

@@ -360,3 +360,42 @@ async def test_a_clearing_inside_an_invocation_reaches_its_next_model_call_signa
         # All but the newest result show their placeholder: the clearing landed mid-loop.
         responses = [str(p.function_response.response) for p in parts if p.function_response]
         assert ["cleared" in r for r in responses] == [True] * max(0, k - 1) + [False] * min(k, 1)
+
+
+def old_form(event: AdkEvent) -> Event:
+    """``event`` as the mapping before reasoning fields stored it: thoughts only verbatim."""
+    ours = event_to_sidecar(event)
+    if event.content is None or not ours.reasoning:
+        return ours
+    verbatim = event.content.model_dump_json(exclude_none=True)
+    calls = tuple(replace(c, signature=b"") for c in ours.tool_calls)
+    metadata = {**ours.metadata, META_CONTENT: verbatim}
+    return ours.evolve(reasoning=(), tool_calls=calls, metadata=metadata)
+
+
+async def test_the_callback_resumes_a_mirror_an_earlier_mapping_wrote(client: AsyncClient) -> None:
+    sessions = InMemorySessionService()
+    llm = SigningLlm()
+    callback = CompactingModelCallback(client, namespace="resumed")
+    agent = LlmAgent(name="forecaster", model=llm, tools=[get_weather])
+    plain = Runner(app_name="signed", agent=agent, session_service=sessions)
+    await sessions.create_session(app_name="signed", user_id="u", session_id="s")
+    ask = types.Content(role="user", parts=[types.Part(text="weather in Oslo and Lima?")])
+    async for _ in plain.run_async(user_id="u", session_id="s", new_message=ask):
+        pass
+    session = await sessions.get_session(app_name="signed", user_id="u", session_id="s")
+    assert session is not None
+    key = session_key("resumed", "signed", "u", "s")
+    await client.create_session(key, None, {})
+    await client.session(key).append([old_form(e) for e in session.events])
+
+    agent.before_model_callback = callback
+    resumed = Runner(app_name="signed", agent=agent, session_service=sessions)
+    ask = types.Content(role="user", parts=[types.Part(text="weather in Perth and Quito?")])
+    async for _ in resumed.run_async(user_id="u", session_id="s", new_message=ask):
+        pass
+    # The stored events stay as they were, and still give back every thought and signature.
+    assert llm.requests[-1][: len(llm.requests[1])] == llm.requests[1]
+    assert [without_arguments(c) for c in llm.requests[-1] if c.role == "model"] == [
+        without_arguments(r) for r in llm.responses[:-1]
+    ]
