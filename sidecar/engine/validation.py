@@ -190,6 +190,8 @@ class EventShape(Protocol):
     @property
     def parts(self) -> Sized: ...
     @property
+    def reasoning(self) -> Sized: ...
+    @property
     def metadata(self) -> Sized: ...
 
 
@@ -199,6 +201,7 @@ def _refuse_entries(event: EventShape, limits: Limits, at: str) -> None:
         ("tool_calls", "max_tool_calls_per_event"),
         ("tool_results", "max_tool_results_per_event"),
         ("parts", "max_parts_per_event"),
+        ("reasoning", "max_parts_per_event"),
         ("metadata", "max_metadata_entries"),
     ):
         count, limit = len(getattr(event, name)), getattr(limits, limit_name)
@@ -223,18 +226,20 @@ def check_shape(events: Sequence[EventShape], limits: Limits, field: str = "even
     items = 0
     for i, event in enumerate(events):
         calls, results, parts = len(event.tool_calls), len(event.tool_results), len(event.parts)
+        thoughts = len(event.reasoning)
         if (
             calls > limits.max_tool_calls_per_event
             or results > limits.max_tool_results_per_event
             or parts > limits.max_parts_per_event
+            or thoughts > limits.max_parts_per_event
             or len(event.metadata) > limits.max_metadata_entries
         ):
             _refuse_entries(event, limits, f"{field}[{i}]")
-        items += calls + results + parts
+        items += calls + results + parts + thoughts
     if items > limits.max_items_per_append:
         raise LimitExceeded(
             "max_items_per_append",
-            f"{field} hold {items} tool calls, tool results and parts in all,"
+            f"{field} hold {items} tool calls, tool results, parts and reasoning blocks in all,"
             f" the limit is {limits.max_items_per_append}",
         )
 
@@ -255,6 +260,13 @@ def _check_event(event: Event, at: str, limits: Limits) -> None:
         )
     if event.tool_calls and event.role is not Role.ASSISTANT:
         raise InvalidArgument(f"{at}.tool_calls", "only ASSISTANT events may request tools")
+    if event.reasoning and event.role is not Role.ASSISTANT:
+        raise InvalidArgument(f"{at}.reasoning", "only ASSISTANT events carry reasoning")
+    for j, block in enumerate(event.reasoning):
+        if block.redacted and block.text:
+            raise InvalidArgument(
+                f"{at}.reasoning[{j}].text", "a redacted block has no text (its data is signature)"
+            )
     if event.tool_results and event.role is not Role.TOOL:
         raise InvalidArgument(f"{at}.tool_results", "only TOOL events may carry tool results")
     if event.role is Role.TOOL and not event.tool_results:

@@ -70,7 +70,11 @@ SETTINGS: tuple[Setting, ...] = (
         " before anything is built from a request, so one far past them costs nothing",
     ),
     Setting("max_tool_results_per_event", "1000", "tool results one event may carry"),
-    Setting("max_parts_per_event", "1000", "non-text parts one event may carry"),
+    Setting(
+        "max_parts_per_event",
+        "1000",
+        "non-text parts one event may carry, and reasoning blocks (counted apart)",
+    ),
     Setting("max_metadata_entries", "64", "metadata entries one event may carry"),
     Setting(
         "max_items_per_append",

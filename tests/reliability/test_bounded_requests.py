@@ -223,6 +223,7 @@ def _one_event_with(field: str, item: object, count: int) -> event_pb2.Event:
 CALL = event_pb2.ToolCall(id="c", name="lookup")
 RESULT = event_pb2.ToolResult(call_id="c", content="ok")
 PART = event_pb2.Part(mime_type="t")
+THOUGHT = event_pb2.Reasoning(text="t", signature=b"s")
 
 
 @pytest.mark.parametrize(
@@ -231,6 +232,7 @@ PART = event_pb2.Part(mime_type="t")
         ("tool_calls", CALL, 1_260_000, "max_tool_calls_per_event"),
         ("tool_results", RESULT, 1_000_000, "max_tool_results_per_event"),
         ("parts", PART, 1_000_000, "max_parts_per_event"),
+        ("reasoning", THOUGHT, 1_000_000, "max_parts_per_event"),
     ],
 )
 async def test_a_million_entries_in_one_event_are_refused_in_milliseconds(
