@@ -59,18 +59,25 @@ def fit_ack(ack: pb.AppendEventsResponse, outer: Message, limit: int) -> None:
         ack.content_omitted = True
 
 
+def fits(answer: Message, limit: int) -> bool:
+    """True when ``answer`` goes out whole under the send limit ``limit``."""
+    return answer.ByteSize() + _MARGIN <= limit
+
+
 def fit_context(answer: pb.GetContextResponse, limit: int) -> pb.GetContextResponse:
     """``answer`` itself when it fits in ``limit`` bytes, else a copy without content.
 
     A window of twenty 0.9 MB images counts few tokens, so no token trigger
     fires and a forced compaction may not shrink it; such a session must still
     be readable. Its content is then read in parts with ListEvents, whose
-    pages are bounded in bytes.
+    pages are bounded in bytes. A rendering (``rendered_json``) goes with the
+    content: the client renders the events it reads in parts.
     """
-    if answer.ByteSize() + _MARGIN <= limit:
+    if fits(answer, limit):
         return answer
     stripped = pb.GetContextResponse()
     stripped.CopyFrom(answer)
     _strip(stripped.events)
+    stripped.rendered_json = ""
     stripped.content_omitted = True
     return stripped

@@ -29,12 +29,13 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import event_pb2
 from sidecar.model import Event, Session
+from sidecar.providers.render import ContextFormat
 from sidecar.server import convert
 
 DEFAULT_MAX_BYTES = 16 << 20
@@ -140,6 +141,8 @@ class _Kept:
     pending: list[bytes]
     size: int
     factor: float = 1.0  # the session's calibration: estimated_prompt_tokens = tokens x factor
+    rendered: dict[ContextFormat, pb.GetContextResponse] = field(default_factory=dict)
+    """The answer with ``rendered_json`` set, by format: for this very state (none pending)."""
 
     def built_from(self, session: Session) -> bool:
         return self.create_time == session.create_time and self.version == session.version
@@ -188,7 +191,13 @@ class ContextResponses:
         return kept.current()
 
     def put(self, session_id: str, session: Session, response: pb.GetContextResponse) -> None:
-        """Keep ``response``; never mutate it afterwards (it is handed to every reader)."""
+        """Keep ``response``; never mutate it afterwards (it is handed to every reader).
+
+        An entry already kept for this very state stays, with its renderings.
+        """
+        kept = self._entries.get(session_id)
+        if kept is not None and not kept.pending and kept.built_from(session):
+            return
         self.forget(session_id)
         size = RESPONSE_MEMORY * response.ByteSize() + ENTRY_OVERHEAD
         if self._make_room(size):
@@ -243,7 +252,36 @@ class ContextResponses:
         kept.turns = session.counters.turns
         kept.factor = session.calibration.factor
         kept.pending += new
+        kept.size -= sum(RESPONSE_MEMORY * a.ByteSize() for a in kept.rendered.values())
+        kept.rendered = {}  # of the window before the append
         kept.size += grown
+        self._entries[session_id] = kept
+        self._bytes += kept.size
+
+    def rendered(self, session_id: str, fmt: ContextFormat) -> pb.GetContextResponse | None:
+        """The kept answer in ``fmt``, for the state a ``get`` just found current."""
+        kept = self._entries.get(session_id)
+        return None if kept is None else kept.rendered.get(fmt)
+
+    def keep_rendered(
+        self, session_id: str, session: Session, fmt: ContextFormat, answer: pb.GetContextResponse
+    ) -> None:
+        """Keep ``answer``, the GetContext answer in ``fmt`` for ``session``, beside the plain one.
+
+        Only while the kept response is of that very state; it goes with it.
+        The rendering is charged in full: it shares no memory with the plain answer.
+        """
+        kept = self._entries.get(session_id)
+        if kept is None or kept.pending or not kept.built_from(session) or fmt in kept.rendered:
+            return
+        grown = RESPONSE_MEMORY * answer.ByteSize()
+        self._bytes -= kept.size
+        del self._entries[session_id]
+        if self._make_room(kept.size + grown):
+            kept.rendered[fmt] = answer
+            kept.size += grown
+        elif not self._make_room(kept.size):
+            return
         self._entries[session_id] = kept
         self._bytes += kept.size
 

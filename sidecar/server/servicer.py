@@ -36,7 +36,7 @@ from sidecar.gen.compaction.v1 import (
     session_pb2,
 )
 from sidecar.model import CompactionResult, LabelUpdate, ModelUsage, Session
-from sidecar.server import answers, convert
+from sidecar.server import answers, convert, renderings
 from sidecar.server.auth import TokenFile
 from sidecar.server.context_cache import ContextResponses, EventBlobs
 from sidecar.server.decoding import Undecodable, undecodable_message
@@ -541,9 +541,12 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         self, request: pb.GetContextRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.GetContextResponse:
         session_id = _stored(request.session_id)
+        fmt = renderings.format_in(request.format)
         if session_id in self.contexts:  # one header read tells whether it still holds
             header = await self.store.get_session(session_id)
             kept = self.contexts.get(session_id, header)
+            if fmt is not None and kept is not None:
+                kept = self.contexts.rendered(session_id, fmt)  # None: render it below
             if kept is not None:
                 self.engine.models.note(header)  # the estimate a usage report is held to
                 self.context_reads["kept"] += 1
@@ -552,6 +555,10 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         out = self.blobs.response(session, events)
         self.contexts.put(session_id, session, out)
         self.context_reads["built"] += 1
+        if fmt is not None:  # rendered from the very events of this answer
+            out = renderings.rendered(out, events, fmt, self.max_message_bytes)
+            if out.rendered_json:  # not when the answer goes out without content
+                self.contexts.keep_rendered(session_id, session, fmt, out)
         return answers.fit_context(out, self.max_message_bytes)
 
     @unary

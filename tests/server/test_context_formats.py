@@ -1,0 +1,168 @@
+"""GetContext with a format: the window rendered ready to send, over gRPC."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import grpc
+import pytest
+
+from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
+from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
+from sidecar.gen.compaction.v1 import event_pb2
+from sidecar.providers.render import ContextFormat, render
+from sidecar.server import convert
+from sidecar.server.app import Sidecar
+from sidecar.server.renderings import format_in
+from tests.providers import sdk
+from tests.server.harness import address, running
+from tests.server.test_api import expect, field_violations
+
+if TYPE_CHECKING:
+    from sidecar.gen.compaction.v1.compaction_service_pb2_grpc import (
+        CompactionServiceAsyncStub as Stub,
+    )
+
+FORMATS = [
+    pb.CONTEXT_FORMAT_GEMINI,
+    pb.CONTEXT_FORMAT_OPENAI_CHAT,
+    pb.CONTEXT_FORMAT_OPENAI_RESPONSES,
+    pb.CONTEXT_FORMAT_ANTHROPIC,
+]
+
+
+SIGNED = b"EqQBsig"  # Anthropic's and OpenAI's signatures are strings, stored as UTF-8
+GEMINI = b"\x00\x01gemini"  # Gemini's are bytes
+
+
+def tool_loop() -> list[event_pb2.Event]:
+    """A system prompt, a question, a signed call with reasoning, and its result."""
+    return [
+        event_pb2.Event(id="s", role=event_pb2.ROLE_SYSTEM, text="You are an SRE agent."),
+        event_pb2.Event(id="u", role=event_pb2.ROLE_USER, text="Why is checkout slow?"),
+        event_pb2.Event(
+            id="a",
+            role=event_pb2.ROLE_ASSISTANT,
+            reasoning=[event_pb2.Reasoning(text="Check the pool.", signature=SIGNED, id="rs_1")],
+            tool_calls=[
+                event_pb2.ToolCall(
+                    id="c1", name="logs", arguments_json='{"svc":"checkout"}', signature=GEMINI
+                )
+            ],
+        ),
+        event_pb2.Event(
+            id="t",
+            role=event_pb2.ROLE_TOOL,
+            tool_results=[event_pb2.ToolResult(call_id="c1", name="logs", content="pool: 5/5")],
+        ),
+    ]
+
+
+async def _session(stub: Stub, events: list[event_pb2.Event], session_id: str = "s") -> None:
+    await stub.AppendEvents(
+        pb.AppendEventsRequest(session_id=session_id, events=events, create_if_missing=True)
+    )
+
+
+@pytest.mark.parametrize("value", FORMATS)
+async def test_get_context_renders_the_window_in_each_format(stub: Stub, value: int) -> None:
+    await _session(stub, tool_loop())
+    reply = await stub.GetContext(pb.GetContextRequest(session_id="s", format=value))  # type: ignore[arg-type]
+    fmt = format_in(value)
+    assert fmt is not None
+    body = json.loads(reply.rendered_json)
+    sdk.parse(fmt, body)
+    events = [convert.event_in(e, "events") for e in reply.events]
+    assert body == render(events, fmt)
+    assert reply.rendered_json == json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    assert [e.id for e in reply.events] == ["s", "u", "a", "t"]
+
+
+async def test_signatures_come_back_as_each_provider_takes_them(stub: Stub) -> None:
+    await _session(stub, tool_loop())
+
+    async def rendered(value: int) -> str:
+        reply = await stub.GetContext(pb.GetContextRequest(session_id="s", format=value))  # type: ignore[arg-type]
+        return reply.rendered_json
+
+    gemini = json.loads(await rendered(pb.CONTEXT_FORMAT_GEMINI))
+    call = gemini["contents"][1]["parts"][-1]
+    assert call["functionCall"]["id"] == "c1"
+    assert call["thoughtSignature"] == "AAFnZW1pbmk="  # base64 of b"\x00\x01gemini"
+    anthropic = json.loads(await rendered(pb.CONTEXT_FORMAT_ANTHROPIC))
+    assert anthropic["messages"][1]["content"][0]["signature"] == "EqQBsig"
+    responses = json.loads(await rendered(pb.CONTEXT_FORMAT_OPENAI_RESPONSES))
+    assert responses["input"][1]["encrypted_content"] == "EqQBsig"
+
+
+async def test_without_a_format_rendered_json_is_empty(stub: Stub) -> None:
+    await _session(stub, tool_loop())
+    reply = await stub.GetContext(pb.GetContextRequest(session_id="s"))
+    assert reply.rendered_json == ""
+
+
+async def test_an_unknown_format_is_invalid_argument_naming_format(stub: Stub) -> None:
+    await _session(stub, tool_loop())
+    error = await expect(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        stub.GetContext(pb.GetContextRequest(session_id="s", format=99)),  # type: ignore[arg-type]
+    )
+    assert field_violations(error) == ["format"]
+
+
+async def test_kept_answers_are_served_only_for_the_format_they_were_made_for(
+    stub: Stub, sidecar: Sidecar
+) -> None:
+    await _session(stub, tool_loop())
+    plain = pb.GetContextRequest(session_id="s")
+    chat = pb.GetContextRequest(session_id="s", format=pb.CONTEXT_FORMAT_OPENAI_CHAT)
+    gemini = pb.GetContextRequest(session_id="s", format=pb.CONTEXT_FORMAT_GEMINI)
+    assert (await stub.GetContext(plain)).rendered_json == ""
+    first = (await stub.GetContext(chat)).rendered_json
+    assert json.loads(first)["messages"][0]["role"] == "system"
+    assert (await stub.GetContext(plain)).rendered_json == ""
+    assert "contents" in json.loads((await stub.GetContext(gemini)).rendered_json)
+    reads = dict(sidecar.servicer.context_reads)
+    assert (await stub.GetContext(chat)).rendered_json == first  # kept
+    assert sidecar.servicer.context_reads["kept"] == reads.get("kept", 0) + 1
+    await stub.AppendEvents(
+        pb.AppendEventsRequest(
+            session_id="s",
+            events=[event_pb2.Event(id="u2", role=event_pb2.ROLE_USER, text="and now?")],
+        )
+    )
+    after = json.loads((await stub.GetContext(chat)).rendered_json)
+    assert after["messages"][-1] == {"role": "user", "content": "and now?"}
+    assert (await stub.GetContext(plain)).rendered_json == ""
+
+
+async def test_an_answer_too_large_with_its_rendering_omits_content_and_rendering(
+    tmp_path: Path,
+) -> None:
+    text = "x" * 30_000  # the window fits alone (about 60 KB), not with its rendering
+    async with running(tmp_path, max_message_bytes=100 * 1024) as sidecar:
+        async with grpc.aio.insecure_channel(address(sidecar)) as channel:
+            stub = pb_grpc.CompactionServiceStub(channel)
+            await _session(
+                stub,
+                [
+                    event_pb2.Event(id=f"u{i}", role=event_pb2.ROLE_USER, text=text)
+                    for i in range(2)
+                ],
+            )
+            plain = await stub.GetContext(pb.GetContextRequest(session_id="s"))
+            assert not plain.content_omitted
+            request = pb.GetContextRequest(session_id="s", format=pb.CONTEXT_FORMAT_ANTHROPIC)
+            for _ in range(2):  # built, then kept
+                reply = await stub.GetContext(request)
+                assert reply.content_omitted
+                assert reply.rendered_json == ""
+                assert [e.text for e in reply.events] == ["", ""]
+
+
+def test_every_api_format_has_a_rendering() -> None:
+    named = {v for v in pb.ContextFormat.values() if v != pb.CONTEXT_FORMAT_UNSPECIFIED}
+    assert named == set(FORMATS)
+    assert {format_in(v) for v in FORMATS} == set(ContextFormat)
