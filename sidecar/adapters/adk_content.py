@@ -10,7 +10,9 @@ counts, summaries and renderings see it:
   a redacted ``Reasoning``;
 - a function call's signature is its ``ToolCall.signature``;
 - a text part's signature is a ``Reasoning`` with no text, which
-  ``content_of`` puts back on the text part.
+  ``content_of`` puts back on the text part (so does a thought whose text a
+  clearing took, as the server's Gemini rendering does: Gemini checks the
+  signatures of calls, which keep their own).
 
 For those shapes ``content_of(fields)`` rebuilds the content exactly; what
 it cannot rebuild (several text parts, media before the text, a thought

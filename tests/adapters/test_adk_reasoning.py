@@ -147,6 +147,22 @@ def test_cleared_reasoning_text_is_shown_cleared_and_its_signature_kept() -> Non
     ]
 
 
+def test_a_cleared_thought_leaves_its_signature_where_the_server_renders_it() -> None:
+    # Mapped natively (no verbatim copy): a signed thought whose text a clearing took
+    # (keep_reasoning_turns) is a text-less signature, sent on the text part as the
+    # server's Gemini rendering sends it; the call keeps its own.
+    event = model(thought("plan", SIG_THOUGHT), call("c1", SIG_CALL, city="Oslo"))
+    ours = event_to_sidecar(event)
+    assert META_CONTENT not in ours.metadata
+    cleared = ours.evolve(reasoning=(Reasoning("", SIG_THOUGHT),), cleared=True)
+    rendered = event_from_sidecar(cleared, author="unused")
+    assert rendered.content is not None
+    assert rendered.content.parts == [
+        types.Part(text="", thought_signature=SIG_THOUGHT),
+        call("c1", SIG_CALL, city="Oslo"),
+    ]
+
+
 # -- the real Runner ----------------------------------------------------------------------
 
 CITIES = ["Oslo", "Lima", "Perth", "Quito"]
