@@ -17,6 +17,7 @@ import {
   Role,
   SidecarClient,
   SidecarError,
+  drain,
   policy,
   strategies,
   triggers,
@@ -40,12 +41,6 @@ async function rejects(promise: Promise<unknown>, code: Code): Promise<SidecarEr
     return reason;
   }
   assert.fail(`expected ${Code[code]}, the call succeeded`);
-}
-
-async function drain<T>(items: AsyncIterable<T>): Promise<T[]> {
-  const all: T[] = [];
-  for await (const item of items) all.push(item);
-  return all;
 }
 
 /** Records the event ids each AppendEvents attempt carried. */

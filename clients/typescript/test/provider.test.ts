@@ -16,6 +16,7 @@ import {
   Role,
   SidecarClient,
   SidecarError,
+  drain,
   type EventInit,
 } from "./support.js";
 import { startServer, type RunningServer } from "./server.js";
@@ -66,12 +67,6 @@ const WANT = [
   },
   { reasoning: [], calls: [] },
 ];
-
-async function drain<T>(items: AsyncIterable<T>): Promise<T[]> {
-  const all: T[] = [];
-  for await (const item of items) all.push(item);
-  return all;
-}
 
 /** Records each unary request of `method` and answers ABORTED: the wire request, no server behaviour. */
 function capture(method: string, into: unknown[]): Interceptor {
