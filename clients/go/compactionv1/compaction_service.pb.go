@@ -1686,7 +1686,10 @@ type SearchHit struct {
 	// Relevance; higher is better.
 	Rank float64 `protobuf:"fixed64,3,opt,name=rank,proto3" json:"rank,omitempty"`
 	// The matching text with the terms marked.
-	Snippet       string `protobuf:"bytes,4,opt,name=snippet,proto3" json:"snippet,omitempty"`
+	Snippet string `protobuf:"bytes,4,opt,name=snippet,proto3" json:"snippet,omitempty"`
+	// The compaction that archived the event (ListCompactions); empty when the
+	// event is active.
+	ArchivedBy    string `protobuf:"bytes,5,opt,name=archived_by,json=archivedBy,proto3" json:"archived_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1749,6 +1752,13 @@ func (x *SearchHit) GetSnippet() string {
 	return ""
 }
 
+func (x *SearchHit) GetArchivedBy() string {
+	if x != nil {
+		return x.ArchivedBy
+	}
+	return ""
+}
+
 // Response of SearchEvents.
 type SearchEventsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1802,6 +1812,254 @@ func (x *SearchEventsResponse) GetNextPageToken() string {
 		return x.NextPageToken
 	}
 	return ""
+}
+
+// Request of ListCompactions.
+type ListCompactionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// At most this many compactions (default 100, at most 1000). A page also
+	// stops before it would pass half the server's message size limit (it
+	// always holds at least one).
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCompactionsRequest) Reset() {
+	*x = ListCompactionsRequest{}
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCompactionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCompactionsRequest) ProtoMessage() {}
+
+func (x *ListCompactionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCompactionsRequest.ProtoReflect.Descriptor instead.
+func (*ListCompactionsRequest) Descriptor() ([]byte, []int) {
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ListCompactionsRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ListCompactionsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListCompactionsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// Response of ListCompactions.
+type ListCompactionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Newest first.
+	Compactions []*Compaction `protobuf:"bytes,1,rep,name=compactions,proto3" json:"compactions,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCompactionsResponse) Reset() {
+	*x = ListCompactionsResponse{}
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCompactionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCompactionsResponse) ProtoMessage() {}
+
+func (x *ListCompactionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCompactionsResponse.ProtoReflect.Descriptor instead.
+func (*ListCompactionsResponse) Descriptor() ([]byte, []int) {
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ListCompactionsResponse) GetCompactions() []*Compaction {
+	if x != nil {
+		return x.Compactions
+	}
+	return nil
+}
+
+func (x *ListCompactionsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// Request of RestoreCompaction.
+type RestoreCompactionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The compaction to undo: the newest one not yet restored (anything else is
+	// FAILED_PRECONDITION naming the one to restore first). Empty means that
+	// one.
+	CompactionId string `protobuf:"bytes,2,opt,name=compaction_id,json=compactionId,proto3" json:"compaction_id,omitempty"`
+	// When non-zero, fails with FAILED_PRECONDITION unless the session is at
+	// this version.
+	ExpectedVersion int64 `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
+	// Stop the session's trigger from compacting on its own until the policy
+	// is next set (UpdateSession with the mask path "policy"): the window just
+	// restored would otherwise be compacted again by the next append whose
+	// trigger fires. A forced Compact still runs.
+	PauseAutoCompaction bool `protobuf:"varint,4,opt,name=pause_auto_compaction,json=pauseAutoCompaction,proto3" json:"pause_auto_compaction,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *RestoreCompactionRequest) Reset() {
+	*x = RestoreCompactionRequest{}
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreCompactionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreCompactionRequest) ProtoMessage() {}
+
+func (x *RestoreCompactionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreCompactionRequest.ProtoReflect.Descriptor instead.
+func (*RestoreCompactionRequest) Descriptor() ([]byte, []int) {
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *RestoreCompactionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *RestoreCompactionRequest) GetCompactionId() string {
+	if x != nil {
+		return x.CompactionId
+	}
+	return ""
+}
+
+func (x *RestoreCompactionRequest) GetExpectedVersion() int64 {
+	if x != nil {
+		return x.ExpectedVersion
+	}
+	return 0
+}
+
+func (x *RestoreCompactionRequest) GetPauseAutoCompaction() bool {
+	if x != nil {
+		return x.PauseAutoCompaction
+	}
+	return false
+}
+
+// Response of RestoreCompaction.
+type RestoreCompactionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The restore as a compaction result: strategy "restore", its own
+	// compaction id, the active window after it, the summary turn it archived
+	// (archived_events), and restored_event_ids.
+	Result        *CompactionResult `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreCompactionResponse) Reset() {
+	*x = RestoreCompactionResponse{}
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreCompactionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreCompactionResponse) ProtoMessage() {}
+
+func (x *RestoreCompactionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_compaction_v1_compaction_service_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreCompactionResponse.ProtoReflect.Descriptor instead.
+func (*RestoreCompactionResponse) Descriptor() ([]byte, []int) {
+	return file_compaction_v1_compaction_service_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *RestoreCompactionResponse) GetResult() *CompactionResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
 }
 
 var File_compaction_v1_compaction_service_proto protoreflect.FileDescriptor
@@ -1943,22 +2201,41 @@ const file_compaction_v1_compaction_service_proto_rawDesc = "" +
 	"\x05until\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x1b\n" +
 	"\tpage_size\x18\a \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\b \x01(\tR\tpageToken\"\x84\x01\n" +
+	"page_token\x18\b \x01(\tR\tpageToken\"\xa5\x01\n" +
 	"\tSearchHit\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12*\n" +
 	"\x05event\x18\x02 \x01(\v2\x14.compaction.v1.EventR\x05event\x12\x12\n" +
 	"\x04rank\x18\x03 \x01(\x01R\x04rank\x12\x18\n" +
-	"\asnippet\x18\x04 \x01(\tR\asnippet\"l\n" +
+	"\asnippet\x18\x04 \x01(\tR\asnippet\x12\x1f\n" +
+	"\varchived_by\x18\x05 \x01(\tR\n" +
+	"archivedBy\"l\n" +
 	"\x14SearchEventsResponse\x12,\n" +
 	"\x04hits\x18\x01 \x03(\v2\x18.compaction.v1.SearchHitR\x04hits\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xad\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"s\n" +
+	"\x16ListCompactionsRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"~\n" +
+	"\x17ListCompactionsResponse\x12;\n" +
+	"\vcompactions\x18\x01 \x03(\v2\x19.compaction.v1.CompactionR\vcompactions\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xbd\x01\n" +
+	"\x18RestoreCompactionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12#\n" +
+	"\rcompaction_id\x18\x02 \x01(\tR\fcompactionId\x12)\n" +
+	"\x10expected_version\x18\x03 \x01(\x03R\x0fexpectedVersion\x122\n" +
+	"\x15pause_auto_compaction\x18\x04 \x01(\bR\x13pauseAutoCompaction\"T\n" +
+	"\x19RestoreCompactionResponse\x127\n" +
+	"\x06result\x18\x01 \x01(\v2\x1f.compaction.v1.CompactionResultR\x06result*\xad\x01\n" +
 	"\rContextFormat\x12\x1e\n" +
 	"\x1aCONTEXT_FORMAT_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15CONTEXT_FORMAT_GEMINI\x10\x01\x12\x1e\n" +
 	"\x1aCONTEXT_FORMAT_OPENAI_CHAT\x10\x02\x12#\n" +
 	"\x1fCONTEXT_FORMAT_OPENAI_RESPONSES\x10\x03\x12\x1c\n" +
-	"\x18CONTEXT_FORMAT_ANTHROPIC\x10\x042\x86\b\n" +
+	"\x18CONTEXT_FORMAT_ANTHROPIC\x10\x042\xd0\t\n" +
 	"\x11CompactionService\x12L\n" +
 	"\rCreateSession\x12#.compaction.v1.CreateSessionRequest\x1a\x16.compaction.v1.Session\x12F\n" +
 	"\n" +
@@ -1974,7 +2251,9 @@ const file_compaction_v1_compaction_service_proto_rawDesc = "" +
 	"\fWatchSession\x12\".compaction.v1.WatchSessionRequest\x1a#.compaction.v1.WatchSessionResponse0\x01\x12Q\n" +
 	"\n" +
 	"ListEvents\x12 .compaction.v1.ListEventsRequest\x1a!.compaction.v1.ListEventsResponse\x12W\n" +
-	"\fSearchEvents\x12\".compaction.v1.SearchEventsRequest\x1a#.compaction.v1.SearchEventsResponseB\x8b\x01\n" +
+	"\fSearchEvents\x12\".compaction.v1.SearchEventsRequest\x1a#.compaction.v1.SearchEventsResponse\x12`\n" +
+	"\x0fListCompactions\x12%.compaction.v1.ListCompactionsRequest\x1a&.compaction.v1.ListCompactionsResponse\x12f\n" +
+	"\x11RestoreCompaction\x12'.compaction.v1.RestoreCompactionRequest\x1a(.compaction.v1.RestoreCompactionResponseB\x8b\x01\n" +
 	"\x18dev.compactionsidecar.v1B\x16CompactionServiceProtoP\x01ZUgithub.com/compaction-sidecar/compaction-sidecar/clients/go/compactionv1;compactionv1b\x06proto3"
 
 var (
@@ -1990,103 +2269,114 @@ func file_compaction_v1_compaction_service_proto_rawDescGZIP() []byte {
 }
 
 var file_compaction_v1_compaction_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_compaction_v1_compaction_service_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_compaction_v1_compaction_service_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_compaction_v1_compaction_service_proto_goTypes = []any{
-	(ContextFormat)(0),            // 0: compaction.v1.ContextFormat
-	(*CreateSessionRequest)(nil),  // 1: compaction.v1.CreateSessionRequest
-	(*GetSessionRequest)(nil),     // 2: compaction.v1.GetSessionRequest
-	(*ListSessionsRequest)(nil),   // 3: compaction.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),  // 4: compaction.v1.ListSessionsResponse
-	(*UpdateSessionRequest)(nil),  // 5: compaction.v1.UpdateSessionRequest
-	(*DeleteSessionRequest)(nil),  // 6: compaction.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil), // 7: compaction.v1.DeleteSessionResponse
-	(*AppendEventsRequest)(nil),   // 8: compaction.v1.AppendEventsRequest
-	(*ModelUsage)(nil),            // 9: compaction.v1.ModelUsage
-	(*LabelUpdate)(nil),           // 10: compaction.v1.LabelUpdate
-	(*AppendEventsResponse)(nil),  // 11: compaction.v1.AppendEventsResponse
-	(*StreamEventsRequest)(nil),   // 12: compaction.v1.StreamEventsRequest
-	(*StreamEventsResponse)(nil),  // 13: compaction.v1.StreamEventsResponse
-	(*GetContextRequest)(nil),     // 14: compaction.v1.GetContextRequest
-	(*GetContextResponse)(nil),    // 15: compaction.v1.GetContextResponse
-	(*CompactRequest)(nil),        // 16: compaction.v1.CompactRequest
-	(*CompactResponse)(nil),       // 17: compaction.v1.CompactResponse
-	(*WatchSessionRequest)(nil),   // 18: compaction.v1.WatchSessionRequest
-	(*WatchSessionResponse)(nil),  // 19: compaction.v1.WatchSessionResponse
-	(*ListEventsRequest)(nil),     // 20: compaction.v1.ListEventsRequest
-	(*ListEventsResponse)(nil),    // 21: compaction.v1.ListEventsResponse
-	(*SearchEventsRequest)(nil),   // 22: compaction.v1.SearchEventsRequest
-	(*SearchHit)(nil),             // 23: compaction.v1.SearchHit
-	(*SearchEventsResponse)(nil),  // 24: compaction.v1.SearchEventsResponse
-	nil,                           // 25: compaction.v1.CreateSessionRequest.LabelsEntry
-	nil,                           // 26: compaction.v1.ListSessionsRequest.LabelFilterEntry
-	nil,                           // 27: compaction.v1.LabelUpdate.SetEntry
-	(*CompactionPolicy)(nil),      // 28: compaction.v1.CompactionPolicy
-	(*Session)(nil),               // 29: compaction.v1.Session
-	(*fieldmaskpb.FieldMask)(nil), // 30: google.protobuf.FieldMask
-	(*Event)(nil),                 // 31: compaction.v1.Event
-	(*CompactionResult)(nil),      // 32: compaction.v1.CompactionResult
-	(*status.Status)(nil),         // 33: google.rpc.Status
-	(Role)(0),                     // 34: compaction.v1.Role
-	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
+	(ContextFormat)(0),                // 0: compaction.v1.ContextFormat
+	(*CreateSessionRequest)(nil),      // 1: compaction.v1.CreateSessionRequest
+	(*GetSessionRequest)(nil),         // 2: compaction.v1.GetSessionRequest
+	(*ListSessionsRequest)(nil),       // 3: compaction.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),      // 4: compaction.v1.ListSessionsResponse
+	(*UpdateSessionRequest)(nil),      // 5: compaction.v1.UpdateSessionRequest
+	(*DeleteSessionRequest)(nil),      // 6: compaction.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),     // 7: compaction.v1.DeleteSessionResponse
+	(*AppendEventsRequest)(nil),       // 8: compaction.v1.AppendEventsRequest
+	(*ModelUsage)(nil),                // 9: compaction.v1.ModelUsage
+	(*LabelUpdate)(nil),               // 10: compaction.v1.LabelUpdate
+	(*AppendEventsResponse)(nil),      // 11: compaction.v1.AppendEventsResponse
+	(*StreamEventsRequest)(nil),       // 12: compaction.v1.StreamEventsRequest
+	(*StreamEventsResponse)(nil),      // 13: compaction.v1.StreamEventsResponse
+	(*GetContextRequest)(nil),         // 14: compaction.v1.GetContextRequest
+	(*GetContextResponse)(nil),        // 15: compaction.v1.GetContextResponse
+	(*CompactRequest)(nil),            // 16: compaction.v1.CompactRequest
+	(*CompactResponse)(nil),           // 17: compaction.v1.CompactResponse
+	(*WatchSessionRequest)(nil),       // 18: compaction.v1.WatchSessionRequest
+	(*WatchSessionResponse)(nil),      // 19: compaction.v1.WatchSessionResponse
+	(*ListEventsRequest)(nil),         // 20: compaction.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),        // 21: compaction.v1.ListEventsResponse
+	(*SearchEventsRequest)(nil),       // 22: compaction.v1.SearchEventsRequest
+	(*SearchHit)(nil),                 // 23: compaction.v1.SearchHit
+	(*SearchEventsResponse)(nil),      // 24: compaction.v1.SearchEventsResponse
+	(*ListCompactionsRequest)(nil),    // 25: compaction.v1.ListCompactionsRequest
+	(*ListCompactionsResponse)(nil),   // 26: compaction.v1.ListCompactionsResponse
+	(*RestoreCompactionRequest)(nil),  // 27: compaction.v1.RestoreCompactionRequest
+	(*RestoreCompactionResponse)(nil), // 28: compaction.v1.RestoreCompactionResponse
+	nil,                               // 29: compaction.v1.CreateSessionRequest.LabelsEntry
+	nil,                               // 30: compaction.v1.ListSessionsRequest.LabelFilterEntry
+	nil,                               // 31: compaction.v1.LabelUpdate.SetEntry
+	(*CompactionPolicy)(nil),          // 32: compaction.v1.CompactionPolicy
+	(*Session)(nil),                   // 33: compaction.v1.Session
+	(*fieldmaskpb.FieldMask)(nil),     // 34: google.protobuf.FieldMask
+	(*Event)(nil),                     // 35: compaction.v1.Event
+	(*CompactionResult)(nil),          // 36: compaction.v1.CompactionResult
+	(*status.Status)(nil),             // 37: google.rpc.Status
+	(Role)(0),                         // 38: compaction.v1.Role
+	(*timestamppb.Timestamp)(nil),     // 39: google.protobuf.Timestamp
+	(*Compaction)(nil),                // 40: compaction.v1.Compaction
 }
 var file_compaction_v1_compaction_service_proto_depIdxs = []int32{
-	28, // 0: compaction.v1.CreateSessionRequest.policy:type_name -> compaction.v1.CompactionPolicy
-	25, // 1: compaction.v1.CreateSessionRequest.labels:type_name -> compaction.v1.CreateSessionRequest.LabelsEntry
-	26, // 2: compaction.v1.ListSessionsRequest.label_filter:type_name -> compaction.v1.ListSessionsRequest.LabelFilterEntry
-	29, // 3: compaction.v1.ListSessionsResponse.sessions:type_name -> compaction.v1.Session
-	29, // 4: compaction.v1.UpdateSessionRequest.session:type_name -> compaction.v1.Session
-	30, // 5: compaction.v1.UpdateSessionRequest.update_mask:type_name -> google.protobuf.FieldMask
-	31, // 6: compaction.v1.AppendEventsRequest.events:type_name -> compaction.v1.Event
+	32, // 0: compaction.v1.CreateSessionRequest.policy:type_name -> compaction.v1.CompactionPolicy
+	29, // 1: compaction.v1.CreateSessionRequest.labels:type_name -> compaction.v1.CreateSessionRequest.LabelsEntry
+	30, // 2: compaction.v1.ListSessionsRequest.label_filter:type_name -> compaction.v1.ListSessionsRequest.LabelFilterEntry
+	33, // 3: compaction.v1.ListSessionsResponse.sessions:type_name -> compaction.v1.Session
+	33, // 4: compaction.v1.UpdateSessionRequest.session:type_name -> compaction.v1.Session
+	34, // 5: compaction.v1.UpdateSessionRequest.update_mask:type_name -> google.protobuf.FieldMask
+	35, // 6: compaction.v1.AppendEventsRequest.events:type_name -> compaction.v1.Event
 	10, // 7: compaction.v1.AppendEventsRequest.label_updates:type_name -> compaction.v1.LabelUpdate
 	9,  // 8: compaction.v1.AppendEventsRequest.usage:type_name -> compaction.v1.ModelUsage
-	27, // 9: compaction.v1.LabelUpdate.set:type_name -> compaction.v1.LabelUpdate.SetEntry
-	31, // 10: compaction.v1.AppendEventsResponse.events:type_name -> compaction.v1.Event
-	32, // 11: compaction.v1.AppendEventsResponse.compaction:type_name -> compaction.v1.CompactionResult
-	31, // 12: compaction.v1.StreamEventsRequest.events:type_name -> compaction.v1.Event
+	31, // 9: compaction.v1.LabelUpdate.set:type_name -> compaction.v1.LabelUpdate.SetEntry
+	35, // 10: compaction.v1.AppendEventsResponse.events:type_name -> compaction.v1.Event
+	36, // 11: compaction.v1.AppendEventsResponse.compaction:type_name -> compaction.v1.CompactionResult
+	35, // 12: compaction.v1.StreamEventsRequest.events:type_name -> compaction.v1.Event
 	9,  // 13: compaction.v1.StreamEventsRequest.usage:type_name -> compaction.v1.ModelUsage
 	11, // 14: compaction.v1.StreamEventsResponse.append:type_name -> compaction.v1.AppendEventsResponse
-	33, // 15: compaction.v1.StreamEventsResponse.error:type_name -> google.rpc.Status
-	32, // 16: compaction.v1.StreamEventsResponse.compaction:type_name -> compaction.v1.CompactionResult
+	37, // 15: compaction.v1.StreamEventsResponse.error:type_name -> google.rpc.Status
+	36, // 16: compaction.v1.StreamEventsResponse.compaction:type_name -> compaction.v1.CompactionResult
 	0,  // 17: compaction.v1.GetContextRequest.format:type_name -> compaction.v1.ContextFormat
-	31, // 18: compaction.v1.GetContextResponse.events:type_name -> compaction.v1.Event
-	28, // 19: compaction.v1.CompactRequest.policy:type_name -> compaction.v1.CompactionPolicy
-	32, // 20: compaction.v1.CompactResponse.result:type_name -> compaction.v1.CompactionResult
-	32, // 21: compaction.v1.WatchSessionResponse.compaction:type_name -> compaction.v1.CompactionResult
-	31, // 22: compaction.v1.ListEventsResponse.events:type_name -> compaction.v1.Event
-	34, // 23: compaction.v1.SearchEventsRequest.roles:type_name -> compaction.v1.Role
-	35, // 24: compaction.v1.SearchEventsRequest.since:type_name -> google.protobuf.Timestamp
-	35, // 25: compaction.v1.SearchEventsRequest.until:type_name -> google.protobuf.Timestamp
-	31, // 26: compaction.v1.SearchHit.event:type_name -> compaction.v1.Event
+	35, // 18: compaction.v1.GetContextResponse.events:type_name -> compaction.v1.Event
+	32, // 19: compaction.v1.CompactRequest.policy:type_name -> compaction.v1.CompactionPolicy
+	36, // 20: compaction.v1.CompactResponse.result:type_name -> compaction.v1.CompactionResult
+	36, // 21: compaction.v1.WatchSessionResponse.compaction:type_name -> compaction.v1.CompactionResult
+	35, // 22: compaction.v1.ListEventsResponse.events:type_name -> compaction.v1.Event
+	38, // 23: compaction.v1.SearchEventsRequest.roles:type_name -> compaction.v1.Role
+	39, // 24: compaction.v1.SearchEventsRequest.since:type_name -> google.protobuf.Timestamp
+	39, // 25: compaction.v1.SearchEventsRequest.until:type_name -> google.protobuf.Timestamp
+	35, // 26: compaction.v1.SearchHit.event:type_name -> compaction.v1.Event
 	23, // 27: compaction.v1.SearchEventsResponse.hits:type_name -> compaction.v1.SearchHit
-	1,  // 28: compaction.v1.CompactionService.CreateSession:input_type -> compaction.v1.CreateSessionRequest
-	2,  // 29: compaction.v1.CompactionService.GetSession:input_type -> compaction.v1.GetSessionRequest
-	3,  // 30: compaction.v1.CompactionService.ListSessions:input_type -> compaction.v1.ListSessionsRequest
-	5,  // 31: compaction.v1.CompactionService.UpdateSession:input_type -> compaction.v1.UpdateSessionRequest
-	6,  // 32: compaction.v1.CompactionService.DeleteSession:input_type -> compaction.v1.DeleteSessionRequest
-	8,  // 33: compaction.v1.CompactionService.AppendEvents:input_type -> compaction.v1.AppendEventsRequest
-	12, // 34: compaction.v1.CompactionService.StreamEvents:input_type -> compaction.v1.StreamEventsRequest
-	14, // 35: compaction.v1.CompactionService.GetContext:input_type -> compaction.v1.GetContextRequest
-	16, // 36: compaction.v1.CompactionService.Compact:input_type -> compaction.v1.CompactRequest
-	18, // 37: compaction.v1.CompactionService.WatchSession:input_type -> compaction.v1.WatchSessionRequest
-	20, // 38: compaction.v1.CompactionService.ListEvents:input_type -> compaction.v1.ListEventsRequest
-	22, // 39: compaction.v1.CompactionService.SearchEvents:input_type -> compaction.v1.SearchEventsRequest
-	29, // 40: compaction.v1.CompactionService.CreateSession:output_type -> compaction.v1.Session
-	29, // 41: compaction.v1.CompactionService.GetSession:output_type -> compaction.v1.Session
-	4,  // 42: compaction.v1.CompactionService.ListSessions:output_type -> compaction.v1.ListSessionsResponse
-	29, // 43: compaction.v1.CompactionService.UpdateSession:output_type -> compaction.v1.Session
-	7,  // 44: compaction.v1.CompactionService.DeleteSession:output_type -> compaction.v1.DeleteSessionResponse
-	11, // 45: compaction.v1.CompactionService.AppendEvents:output_type -> compaction.v1.AppendEventsResponse
-	13, // 46: compaction.v1.CompactionService.StreamEvents:output_type -> compaction.v1.StreamEventsResponse
-	15, // 47: compaction.v1.CompactionService.GetContext:output_type -> compaction.v1.GetContextResponse
-	17, // 48: compaction.v1.CompactionService.Compact:output_type -> compaction.v1.CompactResponse
-	19, // 49: compaction.v1.CompactionService.WatchSession:output_type -> compaction.v1.WatchSessionResponse
-	21, // 50: compaction.v1.CompactionService.ListEvents:output_type -> compaction.v1.ListEventsResponse
-	24, // 51: compaction.v1.CompactionService.SearchEvents:output_type -> compaction.v1.SearchEventsResponse
-	40, // [40:52] is the sub-list for method output_type
-	28, // [28:40] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	40, // 28: compaction.v1.ListCompactionsResponse.compactions:type_name -> compaction.v1.Compaction
+	36, // 29: compaction.v1.RestoreCompactionResponse.result:type_name -> compaction.v1.CompactionResult
+	1,  // 30: compaction.v1.CompactionService.CreateSession:input_type -> compaction.v1.CreateSessionRequest
+	2,  // 31: compaction.v1.CompactionService.GetSession:input_type -> compaction.v1.GetSessionRequest
+	3,  // 32: compaction.v1.CompactionService.ListSessions:input_type -> compaction.v1.ListSessionsRequest
+	5,  // 33: compaction.v1.CompactionService.UpdateSession:input_type -> compaction.v1.UpdateSessionRequest
+	6,  // 34: compaction.v1.CompactionService.DeleteSession:input_type -> compaction.v1.DeleteSessionRequest
+	8,  // 35: compaction.v1.CompactionService.AppendEvents:input_type -> compaction.v1.AppendEventsRequest
+	12, // 36: compaction.v1.CompactionService.StreamEvents:input_type -> compaction.v1.StreamEventsRequest
+	14, // 37: compaction.v1.CompactionService.GetContext:input_type -> compaction.v1.GetContextRequest
+	16, // 38: compaction.v1.CompactionService.Compact:input_type -> compaction.v1.CompactRequest
+	18, // 39: compaction.v1.CompactionService.WatchSession:input_type -> compaction.v1.WatchSessionRequest
+	20, // 40: compaction.v1.CompactionService.ListEvents:input_type -> compaction.v1.ListEventsRequest
+	22, // 41: compaction.v1.CompactionService.SearchEvents:input_type -> compaction.v1.SearchEventsRequest
+	25, // 42: compaction.v1.CompactionService.ListCompactions:input_type -> compaction.v1.ListCompactionsRequest
+	27, // 43: compaction.v1.CompactionService.RestoreCompaction:input_type -> compaction.v1.RestoreCompactionRequest
+	33, // 44: compaction.v1.CompactionService.CreateSession:output_type -> compaction.v1.Session
+	33, // 45: compaction.v1.CompactionService.GetSession:output_type -> compaction.v1.Session
+	4,  // 46: compaction.v1.CompactionService.ListSessions:output_type -> compaction.v1.ListSessionsResponse
+	33, // 47: compaction.v1.CompactionService.UpdateSession:output_type -> compaction.v1.Session
+	7,  // 48: compaction.v1.CompactionService.DeleteSession:output_type -> compaction.v1.DeleteSessionResponse
+	11, // 49: compaction.v1.CompactionService.AppendEvents:output_type -> compaction.v1.AppendEventsResponse
+	13, // 50: compaction.v1.CompactionService.StreamEvents:output_type -> compaction.v1.StreamEventsResponse
+	15, // 51: compaction.v1.CompactionService.GetContext:output_type -> compaction.v1.GetContextResponse
+	17, // 52: compaction.v1.CompactionService.Compact:output_type -> compaction.v1.CompactResponse
+	19, // 53: compaction.v1.CompactionService.WatchSession:output_type -> compaction.v1.WatchSessionResponse
+	21, // 54: compaction.v1.CompactionService.ListEvents:output_type -> compaction.v1.ListEventsResponse
+	24, // 55: compaction.v1.CompactionService.SearchEvents:output_type -> compaction.v1.SearchEventsResponse
+	26, // 56: compaction.v1.CompactionService.ListCompactions:output_type -> compaction.v1.ListCompactionsResponse
+	28, // 57: compaction.v1.CompactionService.RestoreCompaction:output_type -> compaction.v1.RestoreCompactionResponse
+	44, // [44:58] is the sub-list for method output_type
+	30, // [30:44] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_compaction_v1_compaction_service_proto_init() }
@@ -2112,7 +2402,7 @@ func file_compaction_v1_compaction_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_compaction_v1_compaction_service_proto_rawDesc), len(file_compaction_v1_compaction_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   27,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,18 +19,20 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	CompactionService_CreateSession_FullMethodName = "/compaction.v1.CompactionService/CreateSession"
-	CompactionService_GetSession_FullMethodName    = "/compaction.v1.CompactionService/GetSession"
-	CompactionService_ListSessions_FullMethodName  = "/compaction.v1.CompactionService/ListSessions"
-	CompactionService_UpdateSession_FullMethodName = "/compaction.v1.CompactionService/UpdateSession"
-	CompactionService_DeleteSession_FullMethodName = "/compaction.v1.CompactionService/DeleteSession"
-	CompactionService_AppendEvents_FullMethodName  = "/compaction.v1.CompactionService/AppendEvents"
-	CompactionService_StreamEvents_FullMethodName  = "/compaction.v1.CompactionService/StreamEvents"
-	CompactionService_GetContext_FullMethodName    = "/compaction.v1.CompactionService/GetContext"
-	CompactionService_Compact_FullMethodName       = "/compaction.v1.CompactionService/Compact"
-	CompactionService_WatchSession_FullMethodName  = "/compaction.v1.CompactionService/WatchSession"
-	CompactionService_ListEvents_FullMethodName    = "/compaction.v1.CompactionService/ListEvents"
-	CompactionService_SearchEvents_FullMethodName  = "/compaction.v1.CompactionService/SearchEvents"
+	CompactionService_CreateSession_FullMethodName     = "/compaction.v1.CompactionService/CreateSession"
+	CompactionService_GetSession_FullMethodName        = "/compaction.v1.CompactionService/GetSession"
+	CompactionService_ListSessions_FullMethodName      = "/compaction.v1.CompactionService/ListSessions"
+	CompactionService_UpdateSession_FullMethodName     = "/compaction.v1.CompactionService/UpdateSession"
+	CompactionService_DeleteSession_FullMethodName     = "/compaction.v1.CompactionService/DeleteSession"
+	CompactionService_AppendEvents_FullMethodName      = "/compaction.v1.CompactionService/AppendEvents"
+	CompactionService_StreamEvents_FullMethodName      = "/compaction.v1.CompactionService/StreamEvents"
+	CompactionService_GetContext_FullMethodName        = "/compaction.v1.CompactionService/GetContext"
+	CompactionService_Compact_FullMethodName           = "/compaction.v1.CompactionService/Compact"
+	CompactionService_WatchSession_FullMethodName      = "/compaction.v1.CompactionService/WatchSession"
+	CompactionService_ListEvents_FullMethodName        = "/compaction.v1.CompactionService/ListEvents"
+	CompactionService_SearchEvents_FullMethodName      = "/compaction.v1.CompactionService/SearchEvents"
+	CompactionService_ListCompactions_FullMethodName   = "/compaction.v1.CompactionService/ListCompactions"
+	CompactionService_RestoreCompaction_FullMethodName = "/compaction.v1.CompactionService/RestoreCompaction"
 )
 
 // CompactionServiceClient is the client API for CompactionService service.
@@ -68,6 +70,14 @@ type CompactionServiceClient interface {
 	ListEvents(ctx context.Context, in *ListEventsRequest, opts ...grpc.CallOption) (*ListEventsResponse, error)
 	// Full-text search over archived (and optionally active) events.
 	SearchEvents(ctx context.Context, in *SearchEventsRequest, opts ...grpc.CallOption) (*SearchEventsResponse, error)
+	// The session's compaction history, newest first: what each pass archived,
+	// cleared and inserted, and whether it was restored.
+	ListCompactions(ctx context.Context, in *ListCompactionsRequest, opts ...grpc.CallOption) (*ListCompactionsResponse, error)
+	// Undoes the newest compaction not yet restored: what it archived is active
+	// again in place, what it cleared is uncleared, the summary it inserted is
+	// archived. Nothing is deleted; the restore is itself recorded and
+	// published to watchers.
+	RestoreCompaction(ctx context.Context, in *RestoreCompactionRequest, opts ...grpc.CallOption) (*RestoreCompactionResponse, error)
 }
 
 type compactionServiceClient struct {
@@ -210,6 +220,26 @@ func (c *compactionServiceClient) SearchEvents(ctx context.Context, in *SearchEv
 	return out, nil
 }
 
+func (c *compactionServiceClient) ListCompactions(ctx context.Context, in *ListCompactionsRequest, opts ...grpc.CallOption) (*ListCompactionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListCompactionsResponse)
+	err := c.cc.Invoke(ctx, CompactionService_ListCompactions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *compactionServiceClient) RestoreCompaction(ctx context.Context, in *RestoreCompactionRequest, opts ...grpc.CallOption) (*RestoreCompactionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RestoreCompactionResponse)
+	err := c.cc.Invoke(ctx, CompactionService_RestoreCompaction_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CompactionServiceServer is the server API for CompactionService service.
 // All implementations must embed UnimplementedCompactionServiceServer
 // for forward compatibility.
@@ -245,6 +275,14 @@ type CompactionServiceServer interface {
 	ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error)
 	// Full-text search over archived (and optionally active) events.
 	SearchEvents(context.Context, *SearchEventsRequest) (*SearchEventsResponse, error)
+	// The session's compaction history, newest first: what each pass archived,
+	// cleared and inserted, and whether it was restored.
+	ListCompactions(context.Context, *ListCompactionsRequest) (*ListCompactionsResponse, error)
+	// Undoes the newest compaction not yet restored: what it archived is active
+	// again in place, what it cleared is uncleared, the summary it inserted is
+	// archived. Nothing is deleted; the restore is itself recorded and
+	// published to watchers.
+	RestoreCompaction(context.Context, *RestoreCompactionRequest) (*RestoreCompactionResponse, error)
 	mustEmbedUnimplementedCompactionServiceServer()
 }
 
@@ -290,6 +328,12 @@ func (UnimplementedCompactionServiceServer) ListEvents(context.Context, *ListEve
 }
 func (UnimplementedCompactionServiceServer) SearchEvents(context.Context, *SearchEventsRequest) (*SearchEventsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SearchEvents not implemented")
+}
+func (UnimplementedCompactionServiceServer) ListCompactions(context.Context, *ListCompactionsRequest) (*ListCompactionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListCompactions not implemented")
+}
+func (UnimplementedCompactionServiceServer) RestoreCompaction(context.Context, *RestoreCompactionRequest) (*RestoreCompactionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RestoreCompaction not implemented")
 }
 func (UnimplementedCompactionServiceServer) mustEmbedUnimplementedCompactionServiceServer() {}
 func (UnimplementedCompactionServiceServer) testEmbeddedByValue()                           {}
@@ -510,6 +554,42 @@ func _CompactionService_SearchEvents_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CompactionService_ListCompactions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListCompactionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CompactionServiceServer).ListCompactions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CompactionService_ListCompactions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CompactionServiceServer).ListCompactions(ctx, req.(*ListCompactionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CompactionService_RestoreCompaction_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RestoreCompactionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CompactionServiceServer).RestoreCompaction(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CompactionService_RestoreCompaction_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CompactionServiceServer).RestoreCompaction(ctx, req.(*RestoreCompactionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CompactionService_ServiceDesc is the grpc.ServiceDesc for CompactionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -556,6 +636,14 @@ var CompactionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SearchEvents",
 			Handler:    _CompactionService_SearchEvents_Handler,
+		},
+		{
+			MethodName: "ListCompactions",
+			Handler:    _CompactionService_ListCompactions_Handler,
+		},
+		{
+			MethodName: "RestoreCompaction",
+			Handler:    _CompactionService_RestoreCompaction_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

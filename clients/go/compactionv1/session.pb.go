@@ -22,6 +22,69 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// What set a compaction off.
+type CompactionCause int32
+
+const (
+	// Not recorded (compactions stored before causes were).
+	CompactionCause_COMPACTION_CAUSE_UNSPECIFIED CompactionCause = 0
+	// The session's trigger fired (on an append, or on a Compact without
+	// force), and the pass ran inline.
+	CompactionCause_COMPACTION_CAUSE_TRIGGER CompactionCause = 1
+	// Compact with force.
+	CompactionCause_COMPACTION_CAUSE_FORCE CompactionCause = 2
+	// The trigger fired on an append and the pass (a summary) ran in the
+	// background.
+	CompactionCause_COMPACTION_CAUSE_BACKGROUND CompactionCause = 3
+	// RestoreCompaction.
+	CompactionCause_COMPACTION_CAUSE_RESTORE CompactionCause = 4
+)
+
+// Enum value maps for CompactionCause.
+var (
+	CompactionCause_name = map[int32]string{
+		0: "COMPACTION_CAUSE_UNSPECIFIED",
+		1: "COMPACTION_CAUSE_TRIGGER",
+		2: "COMPACTION_CAUSE_FORCE",
+		3: "COMPACTION_CAUSE_BACKGROUND",
+		4: "COMPACTION_CAUSE_RESTORE",
+	}
+	CompactionCause_value = map[string]int32{
+		"COMPACTION_CAUSE_UNSPECIFIED": 0,
+		"COMPACTION_CAUSE_TRIGGER":     1,
+		"COMPACTION_CAUSE_FORCE":       2,
+		"COMPACTION_CAUSE_BACKGROUND":  3,
+		"COMPACTION_CAUSE_RESTORE":     4,
+	}
+)
+
+func (x CompactionCause) Enum() *CompactionCause {
+	p := new(CompactionCause)
+	*p = x
+	return p
+}
+
+func (x CompactionCause) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CompactionCause) Descriptor() protoreflect.EnumDescriptor {
+	return file_compaction_v1_session_proto_enumTypes[0].Descriptor()
+}
+
+func (CompactionCause) Type() protoreflect.EnumType {
+	return &file_compaction_v1_session_proto_enumTypes[0]
+}
+
+func (x CompactionCause) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CompactionCause.Descriptor instead.
+func (CompactionCause) EnumDescriptor() ([]byte, []int) {
+	return file_compaction_v1_session_proto_rawDescGZIP(), []int{0}
+}
+
 // A session's header: identity, version, policy and running counters.
 type Session struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -60,9 +123,12 @@ type Session struct {
 	ModelProfile *ModelProfile `protobuf:"bytes,13,opt,name=model_profile,json=modelProfile,proto3" json:"model_profile,omitempty"`
 	// Output only. How the provider's reported prompt tokens compare with this
 	// session's estimates (AppendEventsRequest.usage).
-	Calibration   *TokenCalibration `protobuf:"bytes,14,opt,name=calibration,proto3" json:"calibration,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Calibration *TokenCalibration `protobuf:"bytes,14,opt,name=calibration,proto3" json:"calibration,omitempty"`
+	// Output only. True after RestoreCompaction with pause_auto_compaction:
+	// the trigger does not compact on its own until the policy is next set.
+	AutoCompactionPaused bool `protobuf:"varint,15,opt,name=auto_compaction_paused,json=autoCompactionPaused,proto3" json:"auto_compaction_paused,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -191,6 +257,13 @@ func (x *Session) GetCalibration() *TokenCalibration {
 		return x.Calibration
 	}
 	return nil
+}
+
+func (x *Session) GetAutoCompactionPaused() bool {
+	if x != nil {
+		return x.AutoCompactionPaused
+	}
+	return false
 }
 
 // What the service knows of a model: enough to place a fraction-of-window
@@ -364,8 +437,11 @@ type CompactionResult struct {
 	// The events this pass cleared (clear_tool_results): still active, listed
 	// in active_events with cleared set.
 	ClearedEventIds []string `protobuf:"bytes,12,rep,name=cleared_event_ids,json=clearedEventIds,proto3" json:"cleared_event_ids,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// For a restore (strategy "restore"): the events it made active again or
+	// uncleared, in log order.
+	RestoredEventIds []string `protobuf:"bytes,13,rep,name=restored_event_ids,json=restoredEventIds,proto3" json:"restored_event_ids,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *CompactionResult) Reset() {
@@ -482,11 +558,188 @@ func (x *CompactionResult) GetClearedEventIds() []string {
 	return nil
 }
 
+func (x *CompactionResult) GetRestoredEventIds() []string {
+	if x != nil {
+		return x.RestoredEventIds
+	}
+	return nil
+}
+
+// One entry of a session's compaction history (ListCompactions).
+type Compaction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its id, as in CompactionResult.compaction_id.
+	CompactionId string `protobuf:"bytes,1,opt,name=compaction_id,json=compactionId,proto3" json:"compaction_id,omitempty"`
+	// When it landed.
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// The strategy that ran ("restore" for a restore).
+	Strategy string `protobuf:"bytes,3,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	// What set it off.
+	Cause CompactionCause `protobuf:"varint,4,opt,name=cause,proto3,enum=compaction.v1.CompactionCause" json:"cause,omitempty"`
+	// The events it archived, in log order: a summary turn it inserted stands
+	// for these (its provenance), a previous summary among them.
+	ArchivedEventIds []string `protobuf:"bytes,5,rep,name=archived_event_ids,json=archivedEventIds,proto3" json:"archived_event_ids,omitempty"`
+	// The events it cleared in place.
+	ClearedEventIds []string `protobuf:"bytes,6,rep,name=cleared_event_ids,json=clearedEventIds,proto3" json:"cleared_event_ids,omitempty"`
+	// The events it inserted (a summary turn: the shadow prompt, the summary).
+	InsertedEventIds []string `protobuf:"bytes,7,rep,name=inserted_event_ids,json=insertedEventIds,proto3" json:"inserted_event_ids,omitempty"`
+	// Tokens it freed (net of what it inserted).
+	TokensSaved int32 `protobuf:"varint,8,opt,name=tokens_saved,json=tokensSaved,proto3" json:"tokens_saved,omitempty"`
+	// The summarizer's input and output tokens, and its latency.
+	SummaryInputTokens  int32   `protobuf:"varint,9,opt,name=summary_input_tokens,json=summaryInputTokens,proto3" json:"summary_input_tokens,omitempty"`
+	SummaryOutputTokens int32   `protobuf:"varint,10,opt,name=summary_output_tokens,json=summaryOutputTokens,proto3" json:"summary_output_tokens,omitempty"`
+	SummarizerLatencyMs float64 `protobuf:"fixed64,11,opt,name=summarizer_latency_ms,json=summarizerLatencyMs,proto3" json:"summarizer_latency_ms,omitempty"`
+	// The session's version before and after it.
+	VersionBefore int64 `protobuf:"varint,12,opt,name=version_before,json=versionBefore,proto3" json:"version_before,omitempty"`
+	VersionAfter  int64 `protobuf:"varint,13,opt,name=version_after,json=versionAfter,proto3" json:"version_after,omitempty"`
+	// The restore that undid it; empty while it stands.
+	RestoredBy string `protobuf:"bytes,14,opt,name=restored_by,json=restoredBy,proto3" json:"restored_by,omitempty"`
+	// For a restore: the compaction it undid.
+	Restores      string `protobuf:"bytes,15,opt,name=restores,proto3" json:"restores,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Compaction) Reset() {
+	*x = Compaction{}
+	mi := &file_compaction_v1_session_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Compaction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Compaction) ProtoMessage() {}
+
+func (x *Compaction) ProtoReflect() protoreflect.Message {
+	mi := &file_compaction_v1_session_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Compaction.ProtoReflect.Descriptor instead.
+func (*Compaction) Descriptor() ([]byte, []int) {
+	return file_compaction_v1_session_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Compaction) GetCompactionId() string {
+	if x != nil {
+		return x.CompactionId
+	}
+	return ""
+}
+
+func (x *Compaction) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *Compaction) GetStrategy() string {
+	if x != nil {
+		return x.Strategy
+	}
+	return ""
+}
+
+func (x *Compaction) GetCause() CompactionCause {
+	if x != nil {
+		return x.Cause
+	}
+	return CompactionCause_COMPACTION_CAUSE_UNSPECIFIED
+}
+
+func (x *Compaction) GetArchivedEventIds() []string {
+	if x != nil {
+		return x.ArchivedEventIds
+	}
+	return nil
+}
+
+func (x *Compaction) GetClearedEventIds() []string {
+	if x != nil {
+		return x.ClearedEventIds
+	}
+	return nil
+}
+
+func (x *Compaction) GetInsertedEventIds() []string {
+	if x != nil {
+		return x.InsertedEventIds
+	}
+	return nil
+}
+
+func (x *Compaction) GetTokensSaved() int32 {
+	if x != nil {
+		return x.TokensSaved
+	}
+	return 0
+}
+
+func (x *Compaction) GetSummaryInputTokens() int32 {
+	if x != nil {
+		return x.SummaryInputTokens
+	}
+	return 0
+}
+
+func (x *Compaction) GetSummaryOutputTokens() int32 {
+	if x != nil {
+		return x.SummaryOutputTokens
+	}
+	return 0
+}
+
+func (x *Compaction) GetSummarizerLatencyMs() float64 {
+	if x != nil {
+		return x.SummarizerLatencyMs
+	}
+	return 0
+}
+
+func (x *Compaction) GetVersionBefore() int64 {
+	if x != nil {
+		return x.VersionBefore
+	}
+	return 0
+}
+
+func (x *Compaction) GetVersionAfter() int64 {
+	if x != nil {
+		return x.VersionAfter
+	}
+	return 0
+}
+
+func (x *Compaction) GetRestoredBy() string {
+	if x != nil {
+		return x.RestoredBy
+	}
+	return ""
+}
+
+func (x *Compaction) GetRestores() string {
+	if x != nil {
+		return x.Restores
+	}
+	return ""
+}
+
 var File_compaction_v1_session_proto protoreflect.FileDescriptor
 
 const file_compaction_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x1bcompaction/v1/session.proto\x12\rcompaction.v1\x1a\x19compaction/v1/event.proto\x1a\x1acompaction/v1/policy.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd3\x05\n" +
+	"\x1bcompaction/v1/session.proto\x12\rcompaction.v1\x1a\x19compaction/v1/event.proto\x1a\x1acompaction/v1/policy.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x89\x06\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x18\n" +
@@ -506,7 +759,8 @@ const file_compaction_v1_session_proto_rawDesc = "" +
 	"\x12last_compaction_id\x18\v \x01(\tR\x10lastCompactionId\x12\x14\n" +
 	"\x05model\x18\f \x01(\tR\x05model\x12@\n" +
 	"\rmodel_profile\x18\r \x01(\v2\x1b.compaction.v1.ModelProfileR\fmodelProfile\x12A\n" +
-	"\vcalibration\x18\x0e \x01(\v2\x1f.compaction.v1.TokenCalibrationR\vcalibration\x1a9\n" +
+	"\vcalibration\x18\x0e \x01(\v2\x1f.compaction.v1.TokenCalibrationR\vcalibration\x124\n" +
+	"\x16auto_compaction_paused\x18\x0f \x01(\bR\x14autoCompactionPaused\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9c\x01\n" +
@@ -517,7 +771,7 @@ const file_compaction_v1_session_proto_rawDesc = "" +
 	"\x11max_output_tokens\x18\x04 \x01(\x05R\x0fmaxOutputTokens\"D\n" +
 	"\x10TokenCalibration\x12\x16\n" +
 	"\x06factor\x18\x01 \x01(\x01R\x06factor\x12\x18\n" +
-	"\asamples\x18\x02 \x01(\x03R\asamples\"\xff\x03\n" +
+	"\asamples\x18\x02 \x01(\x03R\asamples\"\xad\x04\n" +
 	"\x10CompactionResult\x12\x1c\n" +
 	"\tcompacted\x18\x01 \x01(\bR\tcompacted\x12%\n" +
 	"\x0eskipped_reason\x18\x02 \x01(\tR\rskippedReason\x129\n" +
@@ -531,7 +785,34 @@ const file_compaction_v1_session_proto_rawDesc = "" +
 	"\x05error\x18\n" +
 	" \x01(\tR\x05error\x12'\n" +
 	"\x0fcontent_omitted\x18\v \x01(\bR\x0econtentOmitted\x12*\n" +
-	"\x11cleared_event_ids\x18\f \x03(\tR\x0fclearedEventIdsB\x81\x01\n" +
+	"\x11cleared_event_ids\x18\f \x03(\tR\x0fclearedEventIds\x12,\n" +
+	"\x12restored_event_ids\x18\r \x03(\tR\x10restoredEventIds\"\x8e\x05\n" +
+	"\n" +
+	"Compaction\x12#\n" +
+	"\rcompaction_id\x18\x01 \x01(\tR\fcompactionId\x12;\n" +
+	"\vcreate_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12\x1a\n" +
+	"\bstrategy\x18\x03 \x01(\tR\bstrategy\x124\n" +
+	"\x05cause\x18\x04 \x01(\x0e2\x1e.compaction.v1.CompactionCauseR\x05cause\x12,\n" +
+	"\x12archived_event_ids\x18\x05 \x03(\tR\x10archivedEventIds\x12*\n" +
+	"\x11cleared_event_ids\x18\x06 \x03(\tR\x0fclearedEventIds\x12,\n" +
+	"\x12inserted_event_ids\x18\a \x03(\tR\x10insertedEventIds\x12!\n" +
+	"\ftokens_saved\x18\b \x01(\x05R\vtokensSaved\x120\n" +
+	"\x14summary_input_tokens\x18\t \x01(\x05R\x12summaryInputTokens\x122\n" +
+	"\x15summary_output_tokens\x18\n" +
+	" \x01(\x05R\x13summaryOutputTokens\x122\n" +
+	"\x15summarizer_latency_ms\x18\v \x01(\x01R\x13summarizerLatencyMs\x12%\n" +
+	"\x0eversion_before\x18\f \x01(\x03R\rversionBefore\x12#\n" +
+	"\rversion_after\x18\r \x01(\x03R\fversionAfter\x12\x1f\n" +
+	"\vrestored_by\x18\x0e \x01(\tR\n" +
+	"restoredBy\x12\x1a\n" +
+	"\brestores\x18\x0f \x01(\tR\brestores*\xac\x01\n" +
+	"\x0fCompactionCause\x12 \n" +
+	"\x1cCOMPACTION_CAUSE_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18COMPACTION_CAUSE_TRIGGER\x10\x01\x12\x1a\n" +
+	"\x16COMPACTION_CAUSE_FORCE\x10\x02\x12\x1f\n" +
+	"\x1bCOMPACTION_CAUSE_BACKGROUND\x10\x03\x12\x1c\n" +
+	"\x18COMPACTION_CAUSE_RESTORE\x10\x04B\x81\x01\n" +
 	"\x18dev.compactionsidecar.v1B\fSessionProtoP\x01ZUgithub.com/compaction-sidecar/compaction-sidecar/clients/go/compactionv1;compactionv1b\x06proto3"
 
 var (
@@ -546,31 +827,36 @@ func file_compaction_v1_session_proto_rawDescGZIP() []byte {
 	return file_compaction_v1_session_proto_rawDescData
 }
 
-var file_compaction_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_compaction_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_compaction_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_compaction_v1_session_proto_goTypes = []any{
-	(*Session)(nil),               // 0: compaction.v1.Session
-	(*ModelProfile)(nil),          // 1: compaction.v1.ModelProfile
-	(*TokenCalibration)(nil),      // 2: compaction.v1.TokenCalibration
-	(*CompactionResult)(nil),      // 3: compaction.v1.CompactionResult
-	nil,                           // 4: compaction.v1.Session.LabelsEntry
-	(*CompactionPolicy)(nil),      // 5: compaction.v1.CompactionPolicy
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
-	(*Event)(nil),                 // 7: compaction.v1.Event
+	(CompactionCause)(0),          // 0: compaction.v1.CompactionCause
+	(*Session)(nil),               // 1: compaction.v1.Session
+	(*ModelProfile)(nil),          // 2: compaction.v1.ModelProfile
+	(*TokenCalibration)(nil),      // 3: compaction.v1.TokenCalibration
+	(*CompactionResult)(nil),      // 4: compaction.v1.CompactionResult
+	(*Compaction)(nil),            // 5: compaction.v1.Compaction
+	nil,                           // 6: compaction.v1.Session.LabelsEntry
+	(*CompactionPolicy)(nil),      // 7: compaction.v1.CompactionPolicy
+	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
+	(*Event)(nil),                 // 9: compaction.v1.Event
 }
 var file_compaction_v1_session_proto_depIdxs = []int32{
-	5, // 0: compaction.v1.Session.policy:type_name -> compaction.v1.CompactionPolicy
-	4, // 1: compaction.v1.Session.labels:type_name -> compaction.v1.Session.LabelsEntry
-	6, // 2: compaction.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	6, // 3: compaction.v1.Session.update_time:type_name -> google.protobuf.Timestamp
-	1, // 4: compaction.v1.Session.model_profile:type_name -> compaction.v1.ModelProfile
-	2, // 5: compaction.v1.Session.calibration:type_name -> compaction.v1.TokenCalibration
-	7, // 6: compaction.v1.CompactionResult.active_events:type_name -> compaction.v1.Event
-	7, // 7: compaction.v1.CompactionResult.archived_events:type_name -> compaction.v1.Event
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	7,  // 0: compaction.v1.Session.policy:type_name -> compaction.v1.CompactionPolicy
+	6,  // 1: compaction.v1.Session.labels:type_name -> compaction.v1.Session.LabelsEntry
+	8,  // 2: compaction.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	8,  // 3: compaction.v1.Session.update_time:type_name -> google.protobuf.Timestamp
+	2,  // 4: compaction.v1.Session.model_profile:type_name -> compaction.v1.ModelProfile
+	3,  // 5: compaction.v1.Session.calibration:type_name -> compaction.v1.TokenCalibration
+	9,  // 6: compaction.v1.CompactionResult.active_events:type_name -> compaction.v1.Event
+	9,  // 7: compaction.v1.CompactionResult.archived_events:type_name -> compaction.v1.Event
+	8,  // 8: compaction.v1.Compaction.create_time:type_name -> google.protobuf.Timestamp
+	0,  // 9: compaction.v1.Compaction.cause:type_name -> compaction.v1.CompactionCause
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_compaction_v1_session_proto_init() }
@@ -585,13 +871,14 @@ func file_compaction_v1_session_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_compaction_v1_session_proto_rawDesc), len(file_compaction_v1_session_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   5,
+			NumEnums:      1,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_compaction_v1_session_proto_goTypes,
 		DependencyIndexes: file_compaction_v1_session_proto_depIdxs,
+		EnumInfos:         file_compaction_v1_session_proto_enumTypes,
 		MessageInfos:      file_compaction_v1_session_proto_msgTypes,
 	}.Build()
 	File_compaction_v1_session_proto = out.File

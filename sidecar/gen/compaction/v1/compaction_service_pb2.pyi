@@ -934,12 +934,17 @@ class SearchHit(_message.Message):
     EVENT_FIELD_NUMBER: _builtins.int
     RANK_FIELD_NUMBER: _builtins.int
     SNIPPET_FIELD_NUMBER: _builtins.int
+    ARCHIVED_BY_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The event's session."""
     rank: _builtins.float
     """Relevance; higher is better."""
     snippet: _builtins.str
     """The matching text with the terms marked."""
+    archived_by: _builtins.str
+    """The compaction that archived the event (ListCompactions); empty when the
+    event is active.
+    """
     @_builtins.property
     def event(self) -> _event_pb2.Event:
         """The matching event."""
@@ -951,10 +956,11 @@ class SearchHit(_message.Message):
         event: _event_pb2.Event | None = ...,
         rank: _builtins.float = ...,
         snippet: _builtins.str = ...,
+        archived_by: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "rank", b"rank", "session_id", b"session_id", "snippet", b"snippet"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archived_by", b"archived_by", "event", b"event", "rank", b"rank", "session_id", b"session_id", "snippet", b"snippet"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -987,3 +993,134 @@ class SearchEventsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SearchEventsResponse: _TypeAlias = SearchEventsResponse  # noqa: Y015
+
+@_typing.final
+class ListCompactionsRequest(_message.Message):
+    """Request of ListCompactions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """Required."""
+    page_size: _builtins.int
+    """At most this many compactions (default 100, at most 1000). A page also
+    stops before it would pass half the server's message size limit (it
+    always holds at least one).
+    """
+    page_token: _builtins.str
+    """From a previous response's next_page_token."""
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListCompactionsRequest: _TypeAlias = ListCompactionsRequest  # noqa: Y015
+
+@_typing.final
+class ListCompactionsResponse(_message.Message):
+    """Response of ListCompactions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COMPACTIONS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Empty on the last page."""
+    @_builtins.property
+    def compactions(self) -> _containers.RepeatedCompositeFieldContainer[_session_pb2.Compaction]:
+        """Newest first."""
+
+    def __init__(
+        self,
+        *,
+        compactions: _abc.Iterable[_session_pb2.Compaction] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compactions", b"compactions", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListCompactionsResponse: _TypeAlias = ListCompactionsResponse  # noqa: Y015
+
+@_typing.final
+class RestoreCompactionRequest(_message.Message):
+    """Request of RestoreCompaction."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    COMPACTION_ID_FIELD_NUMBER: _builtins.int
+    EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
+    PAUSE_AUTO_COMPACTION_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """Required."""
+    compaction_id: _builtins.str
+    """The compaction to undo: the newest one not yet restored (anything else is
+    FAILED_PRECONDITION naming the one to restore first). Empty means that
+    one.
+    """
+    expected_version: _builtins.int
+    """When non-zero, fails with FAILED_PRECONDITION unless the session is at
+    this version.
+    """
+    pause_auto_compaction: _builtins.bool
+    """Stop the session's trigger from compacting on its own until the policy
+    is next set (UpdateSession with the mask path "policy"): the window just
+    restored would otherwise be compacted again by the next append whose
+    trigger fires. A forced Compact still runs.
+    """
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        compaction_id: _builtins.str = ...,
+        expected_version: _builtins.int = ...,
+        pause_auto_compaction: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compaction_id", b"compaction_id", "expected_version", b"expected_version", "pause_auto_compaction", b"pause_auto_compaction", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RestoreCompactionRequest: _TypeAlias = RestoreCompactionRequest  # noqa: Y015
+
+@_typing.final
+class RestoreCompactionResponse(_message.Message):
+    """Response of RestoreCompaction."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def result(self) -> _session_pb2.CompactionResult:
+        """The restore as a compaction result: strategy "restore", its own
+        compaction id, the active window after it, the summary turn it archived
+        (archived_events), and restored_event_ids.
+        """
+
+    def __init__(
+        self,
+        *,
+        result: _session_pb2.CompactionResult | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RestoreCompactionResponse: _TypeAlias = RestoreCompactionResponse  # noqa: Y015

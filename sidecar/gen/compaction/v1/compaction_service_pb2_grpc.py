@@ -99,6 +99,16 @@ class CompactionServiceStub:
                 request_serializer=compaction_dot_v1_dot_compaction__service__pb2.SearchEventsRequest.SerializeToString,
                 response_deserializer=compaction_dot_v1_dot_compaction__service__pb2.SearchEventsResponse.FromString,
                 _registered_method=True)
+        self.ListCompactions = channel.unary_unary(
+                '/compaction.v1.CompactionService/ListCompactions',
+                request_serializer=compaction_dot_v1_dot_compaction__service__pb2.ListCompactionsRequest.SerializeToString,
+                response_deserializer=compaction_dot_v1_dot_compaction__service__pb2.ListCompactionsResponse.FromString,
+                _registered_method=True)
+        self.RestoreCompaction = channel.unary_unary(
+                '/compaction.v1.CompactionService/RestoreCompaction',
+                request_serializer=compaction_dot_v1_dot_compaction__service__pb2.RestoreCompactionRequest.SerializeToString,
+                response_deserializer=compaction_dot_v1_dot_compaction__service__pb2.RestoreCompactionResponse.FromString,
+                _registered_method=True)
 
 
 class CompactionServiceServicer:
@@ -194,6 +204,24 @@ class CompactionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListCompactions(self, request, context):
+        """The session's compaction history, newest first: what each pass archived,
+        cleared and inserted, and whether it was restored.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RestoreCompaction(self, request, context):
+        """Undoes the newest compaction not yet restored: what it archived is active
+        again in place, what it cleared is uncleared, the summary it inserted is
+        archived. Nothing is deleted; the restore is itself recorded and
+        published to watchers.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CompactionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -256,6 +284,16 @@ def add_CompactionServiceServicer_to_server(servicer, server):
                     servicer.SearchEvents,
                     request_deserializer=compaction_dot_v1_dot_compaction__service__pb2.SearchEventsRequest.FromString,
                     response_serializer=compaction_dot_v1_dot_compaction__service__pb2.SearchEventsResponse.SerializeToString,
+            ),
+            'ListCompactions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListCompactions,
+                    request_deserializer=compaction_dot_v1_dot_compaction__service__pb2.ListCompactionsRequest.FromString,
+                    response_serializer=compaction_dot_v1_dot_compaction__service__pb2.ListCompactionsResponse.SerializeToString,
+            ),
+            'RestoreCompaction': grpc.unary_unary_rpc_method_handler(
+                    servicer.RestoreCompaction,
+                    request_deserializer=compaction_dot_v1_dot_compaction__service__pb2.RestoreCompactionRequest.FromString,
+                    response_serializer=compaction_dot_v1_dot_compaction__service__pb2.RestoreCompactionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -585,6 +623,60 @@ class CompactionService:
             '/compaction.v1.CompactionService/SearchEvents',
             compaction_dot_v1_dot_compaction__service__pb2.SearchEventsRequest.SerializeToString,
             compaction_dot_v1_dot_compaction__service__pb2.SearchEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListCompactions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/compaction.v1.CompactionService/ListCompactions',
+            compaction_dot_v1_dot_compaction__service__pb2.ListCompactionsRequest.SerializeToString,
+            compaction_dot_v1_dot_compaction__service__pb2.ListCompactionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RestoreCompaction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/compaction.v1.CompactionService/RestoreCompaction',
+            compaction_dot_v1_dot_compaction__service__pb2.RestoreCompactionRequest.SerializeToString,
+            compaction_dot_v1_dot_compaction__service__pb2.RestoreCompactionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -67,6 +67,16 @@ class CompactionServiceStub:
     """The whole log, archived events included, in log order."""
     SearchEvents: _grpc.UnaryUnaryMultiCallable[_compaction_service_pb2.SearchEventsRequest, _compaction_service_pb2.SearchEventsResponse]
     """Full-text search over archived (and optionally active) events."""
+    ListCompactions: _grpc.UnaryUnaryMultiCallable[_compaction_service_pb2.ListCompactionsRequest, _compaction_service_pb2.ListCompactionsResponse]
+    """The session's compaction history, newest first: what each pass archived,
+    cleared and inserted, and whether it was restored.
+    """
+    RestoreCompaction: _grpc.UnaryUnaryMultiCallable[_compaction_service_pb2.RestoreCompactionRequest, _compaction_service_pb2.RestoreCompactionResponse]
+    """Undoes the newest compaction not yet restored: what it archived is active
+    again in place, what it cleared is uncleared, the summary it inserted is
+    archived. Nothing is deleted; the restore is itself recorded and
+    published to watchers.
+    """
 
 @_typing.type_check_only
 class CompactionServiceAsyncStub(CompactionServiceStub):
@@ -105,6 +115,16 @@ class CompactionServiceAsyncStub(CompactionServiceStub):
     """The whole log, archived events included, in log order."""
     SearchEvents: _aio.UnaryUnaryMultiCallable[_compaction_service_pb2.SearchEventsRequest, _compaction_service_pb2.SearchEventsResponse]  # type: ignore[assignment]
     """Full-text search over archived (and optionally active) events."""
+    ListCompactions: _aio.UnaryUnaryMultiCallable[_compaction_service_pb2.ListCompactionsRequest, _compaction_service_pb2.ListCompactionsResponse]  # type: ignore[assignment]
+    """The session's compaction history, newest first: what each pass archived,
+    cleared and inserted, and whether it was restored.
+    """
+    RestoreCompaction: _aio.UnaryUnaryMultiCallable[_compaction_service_pb2.RestoreCompactionRequest, _compaction_service_pb2.RestoreCompactionResponse]  # type: ignore[assignment]
+    """Undoes the newest compaction not yet restored: what it archived is active
+    again in place, what it cleared is uncleared, the summary it inserted is
+    archived. Nothing is deleted; the restore is itself recorded and
+    published to watchers.
+    """
 
 class CompactionServiceServicer(metaclass=_abc_1.ABCMeta):
     """Owns AI-agent conversation context: a versioned event log per session,
@@ -212,5 +232,27 @@ class CompactionServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_compaction_service_pb2.SearchEventsResponse, _abc.Awaitable[_compaction_service_pb2.SearchEventsResponse]]:
         """Full-text search over archived (and optionally active) events."""
+
+    @_abc_1.abstractmethod
+    def ListCompactions(
+        self,
+        request: _compaction_service_pb2.ListCompactionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compaction_service_pb2.ListCompactionsResponse, _abc.Awaitable[_compaction_service_pb2.ListCompactionsResponse]]:
+        """The session's compaction history, newest first: what each pass archived,
+        cleared and inserted, and whether it was restored.
+        """
+
+    @_abc_1.abstractmethod
+    def RestoreCompaction(
+        self,
+        request: _compaction_service_pb2.RestoreCompactionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compaction_service_pb2.RestoreCompactionResponse, _abc.Awaitable[_compaction_service_pb2.RestoreCompactionResponse]]:
+        """Undoes the newest compaction not yet restored: what it archived is active
+        again in place, what it cleared is uncleared, the summary it inserted is
+        archived. Nothing is deleted; the restore is itself recorded and
+        published to watchers.
+        """
 
 def add_CompactionServiceServicer_to_server(servicer: CompactionServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -11,6 +11,7 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -21,6 +22,46 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _CompactionCause:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _CompactionCauseEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_CompactionCause.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    COMPACTION_CAUSE_UNSPECIFIED: _CompactionCause.ValueType  # 0
+    """Not recorded (compactions stored before causes were)."""
+    COMPACTION_CAUSE_TRIGGER: _CompactionCause.ValueType  # 1
+    """The session's trigger fired (on an append, or on a Compact without
+    force), and the pass ran inline.
+    """
+    COMPACTION_CAUSE_FORCE: _CompactionCause.ValueType  # 2
+    """Compact with force."""
+    COMPACTION_CAUSE_BACKGROUND: _CompactionCause.ValueType  # 3
+    """The trigger fired on an append and the pass (a summary) ran in the
+    background.
+    """
+    COMPACTION_CAUSE_RESTORE: _CompactionCause.ValueType  # 4
+    """RestoreCompaction."""
+
+class CompactionCause(_CompactionCause, metaclass=_CompactionCauseEnumTypeWrapper):
+    """What set a compaction off."""
+
+COMPACTION_CAUSE_UNSPECIFIED: CompactionCause.ValueType  # 0
+"""Not recorded (compactions stored before causes were)."""
+COMPACTION_CAUSE_TRIGGER: CompactionCause.ValueType  # 1
+"""The session's trigger fired (on an append, or on a Compact without
+force), and the pass ran inline.
+"""
+COMPACTION_CAUSE_FORCE: CompactionCause.ValueType  # 2
+"""Compact with force."""
+COMPACTION_CAUSE_BACKGROUND: CompactionCause.ValueType  # 3
+"""The trigger fired on an append and the pass (a summary) ran in the
+background.
+"""
+COMPACTION_CAUSE_RESTORE: CompactionCause.ValueType  # 4
+"""RestoreCompaction."""
+Global___CompactionCause: _TypeAlias = CompactionCause  # noqa: Y015
 
 @_typing.final
 class Session(_message.Message):
@@ -62,6 +103,7 @@ class Session(_message.Message):
     MODEL_FIELD_NUMBER: _builtins.int
     MODEL_PROFILE_FIELD_NUMBER: _builtins.int
     CALIBRATION_FIELD_NUMBER: _builtins.int
+    AUTO_COMPACTION_PAUSED_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """1-128 characters of letters, digits and . _ : ~ @ / + = -"""
     version: _builtins.int
@@ -84,6 +126,10 @@ class Session(_message.Message):
     profile (built in, or from the server's --model-profiles file); empty
     means none. Set by CreateSessionRequest.model, changed by UpdateSession
     with the mask path "model".
+    """
+    auto_compaction_paused: _builtins.bool
+    """Output only. True after RestoreCompaction with pause_auto_compaction:
+    the trigger does not compact on its own until the policy is next set.
     """
     @_builtins.property
     def policy(self) -> _policy_pb2.CompactionPolicy:
@@ -132,10 +178,11 @@ class Session(_message.Message):
         model: _builtins.str = ...,
         model_profile: Global___ModelProfile | None = ...,
         calibration: Global___TokenCalibration | None = ...,
+        auto_compaction_paused: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration", "create_time", b"create_time", "model_profile", b"model_profile", "policy", b"policy", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_event_count", b"active_event_count", "active_tokens", b"active_tokens", "calibration", b"calibration", "create_time", b"create_time", "labels", b"labels", "last_compaction_id", b"last_compaction_id", "model", b"model", "model_profile", b"model_profile", "policy", b"policy", "session_id", b"session_id", "total_event_count", b"total_event_count", "turn_count", b"turn_count", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_event_count", b"active_event_count", "active_tokens", b"active_tokens", "auto_compaction_paused", b"auto_compaction_paused", "calibration", b"calibration", "create_time", b"create_time", "labels", b"labels", "last_compaction_id", b"last_compaction_id", "model", b"model", "model_profile", b"model_profile", "policy", b"policy", "session_id", b"session_id", "total_event_count", b"total_event_count", "turn_count", b"turn_count", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -231,6 +278,7 @@ class CompactionResult(_message.Message):
     ERROR_FIELD_NUMBER: _builtins.int
     CONTENT_OMITTED_FIELD_NUMBER: _builtins.int
     CLEARED_EVENT_IDS_FIELD_NUMBER: _builtins.int
+    RESTORED_EVENT_IDS_FIELD_NUMBER: _builtins.int
     compacted: _builtins.bool
     """True when the pass archived, inserted or cleared anything."""
     skipped_reason: _builtins.str
@@ -274,6 +322,12 @@ class CompactionResult(_message.Message):
         in active_events with cleared set.
         """
 
+    @_builtins.property
+    def restored_event_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """For a restore (strategy "restore"): the events it made active again or
+        uncleared, in log order.
+        """
+
     def __init__(
         self,
         *,
@@ -289,11 +343,97 @@ class CompactionResult(_message.Message):
         error: _builtins.str = ...,
         content_omitted: _builtins.bool = ...,
         cleared_event_ids: _abc.Iterable[_builtins.str] | None = ...,
+        restored_event_ids: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_events", b"active_events", "archived_event_count", b"archived_event_count", "archived_events", b"archived_events", "cleared_event_ids", b"cleared_event_ids", "compacted", b"compacted", "compaction_id", b"compaction_id", "content_omitted", b"content_omitted", "error", b"error", "skipped_reason", b"skipped_reason", "strategy", b"strategy", "tokens_estimated_saved", b"tokens_estimated_saved", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_events", b"active_events", "archived_event_count", b"archived_event_count", "archived_events", b"archived_events", "cleared_event_ids", b"cleared_event_ids", "compacted", b"compacted", "compaction_id", b"compaction_id", "content_omitted", b"content_omitted", "error", b"error", "restored_event_ids", b"restored_event_ids", "skipped_reason", b"skipped_reason", "strategy", b"strategy", "tokens_estimated_saved", b"tokens_estimated_saved", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CompactionResult: _TypeAlias = CompactionResult  # noqa: Y015
+
+@_typing.final
+class Compaction(_message.Message):
+    """One entry of a session's compaction history (ListCompactions)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COMPACTION_ID_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_FIELD_NUMBER: _builtins.int
+    STRATEGY_FIELD_NUMBER: _builtins.int
+    CAUSE_FIELD_NUMBER: _builtins.int
+    ARCHIVED_EVENT_IDS_FIELD_NUMBER: _builtins.int
+    CLEARED_EVENT_IDS_FIELD_NUMBER: _builtins.int
+    INSERTED_EVENT_IDS_FIELD_NUMBER: _builtins.int
+    TOKENS_SAVED_FIELD_NUMBER: _builtins.int
+    SUMMARY_INPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    SUMMARY_OUTPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    SUMMARIZER_LATENCY_MS_FIELD_NUMBER: _builtins.int
+    VERSION_BEFORE_FIELD_NUMBER: _builtins.int
+    VERSION_AFTER_FIELD_NUMBER: _builtins.int
+    RESTORED_BY_FIELD_NUMBER: _builtins.int
+    RESTORES_FIELD_NUMBER: _builtins.int
+    compaction_id: _builtins.str
+    """Its id, as in CompactionResult.compaction_id."""
+    strategy: _builtins.str
+    """The strategy that ran ("restore" for a restore)."""
+    cause: Global___CompactionCause.ValueType
+    """What set it off."""
+    tokens_saved: _builtins.int
+    """Tokens it freed (net of what it inserted)."""
+    summary_input_tokens: _builtins.int
+    """The summarizer's input and output tokens, and its latency."""
+    summary_output_tokens: _builtins.int
+    summarizer_latency_ms: _builtins.float
+    version_before: _builtins.int
+    """The session's version before and after it."""
+    version_after: _builtins.int
+    restored_by: _builtins.str
+    """The restore that undid it; empty while it stands."""
+    restores: _builtins.str
+    """For a restore: the compaction it undid."""
+    @_builtins.property
+    def create_time(self) -> _timestamp_pb2.Timestamp:
+        """When it landed."""
+
+    @_builtins.property
+    def archived_event_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The events it archived, in log order: a summary turn it inserted stands
+        for these (its provenance), a previous summary among them.
+        """
+
+    @_builtins.property
+    def cleared_event_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The events it cleared in place."""
+
+    @_builtins.property
+    def inserted_event_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The events it inserted (a summary turn: the shadow prompt, the summary)."""
+
+    def __init__(
+        self,
+        *,
+        compaction_id: _builtins.str = ...,
+        create_time: _timestamp_pb2.Timestamp | None = ...,
+        strategy: _builtins.str = ...,
+        cause: Global___CompactionCause.ValueType = ...,
+        archived_event_ids: _abc.Iterable[_builtins.str] | None = ...,
+        cleared_event_ids: _abc.Iterable[_builtins.str] | None = ...,
+        inserted_event_ids: _abc.Iterable[_builtins.str] | None = ...,
+        tokens_saved: _builtins.int = ...,
+        summary_input_tokens: _builtins.int = ...,
+        summary_output_tokens: _builtins.int = ...,
+        summarizer_latency_ms: _builtins.float = ...,
+        version_before: _builtins.int = ...,
+        version_after: _builtins.int = ...,
+        restored_by: _builtins.str = ...,
+        restores: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archived_event_ids", b"archived_event_ids", "cause", b"cause", "cleared_event_ids", b"cleared_event_ids", "compaction_id", b"compaction_id", "create_time", b"create_time", "inserted_event_ids", b"inserted_event_ids", "restored_by", b"restored_by", "restores", b"restores", "strategy", b"strategy", "summarizer_latency_ms", b"summarizer_latency_ms", "summary_input_tokens", b"summary_input_tokens", "summary_output_tokens", b"summary_output_tokens", "tokens_saved", b"tokens_saved", "version_after", b"version_after", "version_before", b"version_before"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Compaction: _TypeAlias = Compaction  # noqa: Y015

@@ -8,7 +8,7 @@ import type { Event, Role } from "./event_pb.js";
 import { file_compaction_v1_event } from "./event_pb.js";
 import type { CompactionPolicy } from "./policy_pb.js";
 import { file_compaction_v1_policy } from "./policy_pb.js";
-import type { CompactionResult, Session, SessionSchema } from "./session_pb.js";
+import type { Compaction, CompactionResult, Session, SessionSchema } from "./session_pb.js";
 import { file_compaction_v1_session } from "./session_pb.js";
 import type { FieldMask, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_field_mask, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file compaction/v1/compaction_service.proto.
  */
 export const file_compaction_v1_compaction_service: GenFile = /*@__PURE__*/
-  fileDesc("CiZjb21wYWN0aW9uL3YxL2NvbXBhY3Rpb25fc2VydmljZS5wcm90bxINY29tcGFjdGlvbi52MSLaAQoUQ3JlYXRlU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIvCgZwb2xpY3kYAiABKAsyHy5jb21wYWN0aW9uLnYxLkNvbXBhY3Rpb25Qb2xpY3kSPwoGbGFiZWxzGAMgAygLMi8uY29tcGFjdGlvbi52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdC5MYWJlbHNFbnRyeRINCgVtb2RlbBgEIAEoCRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIicKEUdldFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiuwEKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSSQoMbGFiZWxfZmlsdGVyGAMgAygLMjMuY29tcGFjdGlvbi52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0LkxhYmVsRmlsdGVyRW50cnkaMgoQTGFiZWxGaWx0ZXJFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlkKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEigKCHNlc3Npb25zGAEgAygLMhYuY29tcGFjdGlvbi52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKKAQoUVXBkYXRlU2Vzc2lvblJlcXVlc3QSJwoHc2Vzc2lvbhgBIAEoCzIWLmNvbXBhY3Rpb24udjEuU2Vzc2lvbhIvCgt1cGRhdGVfbWFzaxgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2sSGAoQZXhwZWN0ZWRfdmVyc2lvbhgDIAEoAyIqChREZWxldGVTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSLhAQoTQXBwZW5kRXZlbnRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEiQKBmV2ZW50cxgCIAMoCzIULmNvbXBhY3Rpb24udjEuRXZlbnQSGAoQZXhwZWN0ZWRfdmVyc2lvbhgDIAEoAxIZChFjcmVhdGVfaWZfbWlzc2luZxgEIAEoCBIxCg1sYWJlbF91cGRhdGVzGAUgAygLMhouY29tcGFjdGlvbi52MS5MYWJlbFVwZGF0ZRIoCgV1c2FnZRgGIAEoCzIZLmNvbXBhY3Rpb24udjEuTW9kZWxVc2FnZSI8CgpNb2RlbFVzYWdlEhcKD2NvbnRleHRfdmVyc2lvbhgBIAEoAxIVCg1wcm9tcHRfdG9rZW5zGAIgASgDIqkBCgtMYWJlbFVwZGF0ZRISCgpzZXNzaW9uX2lkGAEgASgJEjAKA3NldBgCIAMoCzIjLmNvbXBhY3Rpb24udjEuTGFiZWxVcGRhdGUuU2V0RW50cnkSDgoGcmVtb3ZlGAMgAygJEhgKEGV4cGVjdGVkX3ZlcnNpb24YBCABKAMaKgoIU2V0RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLXAQoUQXBwZW5kRXZlbnRzUmVzcG9uc2USJAoGZXZlbnRzGAEgAygLMhQuY29tcGFjdGlvbi52MS5FdmVudBIPCgd2ZXJzaW9uGAIgASgDEjMKCmNvbXBhY3Rpb24YAyABKAsyHy5jb21wYWN0aW9uLnYxLkNvbXBhY3Rpb25SZXN1bHQSHAoUY29tcGFjdGlvbl9zY2hlZHVsZWQYBCABKAgSFwoPY29udGVudF9vbWl0dGVkGAUgASgIEhwKFHVzYWdlX2lnbm9yZWRfcmVhc29uGAYgASgJIsIBChNTdHJlYW1FdmVudHNSZXF1ZXN0EhIKCnJlcXVlc3RfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIkCgZldmVudHMYAyADKAsyFC5jb21wYWN0aW9uLnYxLkV2ZW50EhgKEGV4cGVjdGVkX3ZlcnNpb24YBCABKAMSGQoRY3JlYXRlX2lmX21pc3NpbmcYBSABKAgSKAoFdXNhZ2UYBiABKAsyGS5jb21wYWN0aW9uLnYxLk1vZGVsVXNhZ2Ui2wEKFFN0cmVhbUV2ZW50c1Jlc3BvbnNlEhIKCnJlcXVlc3RfaWQYASABKAkSNQoGYXBwZW5kGAIgASgLMiMuY29tcGFjdGlvbi52MS5BcHBlbmRFdmVudHNSZXNwb25zZUgAEiMKBWVycm9yGAMgASgLMhIuZ29vZ2xlLnJwYy5TdGF0dXNIABI1Cgpjb21wYWN0aW9uGAQgASgLMh8uY29tcGFjdGlvbi52MS5Db21wYWN0aW9uUmVzdWx0SAASEgoKc2Vzc2lvbl9pZBgFIAEoCUIICgZyZXN1bHQiVQoRR2V0Q29udGV4dFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIsCgZmb3JtYXQYAiABKA4yHC5jb21wYWN0aW9uLnYxLkNvbnRleHRGb3JtYXQixQEKEkdldENvbnRleHRSZXNwb25zZRIkCgZldmVudHMYASADKAsyFC5jb21wYWN0aW9uLnYxLkV2ZW50Eg8KB3ZlcnNpb24YAiABKAMSEwoLdG9rZW5fY291bnQYAyABKAUSEgoKdHVybl9jb3VudBgEIAEoBRIXCg9jb250ZW50X29taXR0ZWQYBSABKAgSFQoNcmVuZGVyZWRfanNvbhgGIAEoCRIfChdlc3RpbWF0ZWRfcHJvbXB0X3Rva2VucxgHIAEoBSJ+Cg5Db21wYWN0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEi8KBnBvbGljeRgCIAEoCzIfLmNvbXBhY3Rpb24udjEuQ29tcGFjdGlvblBvbGljeRINCgVmb3JjZRgDIAEoCBIYChBleHBlY3RlZF92ZXJzaW9uGAQgASgDIkIKD0NvbXBhY3RSZXNwb25zZRIvCgZyZXN1bHQYASABKAsyHy5jb21wYWN0aW9uLnYxLkNvbXBhY3Rpb25SZXN1bHQiKQoTV2F0Y2hTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJImkKFFdhdGNoU2Vzc2lvblJlc3BvbnNlEjUKCmNvbXBhY3Rpb24YASABKAsyHy5jb21wYWN0aW9uLnYxLkNvbXBhY3Rpb25SZXN1bHRIABIQCgZtaXNzZWQYAiABKAVIAEIICgZ1cGRhdGUiYwoRTGlzdEV2ZW50c1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRITCgthY3RpdmVfb25seRgEIAEoCCJTChJMaXN0RXZlbnRzUmVzcG9uc2USJAoGZXZlbnRzGAEgAygLMhQuY29tcGFjdGlvbi52MS5FdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAki8QEKE1NlYXJjaEV2ZW50c1JlcXVlc3QSDQoFcXVlcnkYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIiCgVyb2xlcxgDIAMoDjITLmNvbXBhY3Rpb24udjEuUm9sZRIWCg5pbmNsdWRlX2FjdGl2ZRgEIAEoCBIpCgVzaW5jZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFdW50aWwYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXBhZ2Vfc2l6ZRgHIAEoBRISCgpwYWdlX3Rva2VuGAggASgJImMKCVNlYXJjaEhpdBISCgpzZXNzaW9uX2lkGAEgASgJEiMKBWV2ZW50GAIgASgLMhQuY29tcGFjdGlvbi52MS5FdmVudBIMCgRyYW5rGAMgASgBEg8KB3NuaXBwZXQYBCABKAkiVwoUU2VhcmNoRXZlbnRzUmVzcG9uc2USJgoEaGl0cxgBIAMoCzIYLmNvbXBhY3Rpb24udjEuU2VhcmNoSGl0EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSqtAQoNQ29udGV4dEZvcm1hdBIeChpDT05URVhUX0ZPUk1BVF9VTlNQRUNJRklFRBAAEhkKFUNPTlRFWFRfRk9STUFUX0dFTUlOSRABEh4KGkNPTlRFWFRfRk9STUFUX09QRU5BSV9DSEFUEAISIwofQ09OVEVYVF9GT1JNQVRfT1BFTkFJX1JFU1BPTlNFUxADEhwKGENPTlRFWFRfRk9STUFUX0FOVEhST1BJQxAEMoYIChFDb21wYWN0aW9uU2VydmljZRJMCg1DcmVhdGVTZXNzaW9uEiMuY29tcGFjdGlvbi52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBoWLmNvbXBhY3Rpb24udjEuU2Vzc2lvbhJGCgpHZXRTZXNzaW9uEiAuY29tcGFjdGlvbi52MS5HZXRTZXNzaW9uUmVxdWVzdBoWLmNvbXBhY3Rpb24udjEuU2Vzc2lvbhJXCgxMaXN0U2Vzc2lvbnMSIi5jb21wYWN0aW9uLnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QaIy5jb21wYWN0aW9uLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlEkwKDVVwZGF0ZVNlc3Npb24SIy5jb21wYWN0aW9uLnYxLlVwZGF0ZVNlc3Npb25SZXF1ZXN0GhYuY29tcGFjdGlvbi52MS5TZXNzaW9uEloKDURlbGV0ZVNlc3Npb24SIy5jb21wYWN0aW9uLnYxLkRlbGV0ZVNlc3Npb25SZXF1ZXN0GiQuY29tcGFjdGlvbi52MS5EZWxldGVTZXNzaW9uUmVzcG9uc2USVwoMQXBwZW5kRXZlbnRzEiIuY29tcGFjdGlvbi52MS5BcHBlbmRFdmVudHNSZXF1ZXN0GiMuY29tcGFjdGlvbi52MS5BcHBlbmRFdmVudHNSZXNwb25zZRJbCgxTdHJlYW1FdmVudHMSIi5jb21wYWN0aW9uLnYxLlN0cmVhbUV2ZW50c1JlcXVlc3QaIy5jb21wYWN0aW9uLnYxLlN0cmVhbUV2ZW50c1Jlc3BvbnNlKAEwARJRCgpHZXRDb250ZXh0EiAuY29tcGFjdGlvbi52MS5HZXRDb250ZXh0UmVxdWVzdBohLmNvbXBhY3Rpb24udjEuR2V0Q29udGV4dFJlc3BvbnNlEkgKB0NvbXBhY3QSHS5jb21wYWN0aW9uLnYxLkNvbXBhY3RSZXF1ZXN0Gh4uY29tcGFjdGlvbi52MS5Db21wYWN0UmVzcG9uc2USWQoMV2F0Y2hTZXNzaW9uEiIuY29tcGFjdGlvbi52MS5XYXRjaFNlc3Npb25SZXF1ZXN0GiMuY29tcGFjdGlvbi52MS5XYXRjaFNlc3Npb25SZXNwb25zZTABElEKCkxpc3RFdmVudHMSIC5jb21wYWN0aW9uLnYxLkxpc3RFdmVudHNSZXF1ZXN0GiEuY29tcGFjdGlvbi52MS5MaXN0RXZlbnRzUmVzcG9uc2USVwoMU2VhcmNoRXZlbnRzEiIuY29tcGFjdGlvbi52MS5TZWFyY2hFdmVudHNSZXF1ZXN0GiMuY29tcGFjdGlvbi52MS5TZWFyY2hFdmVudHNSZXNwb25zZUKLAQoYZGV2LmNvbXBhY3Rpb25zaWRlY2FyLnYxQhZDb21wYWN0aW9uU2VydmljZVByb3RvUAFaVWdpdGh1Yi5jb20vY29tcGFjdGlvbi1zaWRlY2FyL2NvbXBhY3Rpb24tc2lkZWNhci9jbGllbnRzL2dvL2NvbXBhY3Rpb252MTtjb21wYWN0aW9udjFiBnByb3RvMw", [file_compaction_v1_event, file_compaction_v1_policy, file_compaction_v1_session, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_google_rpc_status]);
+  fileDesc("CiZjb21wYWN0aW9uL3YxL2NvbXBhY3Rpb25fc2VydmljZS5wcm90bxINY29tcGFjdGlvbi52MSLaAQoUQ3JlYXRlU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIvCgZwb2xpY3kYAiABKAsyHy5jb21wYWN0aW9uLnYxLkNvbXBhY3Rpb25Qb2xpY3kSPwoGbGFiZWxzGAMgAygLMi8uY29tcGFjdGlvbi52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdC5MYWJlbHNFbnRyeRINCgVtb2RlbBgEIAEoCRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIicKEUdldFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiuwEKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSSQoMbGFiZWxfZmlsdGVyGAMgAygLMjMuY29tcGFjdGlvbi52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0LkxhYmVsRmlsdGVyRW50cnkaMgoQTGFiZWxGaWx0ZXJFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlkKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEigKCHNlc3Npb25zGAEgAygLMhYuY29tcGFjdGlvbi52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKKAQoUVXBkYXRlU2Vzc2lvblJlcXVlc3QSJwoHc2Vzc2lvbhgBIAEoCzIWLmNvbXBhY3Rpb24udjEuU2Vzc2lvbhIvCgt1cGRhdGVfbWFzaxgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2sSGAoQZXhwZWN0ZWRfdmVyc2lvbhgDIAEoAyIqChREZWxldGVTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSLhAQoTQXBwZW5kRXZlbnRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEiQKBmV2ZW50cxgCIAMoCzIULmNvbXBhY3Rpb24udjEuRXZlbnQSGAoQZXhwZWN0ZWRfdmVyc2lvbhgDIAEoAxIZChFjcmVhdGVfaWZfbWlzc2luZxgEIAEoCBIxCg1sYWJlbF91cGRhdGVzGAUgAygLMhouY29tcGFjdGlvbi52MS5MYWJlbFVwZGF0ZRIoCgV1c2FnZRgGIAEoCzIZLmNvbXBhY3Rpb24udjEuTW9kZWxVc2FnZSI8CgpNb2RlbFVzYWdlEhcKD2NvbnRleHRfdmVyc2lvbhgBIAEoAxIVCg1wcm9tcHRfdG9rZW5zGAIgASgDIqkBCgtMYWJlbFVwZGF0ZRISCgpzZXNzaW9uX2lkGAEgASgJEjAKA3NldBgCIAMoCzIjLmNvbXBhY3Rpb24udjEuTGFiZWxVcGRhdGUuU2V0RW50cnkSDgoGcmVtb3ZlGAMgAygJEhgKEGV4cGVjdGVkX3ZlcnNpb24YBCABKAMaKgoIU2V0RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLXAQoUQXBwZW5kRXZlbnRzUmVzcG9uc2USJAoGZXZlbnRzGAEgAygLMhQuY29tcGFjdGlvbi52MS5FdmVudBIPCgd2ZXJzaW9uGAIgASgDEjMKCmNvbXBhY3Rpb24YAyABKAsyHy5jb21wYWN0aW9uLnYxLkNvbXBhY3Rpb25SZXN1bHQSHAoUY29tcGFjdGlvbl9zY2hlZHVsZWQYBCABKAgSFwoPY29udGVudF9vbWl0dGVkGAUgASgIEhwKFHVzYWdlX2lnbm9yZWRfcmVhc29uGAYgASgJIsIBChNTdHJlYW1FdmVudHNSZXF1ZXN0EhIKCnJlcXVlc3RfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIkCgZldmVudHMYAyADKAsyFC5jb21wYWN0aW9uLnYxLkV2ZW50EhgKEGV4cGVjdGVkX3ZlcnNpb24YBCABKAMSGQoRY3JlYXRlX2lmX21pc3NpbmcYBSABKAgSKAoFdXNhZ2UYBiABKAsyGS5jb21wYWN0aW9uLnYxLk1vZGVsVXNhZ2Ui2wEKFFN0cmVhbUV2ZW50c1Jlc3BvbnNlEhIKCnJlcXVlc3RfaWQYASABKAkSNQoGYXBwZW5kGAIgASgLMiMuY29tcGFjdGlvbi52MS5BcHBlbmRFdmVudHNSZXNwb25zZUgAEiMKBWVycm9yGAMgASgLMhIuZ29vZ2xlLnJwYy5TdGF0dXNIABI1Cgpjb21wYWN0aW9uGAQgASgLMh8uY29tcGFjdGlvbi52MS5Db21wYWN0aW9uUmVzdWx0SAASEgoKc2Vzc2lvbl9pZBgFIAEoCUIICgZyZXN1bHQiVQoRR2V0Q29udGV4dFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIsCgZmb3JtYXQYAiABKA4yHC5jb21wYWN0aW9uLnYxLkNvbnRleHRGb3JtYXQixQEKEkdldENvbnRleHRSZXNwb25zZRIkCgZldmVudHMYASADKAsyFC5jb21wYWN0aW9uLnYxLkV2ZW50Eg8KB3ZlcnNpb24YAiABKAMSEwoLdG9rZW5fY291bnQYAyABKAUSEgoKdHVybl9jb3VudBgEIAEoBRIXCg9jb250ZW50X29taXR0ZWQYBSABKAgSFQoNcmVuZGVyZWRfanNvbhgGIAEoCRIfChdlc3RpbWF0ZWRfcHJvbXB0X3Rva2VucxgHIAEoBSJ+Cg5Db21wYWN0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEi8KBnBvbGljeRgCIAEoCzIfLmNvbXBhY3Rpb24udjEuQ29tcGFjdGlvblBvbGljeRINCgVmb3JjZRgDIAEoCBIYChBleHBlY3RlZF92ZXJzaW9uGAQgASgDIkIKD0NvbXBhY3RSZXNwb25zZRIvCgZyZXN1bHQYASABKAsyHy5jb21wYWN0aW9uLnYxLkNvbXBhY3Rpb25SZXN1bHQiKQoTV2F0Y2hTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJImkKFFdhdGNoU2Vzc2lvblJlc3BvbnNlEjUKCmNvbXBhY3Rpb24YASABKAsyHy5jb21wYWN0aW9uLnYxLkNvbXBhY3Rpb25SZXN1bHRIABIQCgZtaXNzZWQYAiABKAVIAEIICgZ1cGRhdGUiYwoRTGlzdEV2ZW50c1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRITCgthY3RpdmVfb25seRgEIAEoCCJTChJMaXN0RXZlbnRzUmVzcG9uc2USJAoGZXZlbnRzGAEgAygLMhQuY29tcGFjdGlvbi52MS5FdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAki8QEKE1NlYXJjaEV2ZW50c1JlcXVlc3QSDQoFcXVlcnkYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRIiCgVyb2xlcxgDIAMoDjITLmNvbXBhY3Rpb24udjEuUm9sZRIWCg5pbmNsdWRlX2FjdGl2ZRgEIAEoCBIpCgVzaW5jZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFdW50aWwYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXBhZ2Vfc2l6ZRgHIAEoBRISCgpwYWdlX3Rva2VuGAggASgJIngKCVNlYXJjaEhpdBISCgpzZXNzaW9uX2lkGAEgASgJEiMKBWV2ZW50GAIgASgLMhQuY29tcGFjdGlvbi52MS5FdmVudBIMCgRyYW5rGAMgASgBEg8KB3NuaXBwZXQYBCABKAkSEwoLYXJjaGl2ZWRfYnkYBSABKAkiVwoUU2VhcmNoRXZlbnRzUmVzcG9uc2USJgoEaGl0cxgBIAMoCzIYLmNvbXBhY3Rpb24udjEuU2VhcmNoSGl0EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJTChZMaXN0Q29tcGFjdGlvbnNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiYgoXTGlzdENvbXBhY3Rpb25zUmVzcG9uc2USLgoLY29tcGFjdGlvbnMYASADKAsyGS5jb21wYWN0aW9uLnYxLkNvbXBhY3Rpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIn4KGFJlc3RvcmVDb21wYWN0aW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhUKDWNvbXBhY3Rpb25faWQYAiABKAkSGAoQZXhwZWN0ZWRfdmVyc2lvbhgDIAEoAxIdChVwYXVzZV9hdXRvX2NvbXBhY3Rpb24YBCABKAgiTAoZUmVzdG9yZUNvbXBhY3Rpb25SZXNwb25zZRIvCgZyZXN1bHQYASABKAsyHy5jb21wYWN0aW9uLnYxLkNvbXBhY3Rpb25SZXN1bHQqrQEKDUNvbnRleHRGb3JtYXQSHgoaQ09OVEVYVF9GT1JNQVRfVU5TUEVDSUZJRUQQABIZChVDT05URVhUX0ZPUk1BVF9HRU1JTkkQARIeChpDT05URVhUX0ZPUk1BVF9PUEVOQUlfQ0hBVBACEiMKH0NPTlRFWFRfRk9STUFUX09QRU5BSV9SRVNQT05TRVMQAxIcChhDT05URVhUX0ZPUk1BVF9BTlRIUk9QSUMQBDLQCQoRQ29tcGFjdGlvblNlcnZpY2USTAoNQ3JlYXRlU2Vzc2lvbhIjLmNvbXBhY3Rpb24udjEuQ3JlYXRlU2Vzc2lvblJlcXVlc3QaFi5jb21wYWN0aW9uLnYxLlNlc3Npb24SRgoKR2V0U2Vzc2lvbhIgLmNvbXBhY3Rpb24udjEuR2V0U2Vzc2lvblJlcXVlc3QaFi5jb21wYWN0aW9uLnYxLlNlc3Npb24SVwoMTGlzdFNlc3Npb25zEiIuY29tcGFjdGlvbi52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0GiMuY29tcGFjdGlvbi52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZRJMCg1VcGRhdGVTZXNzaW9uEiMuY29tcGFjdGlvbi52MS5VcGRhdGVTZXNzaW9uUmVxdWVzdBoWLmNvbXBhY3Rpb24udjEuU2Vzc2lvbhJaCg1EZWxldGVTZXNzaW9uEiMuY29tcGFjdGlvbi52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBokLmNvbXBhY3Rpb24udjEuRGVsZXRlU2Vzc2lvblJlc3BvbnNlElcKDEFwcGVuZEV2ZW50cxIiLmNvbXBhY3Rpb24udjEuQXBwZW5kRXZlbnRzUmVxdWVzdBojLmNvbXBhY3Rpb24udjEuQXBwZW5kRXZlbnRzUmVzcG9uc2USWwoMU3RyZWFtRXZlbnRzEiIuY29tcGFjdGlvbi52MS5TdHJlYW1FdmVudHNSZXF1ZXN0GiMuY29tcGFjdGlvbi52MS5TdHJlYW1FdmVudHNSZXNwb25zZSgBMAESUQoKR2V0Q29udGV4dBIgLmNvbXBhY3Rpb24udjEuR2V0Q29udGV4dFJlcXVlc3QaIS5jb21wYWN0aW9uLnYxLkdldENvbnRleHRSZXNwb25zZRJICgdDb21wYWN0Eh0uY29tcGFjdGlvbi52MS5Db21wYWN0UmVxdWVzdBoeLmNvbXBhY3Rpb24udjEuQ29tcGFjdFJlc3BvbnNlElkKDFdhdGNoU2Vzc2lvbhIiLmNvbXBhY3Rpb24udjEuV2F0Y2hTZXNzaW9uUmVxdWVzdBojLmNvbXBhY3Rpb24udjEuV2F0Y2hTZXNzaW9uUmVzcG9uc2UwARJRCgpMaXN0RXZlbnRzEiAuY29tcGFjdGlvbi52MS5MaXN0RXZlbnRzUmVxdWVzdBohLmNvbXBhY3Rpb24udjEuTGlzdEV2ZW50c1Jlc3BvbnNlElcKDFNlYXJjaEV2ZW50cxIiLmNvbXBhY3Rpb24udjEuU2VhcmNoRXZlbnRzUmVxdWVzdBojLmNvbXBhY3Rpb24udjEuU2VhcmNoRXZlbnRzUmVzcG9uc2USYAoPTGlzdENvbXBhY3Rpb25zEiUuY29tcGFjdGlvbi52MS5MaXN0Q29tcGFjdGlvbnNSZXF1ZXN0GiYuY29tcGFjdGlvbi52MS5MaXN0Q29tcGFjdGlvbnNSZXNwb25zZRJmChFSZXN0b3JlQ29tcGFjdGlvbhInLmNvbXBhY3Rpb24udjEuUmVzdG9yZUNvbXBhY3Rpb25SZXF1ZXN0GiguY29tcGFjdGlvbi52MS5SZXN0b3JlQ29tcGFjdGlvblJlc3BvbnNlQosBChhkZXYuY29tcGFjdGlvbnNpZGVjYXIudjFCFkNvbXBhY3Rpb25TZXJ2aWNlUHJvdG9QAVpVZ2l0aHViLmNvbS9jb21wYWN0aW9uLXNpZGVjYXIvY29tcGFjdGlvbi1zaWRlY2FyL2NsaWVudHMvZ28vY29tcGFjdGlvbnYxO2NvbXBhY3Rpb252MWIGcHJvdG8z", [file_compaction_v1_event, file_compaction_v1_policy, file_compaction_v1_session, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_google_rpc_status]);
 
 /**
  * Request of CreateSession.
@@ -940,6 +940,14 @@ export type SearchHit = Message<"compaction.v1.SearchHit"> & {
    * @generated from field: string snippet = 4;
    */
   snippet: string;
+
+  /**
+   * The compaction that archived the event (ListCompactions); empty when the
+   * event is active.
+   *
+   * @generated from field: string archived_by = 5;
+   */
+  archivedBy: string;
 };
 
 /**
@@ -976,6 +984,142 @@ export type SearchEventsResponse = Message<"compaction.v1.SearchEventsResponse">
  */
 export const SearchEventsResponseSchema: GenMessage<SearchEventsResponse> = /*@__PURE__*/
   messageDesc(file_compaction_v1_compaction_service, 23);
+
+/**
+ * Request of ListCompactions.
+ *
+ * @generated from message compaction.v1.ListCompactionsRequest
+ */
+export type ListCompactionsRequest = Message<"compaction.v1.ListCompactionsRequest"> & {
+  /**
+   * Required.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * At most this many compactions (default 100, at most 1000). A page also
+   * stops before it would pass half the server's message size limit (it
+   * always holds at least one).
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * From a previous response's next_page_token.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message compaction.v1.ListCompactionsRequest.
+ * Use `create(ListCompactionsRequestSchema)` to create a new message.
+ */
+export const ListCompactionsRequestSchema: GenMessage<ListCompactionsRequest> = /*@__PURE__*/
+  messageDesc(file_compaction_v1_compaction_service, 24);
+
+/**
+ * Response of ListCompactions.
+ *
+ * @generated from message compaction.v1.ListCompactionsResponse
+ */
+export type ListCompactionsResponse = Message<"compaction.v1.ListCompactionsResponse"> & {
+  /**
+   * Newest first.
+   *
+   * @generated from field: repeated compaction.v1.Compaction compactions = 1;
+   */
+  compactions: Compaction[];
+
+  /**
+   * Empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message compaction.v1.ListCompactionsResponse.
+ * Use `create(ListCompactionsResponseSchema)` to create a new message.
+ */
+export const ListCompactionsResponseSchema: GenMessage<ListCompactionsResponse> = /*@__PURE__*/
+  messageDesc(file_compaction_v1_compaction_service, 25);
+
+/**
+ * Request of RestoreCompaction.
+ *
+ * @generated from message compaction.v1.RestoreCompactionRequest
+ */
+export type RestoreCompactionRequest = Message<"compaction.v1.RestoreCompactionRequest"> & {
+  /**
+   * Required.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * The compaction to undo: the newest one not yet restored (anything else is
+   * FAILED_PRECONDITION naming the one to restore first). Empty means that
+   * one.
+   *
+   * @generated from field: string compaction_id = 2;
+   */
+  compactionId: string;
+
+  /**
+   * When non-zero, fails with FAILED_PRECONDITION unless the session is at
+   * this version.
+   *
+   * @generated from field: int64 expected_version = 3;
+   */
+  expectedVersion: bigint;
+
+  /**
+   * Stop the session's trigger from compacting on its own until the policy
+   * is next set (UpdateSession with the mask path "policy"): the window just
+   * restored would otherwise be compacted again by the next append whose
+   * trigger fires. A forced Compact still runs.
+   *
+   * @generated from field: bool pause_auto_compaction = 4;
+   */
+  pauseAutoCompaction: boolean;
+};
+
+/**
+ * Describes the message compaction.v1.RestoreCompactionRequest.
+ * Use `create(RestoreCompactionRequestSchema)` to create a new message.
+ */
+export const RestoreCompactionRequestSchema: GenMessage<RestoreCompactionRequest> = /*@__PURE__*/
+  messageDesc(file_compaction_v1_compaction_service, 26);
+
+/**
+ * Response of RestoreCompaction.
+ *
+ * @generated from message compaction.v1.RestoreCompactionResponse
+ */
+export type RestoreCompactionResponse = Message<"compaction.v1.RestoreCompactionResponse"> & {
+  /**
+   * The restore as a compaction result: strategy "restore", its own
+   * compaction id, the active window after it, the summary turn it archived
+   * (archived_events), and restored_event_ids.
+   *
+   * @generated from field: compaction.v1.CompactionResult result = 1;
+   */
+  result?: CompactionResult | undefined;
+};
+
+/**
+ * Describes the message compaction.v1.RestoreCompactionResponse.
+ * Use `create(RestoreCompactionResponseSchema)` to create a new message.
+ */
+export const RestoreCompactionResponseSchema: GenMessage<RestoreCompactionResponse> = /*@__PURE__*/
+  messageDesc(file_compaction_v1_compaction_service, 27);
 
 /**
  * A provider's request format, for GetContextRequest.format.
@@ -1155,6 +1299,30 @@ export const CompactionService: GenService<{
     methodKind: "unary";
     input: typeof SearchEventsRequestSchema;
     output: typeof SearchEventsResponseSchema;
+  },
+  /**
+   * The session's compaction history, newest first: what each pass archived,
+   * cleared and inserted, and whether it was restored.
+   *
+   * @generated from rpc compaction.v1.CompactionService.ListCompactions
+   */
+  listCompactions: {
+    methodKind: "unary";
+    input: typeof ListCompactionsRequestSchema;
+    output: typeof ListCompactionsResponseSchema;
+  },
+  /**
+   * Undoes the newest compaction not yet restored: what it archived is active
+   * again in place, what it cleared is uncleared, the summary it inserted is
+   * archived. Nothing is deleted; the restore is itself recorded and
+   * published to watchers.
+   *
+   * @generated from rpc compaction.v1.CompactionService.RestoreCompaction
+   */
+  restoreCompaction: {
+    methodKind: "unary";
+    input: typeof RestoreCompactionRequestSchema;
+    output: typeof RestoreCompactionResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_compaction_v1_compaction_service, 0);

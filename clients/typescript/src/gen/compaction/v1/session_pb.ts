@@ -2,8 +2,8 @@
 // @generated from file compaction/v1/session.proto (package compaction.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Event } from "./event_pb.js";
 import { file_compaction_v1_event } from "./event_pb.js";
 import type { CompactionPolicy } from "./policy_pb.js";
@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file compaction/v1/session.proto.
  */
 export const file_compaction_v1_session: GenFile = /*@__PURE__*/
-  fileDesc("Chtjb21wYWN0aW9uL3YxL3Nlc3Npb24ucHJvdG8SDWNvbXBhY3Rpb24udjEimwQKB1Nlc3Npb24SEgoKc2Vzc2lvbl9pZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgDEi8KBnBvbGljeRgDIAEoCzIfLmNvbXBhY3Rpb24udjEuQ29tcGFjdGlvblBvbGljeRIyCgZsYWJlbHMYBCADKAsyIi5jb21wYWN0aW9uLnYxLlNlc3Npb24uTGFiZWxzRW50cnkSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIaChJhY3RpdmVfZXZlbnRfY291bnQYByABKAUSEgoKdHVybl9jb3VudBgIIAEoBRIVCg1hY3RpdmVfdG9rZW5zGAkgASgFEhkKEXRvdGFsX2V2ZW50X2NvdW50GAogASgDEhoKEmxhc3RfY29tcGFjdGlvbl9pZBgLIAEoCRINCgVtb2RlbBgMIAEoCRIyCg1tb2RlbF9wcm9maWxlGA0gASgLMhsuY29tcGFjdGlvbi52MS5Nb2RlbFByb2ZpbGUSNAoLY2FsaWJyYXRpb24YDiABKAsyHy5jb21wYWN0aW9uLnYxLlRva2VuQ2FsaWJyYXRpb24aLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJnCgxNb2RlbFByb2ZpbGUSDQoFbW9kZWwYASABKAkSEAoIcHJvdmlkZXIYAiABKAkSGwoTaW5wdXRfd2luZG93X3Rva2VucxgDIAEoBRIZChFtYXhfb3V0cHV0X3Rva2VucxgEIAEoBSIzChBUb2tlbkNhbGlicmF0aW9uEg4KBmZhY3RvchgBIAEoARIPCgdzYW1wbGVzGAIgASgDItQCChBDb21wYWN0aW9uUmVzdWx0EhEKCWNvbXBhY3RlZBgBIAEoCBIWCg5za2lwcGVkX3JlYXNvbhgCIAEoCRIrCg1hY3RpdmVfZXZlbnRzGAMgAygLMhQuY29tcGFjdGlvbi52MS5FdmVudBItCg9hcmNoaXZlZF9ldmVudHMYBCADKAsyFC5jb21wYWN0aW9uLnYxLkV2ZW50EhwKFGFyY2hpdmVkX2V2ZW50X2NvdW50GAUgASgFEh4KFnRva2Vuc19lc3RpbWF0ZWRfc2F2ZWQYBiABKAUSDwoHdmVyc2lvbhgHIAEoAxIVCg1jb21wYWN0aW9uX2lkGAggASgJEhAKCHN0cmF0ZWd5GAkgASgJEg0KBWVycm9yGAogASgJEhcKD2NvbnRlbnRfb21pdHRlZBgLIAEoCBIZChFjbGVhcmVkX2V2ZW50X2lkcxgMIAMoCUKBAQoYZGV2LmNvbXBhY3Rpb25zaWRlY2FyLnYxQgxTZXNzaW9uUHJvdG9QAVpVZ2l0aHViLmNvbS9jb21wYWN0aW9uLXNpZGVjYXIvY29tcGFjdGlvbi1zaWRlY2FyL2NsaWVudHMvZ28vY29tcGFjdGlvbnYxO2NvbXBhY3Rpb252MWIGcHJvdG8z", [file_compaction_v1_event, file_compaction_v1_policy, file_google_protobuf_timestamp]);
+  fileDesc("Chtjb21wYWN0aW9uL3YxL3Nlc3Npb24ucHJvdG8SDWNvbXBhY3Rpb24udjEiuwQKB1Nlc3Npb24SEgoKc2Vzc2lvbl9pZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgDEi8KBnBvbGljeRgDIAEoCzIfLmNvbXBhY3Rpb24udjEuQ29tcGFjdGlvblBvbGljeRIyCgZsYWJlbHMYBCADKAsyIi5jb21wYWN0aW9uLnYxLlNlc3Npb24uTGFiZWxzRW50cnkSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIaChJhY3RpdmVfZXZlbnRfY291bnQYByABKAUSEgoKdHVybl9jb3VudBgIIAEoBRIVCg1hY3RpdmVfdG9rZW5zGAkgASgFEhkKEXRvdGFsX2V2ZW50X2NvdW50GAogASgDEhoKEmxhc3RfY29tcGFjdGlvbl9pZBgLIAEoCRINCgVtb2RlbBgMIAEoCRIyCg1tb2RlbF9wcm9maWxlGA0gASgLMhsuY29tcGFjdGlvbi52MS5Nb2RlbFByb2ZpbGUSNAoLY2FsaWJyYXRpb24YDiABKAsyHy5jb21wYWN0aW9uLnYxLlRva2VuQ2FsaWJyYXRpb24SHgoWYXV0b19jb21wYWN0aW9uX3BhdXNlZBgPIAEoCBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBImcKDE1vZGVsUHJvZmlsZRINCgVtb2RlbBgBIAEoCRIQCghwcm92aWRlchgCIAEoCRIbChNpbnB1dF93aW5kb3dfdG9rZW5zGAMgASgFEhkKEW1heF9vdXRwdXRfdG9rZW5zGAQgASgFIjMKEFRva2VuQ2FsaWJyYXRpb24SDgoGZmFjdG9yGAEgASgBEg8KB3NhbXBsZXMYAiABKAMi8AIKEENvbXBhY3Rpb25SZXN1bHQSEQoJY29tcGFjdGVkGAEgASgIEhYKDnNraXBwZWRfcmVhc29uGAIgASgJEisKDWFjdGl2ZV9ldmVudHMYAyADKAsyFC5jb21wYWN0aW9uLnYxLkV2ZW50Ei0KD2FyY2hpdmVkX2V2ZW50cxgEIAMoCzIULmNvbXBhY3Rpb24udjEuRXZlbnQSHAoUYXJjaGl2ZWRfZXZlbnRfY291bnQYBSABKAUSHgoWdG9rZW5zX2VzdGltYXRlZF9zYXZlZBgGIAEoBRIPCgd2ZXJzaW9uGAcgASgDEhUKDWNvbXBhY3Rpb25faWQYCCABKAkSEAoIc3RyYXRlZ3kYCSABKAkSDQoFZXJyb3IYCiABKAkSFwoPY29udGVudF9vbWl0dGVkGAsgASgIEhkKEWNsZWFyZWRfZXZlbnRfaWRzGAwgAygJEhoKEnJlc3RvcmVkX2V2ZW50X2lkcxgNIAMoCSKwAwoKQ29tcGFjdGlvbhIVCg1jb21wYWN0aW9uX2lkGAEgASgJEi8KC2NyZWF0ZV90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghzdHJhdGVneRgDIAEoCRItCgVjYXVzZRgEIAEoDjIeLmNvbXBhY3Rpb24udjEuQ29tcGFjdGlvbkNhdXNlEhoKEmFyY2hpdmVkX2V2ZW50X2lkcxgFIAMoCRIZChFjbGVhcmVkX2V2ZW50X2lkcxgGIAMoCRIaChJpbnNlcnRlZF9ldmVudF9pZHMYByADKAkSFAoMdG9rZW5zX3NhdmVkGAggASgFEhwKFHN1bW1hcnlfaW5wdXRfdG9rZW5zGAkgASgFEh0KFXN1bW1hcnlfb3V0cHV0X3Rva2VucxgKIAEoBRIdChVzdW1tYXJpemVyX2xhdGVuY3lfbXMYCyABKAESFgoOdmVyc2lvbl9iZWZvcmUYDCABKAMSFQoNdmVyc2lvbl9hZnRlchgNIAEoAxITCgtyZXN0b3JlZF9ieRgOIAEoCRIQCghyZXN0b3JlcxgPIAEoCSqsAQoPQ29tcGFjdGlvbkNhdXNlEiAKHENPTVBBQ1RJT05fQ0FVU0VfVU5TUEVDSUZJRUQQABIcChhDT01QQUNUSU9OX0NBVVNFX1RSSUdHRVIQARIaChZDT01QQUNUSU9OX0NBVVNFX0ZPUkNFEAISHwobQ09NUEFDVElPTl9DQVVTRV9CQUNLR1JPVU5EEAMSHAoYQ09NUEFDVElPTl9DQVVTRV9SRVNUT1JFEARCgQEKGGRldi5jb21wYWN0aW9uc2lkZWNhci52MUIMU2Vzc2lvblByb3RvUAFaVWdpdGh1Yi5jb20vY29tcGFjdGlvbi1zaWRlY2FyL2NvbXBhY3Rpb24tc2lkZWNhci9jbGllbnRzL2dvL2NvbXBhY3Rpb252MTtjb21wYWN0aW9udjFiBnByb3RvMw", [file_compaction_v1_event, file_compaction_v1_policy, file_google_protobuf_timestamp]);
 
 /**
  * A session's header: identity, version, policy and running counters.
@@ -129,6 +129,14 @@ export type Session = Message<"compaction.v1.Session"> & {
    * @generated from field: compaction.v1.TokenCalibration calibration = 14;
    */
   calibration?: TokenCalibration | undefined;
+
+  /**
+   * Output only. True after RestoreCompaction with pause_auto_compaction:
+   * the trigger does not compact on its own until the policy is next set.
+   *
+   * @generated from field: bool auto_compaction_paused = 15;
+   */
+  autoCompactionPaused: boolean;
 };
 
 /**
@@ -313,6 +321,14 @@ export type CompactionResult = Message<"compaction.v1.CompactionResult"> & {
    * @generated from field: repeated string cleared_event_ids = 12;
    */
   clearedEventIds: string[];
+
+  /**
+   * For a restore (strategy "restore"): the events it made active again or
+   * uncleared, in log order.
+   *
+   * @generated from field: repeated string restored_event_ids = 13;
+   */
+  restoredEventIds: string[];
 };
 
 /**
@@ -321,4 +337,168 @@ export type CompactionResult = Message<"compaction.v1.CompactionResult"> & {
  */
 export const CompactionResultSchema: GenMessage<CompactionResult> = /*@__PURE__*/
   messageDesc(file_compaction_v1_session, 3);
+
+/**
+ * One entry of a session's compaction history (ListCompactions).
+ *
+ * @generated from message compaction.v1.Compaction
+ */
+export type Compaction = Message<"compaction.v1.Compaction"> & {
+  /**
+   * Its id, as in CompactionResult.compaction_id.
+   *
+   * @generated from field: string compaction_id = 1;
+   */
+  compactionId: string;
+
+  /**
+   * When it landed.
+   *
+   * @generated from field: google.protobuf.Timestamp create_time = 2;
+   */
+  createTime?: Timestamp | undefined;
+
+  /**
+   * The strategy that ran ("restore" for a restore).
+   *
+   * @generated from field: string strategy = 3;
+   */
+  strategy: string;
+
+  /**
+   * What set it off.
+   *
+   * @generated from field: compaction.v1.CompactionCause cause = 4;
+   */
+  cause: CompactionCause;
+
+  /**
+   * The events it archived, in log order: a summary turn it inserted stands
+   * for these (its provenance), a previous summary among them.
+   *
+   * @generated from field: repeated string archived_event_ids = 5;
+   */
+  archivedEventIds: string[];
+
+  /**
+   * The events it cleared in place.
+   *
+   * @generated from field: repeated string cleared_event_ids = 6;
+   */
+  clearedEventIds: string[];
+
+  /**
+   * The events it inserted (a summary turn: the shadow prompt, the summary).
+   *
+   * @generated from field: repeated string inserted_event_ids = 7;
+   */
+  insertedEventIds: string[];
+
+  /**
+   * Tokens it freed (net of what it inserted).
+   *
+   * @generated from field: int32 tokens_saved = 8;
+   */
+  tokensSaved: number;
+
+  /**
+   * The summarizer's input and output tokens, and its latency.
+   *
+   * @generated from field: int32 summary_input_tokens = 9;
+   */
+  summaryInputTokens: number;
+
+  /**
+   * @generated from field: int32 summary_output_tokens = 10;
+   */
+  summaryOutputTokens: number;
+
+  /**
+   * @generated from field: double summarizer_latency_ms = 11;
+   */
+  summarizerLatencyMs: number;
+
+  /**
+   * The session's version before and after it.
+   *
+   * @generated from field: int64 version_before = 12;
+   */
+  versionBefore: bigint;
+
+  /**
+   * @generated from field: int64 version_after = 13;
+   */
+  versionAfter: bigint;
+
+  /**
+   * The restore that undid it; empty while it stands.
+   *
+   * @generated from field: string restored_by = 14;
+   */
+  restoredBy: string;
+
+  /**
+   * For a restore: the compaction it undid.
+   *
+   * @generated from field: string restores = 15;
+   */
+  restores: string;
+};
+
+/**
+ * Describes the message compaction.v1.Compaction.
+ * Use `create(CompactionSchema)` to create a new message.
+ */
+export const CompactionSchema: GenMessage<Compaction> = /*@__PURE__*/
+  messageDesc(file_compaction_v1_session, 4);
+
+/**
+ * What set a compaction off.
+ *
+ * @generated from enum compaction.v1.CompactionCause
+ */
+export enum CompactionCause {
+  /**
+   * Not recorded (compactions stored before causes were).
+   *
+   * @generated from enum value: COMPACTION_CAUSE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The session's trigger fired (on an append, or on a Compact without
+   * force), and the pass ran inline.
+   *
+   * @generated from enum value: COMPACTION_CAUSE_TRIGGER = 1;
+   */
+  TRIGGER = 1,
+
+  /**
+   * Compact with force.
+   *
+   * @generated from enum value: COMPACTION_CAUSE_FORCE = 2;
+   */
+  FORCE = 2,
+
+  /**
+   * The trigger fired on an append and the pass (a summary) ran in the
+   * background.
+   *
+   * @generated from enum value: COMPACTION_CAUSE_BACKGROUND = 3;
+   */
+  BACKGROUND = 3,
+
+  /**
+   * RestoreCompaction.
+   *
+   * @generated from enum value: COMPACTION_CAUSE_RESTORE = 4;
+   */
+  RESTORE = 4,
+}
+
+/**
+ * Describes the enum compaction.v1.CompactionCause.
+ */
+export const CompactionCauseSchema: GenEnum<CompactionCause> = /*@__PURE__*/
+  enumDesc(file_compaction_v1_session, 0);
 

@@ -40,6 +40,8 @@ private static final long serialVersionUID = 0L;
     error_ = "";
     clearedEventIds_ =
         com.google.protobuf.LazyStringArrayList.emptyList();
+    restoredEventIds_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -513,6 +515,63 @@ private static final long serialVersionUID = 0L;
     return clearedEventIds_.getByteString(index);
   }
 
+  public static final int RESTORED_EVENT_IDS_FIELD_NUMBER = 13;
+  @SuppressWarnings("serial")
+  private com.google.protobuf.LazyStringArrayList restoredEventIds_ =
+      com.google.protobuf.LazyStringArrayList.emptyList();
+  /**
+   * <pre>
+   * For a restore (strategy "restore"): the events it made active again or
+   * uncleared, in log order.
+   * </pre>
+   *
+   * <code>repeated string restored_event_ids = 13 [json_name = "restoredEventIds"];</code>
+   * @return A list containing the restoredEventIds.
+   */
+  public com.google.protobuf.ProtocolStringList
+      getRestoredEventIdsList() {
+    return restoredEventIds_;
+  }
+  /**
+   * <pre>
+   * For a restore (strategy "restore"): the events it made active again or
+   * uncleared, in log order.
+   * </pre>
+   *
+   * <code>repeated string restored_event_ids = 13 [json_name = "restoredEventIds"];</code>
+   * @return The count of restoredEventIds.
+   */
+  public int getRestoredEventIdsCount() {
+    return restoredEventIds_.size();
+  }
+  /**
+   * <pre>
+   * For a restore (strategy "restore"): the events it made active again or
+   * uncleared, in log order.
+   * </pre>
+   *
+   * <code>repeated string restored_event_ids = 13 [json_name = "restoredEventIds"];</code>
+   * @param index The index of the element to return.
+   * @return The restoredEventIds at the given index.
+   */
+  public java.lang.String getRestoredEventIds(int index) {
+    return restoredEventIds_.get(index);
+  }
+  /**
+   * <pre>
+   * For a restore (strategy "restore"): the events it made active again or
+   * uncleared, in log order.
+   * </pre>
+   *
+   * <code>repeated string restored_event_ids = 13 [json_name = "restoredEventIds"];</code>
+   * @param index The index of the value to return.
+   * @return The bytes of the restoredEventIds at the given index.
+   */
+  public com.google.protobuf.ByteString
+      getRestoredEventIdsBytes(int index) {
+    return restoredEventIds_.getByteString(index);
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -562,6 +621,9 @@ private static final long serialVersionUID = 0L;
     }
     for (int i = 0; i < clearedEventIds_.size(); i++) {
       com.google.protobuf.GeneratedMessage.writeString(output, 12, clearedEventIds_.getRaw(i));
+    }
+    for (int i = 0; i < restoredEventIds_.size(); i++) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 13, restoredEventIds_.getRaw(i));
     }
     getUnknownFields().writeTo(output);
   }
@@ -625,6 +687,14 @@ private static final long serialVersionUID = 0L;
       size += dataSize;
       size += 1 * getClearedEventIdsList().size();
     }
+    {
+      int dataSize = 0;
+      for (int i = 0; i < restoredEventIds_.size(); i++) {
+        dataSize += computeStringSizeNoTag(restoredEventIds_.getRaw(i));
+      }
+      size += dataSize;
+      size += 1 * getRestoredEventIdsList().size();
+    }
     return size;
   }
   @java.lang.Override
@@ -673,6 +743,8 @@ private static final long serialVersionUID = 0L;
         != other.getContentOmitted()) return false;
     if (!getClearedEventIdsList()
         .equals(other.getClearedEventIdsList())) return false;
+    if (!getRestoredEventIdsList()
+        .equals(other.getRestoredEventIdsList())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -716,6 +788,10 @@ private static final long serialVersionUID = 0L;
     if (getClearedEventIdsCount() > 0) {
       hash = (37 * hash) + CLEARED_EVENT_IDS_FIELD_NUMBER;
       hash = (53 * hash) + getClearedEventIdsList().hashCode();
+    }
+    if (getRestoredEventIdsCount() > 0) {
+      hash = (37 * hash) + RESTORED_EVENT_IDS_FIELD_NUMBER;
+      hash = (53 * hash) + getRestoredEventIdsList().hashCode();
     }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
@@ -877,6 +953,8 @@ private static final long serialVersionUID = 0L;
       contentOmitted_ = false;
       clearedEventIds_ =
           com.google.protobuf.LazyStringArrayList.emptyList();
+      restoredEventIds_ =
+          com.google.protobuf.LazyStringArrayList.emptyList();
       return this;
     }
 
@@ -962,6 +1040,10 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000800) != 0)) {
         clearedEventIds_.makeImmutable();
         result.clearedEventIds_ = clearedEventIds_;
+      }
+      if (((from_bitField0_ & 0x00001000) != 0)) {
+        restoredEventIds_.makeImmutable();
+        result.restoredEventIds_ = restoredEventIds_;
       }
     }
 
@@ -1074,6 +1156,16 @@ private static final long serialVersionUID = 0L;
         }
         onChanged();
       }
+      if (!other.restoredEventIds_.isEmpty()) {
+        if (restoredEventIds_.isEmpty()) {
+          restoredEventIds_ = other.restoredEventIds_;
+          bitField0_ |= 0x00001000;
+        } else {
+          ensureRestoredEventIdsIsMutable();
+          restoredEventIds_.addAll(other.restoredEventIds_);
+        }
+        onChanged();
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -1174,6 +1266,11 @@ private static final long serialVersionUID = 0L;
               clearedEventIds_.add(input.readStringRequireUtf8());
               break;
             } // case 98
+            case 106: {
+              ensureRestoredEventIdsIsMutable();
+              restoredEventIds_.add(input.readStringRequireUtf8());
+              break;
+            } // case 106
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2573,6 +2670,162 @@ private static final long serialVersionUID = 0L;
       ensureClearedEventIdsIsMutable();
       clearedEventIds_.add(value);
       bitField0_ |= 0x00000800;
+      onChanged();
+      return this;
+    }
+
+    private com.google.protobuf.LazyStringArrayList restoredEventIds_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
+    private void ensureRestoredEventIdsIsMutable() {
+      if (!restoredEventIds_.isModifiable()) {
+        restoredEventIds_ = new com.google.protobuf.LazyStringArrayList(restoredEventIds_);
+      }
+      bitField0_ |= 0x00001000;
+    }
+    /**
+     * <pre>
+     * For a restore (strategy "restore"): the events it made active again or
+     * uncleared, in log order.
+     * </pre>
+     *
+     * <code>repeated string restored_event_ids = 13 [json_name = "restoredEventIds"];</code>
+     * @return A list containing the restoredEventIds.
+     */
+    public com.google.protobuf.ProtocolStringList
+        getRestoredEventIdsList() {
+      restoredEventIds_.makeImmutable();
+      return restoredEventIds_;
+    }
+    /**
+     * <pre>
+     * For a restore (strategy "restore"): the events it made active again or
+     * uncleared, in log order.
+     * </pre>
+     *
+     * <code>repeated string restored_event_ids = 13 [json_name = "restoredEventIds"];</code>
+     * @return The count of restoredEventIds.
+     */
+    public int getRestoredEventIdsCount() {
+      return restoredEventIds_.size();
+    }
+    /**
+     * <pre>
+     * For a restore (strategy "restore"): the events it made active again or
+     * uncleared, in log order.
+     * </pre>
+     *
+     * <code>repeated string restored_event_ids = 13 [json_name = "restoredEventIds"];</code>
+     * @param index The index of the element to return.
+     * @return The restoredEventIds at the given index.
+     */
+    public java.lang.String getRestoredEventIds(int index) {
+      return restoredEventIds_.get(index);
+    }
+    /**
+     * <pre>
+     * For a restore (strategy "restore"): the events it made active again or
+     * uncleared, in log order.
+     * </pre>
+     *
+     * <code>repeated string restored_event_ids = 13 [json_name = "restoredEventIds"];</code>
+     * @param index The index of the value to return.
+     * @return The bytes of the restoredEventIds at the given index.
+     */
+    public com.google.protobuf.ByteString
+        getRestoredEventIdsBytes(int index) {
+      return restoredEventIds_.getByteString(index);
+    }
+    /**
+     * <pre>
+     * For a restore (strategy "restore"): the events it made active again or
+     * uncleared, in log order.
+     * </pre>
+     *
+     * <code>repeated string restored_event_ids = 13 [json_name = "restoredEventIds"];</code>
+     * @param index The index to set the value at.
+     * @param value The restoredEventIds to set.
+     * @return This builder for chaining.
+     */
+    public Builder setRestoredEventIds(
+        int index, java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      ensureRestoredEventIdsIsMutable();
+      restoredEventIds_.set(index, value);
+      bitField0_ |= 0x00001000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * For a restore (strategy "restore"): the events it made active again or
+     * uncleared, in log order.
+     * </pre>
+     *
+     * <code>repeated string restored_event_ids = 13 [json_name = "restoredEventIds"];</code>
+     * @param value The restoredEventIds to add.
+     * @return This builder for chaining.
+     */
+    public Builder addRestoredEventIds(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      ensureRestoredEventIdsIsMutable();
+      restoredEventIds_.add(value);
+      bitField0_ |= 0x00001000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * For a restore (strategy "restore"): the events it made active again or
+     * uncleared, in log order.
+     * </pre>
+     *
+     * <code>repeated string restored_event_ids = 13 [json_name = "restoredEventIds"];</code>
+     * @param values The restoredEventIds to add.
+     * @return This builder for chaining.
+     */
+    public Builder addAllRestoredEventIds(
+        java.lang.Iterable<java.lang.String> values) {
+      ensureRestoredEventIdsIsMutable();
+      com.google.protobuf.AbstractMessageLite.Builder.addAll(
+          values, restoredEventIds_);
+      bitField0_ |= 0x00001000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * For a restore (strategy "restore"): the events it made active again or
+     * uncleared, in log order.
+     * </pre>
+     *
+     * <code>repeated string restored_event_ids = 13 [json_name = "restoredEventIds"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearRestoredEventIds() {
+      restoredEventIds_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
+      bitField0_ = (bitField0_ & ~0x00001000);;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * For a restore (strategy "restore"): the events it made active again or
+     * uncleared, in log order.
+     * </pre>
+     *
+     * <code>repeated string restored_event_ids = 13 [json_name = "restoredEventIds"];</code>
+     * @param value The bytes of the restoredEventIds to add.
+     * @return This builder for chaining.
+     */
+    public Builder addRestoredEventIdsBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      ensureRestoredEventIdsIsMutable();
+      restoredEventIds_.add(value);
+      bitField0_ |= 0x00001000;
       onChanged();
       return this;
     }

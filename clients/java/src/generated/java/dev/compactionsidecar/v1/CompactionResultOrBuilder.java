@@ -283,4 +283,49 @@ public interface CompactionResultOrBuilder extends
    */
   com.google.protobuf.ByteString
       getClearedEventIdsBytes(int index);
+
+  /**
+   * <pre>
+   * For a restore (strategy "restore"): the events it made active again or
+   * uncleared, in log order.
+   * </pre>
+   *
+   * <code>repeated string restored_event_ids = 13 [json_name = "restoredEventIds"];</code>
+   * @return A list containing the restoredEventIds.
+   */
+  java.util.List<java.lang.String>
+      getRestoredEventIdsList();
+  /**
+   * <pre>
+   * For a restore (strategy "restore"): the events it made active again or
+   * uncleared, in log order.
+   * </pre>
+   *
+   * <code>repeated string restored_event_ids = 13 [json_name = "restoredEventIds"];</code>
+   * @return The count of restoredEventIds.
+   */
+  int getRestoredEventIdsCount();
+  /**
+   * <pre>
+   * For a restore (strategy "restore"): the events it made active again or
+   * uncleared, in log order.
+   * </pre>
+   *
+   * <code>repeated string restored_event_ids = 13 [json_name = "restoredEventIds"];</code>
+   * @param index The index of the element to return.
+   * @return The restoredEventIds at the given index.
+   */
+  java.lang.String getRestoredEventIds(int index);
+  /**
+   * <pre>
+   * For a restore (strategy "restore"): the events it made active again or
+   * uncleared, in log order.
+   * </pre>
+   *
+   * <code>repeated string restored_event_ids = 13 [json_name = "restoredEventIds"];</code>
+   * @param index The index of the value to return.
+   * @return The bytes of the restoredEventIds at the given index.
+   */
+  com.google.protobuf.ByteString
+      getRestoredEventIdsBytes(int index);
 }

@@ -392,6 +392,68 @@ public final class CompactionServiceGrpc {
     return getSearchEventsMethod;
   }
 
+  private static volatile io.grpc.MethodDescriptor<dev.compactionsidecar.v1.ListCompactionsRequest,
+      dev.compactionsidecar.v1.ListCompactionsResponse> getListCompactionsMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "ListCompactions",
+      requestType = dev.compactionsidecar.v1.ListCompactionsRequest.class,
+      responseType = dev.compactionsidecar.v1.ListCompactionsResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.compactionsidecar.v1.ListCompactionsRequest,
+      dev.compactionsidecar.v1.ListCompactionsResponse> getListCompactionsMethod() {
+    io.grpc.MethodDescriptor<dev.compactionsidecar.v1.ListCompactionsRequest, dev.compactionsidecar.v1.ListCompactionsResponse> getListCompactionsMethod;
+    if ((getListCompactionsMethod = CompactionServiceGrpc.getListCompactionsMethod) == null) {
+      synchronized (CompactionServiceGrpc.class) {
+        if ((getListCompactionsMethod = CompactionServiceGrpc.getListCompactionsMethod) == null) {
+          CompactionServiceGrpc.getListCompactionsMethod = getListCompactionsMethod =
+              io.grpc.MethodDescriptor.<dev.compactionsidecar.v1.ListCompactionsRequest, dev.compactionsidecar.v1.ListCompactionsResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "ListCompactions"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.compactionsidecar.v1.ListCompactionsRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.compactionsidecar.v1.ListCompactionsResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new CompactionServiceMethodDescriptorSupplier("ListCompactions"))
+              .build();
+        }
+      }
+    }
+    return getListCompactionsMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<dev.compactionsidecar.v1.RestoreCompactionRequest,
+      dev.compactionsidecar.v1.RestoreCompactionResponse> getRestoreCompactionMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "RestoreCompaction",
+      requestType = dev.compactionsidecar.v1.RestoreCompactionRequest.class,
+      responseType = dev.compactionsidecar.v1.RestoreCompactionResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.compactionsidecar.v1.RestoreCompactionRequest,
+      dev.compactionsidecar.v1.RestoreCompactionResponse> getRestoreCompactionMethod() {
+    io.grpc.MethodDescriptor<dev.compactionsidecar.v1.RestoreCompactionRequest, dev.compactionsidecar.v1.RestoreCompactionResponse> getRestoreCompactionMethod;
+    if ((getRestoreCompactionMethod = CompactionServiceGrpc.getRestoreCompactionMethod) == null) {
+      synchronized (CompactionServiceGrpc.class) {
+        if ((getRestoreCompactionMethod = CompactionServiceGrpc.getRestoreCompactionMethod) == null) {
+          CompactionServiceGrpc.getRestoreCompactionMethod = getRestoreCompactionMethod =
+              io.grpc.MethodDescriptor.<dev.compactionsidecar.v1.RestoreCompactionRequest, dev.compactionsidecar.v1.RestoreCompactionResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "RestoreCompaction"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.compactionsidecar.v1.RestoreCompactionRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.compactionsidecar.v1.RestoreCompactionResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new CompactionServiceMethodDescriptorSupplier("RestoreCompaction"))
+              .build();
+        }
+      }
+    }
+    return getRestoreCompactionMethod;
+  }
+
   /**
    * Creates a new async stub that supports all call types for the service
    */
@@ -568,6 +630,30 @@ public final class CompactionServiceGrpc {
       io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getSearchEventsMethod(), responseObserver);
     }
 
+    /**
+     * <pre>
+     * The session's compaction history, newest first: what each pass archived,
+     * cleared and inserted, and whether it was restored.
+     * </pre>
+     */
+    public void listCompactions(dev.compactionsidecar.v1.ListCompactionsRequest request,
+        io.grpc.stub.StreamObserver<dev.compactionsidecar.v1.ListCompactionsResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getListCompactionsMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Undoes the newest compaction not yet restored: what it archived is active
+     * again in place, what it cleared is uncleared, the summary it inserted is
+     * archived. Nothing is deleted; the restore is itself recorded and
+     * published to watchers.
+     * </pre>
+     */
+    public void restoreCompaction(dev.compactionsidecar.v1.RestoreCompactionRequest request,
+        io.grpc.stub.StreamObserver<dev.compactionsidecar.v1.RestoreCompactionResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getRestoreCompactionMethod(), responseObserver);
+    }
+
     @java.lang.Override public final io.grpc.ServerServiceDefinition bindService() {
       return io.grpc.ServerServiceDefinition.builder(getServiceDescriptor())
           .addMethod(
@@ -654,6 +740,20 @@ public final class CompactionServiceGrpc {
                 dev.compactionsidecar.v1.SearchEventsRequest,
                 dev.compactionsidecar.v1.SearchEventsResponse>(
                   this, METHODID_SEARCH_EVENTS)))
+          .addMethod(
+            getListCompactionsMethod(),
+            io.grpc.stub.ServerCalls.asyncUnaryCall(
+              new MethodHandlers<
+                dev.compactionsidecar.v1.ListCompactionsRequest,
+                dev.compactionsidecar.v1.ListCompactionsResponse>(
+                  this, METHODID_LIST_COMPACTIONS)))
+          .addMethod(
+            getRestoreCompactionMethod(),
+            io.grpc.stub.ServerCalls.asyncUnaryCall(
+              new MethodHandlers<
+                dev.compactionsidecar.v1.RestoreCompactionRequest,
+                dev.compactionsidecar.v1.RestoreCompactionResponse>(
+                  this, METHODID_RESTORE_COMPACTION)))
           .build();
     }
   }
@@ -811,6 +911,32 @@ public final class CompactionServiceGrpc {
       io.grpc.stub.ClientCalls.asyncUnaryCall(
           getChannel().newCall(getSearchEventsMethod(), getCallOptions()), request, responseObserver);
     }
+
+    /**
+     * <pre>
+     * The session's compaction history, newest first: what each pass archived,
+     * cleared and inserted, and whether it was restored.
+     * </pre>
+     */
+    public void listCompactions(dev.compactionsidecar.v1.ListCompactionsRequest request,
+        io.grpc.stub.StreamObserver<dev.compactionsidecar.v1.ListCompactionsResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getListCompactionsMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Undoes the newest compaction not yet restored: what it archived is active
+     * again in place, what it cleared is uncleared, the summary it inserted is
+     * archived. Nothing is deleted; the restore is itself recorded and
+     * published to watchers.
+     * </pre>
+     */
+    public void restoreCompaction(dev.compactionsidecar.v1.RestoreCompactionRequest request,
+        io.grpc.stub.StreamObserver<dev.compactionsidecar.v1.RestoreCompactionResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getRestoreCompactionMethod(), getCallOptions()), request, responseObserver);
+    }
   }
 
   /**
@@ -943,6 +1069,30 @@ public final class CompactionServiceGrpc {
       return io.grpc.stub.ClientCalls.blockingUnaryCall(
           getChannel(), getSearchEventsMethod(), getCallOptions(), request);
     }
+
+    /**
+     * <pre>
+     * The session's compaction history, newest first: what each pass archived,
+     * cleared and inserted, and whether it was restored.
+     * </pre>
+     */
+    public dev.compactionsidecar.v1.ListCompactionsResponse listCompactions(dev.compactionsidecar.v1.ListCompactionsRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getListCompactionsMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Undoes the newest compaction not yet restored: what it archived is active
+     * again in place, what it cleared is uncleared, the summary it inserted is
+     * archived. Nothing is deleted; the restore is itself recorded and
+     * published to watchers.
+     * </pre>
+     */
+    public dev.compactionsidecar.v1.RestoreCompactionResponse restoreCompaction(dev.compactionsidecar.v1.RestoreCompactionRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getRestoreCompactionMethod(), getCallOptions(), request);
+    }
   }
 
   /**
@@ -1074,6 +1224,32 @@ public final class CompactionServiceGrpc {
       return io.grpc.stub.ClientCalls.futureUnaryCall(
           getChannel().newCall(getSearchEventsMethod(), getCallOptions()), request);
     }
+
+    /**
+     * <pre>
+     * The session's compaction history, newest first: what each pass archived,
+     * cleared and inserted, and whether it was restored.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.compactionsidecar.v1.ListCompactionsResponse> listCompactions(
+        dev.compactionsidecar.v1.ListCompactionsRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getListCompactionsMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * Undoes the newest compaction not yet restored: what it archived is active
+     * again in place, what it cleared is uncleared, the summary it inserted is
+     * archived. Nothing is deleted; the restore is itself recorded and
+     * published to watchers.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.compactionsidecar.v1.RestoreCompactionResponse> restoreCompaction(
+        dev.compactionsidecar.v1.RestoreCompactionRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getRestoreCompactionMethod(), getCallOptions()), request);
+    }
   }
 
   private static final int METHODID_CREATE_SESSION = 0;
@@ -1087,7 +1263,9 @@ public final class CompactionServiceGrpc {
   private static final int METHODID_WATCH_SESSION = 8;
   private static final int METHODID_LIST_EVENTS = 9;
   private static final int METHODID_SEARCH_EVENTS = 10;
-  private static final int METHODID_STREAM_EVENTS = 11;
+  private static final int METHODID_LIST_COMPACTIONS = 11;
+  private static final int METHODID_RESTORE_COMPACTION = 12;
+  private static final int METHODID_STREAM_EVENTS = 13;
 
   private static final class MethodHandlers<Req, Resp> implements
       io.grpc.stub.ServerCalls.UnaryMethod<Req, Resp>,
@@ -1149,6 +1327,14 @@ public final class CompactionServiceGrpc {
         case METHODID_SEARCH_EVENTS:
           serviceImpl.searchEvents((dev.compactionsidecar.v1.SearchEventsRequest) request,
               (io.grpc.stub.StreamObserver<dev.compactionsidecar.v1.SearchEventsResponse>) responseObserver);
+          break;
+        case METHODID_LIST_COMPACTIONS:
+          serviceImpl.listCompactions((dev.compactionsidecar.v1.ListCompactionsRequest) request,
+              (io.grpc.stub.StreamObserver<dev.compactionsidecar.v1.ListCompactionsResponse>) responseObserver);
+          break;
+        case METHODID_RESTORE_COMPACTION:
+          serviceImpl.restoreCompaction((dev.compactionsidecar.v1.RestoreCompactionRequest) request,
+              (io.grpc.stub.StreamObserver<dev.compactionsidecar.v1.RestoreCompactionResponse>) responseObserver);
           break;
         default:
           throw new AssertionError();
@@ -1226,6 +1412,8 @@ public final class CompactionServiceGrpc {
               .addMethod(getWatchSessionMethod())
               .addMethod(getListEventsMethod())
               .addMethod(getSearchEventsMethod())
+              .addMethod(getListCompactionsMethod())
+              .addMethod(getRestoreCompactionMethod())
               .build();
         }
       }

@@ -161,6 +161,26 @@ public final class CompactionServiceProto extends com.google.protobuf.GeneratedF
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_compaction_v1_SearchEventsResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_compaction_v1_ListCompactionsRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_compaction_v1_ListCompactionsRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_compaction_v1_ListCompactionsResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_compaction_v1_ListCompactionsResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_compaction_v1_RestoreCompactionRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_compaction_v1_RestoreCompactionRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_compaction_v1_RestoreCompactionResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_compaction_v1_RestoreCompactionResponse_fieldAccessorTable;
 
   public static com.google.protobuf.Descriptors.FileDescriptor
       getDescriptor() {
@@ -270,47 +290,66 @@ public final class CompactionServiceProto extends com.google.protobuf.GeneratedF
       "\032.google.protobuf.TimestampR\005since\0220\n\005un" +
       "til\030\006 \001(\0132\032.google.protobuf.TimestampR\005u" +
       "ntil\022\033\n\tpage_size\030\007 \001(\005R\010pageSize\022\035\n\npag" +
-      "e_token\030\010 \001(\tR\tpageToken\"\204\001\n\tSearchHit\022\035" +
+      "e_token\030\010 \001(\tR\tpageToken\"\245\001\n\tSearchHit\022\035" +
       "\n\nsession_id\030\001 \001(\tR\tsessionId\022*\n\005event\030\002" +
       " \001(\0132\024.compaction.v1.EventR\005event\022\022\n\004ran" +
-      "k\030\003 \001(\001R\004rank\022\030\n\007snippet\030\004 \001(\tR\007snippet\"" +
-      "l\n\024SearchEventsResponse\022,\n\004hits\030\001 \003(\0132\030." +
-      "compaction.v1.SearchHitR\004hits\022&\n\017next_pa" +
-      "ge_token\030\002 \001(\tR\rnextPageToken*\255\001\n\rContex" +
-      "tFormat\022\036\n\032CONTEXT_FORMAT_UNSPECIFIED\020\000\022" +
-      "\031\n\025CONTEXT_FORMAT_GEMINI\020\001\022\036\n\032CONTEXT_FO" +
-      "RMAT_OPENAI_CHAT\020\002\022#\n\037CONTEXT_FORMAT_OPE" +
-      "NAI_RESPONSES\020\003\022\034\n\030CONTEXT_FORMAT_ANTHRO" +
-      "PIC\020\0042\206\010\n\021CompactionService\022L\n\rCreateSes" +
-      "sion\022#.compaction.v1.CreateSessionReques" +
-      "t\032\026.compaction.v1.Session\022F\n\nGetSession\022" +
-      " .compaction.v1.GetSessionRequest\032\026.comp" +
-      "action.v1.Session\022W\n\014ListSessions\022\".comp" +
-      "action.v1.ListSessionsRequest\032#.compacti" +
-      "on.v1.ListSessionsResponse\022L\n\rUpdateSess" +
-      "ion\022#.compaction.v1.UpdateSessionRequest" +
-      "\032\026.compaction.v1.Session\022Z\n\rDeleteSessio" +
-      "n\022#.compaction.v1.DeleteSessionRequest\032$" +
-      ".compaction.v1.DeleteSessionResponse\022W\n\014" +
-      "AppendEvents\022\".compaction.v1.AppendEvent" +
-      "sRequest\032#.compaction.v1.AppendEventsRes" +
-      "ponse\022[\n\014StreamEvents\022\".compaction.v1.St" +
-      "reamEventsRequest\032#.compaction.v1.Stream" +
-      "EventsResponse(\0010\001\022Q\n\nGetContext\022 .compa" +
-      "ction.v1.GetContextRequest\032!.compaction." +
-      "v1.GetContextResponse\022H\n\007Compact\022\035.compa" +
-      "ction.v1.CompactRequest\032\036.compaction.v1." +
-      "CompactResponse\022Y\n\014WatchSession\022\".compac" +
-      "tion.v1.WatchSessionRequest\032#.compaction" +
-      ".v1.WatchSessionResponse0\001\022Q\n\nListEvents" +
-      "\022 .compaction.v1.ListEventsRequest\032!.com" +
-      "paction.v1.ListEventsResponse\022W\n\014SearchE" +
-      "vents\022\".compaction.v1.SearchEventsReques" +
-      "t\032#.compaction.v1.SearchEventsResponseB\213" +
-      "\001\n\030dev.compactionsidecar.v1B\026CompactionS" +
-      "erviceProtoP\001ZUgithub.com/compaction-sid" +
-      "ecar/compaction-sidecar/clients/go/compa" +
-      "ctionv1;compactionv1b\006proto3"
+      "k\030\003 \001(\001R\004rank\022\030\n\007snippet\030\004 \001(\tR\007snippet\022" +
+      "\037\n\013archived_by\030\005 \001(\tR\narchivedBy\"l\n\024Sear" +
+      "chEventsResponse\022,\n\004hits\030\001 \003(\0132\030.compact" +
+      "ion.v1.SearchHitR\004hits\022&\n\017next_page_toke" +
+      "n\030\002 \001(\tR\rnextPageToken\"s\n\026ListCompaction" +
+      "sRequest\022\035\n\nsession_id\030\001 \001(\tR\tsessionId\022" +
+      "\033\n\tpage_size\030\002 \001(\005R\010pageSize\022\035\n\npage_tok" +
+      "en\030\003 \001(\tR\tpageToken\"~\n\027ListCompactionsRe" +
+      "sponse\022;\n\013compactions\030\001 \003(\0132\031.compaction" +
+      ".v1.CompactionR\013compactions\022&\n\017next_page" +
+      "_token\030\002 \001(\tR\rnextPageToken\"\275\001\n\030RestoreC" +
+      "ompactionRequest\022\035\n\nsession_id\030\001 \001(\tR\tse" +
+      "ssionId\022#\n\rcompaction_id\030\002 \001(\tR\014compacti" +
+      "onId\022)\n\020expected_version\030\003 \001(\003R\017expected" +
+      "Version\0222\n\025pause_auto_compaction\030\004 \001(\010R\023" +
+      "pauseAutoCompaction\"T\n\031RestoreCompaction" +
+      "Response\0227\n\006result\030\001 \001(\0132\037.compaction.v1" +
+      ".CompactionResultR\006result*\255\001\n\rContextFor" +
+      "mat\022\036\n\032CONTEXT_FORMAT_UNSPECIFIED\020\000\022\031\n\025C" +
+      "ONTEXT_FORMAT_GEMINI\020\001\022\036\n\032CONTEXT_FORMAT" +
+      "_OPENAI_CHAT\020\002\022#\n\037CONTEXT_FORMAT_OPENAI_" +
+      "RESPONSES\020\003\022\034\n\030CONTEXT_FORMAT_ANTHROPIC\020" +
+      "\0042\320\t\n\021CompactionService\022L\n\rCreateSession" +
+      "\022#.compaction.v1.CreateSessionRequest\032\026." +
+      "compaction.v1.Session\022F\n\nGetSession\022 .co" +
+      "mpaction.v1.GetSessionRequest\032\026.compacti" +
+      "on.v1.Session\022W\n\014ListSessions\022\".compacti" +
+      "on.v1.ListSessionsRequest\032#.compaction.v" +
+      "1.ListSessionsResponse\022L\n\rUpdateSession\022" +
+      "#.compaction.v1.UpdateSessionRequest\032\026.c" +
+      "ompaction.v1.Session\022Z\n\rDeleteSession\022#." +
+      "compaction.v1.DeleteSessionRequest\032$.com" +
+      "paction.v1.DeleteSessionResponse\022W\n\014Appe" +
+      "ndEvents\022\".compaction.v1.AppendEventsReq" +
+      "uest\032#.compaction.v1.AppendEventsRespons" +
+      "e\022[\n\014StreamEvents\022\".compaction.v1.Stream" +
+      "EventsRequest\032#.compaction.v1.StreamEven" +
+      "tsResponse(\0010\001\022Q\n\nGetContext\022 .compactio" +
+      "n.v1.GetContextRequest\032!.compaction.v1.G" +
+      "etContextResponse\022H\n\007Compact\022\035.compactio" +
+      "n.v1.CompactRequest\032\036.compaction.v1.Comp" +
+      "actResponse\022Y\n\014WatchSession\022\".compaction" +
+      ".v1.WatchSessionRequest\032#.compaction.v1." +
+      "WatchSessionResponse0\001\022Q\n\nListEvents\022 .c" +
+      "ompaction.v1.ListEventsRequest\032!.compact" +
+      "ion.v1.ListEventsResponse\022W\n\014SearchEvent" +
+      "s\022\".compaction.v1.SearchEventsRequest\032#." +
+      "compaction.v1.SearchEventsResponse\022`\n\017Li" +
+      "stCompactions\022%.compaction.v1.ListCompac" +
+      "tionsRequest\032&.compaction.v1.ListCompact" +
+      "ionsResponse\022f\n\021RestoreCompaction\022\'.comp" +
+      "action.v1.RestoreCompactionRequest\032(.com" +
+      "paction.v1.RestoreCompactionResponseB\213\001\n" +
+      "\030dev.compactionsidecar.v1B\026CompactionSer" +
+      "viceProtoP\001ZUgithub.com/compaction-sidec" +
+      "ar/compaction-sidecar/clients/go/compact" +
+      "ionv1;compactionv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -477,13 +516,37 @@ public final class CompactionServiceProto extends com.google.protobuf.GeneratedF
     internal_static_compaction_v1_SearchHit_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_SearchHit_descriptor,
-        new java.lang.String[] { "SessionId", "Event", "Rank", "Snippet", });
+        new java.lang.String[] { "SessionId", "Event", "Rank", "Snippet", "ArchivedBy", });
     internal_static_compaction_v1_SearchEventsResponse_descriptor =
       getDescriptor().getMessageType(23);
     internal_static_compaction_v1_SearchEventsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_SearchEventsResponse_descriptor,
         new java.lang.String[] { "Hits", "NextPageToken", });
+    internal_static_compaction_v1_ListCompactionsRequest_descriptor =
+      getDescriptor().getMessageType(24);
+    internal_static_compaction_v1_ListCompactionsRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_compaction_v1_ListCompactionsRequest_descriptor,
+        new java.lang.String[] { "SessionId", "PageSize", "PageToken", });
+    internal_static_compaction_v1_ListCompactionsResponse_descriptor =
+      getDescriptor().getMessageType(25);
+    internal_static_compaction_v1_ListCompactionsResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_compaction_v1_ListCompactionsResponse_descriptor,
+        new java.lang.String[] { "Compactions", "NextPageToken", });
+    internal_static_compaction_v1_RestoreCompactionRequest_descriptor =
+      getDescriptor().getMessageType(26);
+    internal_static_compaction_v1_RestoreCompactionRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_compaction_v1_RestoreCompactionRequest_descriptor,
+        new java.lang.String[] { "SessionId", "CompactionId", "ExpectedVersion", "PauseAutoCompaction", });
+    internal_static_compaction_v1_RestoreCompactionResponse_descriptor =
+      getDescriptor().getMessageType(27);
+    internal_static_compaction_v1_RestoreCompactionResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_compaction_v1_RestoreCompactionResponse_descriptor,
+        new java.lang.String[] { "Result", });
     descriptor.resolveAllFeaturesImmutable();
     dev.compactionsidecar.v1.EventProto.getDescriptor();
     dev.compactionsidecar.v1.PolicyProto.getDescriptor();

@@ -34,6 +34,7 @@ private static final long serialVersionUID = 0L;
   private SearchHit() {
     sessionId_ = "";
     snippet_ = "";
+    archivedBy_ = "";
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -202,6 +203,55 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int ARCHIVED_BY_FIELD_NUMBER = 5;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object archivedBy_ = "";
+  /**
+   * <pre>
+   * The compaction that archived the event (ListCompactions); empty when the
+   * event is active.
+   * </pre>
+   *
+   * <code>string archived_by = 5 [json_name = "archivedBy"];</code>
+   * @return The archivedBy.
+   */
+  @java.lang.Override
+  public java.lang.String getArchivedBy() {
+    java.lang.Object ref = archivedBy_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      archivedBy_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * The compaction that archived the event (ListCompactions); empty when the
+   * event is active.
+   * </pre>
+   *
+   * <code>string archived_by = 5 [json_name = "archivedBy"];</code>
+   * @return The bytes for archivedBy.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getArchivedByBytes() {
+    java.lang.Object ref = archivedBy_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      archivedBy_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -228,6 +278,9 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(snippet_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 4, snippet_);
     }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(archivedBy_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 5, archivedBy_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -245,6 +298,9 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(snippet_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(4, snippet_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(archivedBy_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(5, archivedBy_);
     }
     return size;
   }
@@ -282,6 +338,8 @@ private static final long serialVersionUID = 0L;
             other.getRank())) return false;
     if (!getSnippet()
         .equals(other.getSnippet())) return false;
+    if (!getArchivedBy()
+        .equals(other.getArchivedBy())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -304,6 +362,8 @@ private static final long serialVersionUID = 0L;
         java.lang.Double.doubleToLongBits(getRank()));
     hash = (37 * hash) + SNIPPET_FIELD_NUMBER;
     hash = (53 * hash) + getSnippet().hashCode();
+    hash = (37 * hash) + ARCHIVED_BY_FIELD_NUMBER;
+    hash = (53 * hash) + getArchivedBy().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -453,6 +513,7 @@ private static final long serialVersionUID = 0L;
       }
       rank_ = 0D;
       snippet_ = "";
+      archivedBy_ = "";
       return this;
     }
 
@@ -502,6 +563,9 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000008) != 0)) {
         result.snippet_ = snippet_;
       }
+      if (((from_bitField0_ & 0x00000010) != 0)) {
+        result.archivedBy_ = archivedBy_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -531,6 +595,11 @@ private static final long serialVersionUID = 0L;
       if (!other.getSnippet().isEmpty()) {
         snippet_ = other.snippet_;
         bitField0_ |= 0x00000008;
+        onChanged();
+      }
+      if (!other.getArchivedBy().isEmpty()) {
+        archivedBy_ = other.archivedBy_;
+        bitField0_ |= 0x00000010;
         onChanged();
       }
       this.mergeUnknownFields(other.getUnknownFields());
@@ -579,6 +648,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000008;
               break;
             } // case 34
+            case 42: {
+              archivedBy_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000010;
+              break;
+            } // case 42
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -975,6 +1049,103 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       snippet_ = value;
       bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object archivedBy_ = "";
+    /**
+     * <pre>
+     * The compaction that archived the event (ListCompactions); empty when the
+     * event is active.
+     * </pre>
+     *
+     * <code>string archived_by = 5 [json_name = "archivedBy"];</code>
+     * @return The archivedBy.
+     */
+    public java.lang.String getArchivedBy() {
+      java.lang.Object ref = archivedBy_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        archivedBy_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * The compaction that archived the event (ListCompactions); empty when the
+     * event is active.
+     * </pre>
+     *
+     * <code>string archived_by = 5 [json_name = "archivedBy"];</code>
+     * @return The bytes for archivedBy.
+     */
+    public com.google.protobuf.ByteString
+        getArchivedByBytes() {
+      java.lang.Object ref = archivedBy_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        archivedBy_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * The compaction that archived the event (ListCompactions); empty when the
+     * event is active.
+     * </pre>
+     *
+     * <code>string archived_by = 5 [json_name = "archivedBy"];</code>
+     * @param value The archivedBy to set.
+     * @return This builder for chaining.
+     */
+    public Builder setArchivedBy(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      archivedBy_ = value;
+      bitField0_ |= 0x00000010;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The compaction that archived the event (ListCompactions); empty when the
+     * event is active.
+     * </pre>
+     *
+     * <code>string archived_by = 5 [json_name = "archivedBy"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearArchivedBy() {
+      archivedBy_ = getDefaultInstance().getArchivedBy();
+      bitField0_ = (bitField0_ & ~0x00000010);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The compaction that archived the event (ListCompactions); empty when the
+     * event is active.
+     * </pre>
+     *
+     * <code>string archived_by = 5 [json_name = "archivedBy"];</code>
+     * @param value The bytes for archivedBy to set.
+     * @return This builder for chaining.
+     */
+    public Builder setArchivedByBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      archivedBy_ = value;
+      bitField0_ |= 0x00000010;
       onChanged();
       return this;
     }

@@ -86,4 +86,26 @@ public interface SearchHitOrBuilder extends
    */
   com.google.protobuf.ByteString
       getSnippetBytes();
+
+  /**
+   * <pre>
+   * The compaction that archived the event (ListCompactions); empty when the
+   * event is active.
+   * </pre>
+   *
+   * <code>string archived_by = 5 [json_name = "archivedBy"];</code>
+   * @return The archivedBy.
+   */
+  java.lang.String getArchivedBy();
+  /**
+   * <pre>
+   * The compaction that archived the event (ListCompactions); empty when the
+   * event is active.
+   * </pre>
+   *
+   * <code>string archived_by = 5 [json_name = "archivedBy"];</code>
+   * @return The bytes for archivedBy.
+   */
+  com.google.protobuf.ByteString
+      getArchivedByBytes();
 }

@@ -587,6 +587,22 @@ java.lang.String defaultValue) {
     return calibration_ == null ? dev.compactionsidecar.v1.TokenCalibration.getDefaultInstance() : calibration_;
   }
 
+  public static final int AUTO_COMPACTION_PAUSED_FIELD_NUMBER = 15;
+  private boolean autoCompactionPaused_ = false;
+  /**
+   * <pre>
+   * Output only. True after RestoreCompaction with pause_auto_compaction:
+   * the trigger does not compact on its own until the policy is next set.
+   * </pre>
+   *
+   * <code>bool auto_compaction_paused = 15 [json_name = "autoCompactionPaused"];</code>
+   * @return The autoCompactionPaused.
+   */
+  @java.lang.Override
+  public boolean getAutoCompactionPaused() {
+    return autoCompactionPaused_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -645,6 +661,9 @@ java.lang.String defaultValue) {
     }
     if (((bitField0_ & 0x00000010) != 0)) {
       output.writeMessage(14, getCalibration());
+    }
+    if (autoCompactionPaused_ != false) {
+      output.writeBool(15, autoCompactionPaused_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -708,6 +727,10 @@ java.lang.String defaultValue) {
     if (((bitField0_ & 0x00000010) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(14, getCalibration());
+    }
+    if (autoCompactionPaused_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(15, autoCompactionPaused_);
     }
     return size;
   }
@@ -776,6 +799,8 @@ java.lang.String defaultValue) {
       if (!getCalibration()
           .equals(other.getCalibration())) return false;
     }
+    if (getAutoCompactionPaused()
+        != other.getAutoCompactionPaused()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -829,6 +854,9 @@ java.lang.String defaultValue) {
       hash = (37 * hash) + CALIBRATION_FIELD_NUMBER;
       hash = (53 * hash) + getCalibration().hashCode();
     }
+    hash = (37 * hash) + AUTO_COMPACTION_PAUSED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getAutoCompactionPaused());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -1030,6 +1058,7 @@ java.lang.String defaultValue) {
         calibrationBuilder_.dispose();
         calibrationBuilder_ = null;
       }
+      autoCompactionPaused_ = false;
       return this;
     }
 
@@ -1122,6 +1151,9 @@ java.lang.String defaultValue) {
             : calibrationBuilder_.build();
         to_bitField0_ |= 0x00000010;
       }
+      if (((from_bitField0_ & 0x00004000) != 0)) {
+        result.autoCompactionPaused_ = autoCompactionPaused_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -1184,6 +1216,9 @@ java.lang.String defaultValue) {
       }
       if (other.hasCalibration()) {
         mergeCalibration(other.getCalibration());
+      }
+      if (other.getAutoCompactionPaused() != false) {
+        setAutoCompactionPaused(other.getAutoCompactionPaused());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -1293,6 +1328,11 @@ java.lang.String defaultValue) {
               bitField0_ |= 0x00002000;
               break;
             } // case 114
+            case 120: {
+              autoCompactionPaused_ = input.readBool();
+              bitField0_ |= 0x00004000;
+              break;
+            } // case 120
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2784,6 +2824,53 @@ java.lang.String defaultValue) {
         calibration_ = null;
       }
       return calibrationBuilder_;
+    }
+
+    private boolean autoCompactionPaused_ ;
+    /**
+     * <pre>
+     * Output only. True after RestoreCompaction with pause_auto_compaction:
+     * the trigger does not compact on its own until the policy is next set.
+     * </pre>
+     *
+     * <code>bool auto_compaction_paused = 15 [json_name = "autoCompactionPaused"];</code>
+     * @return The autoCompactionPaused.
+     */
+    @java.lang.Override
+    public boolean getAutoCompactionPaused() {
+      return autoCompactionPaused_;
+    }
+    /**
+     * <pre>
+     * Output only. True after RestoreCompaction with pause_auto_compaction:
+     * the trigger does not compact on its own until the policy is next set.
+     * </pre>
+     *
+     * <code>bool auto_compaction_paused = 15 [json_name = "autoCompactionPaused"];</code>
+     * @param value The autoCompactionPaused to set.
+     * @return This builder for chaining.
+     */
+    public Builder setAutoCompactionPaused(boolean value) {
+
+      autoCompactionPaused_ = value;
+      bitField0_ |= 0x00004000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. True after RestoreCompaction with pause_auto_compaction:
+     * the trigger does not compact on its own until the policy is next set.
+     * </pre>
+     *
+     * <code>bool auto_compaction_paused = 15 [json_name = "autoCompactionPaused"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearAutoCompactionPaused() {
+      bitField0_ = (bitField0_ & ~0x00004000);
+      autoCompactionPaused_ = false;
+      onChanged();
+      return this;
     }
 
     // @@protoc_insertion_point(builder_scope:compaction.v1.Session)

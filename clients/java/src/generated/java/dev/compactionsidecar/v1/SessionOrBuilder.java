@@ -326,4 +326,15 @@ java.lang.String defaultValue);
    * <code>.compaction.v1.TokenCalibration calibration = 14 [json_name = "calibration"];</code>
    */
   dev.compactionsidecar.v1.TokenCalibrationOrBuilder getCalibrationOrBuilder();
+
+  /**
+   * <pre>
+   * Output only. True after RestoreCompaction with pause_auto_compaction:
+   * the trigger does not compact on its own until the policy is next set.
+   * </pre>
+   *
+   * <code>bool auto_compaction_paused = 15 [json_name = "autoCompactionPaused"];</code>
+   * @return The autoCompactionPaused.
+   */
+  boolean getAutoCompactionPaused();
 }

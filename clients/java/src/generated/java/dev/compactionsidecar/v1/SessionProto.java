@@ -51,6 +51,11 @@ public final class SessionProto extends com.google.protobuf.GeneratedFile {
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_compaction_v1_CompactionResult_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_compaction_v1_Compaction_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_compaction_v1_Compaction_fieldAccessorTable;
 
   public static com.google.protobuf.Descriptors.FileDescriptor
       getDescriptor() {
@@ -63,7 +68,7 @@ public final class SessionProto extends com.google.protobuf.GeneratedFile {
       "\n\033compaction/v1/session.proto\022\rcompactio" +
       "n.v1\032\031compaction/v1/event.proto\032\032compact" +
       "ion/v1/policy.proto\032\037google/protobuf/tim" +
-      "estamp.proto\"\323\005\n\007Session\022\035\n\nsession_id\030\001" +
+      "estamp.proto\"\211\006\n\007Session\022\035\n\nsession_id\030\001" +
       " \001(\tR\tsessionId\022\030\n\007version\030\002 \001(\003R\007versio" +
       "n\0227\n\006policy\030\003 \001(\0132\037.compaction.v1.Compac" +
       "tionPolicyR\006policy\022:\n\006labels\030\004 \003(\0132\".com" +
@@ -79,31 +84,54 @@ public final class SessionProto extends com.google.protobuf.GeneratedFile {
       "onId\022\024\n\005model\030\014 \001(\tR\005model\022@\n\rmodel_prof" +
       "ile\030\r \001(\0132\033.compaction.v1.ModelProfileR\014" +
       "modelProfile\022A\n\013calibration\030\016 \001(\0132\037.comp" +
-      "action.v1.TokenCalibrationR\013calibration\032" +
-      "9\n\013LabelsEntry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005valu" +
-      "e\030\002 \001(\tR\005value:\0028\001\"\234\001\n\014ModelProfile\022\024\n\005m" +
-      "odel\030\001 \001(\tR\005model\022\032\n\010provider\030\002 \001(\tR\010pro" +
-      "vider\022.\n\023input_window_tokens\030\003 \001(\005R\021inpu" +
-      "tWindowTokens\022*\n\021max_output_tokens\030\004 \001(\005" +
-      "R\017maxOutputTokens\"D\n\020TokenCalibration\022\026\n" +
-      "\006factor\030\001 \001(\001R\006factor\022\030\n\007samples\030\002 \001(\003R\007" +
-      "samples\"\377\003\n\020CompactionResult\022\034\n\tcompacte" +
-      "d\030\001 \001(\010R\tcompacted\022%\n\016skipped_reason\030\002 \001" +
-      "(\tR\rskippedReason\0229\n\ractive_events\030\003 \003(\013" +
-      "2\024.compaction.v1.EventR\014activeEvents\022=\n\017" +
-      "archived_events\030\004 \003(\0132\024.compaction.v1.Ev" +
-      "entR\016archivedEvents\0220\n\024archived_event_co" +
-      "unt\030\005 \001(\005R\022archivedEventCount\0224\n\026tokens_" +
-      "estimated_saved\030\006 \001(\005R\024tokensEstimatedSa" +
-      "ved\022\030\n\007version\030\007 \001(\003R\007version\022#\n\rcompact" +
-      "ion_id\030\010 \001(\tR\014compactionId\022\032\n\010strategy\030\t" +
-      " \001(\tR\010strategy\022\024\n\005error\030\n \001(\tR\005error\022\'\n\017" +
-      "content_omitted\030\013 \001(\010R\016contentOmitted\022*\n" +
-      "\021cleared_event_ids\030\014 \003(\tR\017clearedEventId" +
-      "sB\201\001\n\030dev.compactionsidecar.v1B\014SessionP" +
-      "rotoP\001ZUgithub.com/compaction-sidecar/co" +
-      "mpaction-sidecar/clients/go/compactionv1" +
-      ";compactionv1b\006proto3"
+      "action.v1.TokenCalibrationR\013calibration\022" +
+      "4\n\026auto_compaction_paused\030\017 \001(\010R\024autoCom" +
+      "pactionPaused\0329\n\013LabelsEntry\022\020\n\003key\030\001 \001(" +
+      "\tR\003key\022\024\n\005value\030\002 \001(\tR\005value:\0028\001\"\234\001\n\014Mod" +
+      "elProfile\022\024\n\005model\030\001 \001(\tR\005model\022\032\n\010provi" +
+      "der\030\002 \001(\tR\010provider\022.\n\023input_window_toke" +
+      "ns\030\003 \001(\005R\021inputWindowTokens\022*\n\021max_outpu" +
+      "t_tokens\030\004 \001(\005R\017maxOutputTokens\"D\n\020Token" +
+      "Calibration\022\026\n\006factor\030\001 \001(\001R\006factor\022\030\n\007s" +
+      "amples\030\002 \001(\003R\007samples\"\255\004\n\020CompactionResu" +
+      "lt\022\034\n\tcompacted\030\001 \001(\010R\tcompacted\022%\n\016skip" +
+      "ped_reason\030\002 \001(\tR\rskippedReason\0229\n\ractiv" +
+      "e_events\030\003 \003(\0132\024.compaction.v1.EventR\014ac" +
+      "tiveEvents\022=\n\017archived_events\030\004 \003(\0132\024.co" +
+      "mpaction.v1.EventR\016archivedEvents\0220\n\024arc" +
+      "hived_event_count\030\005 \001(\005R\022archivedEventCo" +
+      "unt\0224\n\026tokens_estimated_saved\030\006 \001(\005R\024tok" +
+      "ensEstimatedSaved\022\030\n\007version\030\007 \001(\003R\007vers" +
+      "ion\022#\n\rcompaction_id\030\010 \001(\tR\014compactionId" +
+      "\022\032\n\010strategy\030\t \001(\tR\010strategy\022\024\n\005error\030\n " +
+      "\001(\tR\005error\022\'\n\017content_omitted\030\013 \001(\010R\016con" +
+      "tentOmitted\022*\n\021cleared_event_ids\030\014 \003(\tR\017" +
+      "clearedEventIds\022,\n\022restored_event_ids\030\r " +
+      "\003(\tR\020restoredEventIds\"\216\005\n\nCompaction\022#\n\r" +
+      "compaction_id\030\001 \001(\tR\014compactionId\022;\n\013cre" +
+      "ate_time\030\002 \001(\0132\032.google.protobuf.Timesta" +
+      "mpR\ncreateTime\022\032\n\010strategy\030\003 \001(\tR\010strate" +
+      "gy\0224\n\005cause\030\004 \001(\0162\036.compaction.v1.Compac" +
+      "tionCauseR\005cause\022,\n\022archived_event_ids\030\005" +
+      " \003(\tR\020archivedEventIds\022*\n\021cleared_event_" +
+      "ids\030\006 \003(\tR\017clearedEventIds\022,\n\022inserted_e" +
+      "vent_ids\030\007 \003(\tR\020insertedEventIds\022!\n\014toke" +
+      "ns_saved\030\010 \001(\005R\013tokensSaved\0220\n\024summary_i" +
+      "nput_tokens\030\t \001(\005R\022summaryInputTokens\0222\n" +
+      "\025summary_output_tokens\030\n \001(\005R\023summaryOut" +
+      "putTokens\0222\n\025summarizer_latency_ms\030\013 \001(\001" +
+      "R\023summarizerLatencyMs\022%\n\016version_before\030" +
+      "\014 \001(\003R\rversionBefore\022#\n\rversion_after\030\r " +
+      "\001(\003R\014versionAfter\022\037\n\013restored_by\030\016 \001(\tR\n" +
+      "restoredBy\022\032\n\010restores\030\017 \001(\tR\010restores*\254" +
+      "\001\n\017CompactionCause\022 \n\034COMPACTION_CAUSE_U" +
+      "NSPECIFIED\020\000\022\034\n\030COMPACTION_CAUSE_TRIGGER" +
+      "\020\001\022\032\n\026COMPACTION_CAUSE_FORCE\020\002\022\037\n\033COMPAC" +
+      "TION_CAUSE_BACKGROUND\020\003\022\034\n\030COMPACTION_CA" +
+      "USE_RESTORE\020\004B\201\001\n\030dev.compactionsidecar." +
+      "v1B\014SessionProtoP\001ZUgithub.com/compactio" +
+      "n-sidecar/compaction-sidecar/clients/go/" +
+      "compactionv1;compactionv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -117,7 +145,7 @@ public final class SessionProto extends com.google.protobuf.GeneratedFile {
     internal_static_compaction_v1_Session_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_Session_descriptor,
-        new java.lang.String[] { "SessionId", "Version", "Policy", "Labels", "CreateTime", "UpdateTime", "ActiveEventCount", "TurnCount", "ActiveTokens", "TotalEventCount", "LastCompactionId", "Model", "ModelProfile", "Calibration", });
+        new java.lang.String[] { "SessionId", "Version", "Policy", "Labels", "CreateTime", "UpdateTime", "ActiveEventCount", "TurnCount", "ActiveTokens", "TotalEventCount", "LastCompactionId", "Model", "ModelProfile", "Calibration", "AutoCompactionPaused", });
     internal_static_compaction_v1_Session_LabelsEntry_descriptor =
       internal_static_compaction_v1_Session_descriptor.getNestedType(0);
     internal_static_compaction_v1_Session_LabelsEntry_fieldAccessorTable = new
@@ -141,7 +169,13 @@ public final class SessionProto extends com.google.protobuf.GeneratedFile {
     internal_static_compaction_v1_CompactionResult_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_CompactionResult_descriptor,
-        new java.lang.String[] { "Compacted", "SkippedReason", "ActiveEvents", "ArchivedEvents", "ArchivedEventCount", "TokensEstimatedSaved", "Version", "CompactionId", "Strategy", "Error", "ContentOmitted", "ClearedEventIds", });
+        new java.lang.String[] { "Compacted", "SkippedReason", "ActiveEvents", "ArchivedEvents", "ArchivedEventCount", "TokensEstimatedSaved", "Version", "CompactionId", "Strategy", "Error", "ContentOmitted", "ClearedEventIds", "RestoredEventIds", });
+    internal_static_compaction_v1_Compaction_descriptor =
+      getDescriptor().getMessageType(4);
+    internal_static_compaction_v1_Compaction_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_compaction_v1_Compaction_descriptor,
+        new java.lang.String[] { "CompactionId", "CreateTime", "Strategy", "Cause", "ArchivedEventIds", "ClearedEventIds", "InsertedEventIds", "TokensSaved", "SummaryInputTokens", "SummaryOutputTokens", "SummarizerLatencyMs", "VersionBefore", "VersionAfter", "RestoredBy", "Restores", });
     descriptor.resolveAllFeaturesImmutable();
     dev.compactionsidecar.v1.EventProto.getDescriptor();
     dev.compactionsidecar.v1.PolicyProto.getDescriptor();
