@@ -32,6 +32,7 @@ from bench import (
     context_tokens,
     latency,
     memory,
+    rendering,
     tokens,
 )
 from bench.common import FULL, QUICK, TINY, Log, Outcome, Scale, Target
@@ -43,6 +44,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "context": context.run,
     "compaction_cost": compaction_cost.run,
     "clearing_cost": clearing_cost.run,
+    "rendering": rendering.run,
     "context_tokens": context_tokens.run,
     "adk_appends": adk_appends.run,
     "adk_context": adk_context.run,

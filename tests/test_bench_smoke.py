@@ -24,6 +24,7 @@ TARGETS = (
     "get_context_vs_echo",
     "compaction_pass_large_vs_small_log",
     "clearing_pass_vs_token_budget_pass",
+    "rendered_get_context_vs_get_context",
     "tool_result_appends_bytes_vs_short",
     "service_tokens_per_s_vs_tiktoken",
     "memory_idle_vs_fresh",
