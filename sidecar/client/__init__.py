@@ -1,9 +1,10 @@
 """The Python client of the compaction sidecar.
 
 ``AsyncClient`` (asyncio) and ``Client`` (blocking) speak the gRPC API and
-return the domain's dataclasses (``sidecar.model``): ``Event``, ``Session``,
-``CompactionResult``. A session's log is reached through
-``client.session(session_id)``. Failed calls raise ``ClientError``.
+return the domain's dataclasses (``sidecar.model``): ``Event``, ``Session``
+(as ``SessionInfo``, with its model's ``ModelProfile``), ``CompactionResult``.
+A session's log is reached through ``client.session(session_id)``. Failed
+calls raise ``ClientError``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from sidecar.client.errors import (
     UnauthenticatedError,
     UnavailableError,
 )
-from sidecar.client.requests import KEEP, Batch, Keep, ModelUsage, with_ids
+from sidecar.client.requests import KEEP, Batch, Keep, with_ids
 from sidecar.client.results import (
     Ack,
     AppendResult,
@@ -32,12 +33,14 @@ from sidecar.client.results import (
     RequestFailed,
     SearchHit,
     SessionContext,
+    SessionInfo,
     StreamMessage,
 )
 from sidecar.client.retry import RetryPolicy
 from sidecar.client.streams import EventStream, Watch
 from sidecar.client.sync import Client, SyncSessionHandle
-from sidecar.model import LabelUpdate
+from sidecar.model import LabelUpdate, ModelUsage, Reasoning, TokenCalibration
+from sidecar.providers.profiles import ModelProfile
 from sidecar.providers.render import ContextFormat
 
 __all__ = [
@@ -59,17 +62,21 @@ __all__ = [
     "Keep",
     "LabelUpdate",
     "Missed",
+    "ModelProfile",
     "ModelUsage",
     "NotFoundError",
+    "Reasoning",
     "RequestFailed",
     "ResourceExhaustedError",
     "RetryPolicy",
     "SearchHit",
     "SessionContext",
     "SessionHandle",
+    "SessionInfo",
     "StreamMessage",
     "SyncSessionHandle",
     "Tls",
+    "TokenCalibration",
     "UnauthenticatedError",
     "UnavailableError",
     "Watch",

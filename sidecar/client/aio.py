@@ -21,14 +21,14 @@ import grpc
 from sidecar.client import decode, requests
 from sidecar.client.channel import Options, Tls, auth_metadata, channel_options
 from sidecar.client.errors import error_from_rpc
-from sidecar.client.requests import KEEP, Keep, ModelUsage
-from sidecar.client.results import AppendResult, SearchHit, SessionContext
+from sidecar.client.requests import KEEP, Keep
+from sidecar.client.results import AppendResult, SearchHit, SessionContext, SessionInfo
 from sidecar.client.retry import RetryPolicy, retry_async
 from sidecar.client.streams import EventStream, Watch
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
-from sidecar.model import CompactionResult, Event, LabelUpdate, Role, Session
+from sidecar.model import CompactionResult, Event, LabelUpdate, ModelUsage, Role
 from sidecar.providers.render import ContextFormat
 
 Req = TypeVar("Req")
@@ -134,7 +134,7 @@ class AsyncClient:
         labels: Mapping[str, str] | None = None,
         *,
         model: str = "",
-    ) -> Session:
+    ) -> SessionInfo:
         """Create a session; without a policy it gets the server's default.
 
         ``model`` is the model the agent calls with the session's context
@@ -145,17 +145,17 @@ class AsyncClient:
         request = requests.create_session(session_id, policy, labels, model)
         return decode.session(await self._unary(self._stub.CreateSession, request, retry=False))
 
-    async def get_session(self, session_id: str) -> Session:
+    async def get_session(self, session_id: str) -> SessionInfo:
         request = pb.GetSessionRequest(session_id=session_id)
         return decode.session(await self._unary(self._stub.GetSession, request, retry=True))
 
     def list_sessions(
         self, *, label_filter: Mapping[str, str] | None = None, page_size: int = 0
-    ) -> AsyncIterator[Session]:
+    ) -> AsyncIterator[SessionInfo]:
         """Every session having all of ``label_filter``, in id order, page after page."""
         request = pb.ListSessionsRequest(page_size=page_size, label_filter=dict(label_filter or {}))
 
-        async def fetch(token: str) -> tuple[Iterable[Session], str]:
+        async def fetch(token: str) -> tuple[Iterable[SessionInfo], str]:
             request.page_token = token
             page = await self._unary(self._stub.ListSessions, request, retry=True)
             return [decode.session(s) for s in page.sessions], page.next_page_token
@@ -170,7 +170,7 @@ class AsyncClient:
         labels: Mapping[str, str] | Keep = KEEP,
         model: str | Keep = KEEP,
         expected_version: int | None = None,
-    ) -> Session:
+    ) -> SessionInfo:
         """Replace the session's policy, labels and/or model; only the ones passed change.
 
         ``policy=None`` removes the policy, ``model=""`` the model. With
@@ -200,6 +200,7 @@ class AsyncClient:
         since: datetime | None = None,
         until: datetime | None = None,
         page_size: int = 0,
+        timeout_s: float | None = None,
     ) -> AsyncIterator[SearchHit]:
         """Full-text search over archived events (and the active ones with ``include_active``).
 
@@ -209,7 +210,9 @@ class AsyncClient:
 
         async def fetch(token: str) -> tuple[Iterable[SearchHit], str]:
             request.page_token = token
-            page = await self._unary(self._stub.SearchEvents, request, retry=True)
+            page = await self._unary(
+                self._stub.SearchEvents, request, retry=True, timeout_s=timeout_s
+            )
             return [decode.hit(h) for h in page.hits], page.next_page_token
 
         return _paged(fetch)
@@ -222,7 +225,7 @@ class SessionHandle:
         self._client = client
         self.session_id = session_id
 
-    async def get(self) -> Session:
+    async def get(self) -> SessionInfo:
         return await self._client.get_session(self.session_id)
 
     async def append(
@@ -345,6 +348,7 @@ class SessionHandle:
         since: datetime | None = None,
         until: datetime | None = None,
         page_size: int = 0,
+        timeout_s: float | None = None,
     ) -> AsyncIterator[SearchHit]:
         """Full-text search of this session; see ``AsyncClient.search``."""
         return self._client.search(
@@ -355,4 +359,5 @@ class SessionHandle:
             since=since,
             until=until,
             page_size=page_size,
+            timeout_s=timeout_s,
         )

@@ -21,6 +21,7 @@ from sidecar.client.results import (
     RequestFailed,
     SearchHit,
     SessionContext,
+    SessionInfo,
     StreamMessage,
 )
 from sidecar.compaction.policy import CompactionPolicy, policy_from_dict
@@ -34,6 +35,7 @@ from sidecar.model import (
     SkipReason,
     TokenCalibration,
 )
+from sidecar.providers.profiles import ModelProfile
 from sidecar.providers.render import ContextFormat, render_json
 from sidecar.server import convert
 
@@ -59,8 +61,8 @@ def policy(msg: policy_pb2.CompactionPolicy) -> CompactionPolicy:
     return convert.policy_in(msg, bounded=False)  # the server's, stored: read it as it is
 
 
-def session(msg: session_pb2.Session) -> Session:
-    """A session header, with its model and token calibration.
+def session(msg: session_pb2.Session) -> SessionInfo:
+    """A session header, with its model, its model's profile and its token calibration.
 
     Only the counters the API exposes are filled (active events, turns,
     tokens); the engine's private ones are left at zero.
@@ -69,7 +71,7 @@ def session(msg: session_pb2.Session) -> Session:
     if msg.HasField("policy"):
         # The same compact form the engine stores.
         policy_json = json.dumps(policy(msg.policy).to_dict(), separators=(",", ":"))
-    return Session(
+    return SessionInfo(
         session_id=msg.session_id,
         version=msg.version,
         policy_json=policy_json,
@@ -85,6 +87,19 @@ def session(msg: session_pb2.Session) -> Session:
         last_compaction_id=msg.last_compaction_id,
         model=msg.model,
         calibration=calibration(msg),
+        model_profile=model_profile(msg),
+    )
+
+
+def model_profile(msg: session_pb2.Session) -> ModelProfile | None:
+    if not msg.HasField("model_profile"):
+        return None
+    profile = msg.model_profile
+    return ModelProfile(
+        model=profile.model,
+        provider=profile.provider,
+        input_window_tokens=profile.input_window_tokens,
+        max_output_tokens=profile.max_output_tokens,
     )
 
 

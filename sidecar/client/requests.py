@@ -17,7 +17,7 @@ from google.protobuf.field_mask_pb2 import FieldMask
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import session_pb2
-from sidecar.model import Event, LabelUpdate, Role
+from sidecar.model import Event, LabelUpdate, ModelUsage, Role
 from sidecar.providers.render import ContextFormat
 from sidecar.server import convert
 
@@ -41,23 +41,14 @@ FORMATS: Mapping[ContextFormat, pb.ContextFormat.ValueType] = {
 
 
 @dataclass(frozen=True, slots=True)
-class ModelUsage:
-    """What the provider reported for a model call made with the context of ``context_version``.
-
-    Sent with an append (``usage=``), it calibrates the session's token
-    estimates: ``prompt_tokens`` is the provider's count (Gemini's
-    ``usageMetadata.promptTokenCount``, OpenAI's ``usage.prompt_tokens`` or
-    ``input_tokens``, Anthropic's ``input_tokens`` plus its cache reads and
-    writes), ``context_version`` the ``SessionContext.version`` that was sent.
-    """
-
-    context_version: int
-    prompt_tokens: int
-
-
-@dataclass(frozen=True, slots=True)
 class Batch:
-    """One append of the blocking client's ``stream()``: events, and usage to report with them."""
+    """One append of the blocking client's ``stream()``: events, and usage to report with them.
+
+    ``usage`` is what the provider reported for the model call made with the
+    context of ``usage.context_version``: Gemini's ``usageMetadata.promptTokenCount``,
+    OpenAI's ``usage.prompt_tokens`` or ``input_tokens``, Anthropic's
+    ``input_tokens`` plus its cache reads and writes.
+    """
 
     events: Sequence[Event]
     usage: ModelUsage | None = None

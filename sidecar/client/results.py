@@ -8,7 +8,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sidecar.client.errors import ClientError
-from sidecar.model import CompactionResult, Event
+from sidecar.model import CompactionResult, Event, Session
+from sidecar.providers.profiles import ModelProfile
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo(Session):
+    """A session as the server answers it: the domain's header, and its model's profile.
+
+    ``model_profile`` is the server's profile of ``model`` (provider, input
+    window, output reserve: what a ``context_fraction`` trigger is a fraction
+    of), None when the session names no model. The server may know models
+    this client's built-in table does not (``--model-profiles``), so it is
+    read from the answer, never looked up here.
+    """
+
+    model_profile: ModelProfile | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,10 +16,9 @@ import grpc
 
 from sidecar.client import decode, requests
 from sidecar.client.errors import error_from_rpc
-from sidecar.client.requests import ModelUsage
 from sidecar.client.results import Missed, StreamMessage
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
-from sidecar.model import CompactionResult, Event
+from sidecar.model import CompactionResult, Event, ModelUsage
 
 
 class EventStream:

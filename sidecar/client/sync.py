@@ -20,13 +20,20 @@ import grpc
 from sidecar.client import decode, requests
 from sidecar.client.channel import Options, Tls, auth_metadata, channel_options
 from sidecar.client.errors import error_from_rpc
-from sidecar.client.requests import KEEP, Batch, Keep, ModelUsage
-from sidecar.client.results import AppendResult, Missed, SearchHit, SessionContext, StreamMessage
+from sidecar.client.requests import KEEP, Batch, Keep
+from sidecar.client.results import (
+    AppendResult,
+    Missed,
+    SearchHit,
+    SessionContext,
+    SessionInfo,
+    StreamMessage,
+)
 from sidecar.client.retry import RetryPolicy, retry_sync
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
-from sidecar.model import CompactionResult, Event, LabelUpdate, Role, Session
+from sidecar.model import CompactionResult, Event, LabelUpdate, ModelUsage, Role
 from sidecar.providers.render import ContextFormat
 
 Req = TypeVar("Req")
@@ -130,7 +137,7 @@ class Client:
         labels: Mapping[str, str] | None = None,
         *,
         model: str = "",
-    ) -> Session:
+    ) -> SessionInfo:
         """Create a session (with ``model``, if given); no policy: the server's default.
 
         Not retried.
@@ -138,17 +145,17 @@ class Client:
         request = requests.create_session(session_id, policy, labels, model)
         return decode.session(self._unary(self._stub.CreateSession, request, retry=False))
 
-    def get_session(self, session_id: str) -> Session:
+    def get_session(self, session_id: str) -> SessionInfo:
         request = pb.GetSessionRequest(session_id=session_id)
         return decode.session(self._unary(self._stub.GetSession, request, retry=True))
 
     def list_sessions(
         self, *, label_filter: Mapping[str, str] | None = None, page_size: int = 0
-    ) -> Iterator[Session]:
+    ) -> Iterator[SessionInfo]:
         """Every session having all of ``label_filter``, in id order, page after page."""
         request = pb.ListSessionsRequest(page_size=page_size, label_filter=dict(label_filter or {}))
 
-        def fetch(token: str) -> tuple[Iterable[Session], str]:
+        def fetch(token: str) -> tuple[Iterable[SessionInfo], str]:
             request.page_token = token
             page = self._unary(self._stub.ListSessions, request, retry=True)
             return [decode.session(s) for s in page.sessions], page.next_page_token
@@ -163,7 +170,7 @@ class Client:
         labels: Mapping[str, str] | Keep = KEEP,
         model: str | Keep = KEEP,
         expected_version: int | None = None,
-    ) -> Session:
+    ) -> SessionInfo:
         """Replace the session's policy, labels and/or model; only the ones passed change.
 
         Not retried.
@@ -190,13 +197,16 @@ class Client:
         since: datetime | None = None,
         until: datetime | None = None,
         page_size: int = 0,
+        timeout_s: float | None = None,
     ) -> Iterator[SearchHit]:
         """Full-text search over archived (and optionally active) events, best first."""
         request = requests.search(query, session_id, roles, include_active, since, until, page_size)
 
         def fetch(token: str) -> tuple[Iterable[SearchHit], str]:
             request.page_token = token
-            page = self._unary(self._stub.SearchEvents, request, retry=True)
+            page = self._unary(
+                self._stub.SearchEvents, request, retry=True, timeout_s=timeout_s
+            )
             return [decode.hit(h) for h in page.hits], page.next_page_token
 
         return _paged(fetch)
@@ -209,7 +219,7 @@ class SyncSessionHandle:
         self._client = client
         self.session_id = session_id
 
-    def get(self) -> Session:
+    def get(self) -> SessionInfo:
         return self._client.get_session(self.session_id)
 
     def append(
@@ -340,6 +350,7 @@ class SyncSessionHandle:
         since: datetime | None = None,
         until: datetime | None = None,
         page_size: int = 0,
+        timeout_s: float | None = None,
     ) -> Iterator[SearchHit]:
         """Full-text search of this session; see ``Client.search``."""
         return self._client.search(
@@ -350,4 +361,5 @@ class SyncSessionHandle:
             since=since,
             until=until,
             page_size=page_size,
+            timeout_s=timeout_s,
         )

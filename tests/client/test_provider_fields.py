@@ -7,11 +7,15 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
 from sidecar.client import (
+    Ack,
     AsyncClient,
     Batch,
     Client,
     ContextFormat,
+    InvalidArgumentError,
     ModelUsage,
     decode,
     requests,
@@ -19,6 +23,7 @@ from sidecar.client import (
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import session_pb2
 from sidecar.model import Event, Reasoning, Role, TokenCalibration, ToolCall, ToolResult
+from sidecar.providers.profiles import ModelProfile
 from sidecar.providers.render import render_json
 from sidecar.server.app import Sidecar
 from tests.client.conftest import u
@@ -173,3 +178,52 @@ def test_a_session_decodes_with_its_model_and_calibration() -> None:
     assert decoded.model == "gemini-2.5-flash"
     assert decoded.calibration == TokenCalibration(factor=1.25, samples=4)
     assert older.calibration == TokenCalibration()  # no calibration sent: uncalibrated, not 0
+
+
+async def test_a_sessions_model_comes_with_its_profile_and_can_be_changed(
+    client: AsyncClient,
+) -> None:
+    created = await client.create_session("py-model", model="gemini-2.5-flash")
+    renamed = await client.update_session("py-model", model="claude-sonnet-4-5-20250929")
+    fetched = await client.get_session("py-model")
+    removed = await client.update_session("py-model", model="")
+    with pytest.raises(InvalidArgumentError) as unknown:
+        await client.create_session("py-model-2", model="no-such-model")
+
+    assert (created.model, created.model_profile) == (
+        "gemini-2.5-flash",
+        ModelProfile("gemini-2.5-flash", "gemini", 1_048_576, 65_536),
+    )
+    assert renamed.model == fetched.model == "claude-sonnet-4-5-20250929"
+    assert fetched.model_profile == ModelProfile("claude-sonnet-4-5", "anthropic", 200_000, 64_000)
+    assert (removed.model, removed.model_profile) == ("", None)
+    assert unknown.value.field == "model"
+
+
+async def test_usage_reports_calibrate_the_session_and_its_context_estimate(
+    client: AsyncClient,
+) -> None:
+    await client.create_session("py-usage", model="gemini-2.5-flash")
+    session = client.session("py-usage")
+    await session.append([u("Where is my order?")])
+    sent = await session.context()
+    counted = await session.append(
+        [u("and the invoice?")],
+        usage=ModelUsage(context_version=sent.version, prompt_tokens=2 * sent.token_count),
+    )
+    calibrated = await session.get()
+    later = await session.context()
+    ignored = await session.append([u("thanks")], usage=ModelUsage(999, 10))
+    async with session.stream() as stream:
+        await stream.send([u("bye")], usage=ModelUsage(998, 10))
+        await stream.close()
+        [streamed] = [m async for m in stream]
+
+    assert counted.usage_ignored_reason == ""
+    assert calibrated.calibration.samples == 1
+    assert calibrated.calibration.factor == 2.0
+    assert later.estimated_prompt_tokens == 2 * later.token_count
+    assert "999" in ignored.usage_ignored_reason
+    assert isinstance(streamed, Ack)
+    assert "998" in streamed.result.usage_ignored_reason
+    assert (await session.get()).calibration.samples == 1
