@@ -205,6 +205,7 @@ class AsyncClient:
         """Full-text search over archived events (and the active ones with ``include_active``).
 
         Every session unless ``session_id``; best hits first, page after page.
+        ``timeout_s`` (default: the client's) bounds each page's call, retries included.
         """
         request = requests.search(query, session_id, roles, include_active, since, until, page_size)
 

@@ -199,14 +199,15 @@ class Client:
         page_size: int = 0,
         timeout_s: float | None = None,
     ) -> Iterator[SearchHit]:
-        """Full-text search over archived (and optionally active) events, best first."""
+        """Full-text search over archived (and optionally active) events, best first.
+
+        ``timeout_s`` (default: the client's) bounds each page's call, retries included.
+        """
         request = requests.search(query, session_id, roles, include_active, since, until, page_size)
 
         def fetch(token: str) -> tuple[Iterable[SearchHit], str]:
             request.page_token = token
-            page = self._unary(
-                self._stub.SearchEvents, request, retry=True, timeout_s=timeout_s
-            )
+            page = self._unary(self._stub.SearchEvents, request, retry=True, timeout_s=timeout_s)
             return [decode.hit(h) for h in page.hits], page.next_page_token
 
         return _paged(fetch)
