@@ -10,9 +10,8 @@ counts, summaries and renderings see it:
   a redacted ``Reasoning``;
 - a function call's signature is its ``ToolCall.signature``;
 - a text part's signature is a ``Reasoning`` with no text, which
-  ``content_of`` puts back on the text part (so does a thought whose text a
-  clearing took, as the server's Gemini rendering does: Gemini checks the
-  signatures of calls, which keep their own).
+  ``content_of`` puts back on the text part (a thought whose text a clearing
+  took keeps its signature where it was, on a part with empty text).
 
 For those shapes ``content_of(fields)`` rebuilds the content exactly; what
 it cannot rebuild (several text parts, media before the text, a thought
@@ -137,16 +136,24 @@ def _thought_part(block: Reasoning) -> types.Part | None:
 
 
 def content_of(event: Event) -> types.Content:
-    """The ADK content an event stands for: thoughts, text, media, then calls or responses."""
+    """The ADK content an event stands for: thoughts, text, media, then calls or responses.
+
+    The last text-less signature is the text part's (thoughts come before the
+    text); an earlier one (a thought's, once clearing took its text) stays
+    where its thought was, on a part with empty text.
+    """
     parts: list[types.Part] = []
-    text_signatures = [r.signature for r in event.reasoning if _is_text_signature(r)]
-    for block in event.reasoning:
-        if not _is_text_signature(block) and (thought := _thought_part(block)) is not None:
+    last = max((i for i, r in enumerate(event.reasoning) if _is_text_signature(r)), default=-1)
+    for i, block in enumerate(event.reasoning):
+        if i == last:
+            continue
+        if _is_text_signature(block):
+            parts.append(types.Part(text="", thought_signature=block.signature))
+        elif (thought := _thought_part(block)) is not None:
             parts.append(thought)
-    if event.text or text_signatures:
-        first = text_signatures[0] if text_signatures else None
-        parts.append(types.Part(text=event.text, thought_signature=first))
-        parts.extend(types.Part(text="", thought_signature=s) for s in text_signatures[1:])
+    if event.text or last >= 0:
+        signature = event.reasoning[last].signature if last >= 0 else None
+        parts.append(types.Part(text=event.text, thought_signature=signature))
     for part in event.parts:
         if part.uri:
             parts.append(
