@@ -167,7 +167,20 @@ def check(expect: Mapping[str, Any], outcome: Outcome) -> list[str]:
         if "hit_event_ids" in expect:
             hits = [h.get("event", {}) for h in response.get("hits", [])]
             problems.extend(match(expect["hit_event_ids"], _ids(hits), "hit_event_ids"))
+        if "rendered" in expect:
+            problems.extend(_rendered(expect["rendered"], response.get("renderedJson", "")))
     return problems
+
+
+def _rendered(expected: object, rendered_json: str) -> list[str]:
+    """``rendered`` matched, under the same rules, against the parsed ``renderedJson``."""
+    if not rendered_json:
+        return ["rendered: the response has no renderedJson"]
+    try:
+        parsed = json.loads(rendered_json)
+    except ValueError as exc:
+        return [f"rendered: renderedJson is not JSON ({exc}): {rendered_json!r}"]
+    return match(expected, parsed, "rendered")
 
 
 # -- the server -----------------------------------------------------------------

@@ -83,3 +83,15 @@ def test_a_wrong_expectation_fails_with_the_step_and_both_sides() -> None:
     assert problems == ['event_ids[0]: expected "u2", got "u1"']
     wrong_code = runner.check({"code": "NOT_FOUND"}, runner.Outcome(code="OK"))
     assert wrong_code == ["code: expected NOT_FOUND, got OK ()"]
+
+
+def test_rendered_is_matched_against_the_parsed_rendering() -> None:
+    outcome = runner.Outcome(code="OK", response={"renderedJson": '{"messages":[{"role":"user"}]}'})
+    assert runner.check({"rendered": {"messages": [{"role": "user"}]}}, outcome) == []
+    assert runner.check({"rendered": {"messages": [{"role": "system"}]}}, outcome) == [
+        'rendered.messages[0].role: expected "system", got "user"'
+    ]
+    unrendered = runner.Outcome(code="OK", response={})
+    assert runner.check({"rendered": {}}, unrendered) == [
+        "rendered: the response has no renderedJson"
+    ]

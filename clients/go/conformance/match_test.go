@@ -80,3 +80,17 @@ func TestCheckFieldViolationsOnAFailedStep(t *testing.T) {
 		t.Fatalf("problems = %v, want one", problems)
 	}
 }
+
+func TestCheckRenderedAgainstTheParsedRendering(t *testing.T) {
+	out := Outcome{Code: "OK", Response: js(t, `{"renderedJson": "{\"messages\":[{\"role\":\"user\"}]}"}`)}
+	if problems := Check(js(t, `{"rendered": {"messages": [{"role": "user"}]}}`).(map[string]any), out); len(problems) != 0 {
+		t.Fatalf("problems = %v", problems)
+	}
+	if problems := Check(js(t, `{"rendered": {"messages": [{"role": "system"}]}}`).(map[string]any), out); len(problems) != 1 {
+		t.Fatalf("problems = %v, want one", problems)
+	}
+	empty := Outcome{Code: "OK", Response: js(t, `{}`)}
+	if problems := Check(js(t, `{"rendered": {}}`).(map[string]any), empty); len(problems) != 1 {
+		t.Fatalf("problems = %v, want one: no renderedJson", problems)
+	}
+}

@@ -72,7 +72,24 @@ func Check(expect map[string]any, out Outcome) []string {
 		}
 		problems = append(problems, Match(want, ids(hitEvents), "hit_event_ids")...)
 	}
+	if want, ok := expect["rendered"]; ok {
+		problems = append(problems, rendered(want, response["renderedJson"])...)
+	}
 	return problems
+}
+
+// rendered matches want, under the same rules, against the parsed
+// renderedJson of the response.
+func rendered(want, renderedJSON any) []string {
+	text, _ := renderedJSON.(string)
+	if text == "" {
+		return []string{"rendered: the response has no renderedJson"}
+	}
+	var parsed any
+	if err := json.Unmarshal([]byte(text), &parsed); err != nil {
+		return []string{fmt.Sprintf("rendered: renderedJson is not JSON (%v): %q", err, text)}
+	}
+	return Match(want, parsed, "rendered")
 }
 
 // Match lists where actual differs from expected under the subset rules:

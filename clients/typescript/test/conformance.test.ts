@@ -61,4 +61,14 @@ describe("conformance matching rules", () => {
     ]);
     assert.deepEqual(check({ code: "NOT_FOUND" }, outcome), ["code: expected NOT_FOUND, got OK ()"]);
   });
+
+  it("matches rendered against the parsed renderedJson", () => {
+    const outcome = { code: "OK", message: "", fieldViolations: [], response: { renderedJson: '{"messages":[{"role":"user"}]}' } };
+    assert.deepEqual(check({ rendered: { messages: [{ role: "user" }] } }, outcome), []);
+    assert.deepEqual(check({ rendered: { messages: [{ role: "system" }] } }, outcome), [
+      'rendered.messages[0].role: expected "system", got "user"',
+    ]);
+    const unrendered = { ...outcome, response: {} };
+    assert.deepEqual(check({ rendered: {} }, unrendered), ["rendered: the response has no renderedJson"]);
+  });
 });

@@ -56,6 +56,7 @@ export interface Expect {
   readonly event_ids?: Json[];
   readonly archived_ids?: Json[];
   readonly hit_event_ids?: Json[];
+  readonly rendered?: Json;
 }
 
 export interface Scenario {
@@ -180,7 +181,20 @@ export function check(expect: Expect, outcome: Outcome): string[] {
     const hitEvents = Array.isArray(hits) ? hits.map((h) => field(h, "event") ?? {}) : [];
     problems.push(...match(expect.hit_event_ids, ids(hitEvents), "hit_event_ids"));
   }
+  if (expect.rendered !== undefined) problems.push(...rendered(expect.rendered, field(response, "renderedJson")));
   return problems;
+}
+
+/** `rendered` matched, under the same rules, against the parsed `renderedJson`. */
+function rendered(expected: Json, renderedJson: Json | undefined): string[] {
+  if (typeof renderedJson !== "string" || renderedJson === "") return ["rendered: the response has no renderedJson"];
+  let parsed: Json;
+  try {
+    parsed = JSON.parse(renderedJson) as Json;
+  } catch (reason) {
+    return [`rendered: renderedJson is not JSON (${String(reason)}): ${renderedJson}`];
+  }
+  return match(expected, parsed, "rendered");
 }
 
 // -- running ------------------------------------------------------------------

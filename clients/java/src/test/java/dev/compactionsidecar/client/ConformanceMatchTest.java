@@ -46,4 +46,12 @@ class ConformanceMatchTest {
     assertNotNull(match("{\"compacted\": true}", "{}"));
     assertNull(match("{\"id\": \"*\"}", "{}"));
   }
+
+  @Test
+  void renderedIsMatchedAgainstTheParsedRendering() throws Exception {
+    Value rendered = Value.newBuilder().setStringValue("{\"messages\":[{\"role\":\"user\"}]}").build();
+    assertNull(ConformanceTest.rendered(json("{\"messages\": [{\"role\": \"user\"}]}"), rendered));
+    assertNotNull(ConformanceTest.rendered(json("{\"messages\": [{\"role\": \"system\"}]}"), rendered));
+    assertNotNull(ConformanceTest.rendered(json("{}"), null));
+  }
 }

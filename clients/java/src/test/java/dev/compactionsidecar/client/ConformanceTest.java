@@ -308,7 +308,25 @@ class ConformanceTest {
         return m;
       }
     }
+    if (expect.containsFields("rendered")) {
+      return rendered(field(expect, "rendered"), get(response, "renderedJson"));
+    }
     return null;
+  }
+
+  /** {@code rendered} matched, under the same rules, against the parsed {@code renderedJson}. */
+  static String rendered(Value expected, Value renderedJson) {
+    String text = renderedJson == null ? "" : renderedJson.getStringValue();
+    if (text.isEmpty()) {
+      return "rendered: the response has no renderedJson";
+    }
+    Value.Builder parsed = Value.newBuilder();
+    try {
+      PARSER.merge(text, parsed);
+    } catch (InvalidProtocolBufferException e) {
+      return "rendered: renderedJson is not JSON (" + e.getMessage() + "): " + text;
+    }
+    return match(expected, parsed.build(), "rendered");
   }
 
   /**
