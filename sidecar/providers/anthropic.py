@@ -29,10 +29,15 @@ from sidecar.providers.conversation import (
     messages,
     orphan_text,
 )
+from sidecar.providers.fragments import NOTHING_KEPT, Fragments
 from sidecar.providers.wire import (
+    Block,
     JsonObject,
     alternating,
+    array,
     b64,
+    block,
+    dumps,
     object_of,
     part_placeholder,
     text_with_placeholders,
@@ -43,53 +48,50 @@ _IMAGES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 _THINKING = frozenset({"thinking", "redacted_thinking"})
 
 
-def render(events: Sequence[Event]) -> JsonObject:
-    """``{"system"?: ..., "messages": [...]}`` for the window ``events``."""
+def render_json(events: Sequence[Event], fragments: Fragments = NOTHING_KEPT) -> str:
+    """``{"system"?: ..., "messages": [...]}`` for the window ``events``, as JSON."""
     shaped = conversation(events)
-    said = messages(shaped, _assistant, _user, _result, _orphan)
+    said = messages(shaped, "anthropic", fragments, _assistant, _user, _result, _orphan)
     named = [("assistant" if role is Role.ASSISTANT else "user", blocks) for role, blocks in said]
-    out: list[JsonObject] = []
+    out: list[str] = []
     for role, blocks in alternating(named, "user", _text(LEADING_USER_TEXT)):
         if role == "assistant":
-            blocks.sort(key=lambda block: block["type"] not in _THINKING)  # stable
-        out.append({"role": role, "content": blocks})
-    body: JsonObject = {}
-    if shaped.system:
-        body["system"] = shaped.system
-    body["messages"] = out
-    return body
+            blocks.sort(key=lambda b: b.kind not in _THINKING)  # stable: thinking first
+        out.append(f'{{"role":"{role}","content":{array(blocks)}}}')
+    head = f'"system":{dumps(shaped.system)},' if shaped.system else ""
+    return f'{{{head}"messages":[{",".join(out)}]}}'
 
 
-def _text(text: str) -> JsonObject:
-    return {"type": "text", "text": text}
+def _text(text: str) -> Block:
+    return block({"type": "text", "text": text}, "text")
 
 
-def _thinking(block: Reasoning) -> JsonObject | None:
-    signature = utf8(block.signature) if block.signature else None
+def _thinking(reasoning: Reasoning) -> JsonObject | None:
+    signature = utf8(reasoning.signature) if reasoning.signature else None
     if signature is None:
         return None
-    if block.redacted:
+    if reasoning.redacted:
         return {"type": "redacted_thinking", "data": signature}
-    if not block.text:
+    if not reasoning.text:
         return None
-    return {"type": "thinking", "thinking": block.text, "signature": signature}
+    return {"type": "thinking", "thinking": reasoning.text, "signature": signature}
 
 
-def _assistant(event: Event) -> list[JsonObject]:
+def _assistant(event: Event) -> list[Block]:
     blocks = [b for b in map(_thinking, event.reasoning) if b is not None]
     text = text_with_placeholders(event)
     if text:
-        blocks.append(_text(text))
+        blocks.append({"type": "text", "text": text})
     blocks += [
         {"type": "tool_use", "id": c.id, "name": c.name, "input": object_of(c.arguments_json)}
         for c in event.tool_calls
     ]
-    return blocks
+    return [block(b, str(b["type"])) for b in blocks]
 
 
-def _user(event: Event) -> list[JsonObject]:
+def _user(event: Event) -> list[Block]:
     blocks = [_text(event.text)] if event.text else []
-    blocks += [_media(p) for p in event.parts if p.data or p.uri]
+    blocks += [block(_media(p)) for p in event.parts if p.data or p.uri]
     return blocks
 
 
@@ -105,17 +107,18 @@ def _media(part: Part) -> JsonObject:
         }
     if mime == "text/plain" and not part.uri and (text := utf8(part.data)) is not None:
         return {"type": "document", "source": {"type": "text", "media_type": mime, "data": text}}
-    return _text(f"{part_placeholder(part)} {part.uri}" if part.uri else part_placeholder(part))
+    text = f"{part_placeholder(part)} {part.uri}" if part.uri else part_placeholder(part)
+    return {"type": "text", "text": text}
 
 
-def _orphan(result: ToolResult) -> JsonObject:
-    return _text(orphan_text(result))
+def _orphan(result: ToolResult) -> list[Block]:
+    return [_text(orphan_text(result))]
 
 
-def _result(answer: Answer) -> JsonObject:
-    block: JsonObject = {"type": "tool_result", "tool_use_id": answer.call.id}
+def _result(answer: Answer) -> list[Block]:
+    result: JsonObject = {"type": "tool_result", "tool_use_id": answer.call.id}
     if answer.content:
-        block["content"] = answer.content
+        result["content"] = answer.content
     if answer.is_error:
-        block["is_error"] = True
-    return block
+        result["is_error"] = True
+    return [block(result, "tool_result")]

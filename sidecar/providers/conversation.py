@@ -24,9 +24,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeAlias, TypeVar
+from typing import TypeAlias
 
 from sidecar.model import Event, Role, ToolCall, ToolResult
+from sidecar.providers.fragments import Fragments
+from sidecar.providers.wire import Block
 
 NO_RESULT = "[no result was recorded for this call]"
 """The placeholder result of a call that no result in the window answers."""
@@ -44,22 +46,12 @@ class Answer:
     call: ToolCall
     content: str
     is_error: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Said:
-    """An event's own content (text, parts, reasoning; calls when ``role`` is ASSISTANT).
-
-    ``role`` is USER or ASSISTANT: a TOOL event's own text and parts are said by the user.
-    """
-
-    role: Role
-    event: Event
+    result: ToolResult | None  # None: the placeholder
 
 
 @dataclass(frozen=True, slots=True)
 class Answers:
-    """The answers to the calls of the Said just before, one per call, in call order."""
+    """The answers to the calls of the assistant event just before, one per call, in order."""
 
     answers: tuple[Answer, ...]
 
@@ -71,8 +63,10 @@ class Orphans:
     results: tuple[ToolResult, ...]
 
 
-Item: TypeAlias = Said | Answers | Orphans
-T = TypeVar("T")
+Item: TypeAlias = Event | Answers | Orphans
+"""An event stands for its own content (text, parts, reasoning; calls if it is an
+ASSISTANT event), said by the assistant if it is an ASSISTANT event, else by the
+user: a TOOL event's own text and parts are user content."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,34 +114,48 @@ def conversation(events: Sequence[Event]) -> Conversation:
         if i in orphans:
             items.append(Orphans(tuple(orphans[i])))
         if role is Role.ASSISTANT:
-            items.append(Said(role, event))
+            items.append(event)
             if event.tool_calls:
                 items.append(Answers(tuple(_answers(i, event.tool_calls, paired))))
-        elif event.text or event.parts or role is Role.USER:
-            items.append(Said(Role.USER, event))
+        elif event.text or event.parts:
+            items.append(event)
     return Conversation(system, tuple(items))
 
 
 def messages(
     shaped: Conversation,
-    assistant: Callable[[Event], list[T]],
-    user: Callable[[Event], list[T]],
-    answer: Callable[[Answer], T],
-    orphan: Callable[[ToolResult], T],
-) -> list[tuple[Role, list[T]]]:
+    tag: str,
+    fragments: Fragments,
+    assistant: Callable[[Event], list[Block]],
+    user: Callable[[Event], list[Block]],
+    answer: Callable[[Answer], list[Block]],
+    orphan: Callable[[ToolResult], list[Block]],
+) -> list[tuple[Role, list[Block]]]:
     """One ``(role, blocks)`` per item, built by the provider's functions; empty ones left out.
 
-    ``role`` is USER or ASSISTANT: answers and orphan results are said by the user.
+    ``role`` is USER or ASSISTANT: answers and orphan results are said by
+    the user. Blocks are kept in ``fragments`` under ``tag`` (the format):
+    an event's by the event, an answer's by its result (or its call).
     """
-    out: list[tuple[Role, list[T]]] = []
+    out: list[tuple[Role, list[Block]]] = []
+    said_by_assistant, said_by_user, orphaned = tag + ":a", tag + ":u", tag + ":o"
     for item in shaped.items:
-        if isinstance(item, Said):
-            role = item.role
-            blocks = assistant(item.event) if role is Role.ASSISTANT else user(item.event)
+        if isinstance(item, Event):
+            if item.role is Role.ASSISTANT:
+                role = Role.ASSISTANT
+                blocks = fragments.blocks(item, said_by_assistant, assistant, item)
+            else:
+                role = Role.USER
+                blocks = fragments.blocks(item, said_by_user, user, item)
         elif isinstance(item, Answers):
-            role, blocks = Role.USER, [answer(a) for a in item.answers]
+            role, blocks = Role.USER, []
+            for a in item.answers:
+                key = f"{tag}:r:{a.call.id}:{a.call.name}"
+                blocks += fragments.blocks(a.result or a.call, key, answer, a)
         else:
-            role, blocks = Role.USER, [orphan(r) for r in item.results]
+            role, blocks = Role.USER, []
+            for r in item.results:
+                blocks += fragments.blocks(r, orphaned, orphan, r)
         if blocks:
             out.append((role, blocks))
     return out
@@ -160,7 +168,7 @@ def _answers(
     for j, call in enumerate(calls):
         result = paired.get((i, j))
         if result is None:
-            out.append(Answer(call, NO_RESULT, True))
+            out.append(Answer(call, NO_RESULT, True, None))
         else:
-            out.append(Answer(call, result.content, result.is_error))
+            out.append(Answer(call, result.content, result.is_error, result))
     return out

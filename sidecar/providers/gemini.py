@@ -25,22 +25,33 @@ from sidecar.providers.conversation import (
     messages,
     orphan_text,
 )
-from sidecar.providers.wire import JsonObject, alternating, b64, object_of
+from sidecar.providers.fragments import NOTHING_KEPT, Fragments
+from sidecar.providers.wire import (
+    Block,
+    JsonObject,
+    alternating,
+    array,
+    b64,
+    block,
+    dumps,
+    object_of,
+)
 
 
-def render(events: Sequence[Event]) -> JsonObject:
-    """``{"systemInstruction"?: ..., "contents": [...]}`` for the window ``events``."""
+def render_json(events: Sequence[Event], fragments: Fragments = NOTHING_KEPT) -> str:
+    """``{"systemInstruction"?: ..., "contents": [...]}`` for the window ``events``, as JSON."""
     shaped = conversation(events)
-    said = messages(shaped, _model_parts, _user_parts, _response, _orphan)
-    lead: JsonObject = {"text": LEADING_USER_TEXT}
+    said = messages(shaped, "gemini", fragments, _model_parts, _user_parts, _response, _orphan)
+    lead = block({"text": LEADING_USER_TEXT})
     named = [("model" if role is Role.ASSISTANT else "user", parts) for role, parts in said]
-    body: JsonObject = {}
+    contents = ",".join(
+        f'{{"role":"{role}","parts":{array(parts)}}}'
+        for role, parts in alternating(named, "user", lead)
+    )
+    head = ""
     if shaped.system:
-        body["systemInstruction"] = {"parts": [{"text": shaped.system}]}
-    body["contents"] = [
-        {"role": role, "parts": parts} for role, parts in alternating(named, "user", lead)
-    ]
-    return body
+        head = f'"systemInstruction":{dumps({"parts": [{"text": shaped.system}]})},'
+    return f'{{{head}"contents":[{contents}]}}'
 
 
 def _media(part: Part) -> JsonObject:
@@ -49,26 +60,26 @@ def _media(part: Part) -> JsonObject:
     return {"inlineData": {"mimeType": part.mime_type, "data": b64(part.data)}}
 
 
-def _user_parts(event: Event) -> list[JsonObject]:
+def _user_parts(event: Event) -> list[Block]:
     parts: list[JsonObject] = [{"text": event.text}] if event.text else []
     parts += [_media(p) for p in event.parts if p.data or p.uri]
-    return parts
+    return [block(p) for p in parts]
 
 
-def _model_parts(event: Event) -> list[JsonObject]:
+def _model_parts(event: Event) -> list[Block]:
     """Thoughts, text, media, then calls: the order Gemini returns them in."""
     parts: list[JsonObject] = []
     unplaced: list[bytes] = []  # signatures of text-less reasoning, for the text part
-    for block in event.reasoning:
-        if block.redacted:
+    for reasoning in event.reasoning:
+        if reasoning.redacted:
             continue
-        if block.text:
-            thought: JsonObject = {"text": block.text, "thought": True}
-            if block.signature:
-                thought["thoughtSignature"] = b64(block.signature)
+        if reasoning.text:
+            thought: JsonObject = {"text": reasoning.text, "thought": True}
+            if reasoning.signature:
+                thought["thoughtSignature"] = b64(reasoning.signature)
             parts.append(thought)
-        elif block.signature:
-            unplaced.append(block.signature)
+        elif reasoning.signature:
+            unplaced.append(reasoning.signature)
     if event.text:
         text: JsonObject = {"text": event.text}
         if unplaced:
@@ -87,10 +98,10 @@ def _model_parts(event: Event) -> list[JsonObject]:
         if call.signature:
             part["thoughtSignature"] = b64(call.signature)
         parts.append(part)
-    return parts
+    return [block(p) for p in parts]
 
 
-def _response(answer: Answer) -> JsonObject:
+def _response(answer: Answer) -> list[Block]:
     """A ``functionResponse``: content that is a JSON object as itself (what the ADK
     adapter stores), other content as ``{"result": ...}`` or, an error, ``{"error": ...}``."""
     content = answer.content
@@ -103,8 +114,8 @@ def _response(answer: Answer) -> JsonObject:
     if not isinstance(response, dict):
         response = {"error": content} if answer.is_error else {"result": content}
     call = answer.call
-    return {"functionResponse": {"id": call.id, "name": call.name, "response": response}}
+    return [block({"functionResponse": {"id": call.id, "name": call.name, "response": response}})]
 
 
-def _orphan(result: ToolResult) -> JsonObject:
-    return {"text": orphan_text(result)}
+def _orphan(result: ToolResult) -> list[Block]:
+    return [block({"text": orphan_text(result)})]

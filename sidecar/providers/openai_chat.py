@@ -18,9 +18,13 @@ from collections.abc import Sequence
 
 from sidecar.model import Event, Part, ToolResult
 from sidecar.providers.conversation import Answer, conversation, messages, orphan_text
+from sidecar.providers.fragments import NOTHING_KEPT, Fragments
 from sidecar.providers.wire import (
+    Block,
     JsonObject,
+    array,
     b64,
+    block,
     data_url,
     filename,
     part_placeholder,
@@ -30,26 +34,26 @@ from sidecar.providers.wire import (
 _AUDIO = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
 
 
-def render(events: Sequence[Event]) -> JsonObject:
-    """``{"messages": [...]}`` for the window ``events``."""
+def render_json(events: Sequence[Event], fragments: Fragments = NOTHING_KEPT) -> str:
+    """``{"messages": [...]}`` for the window ``events``, as JSON."""
     shaped = conversation(events)
-    out: list[JsonObject] = []
+    out: list[Block] = []
     if shaped.system:
-        out.append({"role": "system", "content": shaped.system})
-    for _, said in messages(shaped, _assistant, _user, _tool, _orphan):
+        out.append(block({"role": "system", "content": shaped.system}))
+    for _, said in messages(shaped, "openai_chat", fragments, _assistant, _user, _tool, _orphan):
         out += said
-    return {"messages": out}
+    return f'{{"messages":{array(out)}}}'
 
 
-def _tool(answer: Answer) -> JsonObject:
-    return {"role": "tool", "tool_call_id": answer.call.id, "content": answer.content}
+def _tool(answer: Answer) -> list[Block]:
+    return [block({"role": "tool", "tool_call_id": answer.call.id, "content": answer.content})]
 
 
-def _orphan(result: ToolResult) -> JsonObject:
-    return {"role": "user", "content": orphan_text(result)}
+def _orphan(result: ToolResult) -> list[Block]:
+    return [block({"role": "user", "content": orphan_text(result)})]
 
 
-def _assistant(event: Event) -> list[JsonObject]:
+def _assistant(event: Event) -> list[Block]:
     message: JsonObject = {"role": "assistant"}
     text = text_with_placeholders(event)
     if text:
@@ -63,16 +67,16 @@ def _assistant(event: Event) -> list[JsonObject]:
             }
             for c in event.tool_calls
         ]
-    return [message] if len(message) > 1 else []
+    return [block(message)] if len(message) > 1 else []
 
 
-def _user(event: Event) -> list[JsonObject]:
+def _user(event: Event) -> list[Block]:
     parts = [p for p in event.parts if p.data or p.uri]
     if not parts:
-        return [{"role": "user", "content": event.text}] if event.text else []
+        return [block({"role": "user", "content": event.text})] if event.text else []
     content: list[JsonObject] = [{"type": "text", "text": event.text}] if event.text else []
     content += [_content_part(p, i) for i, p in enumerate(parts)]
-    return [{"role": "user", "content": content}]
+    return [block({"role": "user", "content": content})]
 
 
 def _content_part(part: Part, index: int) -> JsonObject:

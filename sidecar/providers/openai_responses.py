@@ -22,31 +22,45 @@ from collections.abc import Sequence
 
 from sidecar.model import Event, Part, Reasoning, ToolResult
 from sidecar.providers.conversation import Answer, conversation, messages, orphan_text
-from sidecar.providers.wire import JsonObject, data_url, filename, text_with_placeholders, utf8
+from sidecar.providers.fragments import NOTHING_KEPT, Fragments
+from sidecar.providers.wire import (
+    Block,
+    JsonObject,
+    array,
+    block,
+    data_url,
+    dumps,
+    filename,
+    text_with_placeholders,
+    utf8,
+)
 
 # What may follow a reasoning item: the assistant output it reasoned for.
 _FOLLOWS_REASONING = frozenset({"reasoning", "function_call", "assistant"})
 
 
-def render(events: Sequence[Event]) -> JsonObject:
-    """``{"instructions"?: ..., "input": [...]}`` for the window ``events``."""
+def render_json(events: Sequence[Event], fragments: Fragments = NOTHING_KEPT) -> str:
+    """``{"instructions"?: ..., "input": [...]}`` for the window ``events``, as JSON."""
     shaped = conversation(events)
-    items: list[JsonObject] = []
-    for _, said in messages(shaped, _assistant, _user, _output, _orphan):
+    items: list[Block] = []
+    tag = "openai_responses"
+    for _, said in messages(shaped, tag, fragments, _assistant, _user, _output, _orphan):
         items += said
-    body: JsonObject = {}
-    if shaped.system:
-        body["instructions"] = shaped.system
-    body["input"] = _followed_reasoning(items)
-    return body
+    head = f'"instructions":{dumps(shaped.system)},' if shaped.system else ""
+    return f'{{{head}"input":{array(_followed_reasoning(items))}}}'
 
 
-def _output(answer: Answer) -> JsonObject:
-    return {"type": "function_call_output", "call_id": answer.call.id, "output": answer.content}
+def _output(answer: Answer) -> list[Block]:
+    item: JsonObject = {
+        "type": "function_call_output",
+        "call_id": answer.call.id,
+        "output": answer.content,
+    }
+    return [block(item, "function_call_output")]
 
 
-def _orphan(result: ToolResult) -> JsonObject:
-    return _message("user", orphan_text(result))
+def _orphan(result: ToolResult) -> list[Block]:
+    return [block(_message("user", orphan_text(result)), "user")]
 
 
 def _message(role: str, content: object) -> JsonObject:
@@ -69,30 +83,33 @@ def _reasoning(block: Reasoning) -> JsonObject | None:
     return item
 
 
-def _assistant(event: Event) -> list[JsonObject]:
-    items = [r for r in map(_reasoning, event.reasoning) if r is not None]
+def _assistant(event: Event) -> list[Block]:
+    items = [block(r, "reasoning") for r in map(_reasoning, event.reasoning) if r is not None]
     text = text_with_placeholders(event)
     if text:
-        items.append(_message("assistant", text))
+        items.append(block(_message("assistant", text), "assistant"))
     items += [
-        {
-            "type": "function_call",
-            "call_id": c.id,
-            "name": c.name,
-            "arguments": c.arguments_json or "{}",
-        }
+        block(
+            {
+                "type": "function_call",
+                "call_id": c.id,
+                "name": c.name,
+                "arguments": c.arguments_json or "{}",
+            },
+            "function_call",
+        )
         for c in event.tool_calls
     ]
     return items
 
 
-def _user(event: Event) -> list[JsonObject]:
+def _user(event: Event) -> list[Block]:
     parts = [p for p in event.parts if p.data or p.uri]
     if not parts:
-        return [_message("user", event.text)] if event.text else []
+        return [block(_message("user", event.text), "user")] if event.text else []
     content: list[JsonObject] = [{"type": "input_text", "text": event.text}] if event.text else []
     content += [_content_part(p, i) for i, p in enumerate(parts)]
-    return [_message("user", content)]
+    return [block(_message("user", content), "user")]
 
 
 def _content_part(part: Part, index: int) -> JsonObject:
@@ -103,19 +120,14 @@ def _content_part(part: Part, index: int) -> JsonObject:
     return {"type": "input_file", "file_data": data_url(part), "filename": filename(part, index)}
 
 
-def _kind(item: JsonObject) -> object:
-    return item["role"] if item["type"] == "message" else item["type"]
-
-
-def _followed_reasoning(items: list[JsonObject]) -> list[JsonObject]:
+def _followed_reasoning(items: list[Block]) -> list[Block]:
     """``items`` without the reasoning items that no assistant item follows."""
-    kept: list[JsonObject] = []
-    follower: object = None  # the kind of the next item kept, walking backwards
+    kept: list[Block] = []
+    follower = ""  # the kind of the next item kept, walking backwards
     for item in reversed(items):
-        kind = _kind(item)
-        if kind == "reasoning" and follower not in _FOLLOWS_REASONING:
+        if item.kind == "reasoning" and follower not in _FOLLOWS_REASONING:
             continue
         kept.append(item)
-        follower = kind
+        follower = item.kind
     kept.reverse()
     return kept

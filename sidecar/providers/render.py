@@ -8,6 +8,7 @@ from enum import Enum
 
 from sidecar.model import Event
 from sidecar.providers import anthropic, gemini, openai_chat, openai_responses
+from sidecar.providers.fragments import NOTHING_KEPT, Fragments
 from sidecar.providers.wire import JsonObject
 
 
@@ -20,19 +21,27 @@ class ContextFormat(Enum):
     ANTHROPIC = "anthropic"
 
 
-_RENDERERS: dict[ContextFormat, Callable[[Sequence[Event]], JsonObject]] = {
-    ContextFormat.GEMINI: gemini.render,
-    ContextFormat.OPENAI_CHAT: openai_chat.render,
-    ContextFormat.OPENAI_RESPONSES: openai_responses.render,
-    ContextFormat.ANTHROPIC: anthropic.render,
+_RENDERERS: dict[ContextFormat, Callable[[Sequence[Event], Fragments], str]] = {
+    ContextFormat.GEMINI: gemini.render_json,
+    ContextFormat.OPENAI_CHAT: openai_chat.render_json,
+    ContextFormat.OPENAI_RESPONSES: openai_responses.render_json,
+    ContextFormat.ANTHROPIC: anthropic.render_json,
 }
 
 
+def render_json(
+    events: Sequence[Event], fmt: ContextFormat, fragments: Fragments = NOTHING_KEPT
+) -> str:
+    """The request-body fields that carry the window ``events`` (log order) in ``fmt``, as
+    compact JSON (non-ASCII kept as is), ready to merge into a request body.
+
+    ``fragments`` keeps the encoded blocks of events for the next rendering.
+    """
+    return _RENDERERS[fmt](events, fragments)
+
+
 def render(events: Sequence[Event], fmt: ContextFormat) -> JsonObject:
-    """The request-body fields that carry the window ``events`` (log order) in ``fmt``."""
-    return _RENDERERS[fmt](events)
-
-
-def render_json(events: Sequence[Event], fmt: ContextFormat) -> str:
-    """``render`` as compact JSON (no spaces, non-ASCII kept as is), ready to merge into a body."""
-    return json.dumps(render(events, fmt), ensure_ascii=False, separators=(",", ":"))
+    """``render_json`` read back: the fields as a JSON object."""
+    value = json.loads(render_json(events, fmt))
+    assert isinstance(value, dict)
+    return value

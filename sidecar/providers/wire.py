@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import json
 import mimetypes
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TypeAlias
 
 from sidecar.compaction.formatting import part_placeholder
@@ -14,17 +16,48 @@ JsonObject: TypeAlias = dict[str, object]
 """A JSON object as the provider's request body has it, bound for ``json.dumps`` at once."""
 
 __all__ = [
+    "Block",
     "JsonObject",
     "Message",
     "alternating",
+    "array",
     "b64",
+    "block",
     "data_url",
+    "dumps",
     "filename",
     "object_of",
     "part_placeholder",
     "text_with_placeholders",
     "utf8",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One rendered block (a part, a content block, a message, an input item) as JSON text.
+
+    Renderings are assembled from blocks as text, so a block encoded once
+    (see ``fragments``) is never encoded again. ``kind`` is what the
+    assembly needs to know of it (its ``type``), or empty.
+    """
+
+    kind: str
+    json: str
+
+
+def dumps(value: object) -> str:
+    """Compact JSON, non-ASCII kept as is: what every rendering is made of."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def block(value: JsonObject, kind: str = "") -> Block:
+    return Block(kind, dumps(value))
+
+
+def array(blocks: Iterable[Block]) -> str:
+    """A JSON array of ``blocks``."""
+    return "[" + ",".join([b.json for b in blocks]) + "]"
 
 
 def b64(data: bytes) -> str:
@@ -76,11 +109,11 @@ def object_of(arguments_json: str) -> JsonObject:
     return value if isinstance(value, dict) else {"value": value}
 
 
-Message: TypeAlias = tuple[str, list[JsonObject]]
+Message: TypeAlias = tuple[str, list[Block]]
 """A message being built: its role as the provider names it, and its parts or blocks."""
 
 
-def alternating(messages: list[Message], user: str, lead: JsonObject) -> list[Message]:
+def alternating(messages: list[Message], user: str, lead: Block) -> list[Message]:
     """``messages`` with each run of one role merged into one message, and a user message first.
 
     Gemini and Anthropic both require the roles to alternate and the

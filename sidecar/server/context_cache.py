@@ -141,6 +141,7 @@ class _Kept:
     pending: list[bytes]
     size: int
     factor: float = 1.0  # the session's calibration: estimated_prompt_tokens = tokens x factor
+    window: list[Event] | None = None  # the events of the response, pending ones included
     rendered: dict[ContextFormat, pb.GetContextResponse] = field(default_factory=dict)
     """The answer with ``rendered_json`` set, by format: for this very state (none pending)."""
 
@@ -190,10 +191,18 @@ class ContextResponses:
         self._entries.move_to_end(session_id)
         return kept.current()
 
-    def put(self, session_id: str, session: Session, response: pb.GetContextResponse) -> None:
+    def put(
+        self,
+        session_id: str,
+        session: Session,
+        response: pb.GetContextResponse,
+        window: Sequence[Event] | None = None,
+    ) -> None:
         """Keep ``response``; never mutate it afterwards (it is handed to every reader).
 
-        An entry already kept for this very state stays, with its renderings.
+        ``window``, the events it was built from, is kept with it (they are
+        pinned by the event blobs anyway) for a rendering asked later. An
+        entry already kept for this very state stays, with its renderings.
         """
         kept = self._entries.get(session_id)
         if kept is not None and not kept.pending and kept.built_from(session):
@@ -212,6 +221,7 @@ class ContextResponses:
                 [],
                 size,
                 session.calibration.factor,
+                None if window is None else list(window),
             )
             self._bytes += size
 
@@ -233,7 +243,8 @@ class ContextResponses:
         kept = self._entries.get(session_id)
         if kept is None:
             return
-        new = [blobs.framed(e) for e in events if e.position > kept.total_events]
+        stored = [e for e in events if e.position > kept.total_events]
+        new = [blobs.framed(e) for e in stored]
         if (
             not new
             or kept.create_time != session.create_time
@@ -252,11 +263,18 @@ class ContextResponses:
         kept.turns = session.counters.turns
         kept.factor = session.calibration.factor
         kept.pending += new
+        if kept.window is not None:
+            kept.window += stored
         kept.size -= sum(RESPONSE_MEMORY * a.ByteSize() for a in kept.rendered.values())
         kept.rendered = {}  # of the window before the append
         kept.size += grown
         self._entries[session_id] = kept
         self._bytes += kept.size
+
+    def window(self, session_id: str) -> list[Event] | None:
+        """The events of the kept response, for the state a ``get`` just found current."""
+        kept = self._entries.get(session_id)
+        return None if kept is None else kept.window
 
     def rendered(self, session_id: str, fmt: ContextFormat) -> pb.GetContextResponse | None:
         """The kept answer in ``fmt``, for the state a ``get`` just found current."""

@@ -400,5 +400,6 @@ class _ServicerCollector(Collector):
         if cache_bytes is not None:
             held.add_metric(["decoded_events"], cache_bytes())
         held.add_metric(["event_wire_bytes"], servicer.blobs.bytes_held)
+        held.add_metric(["rendered_blocks"], servicer.fragments.bytes_held)
         held.add_metric(["context_answers"], servicer.contexts.bytes_held)
         yield held

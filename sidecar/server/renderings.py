@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from sidecar.errors import InvalidArgument
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.model import Event
+from sidecar.providers.fragments import Fragments
 from sidecar.providers.render import ContextFormat, render_json
 from sidecar.server import answers
 
@@ -40,16 +41,22 @@ def format_in(value: int) -> ContextFormat | None:
 
 
 def rendered(
-    answer: pb.GetContextResponse, events: Sequence[Event], fmt: ContextFormat, limit: int
+    answer: pb.GetContextResponse,
+    events: Sequence[Event],
+    fmt: ContextFormat,
+    limit: int,
+    fragments: Fragments,
 ) -> pb.GetContextResponse:
     """A copy of ``answer`` (the plain answer for ``events``) with ``rendered_json`` in ``fmt``.
 
     ``answer`` itself when its events alone pass ``limit``: it goes out
-    without content, so without a rendering.
+    without content, so without a rendering. ``fragments`` keeps the
+    events' encoded blocks, so the next window (this one and an append)
+    encodes only its new events.
     """
     if not answers.fits(answer, limit):
         return answer
     out = pb.GetContextResponse()
     out.CopyFrom(answer)
-    out.rendered_json = render_json(events, fmt)
+    out.rendered_json = render_json(events, fmt, fragments)
     return out

@@ -35,7 +35,9 @@ from sidecar.gen.compaction.v1 import (
 from sidecar.gen.compaction.v1 import (
     session_pb2,
 )
-from sidecar.model import CompactionResult, LabelUpdate, ModelUsage, Session
+from sidecar.model import CompactionResult, Event, LabelUpdate, ModelUsage, Session
+from sidecar.providers.fragments import Fragments
+from sidecar.providers.render import ContextFormat
 from sidecar.server import answers, convert, renderings
 from sidecar.server.auth import TokenFile
 from sidecar.server.context_cache import ContextResponses, EventBlobs
@@ -190,7 +192,9 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         self.tokens = tokens
         self.max_streams_per_connection = max_streams_per_connection
         self._streams: dict[str, int] = {}  # open StreamEvents/WatchSession calls per peer
-        self.blobs = EventBlobs(cache_bytes // 2)
+        self.blobs = EventBlobs(cache_bytes // 4)
+        self.fragments = Fragments(cache_bytes // 2 - cache_bytes // 4)
+        """Renderings' encoded blocks per event: they share the event wire bytes' half."""
         self.contexts = ContextResponses(cache_bytes - cache_bytes // 2)
         self.last_call = time.monotonic()
         """When the last unary call or stream batch came in (``time.monotonic``)."""
@@ -205,6 +209,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     def drop_caches(self) -> None:
         """Forget the kept GetContext answers and events' wire bytes."""
         self.blobs.clear()
+        self.fragments.clear()
         self.contexts.clear()
 
     def _open_stream(self, context: grpc.aio.ServicerContext[Any, Any]) -> str:
@@ -546,20 +551,49 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             header = await self.store.get_session(session_id)
             kept = self.contexts.get(session_id, header)
             if fmt is not None and kept is not None:
-                kept = self.contexts.rendered(session_id, fmt)  # None: render it below
+                kept = self._kept_rendered(session_id, header, kept, fmt)
             if kept is not None:
                 self.engine.models.note(header)  # the estimate a usage report is held to
                 self.context_reads["kept"] += 1
                 return answers.fit_context(kept, self.max_message_bytes)
         session, events = await self.engine.context(session_id)
         out = self.blobs.response(session, events)
-        self.contexts.put(session_id, session, out)
+        self.contexts.put(session_id, session, out, events)
         self.context_reads["built"] += 1
-        if fmt is not None:  # rendered from the very events of this answer
-            out = renderings.rendered(out, events, fmt, self.max_message_bytes)
-            if out.rendered_json:  # not when the answer goes out without content
-                self.contexts.keep_rendered(session_id, session, fmt, out)
+        if fmt is not None:
+            out = self._rendered(session_id, session, out, events, fmt)
         return answers.fit_context(out, self.max_message_bytes)
+
+    def _kept_rendered(
+        self,
+        session_id: str,
+        session: Session,
+        kept: pb.GetContextResponse,
+        fmt: ContextFormat,
+    ) -> pb.GetContextResponse | None:
+        """The kept answer in ``fmt``: kept itself, or rendered from the kept window; None
+        when the window is not kept (then it is read again)."""
+        rendered = self.contexts.rendered(session_id, fmt)
+        if rendered is not None:
+            return rendered
+        window = self.contexts.window(session_id)
+        if window is None:
+            return None
+        return self._rendered(session_id, session, kept, window, fmt)
+
+    def _rendered(
+        self,
+        session_id: str,
+        session: Session,
+        answer: pb.GetContextResponse,
+        window: Sequence[Event],
+        fmt: ContextFormat,
+    ) -> pb.GetContextResponse:
+        """``answer`` (for ``window``) rendered in ``fmt``, and kept beside it."""
+        out = renderings.rendered(answer, window, fmt, self.max_message_bytes, self.fragments)
+        if out.rendered_json:  # not when the answer goes out without content
+            self.contexts.keep_rendered(session_id, session, fmt, out)
+        return out
 
     @unary
     async def Compact(

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from sidecar.providers import anthropic
+from sidecar.model import Event
 from sidecar.providers.conversation import LEADING_USER_TEXT, NO_RESULT
+from sidecar.providers.render import ContextFormat, render
 from sidecar.providers.wire import JsonObject
 from tests.providers import sdk
 from tests.providers.builders import PNG, REMOTE_PDF, a, call, result, s, t, thought, u
+
+
+def rendered(events: Sequence[Event]) -> JsonObject:
+    return render(events, ContextFormat.ANTHROPIC)
 
 
 def messages(body: JsonObject) -> list[Any]:
@@ -19,14 +25,14 @@ def messages(body: JsonObject) -> list[Any]:
 
 
 def test_system_is_the_latest_system_text() -> None:
-    body = anthropic.render([s("old"), u(), s("new")])
+    body = rendered([s("old"), u(), s("new")])
     assert body["system"] == "new"
     assert messages(body) == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
 
 
 def test_thinking_and_redacted_thinking_come_first_with_their_signatures_as_strings() -> None:
     blocks = [thought("step 1", b"EqQBCkYI"), thought(signature=b"EmwKAhgB", redacted=True)]
-    body = anthropic.render([u(), a("done", reasoning=blocks, calls=[call("c1")]), t(result("c1"))])
+    body = rendered([u(), a("done", reasoning=blocks, calls=[call("c1")]), t(result("c1"))])
     assert messages(body)[1]["content"] == [
         {"type": "thinking", "thinking": "step 1", "signature": "EqQBCkYI"},
         {"type": "redacted_thinking", "data": "EmwKAhgB"},
@@ -37,13 +43,13 @@ def test_thinking_and_redacted_thinking_come_first_with_their_signatures_as_stri
 
 def test_thinking_without_a_signature_or_text_or_with_a_binary_one_is_dropped() -> None:
     blocks = [thought("unsigned"), thought(signature=b"cleared"), thought("x", b"\xff")]
-    body = anthropic.render([u(), a("ok", reasoning=blocks)])
+    body = rendered([u(), a("ok", reasoning=blocks)])
     assert messages(body)[1]["content"] == [{"type": "text", "text": "ok"}]
 
 
 def test_tool_results_open_the_next_user_message_even_when_logged_after_user_text() -> None:
     events = [u(), a(calls=[call("c1")]), u("still there?"), t(result("c1", "found", error=True))]
-    assert messages(anthropic.render(events))[2] == {
+    assert messages(rendered(events))[2] == {
         "role": "user",
         "content": [
             {"type": "tool_result", "tool_use_id": "c1", "content": "found", "is_error": True},
@@ -53,7 +59,7 @@ def test_tool_results_open_the_next_user_message_even_when_logged_after_user_tex
 
 
 def test_an_unanswered_call_gets_the_placeholder_as_an_error_result() -> None:
-    last = messages(anthropic.render([u(), a(calls=[call("c1")])]))[-1]
+    last = messages(rendered([u(), a(calls=[call("c1")])]))[-1]
     assert last["content"] == [
         {"type": "tool_result", "tool_use_id": "c1", "content": NO_RESULT, "is_error": True}
     ]
@@ -61,14 +67,14 @@ def test_an_unanswered_call_gets_the_placeholder_as_an_error_result() -> None:
 
 def test_the_first_message_is_the_users_and_roles_alternate() -> None:
     events = [a("hello"), a("again", reasoning=[thought("t", b"sig")]), u("a"), u("b")]
-    out = messages(anthropic.render(events))
+    out = messages(rendered(events))
     assert [m["role"] for m in out] == ["user", "assistant", "user"]
     assert out[0]["content"] == [{"type": "text", "text": LEADING_USER_TEXT}]
     assert [b["type"] for b in out[1]["content"]] == ["thinking", "text", "text"]
 
 
 def test_user_images_and_pdfs_are_base64_or_url_sources() -> None:
-    (message,) = messages(anthropic.render([u("see", parts=[PNG, REMOTE_PDF])]))
+    (message,) = messages(rendered([u("see", parts=[PNG, REMOTE_PDF])]))
     assert message["content"][1:] == [
         {
             "type": "image",

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 from typing import Any
 
-from sidecar.providers import gemini
+from sidecar.model import Event
 from sidecar.providers.conversation import LEADING_USER_TEXT, NO_RESULT
+from sidecar.providers.render import ContextFormat, render
 from sidecar.providers.wire import JsonObject
 from tests.providers import sdk
 from tests.providers.builders import (
@@ -23,6 +25,10 @@ from tests.providers.builders import (
 )
 
 
+def rendered(events: Sequence[Event]) -> JsonObject:
+    return render(events, ContextFormat.GEMINI)
+
+
 def contents(body: JsonObject) -> list[Any]:
     value = body["contents"]
     assert isinstance(value, list)
@@ -36,7 +42,7 @@ def parsed_parts(body: JsonObject) -> list[list[Any]]:
 
 
 def test_system_text_is_the_system_instruction_and_roles_are_user_and_model() -> None:
-    body = gemini.render([s("old rules"), u("hi"), a("hello"), s("new rules")])
+    body = rendered([s("old rules"), u("hi"), a("hello"), s("new rules")])
     config, parsed = sdk.gemini(body)
     assert config.system_instruction is not None
     assert [c.role for c in parsed] == ["user", "model"]
@@ -44,7 +50,7 @@ def test_system_text_is_the_system_instruction_and_roles_are_user_and_model() ->
 
 
 def test_a_call_carries_its_signature_as_the_function_call_parts_thought_signature() -> None:
-    body = gemini.render([u(), a(calls=[call("c1", signature=b"\x00\xffsig")]), t(result("c1"))])
+    body = rendered([u(), a(calls=[call("c1", signature=b"\x00\xffsig")]), t(result("c1"))])
     part = parsed_parts(body)[1][0]
     assert part.function_call is not None
     assert part.function_call.id == "c1"
@@ -52,7 +58,7 @@ def test_a_call_carries_its_signature_as_the_function_call_parts_thought_signatu
 
 
 def test_reasoning_text_is_a_thought_part_with_its_signature() -> None:
-    body = gemini.render([u(), a("answer", reasoning=[thought("let me see", b"sig1")])])
+    body = rendered([u(), a("answer", reasoning=[thought("let me see", b"sig1")])])
     thought_part, text_part = parsed_parts(body)[1]
     assert (thought_part.text, thought_part.thought) == ("let me see", True)
     assert thought_part.thought_signature == b"sig1"
@@ -61,21 +67,21 @@ def test_reasoning_text_is_a_thought_part_with_its_signature() -> None:
 
 
 def test_a_signature_without_reasoning_text_goes_on_the_events_text_part() -> None:
-    body = gemini.render([u(), a("answer", reasoning=[thought(signature=b"turn-sig")])])
+    body = rendered([u(), a("answer", reasoning=[thought(signature=b"turn-sig")])])
     assert contents(body)[1]["parts"] == [
         {"text": "answer", "thoughtSignature": base64.b64encode(b"turn-sig").decode()}
     ]
 
 
 def test_a_signature_without_any_text_goes_on_a_text_less_part() -> None:
-    body = gemini.render([u(), a(reasoning=[thought(signature=b"only")])])
+    body = rendered([u(), a(reasoning=[thought(signature=b"only")])])
     (part,) = parsed_parts(body)[1]
     assert part.text == ""
     assert part.thought_signature == b"only"
 
 
 def test_redacted_reasoning_is_not_sent_to_gemini() -> None:
-    body = gemini.render([u(), a("ok", reasoning=[thought(signature=b"x", redacted=True)])])
+    body = rendered([u(), a("ok", reasoning=[thought(signature=b"x", redacted=True)])])
     assert contents(body)[1]["parts"] == [{"text": "ok"}]
 
 
@@ -86,9 +92,9 @@ def test_function_responses_follow_in_a_user_content_even_when_logged_later() ->
         u("hurry"),
         t(result("c2"), result("c1")),
     ]
-    _, parsed = sdk.gemini(gemini.render(events))
+    _, parsed = sdk.gemini(rendered(events))
     assert [c.role for c in parsed] == ["user", "model", "user"]
-    first, second, text = parsed_parts(gemini.render(events))[2]
+    first, second, text = parsed_parts(rendered(events))[2]
     assert [first.function_response.id, second.function_response.id] == ["c1", "c2"]
     assert text.text == "hurry"
 
@@ -99,7 +105,7 @@ def test_a_json_object_result_is_the_response_itself_and_text_is_wrapped() -> No
         a(calls=[call("c1"), call("c2"), call("c3")]),
         t(result("c1", '{"rows": 3}'), result("c2", "plain"), result("c3", "boom", error=True)),
     ]
-    responses = [p["functionResponse"] for p in contents(gemini.render(events))[2]["parts"]]
+    responses = [p["functionResponse"] for p in contents(rendered(events))[2]["parts"]]
     assert [r["response"] for r in responses] == [
         {"rows": 3},
         {"result": "plain"},
@@ -108,13 +114,13 @@ def test_a_json_object_result_is_the_response_itself_and_text_is_wrapped() -> No
 
 
 def test_an_unanswered_call_gets_the_placeholder_as_an_error_response() -> None:
-    body = gemini.render([u(), a(calls=[call("c1")])])
+    body = rendered([u(), a(calls=[call("c1")])])
     (part,) = contents(body)[2]["parts"]
     assert part["functionResponse"]["response"] == {"error": NO_RESULT}
 
 
 def test_contents_of_one_role_in_a_row_merge_and_the_user_opens() -> None:
-    body = gemini.render([a("hello"), a("again"), u("one"), u("two")])
+    body = rendered([a("hello"), a("again"), u("one"), u("two")])
     sdk.gemini(body)
     assert contents(body) == [
         {"role": "user", "parts": [{"text": LEADING_USER_TEXT}]},
@@ -124,7 +130,7 @@ def test_contents_of_one_role_in_a_row_merge_and_the_user_opens() -> None:
 
 
 def test_parts_are_inline_data_in_base64_or_file_data_by_uri() -> None:
-    body = gemini.render([u("see", parts=[PNG, REMOTE_PDF])])
+    body = rendered([u("see", parts=[PNG, REMOTE_PDF])])
     _, inline, file = parsed_parts(body)[0]
     assert inline.inline_data.data == PNG.data
     assert inline.inline_data.mime_type == "image/png"
@@ -132,6 +138,6 @@ def test_parts_are_inline_data_in_base64_or_file_data_by_uri() -> None:
 
 
 def test_the_summary_turn_is_a_user_then_model_content() -> None:
-    body = gemini.render([*summary_pair("we fixed the pool"), u("next?")])
+    body = rendered([*summary_pair("we fixed the pool"), u("next?")])
     assert [c["role"] for c in contents(body)] == ["user", "model", "user"]
     assert contents(body)[1]["parts"] == [{"text": "we fixed the pool"}]

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from sidecar.providers import openai_responses
+from sidecar.model import Event
 from sidecar.providers.conversation import NO_RESULT
+from sidecar.providers.render import ContextFormat, render
 from sidecar.providers.wire import JsonObject
 from tests.providers import sdk
 from tests.providers.builders import PNG, REMOTE_PDF, a, call, result, s, t, thought, u
+
+
+def rendered(events: Sequence[Event]) -> JsonObject:
+    return render(events, ContextFormat.OPENAI_RESPONSES)
 
 
 def items(body: JsonObject) -> list[Any]:
@@ -19,7 +25,7 @@ def items(body: JsonObject) -> list[Any]:
 
 
 def test_the_system_text_is_the_instructions() -> None:
-    body = openai_responses.render([s(), u()])
+    body = rendered([s(), u()])
     assert body["instructions"] == "be nice"
     assert items(body) == [{"type": "message", "role": "user", "content": "hi"}]
 
@@ -27,7 +33,7 @@ def test_the_system_text_is_the_instructions() -> None:
 def test_reasoning_is_an_item_with_its_id_summary_and_encrypted_content_string() -> None:
     events = [u(), a(calls=[call("c1")], reasoning=[thought("plan", b"gAAAA==", id="rs_1")])]
     events.append(t(result("c1")))
-    assert items(openai_responses.render(events))[1:] == [
+    assert items(rendered(events))[1:] == [
         {
             "type": "reasoning",
             "id": "rs_1",
@@ -42,24 +48,24 @@ def test_reasoning_is_an_item_with_its_id_summary_and_encrypted_content_string()
 def test_reasoning_without_an_id_redacted_or_not_utf8_is_dropped() -> None:
     blocks = [thought("a"), thought(signature=b"x", redacted=True, id="rs_2")]
     blocks.append(thought("c", b"\xff\xfe", id="rs_3"))
-    body = openai_responses.render([u(), a("ok", reasoning=blocks)])
+    body = rendered([u(), a("ok", reasoning=blocks)])
     assert [i["type"] for i in items(body)] == ["message", "message"]
 
 
 def test_reasoning_that_no_assistant_item_follows_is_dropped() -> None:
     events = [u(), a(reasoning=[thought("stray", id="rs_1")]), u("next")]
-    assert [i.get("role") for i in items(openai_responses.render(events))] == ["user", "user"]
+    assert [i.get("role") for i in items(rendered(events))] == ["user", "user"]
 
 
 def test_reasoning_logged_apart_from_its_answer_stays_before_it() -> None:
     events = [u(), a(reasoning=[thought("think", id="rs_1")]), a("answer")]
-    kinds = [i["type"] for i in items(openai_responses.render(events))]
+    kinds = [i["type"] for i in items(rendered(events))]
     assert kinds == ["message", "reasoning", "message"]
 
 
 def test_outputs_follow_their_calls_and_an_unanswered_call_gets_the_placeholder() -> None:
     events = [u(), a(calls=[call("c1"), call("c2")]), u("and?"), t(result("c2", "two"))]
-    out = items(openai_responses.render(events))
+    out = items(rendered(events))
     assert [(i["type"], i.get("call_id")) for i in out[1:5]] == [
         ("function_call", "c1"),
         ("function_call", "c2"),
@@ -71,7 +77,7 @@ def test_outputs_follow_their_calls_and_an_unanswered_call_gets_the_placeholder(
 
 
 def test_user_parts_are_input_images_and_files() -> None:
-    (message,) = items(openai_responses.render([u("see", parts=[PNG, REMOTE_PDF])]))
+    (message,) = items(rendered([u("see", parts=[PNG, REMOTE_PDF])]))
     assert message["content"] == [
         {"type": "input_text", "text": "see"},
         {
