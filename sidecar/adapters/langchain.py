@@ -83,6 +83,7 @@ def clear_tool_uses_policy(
     exclude_tools: Sequence[str] = (),
     placeholder: str = "[cleared]",
     then_summarize: Summarize | None = None,
+    keep_reasoning_turns: int | None = None,
 ) -> CompactionPolicy:
     """LangChain's ``ClearToolUsesEdit`` settings (its defaults too) as a session policy.
 
@@ -93,7 +94,9 @@ def clear_tool_uses_policy(
     stored: the state and the session's log keep the originals, search finds
     them, and the provider's cached prefix changes only when a pass lands.
     With ``then_summarize`` the policy is a pipeline: the summary runs only if
-    the window is still at ``trigger`` once cleared.
+    the window is still at ``trigger`` once cleared. ``keep_reasoning_turns``
+    (beyond LangChain) also clears the reasoning text of older turns, their
+    signatures kept.
     """
     clear = ClearToolResults(
         keep_tool_uses=keep,
@@ -101,6 +104,7 @@ def clear_tool_uses_policy(
         clear_tool_inputs=clear_tool_inputs,
         min_cleared_tokens=clear_at_least,
         placeholder=placeholder,
+        keep_reasoning_turns=keep_reasoning_turns,
     )
     strategy = clear if then_summarize is None else Pipeline((clear, then_summarize))
     return CompactionPolicy(trigger=TokenCount(trigger), strategy=strategy)

@@ -208,21 +208,26 @@ class ThinkingModel(RecordingModel):
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
-def test_an_agent_gets_every_thinking_block_back_unchanged_across_a_clearing(
-    sidecar_address: str,
-) -> None:
+def converse(sidecar_address: str, session_id: str, **policy: Any) -> ThinkingModel:
+    """Three weather questions to an agent on the middleware with a clearing policy."""
     model = ThinkingModel()
     with Client(sidecar_address) as client:
-        policy = clear_tool_uses_policy(trigger=600, keep=1, clear_tool_inputs=True)
-        middleware = SessionCompactionMiddleware(client, policy=policy, session_id="thinking")
+        cleared = clear_tool_uses_policy(trigger=600, keep=1, clear_tool_inputs=True, **policy)
+        middleware = SessionCompactionMiddleware(client, policy=cleared, session_id=session_id)
         agent = create_agent(
             model, [get_weather], middleware=[middleware], checkpointer=InMemorySaver()
         )
-        config: Any = {"configurable": {"thread_id": "t-thinking"}}
+        config: Any = {"configurable": {"thread_id": session_id}}
         for city in ["Oslo", "Lima", "Perth"]:
             agent.invoke({"messages": [HumanMessage(content=f"Weather in {city}")]}, config)
-
     assert len(model.seen) == 6
+    return model
+
+
+def test_an_agent_gets_every_thinking_block_back_unchanged_across_a_clearing(
+    sidecar_address: str,
+) -> None:
+    model = converse(sidecar_address, "thinking")
     cleared = 0
     for k, messages in enumerate(model.seen):
         sent = [m for m in messages if isinstance(m, AIMessage)]
@@ -230,3 +235,13 @@ def test_an_agent_gets_every_thinking_block_back_unchanged_across_a_clearing(
         assert [m.content for m in sent] == [r.content for r in model.replies[:k]]
         cleared += sum(c["args"] == {"cleared": True} for m in sent for c in m.tool_calls)
     assert cleared > 0  # a clearing landed in between
+
+
+def test_older_turns_thinking_is_sent_cleared_with_its_signature(sidecar_address: str) -> None:
+    model = converse(sidecar_address, "thinking-cleared", keep_reasoning_turns=1)
+    last = [m for m in model.seen[-1] if isinstance(m, AIMessage)]
+    blocks = [b for m in last for b in m.content if isinstance(b, dict) and b["type"] == "thinking"]
+    # Turns 1 and 2 (replies 0-3) cleared, the turn in progress (reply 4) kept; every
+    # signature as the model gave it.
+    assert [b["thinking"] for b in blocks] == ["", "", "", "", "Step 4."]
+    assert [b["signature"] for b in blocks] == [f"sig-{n}==" for n in range(5)]
