@@ -157,7 +157,9 @@ def event_to_sidecar(event: AdkEvent) -> Event:
         id=event.id,
         role=role,
         text=fields.text,
-        reasoning=fields.reasoning,
+        # Only the model's events carry reasoning and calls (the service refuses others');
+        # anywhere else they stay in the verbatim content.
+        reasoning=fields.reasoning if role is Role.ASSISTANT else (),
         tool_calls=fields.tool_calls if role is Role.ASSISTANT else (),
         tool_results=fields.tool_results,
         parts=fields.parts,

@@ -148,3 +148,15 @@ def test_a_cleared_thought_leaves_its_signature_in_place() -> None:
         types.Part(text="Checking.", thought_signature=SIG_TEXT),
         call("c1", SIG_CALL, city="Oslo"),
     ]
+
+
+def test_a_signature_outside_the_models_events_stays_verbatim() -> None:
+    # The service takes reasoning on ASSISTANT events only: a user's signed text part
+    # (a client replaying a model's text as the user's) is kept verbatim instead.
+    signed = types.Part(text="as you said", thought_signature=SIG_TEXT)
+    event = AdkEvent(author="user", content=types.Content(role="user", parts=[signed]))
+    ours = event_to_sidecar(event)
+    assert ours.reasoning == ()
+    assert META_CONTENT in ours.metadata
+    back = event_from_sidecar(ours, author="unused")
+    assert back.model_dump(exclude_none=True) == event.model_dump(exclude_none=True)
