@@ -42,7 +42,10 @@ class Fragments:
     def blocks(
         self, owner: object, tag: str, build: Callable[[T], list[Block]], source: T
     ) -> list[Block]:
-        """``build(source)``, the blocks made of ``owner``, built once while they are kept."""
+        """``build(source)``, the blocks made of ``owner``, built once while they are kept.
+
+        The list may be the kept one: never mutate it.
+        """
         key = (id(owner), tag)
         known = self._by_key.get(key)
         if known is not None and known[0] is owner:

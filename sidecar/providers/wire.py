@@ -125,7 +125,7 @@ def alternating(messages: list[Message], user: str, lead: Block) -> list[Message
         if out and out[-1][0] == role:
             out[-1][1].extend(parts)
         else:
-            out.append((role, parts))
+            out.append((role, list(parts)))  # a list of its own: ``parts`` may be kept blocks
     if out and out[0][0] != user:
         out.insert(0, (user, [lead]))
     return out

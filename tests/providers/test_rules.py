@@ -23,7 +23,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sidecar.model import Event, Part, Reasoning, Role, ToolCall, ToolResult
-from sidecar.providers.render import ContextFormat, render
+from sidecar.providers.fragments import Fragments
+from sidecar.providers.render import ContextFormat, render, render_json
 from sidecar.providers.wire import JsonObject, utf8
 from tests.providers import sdk
 
@@ -265,3 +266,13 @@ CHECKS = {
 @given(windows(), st.sampled_from(list(ContextFormat)))
 def test_every_rendering_keeps_its_providers_rules(events: list[Event], fmt: ContextFormat) -> None:
     CHECKS[fmt](events, render(events, fmt))
+
+
+KEPT = Fragments(1 << 22)  # shared by every example: blocks kept from earlier windows
+
+
+@settings(max_examples=100, deadline=None)
+@given(windows(), st.sampled_from(list(ContextFormat)))
+def test_kept_blocks_never_change_a_rendering(events: list[Event], fmt: ContextFormat) -> None:
+    assert render_json(events, fmt, KEPT) == render_json(events, fmt)
+    assert render_json(events[1:], fmt, KEPT) == render_json(events[1:], fmt)
