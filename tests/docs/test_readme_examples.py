@@ -51,6 +51,7 @@ def test_the_readmes_grpcurl_and_inspect_lines_run_against_make_serve(tmp_path: 
     assert '"version": "1"' in done.stdout  # the append's answer
     assert "session s1  version 1" in done.stdout  # inspect
     assert "User: hello" in done.stdout
+    assert '"renderedJson": "{\\"messages\\":[{\\"role\\":\\"user\\"' in done.stdout  # GetContext
 
 
 def test_the_readmes_policy_document_is_a_policy() -> None:
