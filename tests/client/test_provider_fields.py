@@ -79,14 +79,19 @@ async def test_reasoning_and_call_signatures_come_back_byte_for_byte(client: Asy
     assert signed(streamed[0].result.events) == want  # type: ignore[union-attr]
 
 
-async def test_the_blocking_client_keeps_reasoning_and_streams_batches_with_usage(
+async def test_the_blocking_client_speaks_models_formats_reasoning_and_usage_batches(
     sidecar: Sidecar,
 ) -> None:
     def scenario() -> tuple[list[Event], list[object]]:
         with Client(address(sidecar)) as client:
+            created = client.create_session("py-sync-reasoning", model="gpt-4o")
+            assert created.model_profile is not None
+            assert created.model_profile.provider == "openai"
             handle = client.session("py-sync-reasoning")
-            handle.append(tool_loop("r"), create_if_missing=True)
-            context = handle.context()
+            handle.append(tool_loop("r"))
+            context = handle.context(format=ContextFormat.OPENAI_CHAT)
+            assert context.rendered_json == render_json(context.events, ContextFormat.OPENAI_CHAT)
+            assert client.update_session("py-sync-reasoning", model="").model_profile is None
             report = ModelUsage(context_version=context.version, prompt_tokens=120)
             batches: list[Sequence[Event] | Batch] = [
                 Batch([u("and order 43?")], usage=report),

@@ -3,6 +3,8 @@ package compaction_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -266,5 +268,78 @@ func TestContextAsReadsAnOmittedWindowAsEventsOnly(t *testing.T) {
 	}
 	if window.GetEstimatedPromptTokens() != answer.GetEstimatedPromptTokens() {
 		t.Fatalf("estimatedPromptTokens %d, want the answer's %d", window.GetEstimatedPromptTokens(), answer.GetEstimatedPromptTokens())
+	}
+}
+
+// A session with a model carries its profile; a usage report calibrates it,
+// and the calibrated estimate and a rendering come with its context.
+func TestASessionsModelProfileCalibrationAndRenderedContext(t *testing.T) {
+	client, ctx := dial(t), ctxFor(t)
+	id := uniqueID("go-model")
+	created, err := client.CreateSession(ctx, id, nil, nil, compaction.WithModel("gemini-2.5-flash"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := created.GetModelProfile(); p.GetProvider() != "gemini" || p.GetInputWindowTokens() != 1048576 || p.GetMaxOutputTokens() != 65536 {
+		t.Fatalf("profile %v", p)
+	}
+	chat := client.Session(id)
+	if _, err := chat.Append(ctx, []*pb.Event{compaction.User("Where is order 42?")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	sent, err := chat.Context(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	usage := &pb.ModelUsage{ContextVersion: sent.GetVersion(), PromptTokens: 2 * int64(sent.GetTokenCount())}
+	counted, err := chat.Append(ctx, []*pb.Event{compaction.User("and 43?")}, &compaction.AppendOptions{Usage: usage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counted.GetUsageIgnoredReason() != "" {
+		t.Fatalf("usage ignored: %s", counted.GetUsageIgnoredReason())
+	}
+	header, err := chat.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := header.GetCalibration(); c.GetFactor() != 2 || c.GetSamples() != 1 {
+		t.Fatalf("calibration %v, want factor 2 after one report", c)
+	}
+	window, err := chat.ContextAs(ctx, pb.ContextFormat_CONTEXT_FORMAT_OPENAI_CHAT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if window.GetEstimatedPromptTokens() != 2*window.GetTokenCount() {
+		t.Fatalf("estimated %d for %d tokens at factor 2", window.GetEstimatedPromptTokens(), window.GetTokenCount())
+	}
+	var rendered struct {
+		Messages []struct{ Role, Content string } `json:"messages"`
+	}
+	if err := json.Unmarshal([]byte(window.GetRenderedJson()), &rendered); err != nil {
+		t.Fatalf("renderedJson %q: %v", window.GetRenderedJson(), err)
+	}
+	if len(rendered.Messages) != 2 || rendered.Messages[1].Content != "and 43?" {
+		t.Fatalf("rendered %+v", rendered)
+	}
+	ignored, err := chat.Append(ctx, []*pb.Event{compaction.User("thanks")}, &compaction.AppendOptions{
+		Usage: &pb.ModelUsage{ContextVersion: 999, PromptTokens: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(ignored.GetUsageIgnoredReason(), "999") {
+		t.Fatalf("usageIgnoredReason %q", ignored.GetUsageIgnoredReason())
+	}
+	renamed, err := client.UpdateSession(ctx, &pb.Session{SessionId: id, Model: "claude-sonnet-4-5"}, []string{"model"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if renamed.GetModelProfile().GetProvider() != "anthropic" {
+		t.Fatalf("profile after the update %v", renamed.GetModelProfile())
+	}
+	_, err = client.CreateSession(ctx, uniqueID("go-model-2"), nil, nil, compaction.WithModel("no-such-model"))
+	var e *compaction.Error
+	if !errors.As(err, &e) || e.Code != codes.InvalidArgument || e.Field() != "model" {
+		t.Fatalf("unknown model: %v", err)
 	}
 }

@@ -18,6 +18,7 @@ import {
   SidecarClient,
   SidecarError,
   drain,
+  rejects,
   policy,
   strategies,
   triggers,
@@ -31,17 +32,6 @@ const turn = (n: number) => [
   { id: `u${n}`, role: Role.USER, text: `question ${n} about invoices and the billing export` },
   { id: `a${n}`, role: Role.ASSISTANT, text: `answer ${n}: the export ran at 0${n}:00 and produced ${n}00 rows` },
 ];
-
-async function rejects(promise: Promise<unknown>, code: Code): Promise<SidecarError> {
-  try {
-    await promise;
-  } catch (reason) {
-    assert.ok(reason instanceof SidecarError, `expected a SidecarError, got ${String(reason)}`);
-    assert.equal(reason.code, code, reason.message);
-    return reason;
-  }
-  assert.fail(`expected ${Code[code]}, the call succeeded`);
-}
 
 /** Records the event ids each AppendEvents attempt carried. */
 function recordAppends(log: string[][]): Interceptor {

@@ -17,6 +17,7 @@ import {
   SidecarClient,
   SidecarError,
   drain,
+  rejects,
   type EventInit,
 } from "./support.js";
 import { startServer, type RunningServer } from "./server.js";
@@ -124,6 +125,40 @@ describe("provider fields against a running server", () => {
     assert.equal(window.contentOmitted, false);
     assert.equal(window.renderedJson, "");
     assert.equal(window.estimatedPromptTokens, answer.estimatedPromptTokens);
+  });
+
+  it("gives a session with a model its profile, calibrates it by usage reports, and renders its context", async () => {
+    const created = await client.createSession("ts-model", { model: "gemini-2.5-flash" });
+    const session = client.session("ts-model");
+    await session.append([{ role: Role.USER, text: "Where is order 42?" }]);
+    const sent = await session.context();
+    const counted = await session.append([{ role: Role.USER, text: "and 43?" }], {
+      usage: { contextVersion: sent.version, promptTokens: 2n * BigInt(sent.tokenCount) },
+    });
+    const calibrated = await session.get();
+    const rendered = await session.context({ format: ContextFormat.OPENAI_CHAT });
+    const ignored = await session.append([{ role: Role.USER, text: "thanks" }], { usage: { contextVersion: 999, promptTokens: 10 } });
+    const renamed = await client.updateSession("ts-model", { model: "claude-sonnet-4-5" });
+    const unknown = await rejects(client.createSession("ts-model-2", { model: "no-such-model" }), Code.InvalidArgument);
+
+    assert.equal(created.model, "gemini-2.5-flash");
+    assert.deepEqual(
+      [created.modelProfile?.provider, created.modelProfile?.inputWindowTokens, created.modelProfile?.maxOutputTokens],
+      ["gemini", 1048576, 65536],
+    );
+    assert.equal(created.calibration?.factor, 1);
+    assert.equal(counted.usageIgnoredReason, "");
+    assert.deepEqual([calibrated.calibration?.factor, calibrated.calibration?.samples], [2, 1n]);
+    assert.equal(rendered.estimatedPromptTokens, 2 * rendered.tokenCount);
+    assert.deepEqual(JSON.parse(rendered.renderedJson), {
+      messages: [
+        { role: "user", content: "Where is order 42?" },
+        { role: "user", content: "and 43?" },
+      ],
+    });
+    assert.match(ignored.usageIgnoredReason, /999/);
+    assert.equal(renamed.modelProfile?.provider, "anthropic");
+    assert.equal(unknown.field, "model");
   });
 
   it("sends the model on create and names it in an update's mask", async () => {

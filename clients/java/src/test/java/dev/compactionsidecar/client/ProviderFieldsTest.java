@@ -4,10 +4,13 @@ import static dev.compactionsidecar.client.Fixtures.ids;
 import static dev.compactionsidecar.client.Fixtures.u;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.google.protobuf.ByteString;
 import com.google.protobuf.Message;
+import com.google.protobuf.Value;
+import com.google.protobuf.util.JsonFormat;
 import dev.compactionsidecar.v1.AppendEventsRequest;
 import dev.compactionsidecar.v1.AppendEventsResponse;
 import dev.compactionsidecar.v1.ContextFormat;
@@ -18,6 +21,7 @@ import dev.compactionsidecar.v1.GetContextResponse;
 import dev.compactionsidecar.v1.ModelUsage;
 import dev.compactionsidecar.v1.Reasoning;
 import dev.compactionsidecar.v1.Role;
+import dev.compactionsidecar.v1.Session;
 import dev.compactionsidecar.v1.StreamEventsRequest;
 import dev.compactionsidecar.v1.StreamEventsResponse;
 import dev.compactionsidecar.v1.ToolCall;
@@ -29,6 +33,7 @@ import io.grpc.ClientCall;
 import io.grpc.ClientInterceptor;
 import io.grpc.ForwardingClientCall;
 import io.grpc.MethodDescriptor;
+import io.grpc.Status;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import org.junit.jupiter.api.AfterAll;
@@ -162,6 +167,47 @@ class ProviderFieldsTest {
     assertFalse(window.getContentOmitted());
     assertEquals("", window.getRenderedJson());
     assertEquals(answer.getEstimatedPromptTokens(), window.getEstimatedPromptTokens());
+  }
+
+  @Test
+  void aSessionsModelHasItsProfileIsCalibratedByUsageAndItsContextRenders() throws Exception {
+    Session created = client.createSession("java-model", null, null, "gemini-2.5-flash");
+    SessionHandle chat = client.session("java-model");
+    chat.append(u("m1", "Where is order 42?"));
+    GetContextResponse sent = chat.context();
+    AppendEventsResponse counted =
+        chat.append(
+            List.of(u("m2", "and 43?")),
+            AppendOptions.DEFAULT.withUsage(sent.getVersion(), 2L * sent.getTokenCount()));
+    Session calibrated = chat.get();
+    GetContextResponse rendered = chat.context(ContextFormat.CONTEXT_FORMAT_OPENAI_CHAT);
+    AppendEventsResponse ignored =
+        chat.append(List.of(u("m3", "thanks")), AppendOptions.DEFAULT.withUsage(999, 10));
+    Session renamed = client.updateModel("java-model", "claude-sonnet-4-5", 0);
+    SidecarException unknown =
+        assertThrows(
+            SidecarException.class,
+            () -> client.createSession("java-model-2", null, null, "no-such-model"));
+
+    assertEquals("gemini", created.getModelProfile().getProvider());
+    assertEquals(1048576, created.getModelProfile().getInputWindowTokens());
+    assertEquals(65536, created.getModelProfile().getMaxOutputTokens());
+    assertEquals("", counted.getUsageIgnoredReason());
+    assertEquals(2.0, calibrated.getCalibration().getFactor());
+    assertEquals(1, calibrated.getCalibration().getSamples());
+    assertEquals(2 * rendered.getTokenCount(), rendered.getEstimatedPromptTokens());
+    Value messages = json(rendered.getRenderedJson()).getStructValue().getFieldsOrThrow("messages");
+    assertEquals(2, messages.getListValue().getValuesCount());
+    assertTrue(ignored.getUsageIgnoredReason().contains("999"), ignored.getUsageIgnoredReason());
+    assertEquals("anthropic", renamed.getModelProfile().getProvider());
+    assertEquals(Status.Code.INVALID_ARGUMENT, unknown.getCode());
+    assertEquals(java.util.Optional.of("model"), unknown.field());
+  }
+
+  private static Value json(String text) throws Exception {
+    Value.Builder value = Value.newBuilder();
+    JsonFormat.parser().merge(text, value);
+    return value.build();
   }
 
   /** Records every message the client sends, whatever the server then answers. */
