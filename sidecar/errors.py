@@ -27,6 +27,25 @@ class VersionConflict(SidecarError):
         self.current_version = current_version
 
 
+class CompactionNotFound(SidecarError):
+    """No compaction of that id in the session's history."""
+
+    def __init__(self, session_id: str, compaction_id: str) -> None:
+        super().__init__(f"compaction {compaction_id!r} not found in session {session_id!r}")
+        self.compaction_id = compaction_id
+
+
+class RestoreRefused(SidecarError):
+    """A restore that cannot be made: not the newest compaction standing, or nothing to undo.
+
+    ``first`` names the compaction to restore first, when there is one.
+    """
+
+    def __init__(self, message: str, *, first: str = "") -> None:
+        super().__init__(message)
+        self.first = first
+
+
 class InvalidArgument(SidecarError):
     """Bad input; ``field`` names the offending field (dotted path)."""
 

@@ -33,6 +33,16 @@ class Boundary(Enum):
     TOOL_PAIR = "tool_pair"
 
 
+class Cause(StrEnum):
+    """What set a compaction off (recorded in the compaction history)."""
+
+    UNKNOWN = ""
+    TRIGGER = "trigger"
+    FORCE = "force"
+    BACKGROUND = "background"
+    RESTORE = "restore"
+
+
 class SkipReason(StrEnum):
     """Why a compaction pass changed nothing."""
 
@@ -299,6 +309,7 @@ class CompactionPlan:
     summary_input_tokens: int = 0
     summary_output_tokens: int = 0
     summarizer_latency_ms: float = 0.0
+    cause: Cause = Cause.UNKNOWN
 
     @property
     def is_empty(self) -> bool:
@@ -327,6 +338,8 @@ class CompactionResult:
     """The events came without their content: the answer would have been too large."""
     cleared_ids: tuple[str, ...] = ()
     """The events this pass cleared: still active, in ``active_events`` with ``cleared`` set."""
+    restored_ids: tuple[str, ...] = ()
+    """For a restore: the events it made active again or uncleared, in log order."""
 
     @property
     def archived_event_count(self) -> int:
@@ -394,6 +407,7 @@ class Session:
     last_compaction_id: str = ""
     model: str = ""
     calibration: TokenCalibration = field(default_factory=TokenCalibration)
+    auto_compaction_paused: bool = False
 
 
 @dataclass(frozen=True, slots=True)

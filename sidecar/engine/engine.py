@@ -43,7 +43,8 @@ from sidecar.engine.observer import EngineObserver, NoObserver
 from sidecar.engine.pipeline_runner import PipelineRunner
 from sidecar.engine.policy_cache import ParsedPolicies
 from sidecar.engine.replicas import ReplicaRelay
-from sidecar.engine.results import AppendResult, skipped
+from sidecar.engine.restores import Restorer
+from sidecar.engine.results import CAUSE, AppendResult, skipped
 from sidecar.engine.session_model import SessionModels
 from sidecar.engine.single_flight import SingleFlight
 from sidecar.engine.step_runner import StepRunner
@@ -57,6 +58,7 @@ from sidecar.engine.validation import (
 from sidecar.engine.watchers import Watcher, WatcherHub
 from sidecar.errors import NoSummarizer, VersionConflict
 from sidecar.model import (
+    Cause,
     CompactionResult,
     Event,
     LabelUpdate,
@@ -138,6 +140,7 @@ class SessionEngine:
         self._steps = StepRunner(self)
         self._pipelines = PipelineRunner(self, self._steps, self._flights)
         self._replicas = ReplicaRelay(self)
+        self.restores = Restorer(self)
         self._counters = ThreadPoolExecutor(
             max_workers=min(4, os.cpu_count() or 1), thread_name_prefix="token-count"
         )
@@ -284,6 +287,7 @@ class SessionEngine:
         label_updates: Sequence[LabelUpdate],
         usage_ratio: float | None,
     ) -> AppendResult:
+        CAUSE.set(Cause.TRIGGER)  # any pass this append sets off (a copy of the caller's context)
         async with self.locks.hold(session_id):
             outcome = await self.store.append(
                 session_id,
@@ -302,7 +306,12 @@ class SessionEngine:
                     self._log_append(session_id, outcome.events, session.version)
             policy = self.policy_of(session)
             written = outcome.written
-            if written == 0 or policy is None or policy.trigger is None:
+            if (
+                written == 0
+                or policy is None
+                or policy.trigger is None
+                or session.auto_compaction_paused  # a restore paused it
+            ):
                 return AppendResult(outcome.events, session, written=written)
             if not policy.trigger.fires(session.counters):
                 return AppendResult(outcome.events, session, written=written)
@@ -378,6 +387,7 @@ class SessionEngine:
     ) -> CompactionResult:
         check_stored_session_id(session_id)
         self.check_policy(policy)
+        CAUSE.set(Cause.FORCE if force else Cause.TRIGGER)
         running = self._flights.running(session_id)
         if running is not None:
             await asyncio.wait({running})
@@ -394,7 +404,11 @@ class SessionEngine:
             policy = self.policy_of(session)
         if policy is None:
             return self._observed(skipped("none", SkipReason.NO_POLICY, session.version))
-        if not force and (policy.trigger is None or not policy.trigger.fires(session.counters)):
+        if not force and (
+            policy.trigger is None
+            or session.auto_compaction_paused
+            or not policy.trigger.fires(session.counters)
+        ):
             return self._observed(
                 skipped(policy.strategy.name, SkipReason.TRIGGER_NOT_FIRED, session.version)
             )

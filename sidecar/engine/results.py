@@ -7,9 +7,18 @@ importing the engine.
 
 from __future__ import annotations
 
+import contextvars
 from dataclasses import dataclass
 
-from sidecar.model import CompactionResult, Event, Session, SkipReason
+from sidecar.model import Cause, CompactionResult, Event, Session, SkipReason
+
+CAUSE: contextvars.ContextVar[Cause] = contextvars.ContextVar("cause", default=Cause.UNKNOWN)
+"""What set off the pass running in this context, recorded with every plan it lands.
+
+Set where a pass starts (an append's trigger, a Compact, a background task)
+rather than passed down through every runner: a background task copies the
+context it was started in and then sets its own.
+"""
 
 
 @dataclass(frozen=True, slots=True)

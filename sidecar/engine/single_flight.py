@@ -17,8 +17,8 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from sidecar.engine.host import EngineHost
-from sidecar.engine.results import skipped
-from sidecar.model import CompactionResult, SkipReason
+from sidecar.engine.results import CAUSE, skipped
+from sidecar.model import Cause, CompactionResult, SkipReason
 
 # The engine's logger: log pipelines filter on its name (see sidecar.server.logs).
 log = logging.getLogger("sidecar.engine.engine")
@@ -68,6 +68,7 @@ class SingleFlight:
         self, session_id: str, work: Coroutine[Any, Any, CompactionResult], strategy: str
     ) -> CompactionResult:
         """A background pass: a failure is logged, counted and published, never raised."""
+        CAUSE.set(Cause.BACKGROUND)  # this task's own context: the caller's is untouched
         try:
             return await work
         except Exception as exc:  # the pass failed; the session is unchanged

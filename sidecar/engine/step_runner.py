@@ -19,7 +19,7 @@ from dataclasses import replace
 from sidecar.compaction.pipeline import WindowStep, plan_step
 from sidecar.compaction.summarize import Summarize
 from sidecar.engine.host import EngineHost
-from sidecar.engine.results import skipped
+from sidecar.engine.results import CAUSE, skipped
 from sidecar.errors import SummarizerTimeout, SummarizerUnavailable, VersionConflict
 from sidecar.model import CompactionPlan, CompactionResult, Session, SkipReason
 
@@ -99,7 +99,7 @@ class StepRunner:
             result = skipped(plan.strategy, plan.skipped_reason, session.version)
             return self.observed(result), session
         try:
-            outcome = await host.store.apply(session_id, plan)
+            outcome = await host.store.apply(session_id, replace(plan, cause=CAUSE.get()))
         except VersionConflict:
             # Another compaction landed first, or what we archive is gone: ours is a no-op.
             current = await host.store.get_session(session_id)

@@ -29,6 +29,7 @@ from sidecar.gen.compaction.v1 import (
     session_pb2,
 )
 from sidecar.model import (
+    Cause,
     CompactionResult,
     Event,
     Part,
@@ -40,6 +41,7 @@ from sidecar.model import (
     utcnow,
 )
 from sidecar.providers.profiles import ModelProfile
+from sidecar.store.protocol import CompactionRecord
 
 _ROLE_IN = {
     event_pb2.ROLE_USER: Role.USER,
@@ -282,6 +284,7 @@ def session_out(
         into.model_profile.max_output_tokens = profile.max_output_tokens
     into.calibration.factor = session.calibration.factor
     into.calibration.samples = session.calibration.samples
+    into.auto_compaction_paused = session.auto_compaction_paused
 
 
 def result_out(result: CompactionResult, into: session_pb2.CompactionResult) -> None:
@@ -297,3 +300,32 @@ def result_out(result: CompactionResult, into: session_pb2.CompactionResult) -> 
     into.strategy = result.strategy
     into.error = result.error
     into.cleared_event_ids.extend(result.cleared_ids)
+    into.restored_event_ids.extend(result.restored_ids)
+
+
+_CAUSE_OUT = {
+    Cause.UNKNOWN: session_pb2.COMPACTION_CAUSE_UNSPECIFIED,
+    Cause.TRIGGER: session_pb2.COMPACTION_CAUSE_TRIGGER,
+    Cause.FORCE: session_pb2.COMPACTION_CAUSE_FORCE,
+    Cause.BACKGROUND: session_pb2.COMPACTION_CAUSE_BACKGROUND,
+    Cause.RESTORE: session_pb2.COMPACTION_CAUSE_RESTORE,
+}
+
+
+def record_out(record: CompactionRecord, into: session_pb2.Compaction) -> None:
+    """One entry of the compaction history."""
+    into.compaction_id = record.compaction_id
+    time_out(record.create_time, into.create_time)
+    into.strategy = record.strategy
+    into.cause = _CAUSE_OUT[record.cause]
+    into.archived_event_ids.extend(record.archived_ids)
+    into.cleared_event_ids.extend(record.cleared_ids)
+    into.inserted_event_ids.extend(record.inserted_ids)
+    into.tokens_saved = record.tokens_saved
+    into.summary_input_tokens = record.summary_input_tokens
+    into.summary_output_tokens = record.summary_output_tokens
+    into.summarizer_latency_ms = record.summarizer_latency_ms
+    into.version_before = record.version_before
+    into.version_after = record.version_after
+    into.restored_by = record.restored_by
+    into.restores = record.restores

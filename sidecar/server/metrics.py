@@ -60,6 +60,7 @@ STORE_OPERATIONS = frozenset(
         "search",
         "list_compactions",
         "compaction_result",
+        "restore",
         "ping",
     }
 )

@@ -656,6 +656,38 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     # -- the log ------------------------------------------------------------
 
     @unary
+    async def ListCompactions(
+        self, request: pb.ListCompactionsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.ListCompactionsResponse:
+        page = await self.engine.restores.history(
+            _stored(request.session_id),
+            page_size=request.page_size,
+            page_token=request.page_token,
+            max_bytes=self.max_message_bytes // 2,
+        )
+        out = pb.ListCompactionsResponse(next_page_token=page.next_page_token)
+        for record in page.items:
+            convert.record_out(record, out.compactions.add())
+        return out
+
+    @unary
+    async def RestoreCompaction(
+        self, request: pb.RestoreCompactionRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.RestoreCompactionResponse:
+        session_id = _stored(request.session_id)
+        self.contexts.forget(session_id)
+        result = await self.engine.restores.restore(
+            session_id,
+            request.compaction_id,
+            expected_version=_optional_version(request.expected_version),
+            pause_auto_compaction=request.pause_auto_compaction,
+        )
+        out = pb.RestoreCompactionResponse()
+        convert.result_out(result, out.result)
+        answers.fit_result(out.result, out, self.max_message_bytes)
+        return out
+
+    @unary
     async def ListEvents(
         self, request: pb.ListEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.ListEventsResponse:
@@ -709,7 +741,10 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         out = pb.SearchEventsResponse(next_page_token=page.next_page_token)
         for hit in page.items:
             added = out.hits.add(
-                session_id=scope.outside(hit.session_id), rank=hit.rank, snippet=hit.snippet
+                session_id=scope.outside(hit.session_id),
+                rank=hit.rank,
+                snippet=hit.snippet,
+                archived_by=hit.archived_by,
             )
             convert.event_out(hit.event, added.event)
         return out

@@ -12,10 +12,12 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from sidecar.errors import (
+    CompactionNotFound,
     EventConflict,
     InvalidArgument,
     LimitExceeded,
     NoSummarizer,
+    RestoreRefused,
     SchemaTooNew,
     SessionExists,
     SessionNotFound,
@@ -51,8 +53,16 @@ def to_status(exc: BaseException) -> status_pb2.Status:
                 subject=exc.limit, description=str(exc)
             )
             status.details.append(_pack(error_details_pb2.QuotaFailure(violations=[quota])))
-        case SessionNotFound():
+        case SessionNotFound() | CompactionNotFound():
             status.code = code_pb2.NOT_FOUND
+        case RestoreRefused():
+            status.code = code_pb2.FAILED_PRECONDITION
+            violation = error_details_pb2.PreconditionFailure.Violation(
+                type="RESTORE_ORDER", subject=exc.first, description=str(exc)
+            )
+            status.details.append(
+                _pack(error_details_pb2.PreconditionFailure(violations=[violation]))
+            )
         case SessionExists() | EventConflict():
             status.code = code_pb2.ALREADY_EXISTS
         case VersionConflict():

@@ -13,7 +13,7 @@ from typing import Any
 import asyncpg
 
 from sidecar.errors import SessionNotFound
-from sidecar.model import CompactionResult, Event, Session, SessionCounters, TokenCalibration
+from sidecar.model import Event, Session, SessionCounters, TokenCalibration
 from sidecar.store import rules
 from sidecar.store.codec import decode_event, to_micros
 from sidecar.store.event_cache import DecodedEvents
@@ -26,7 +26,6 @@ from sidecar.store.paging import (
 )
 from sidecar.store.postgres_schema import INDEXED_TEXT_CHARS, SEARCH_CONFIG, Db
 from sidecar.store.protocol import (
-    CompactionRecord,
     Page,
     SearchHit,
     SearchQuery,
@@ -38,7 +37,7 @@ from sidecar.store.sqlite_reads import SNIPPET_END, SNIPPET_START
 SESSION_COLUMNS = """s.pk, s.id, s.version, s.policy_json, s.labels, s.create_time,
     s.update_time, s.active_events, s.real_events, s.turns, s.tokens, s.system_tokens,
     s.turns_since_compaction, s.total_events, s.last_compaction_id, s.model,
-    s.calibration_factor, s.calibration_samples"""
+    s.calibration_factor, s.calibration_samples, s.auto_compaction_paused"""
 
 EVENT_COLUMNS = """e.id, e.role, e.content, e.position, e.token_count, e.synthetic,
     e.archived, e.create_time, e.cleared_content IS NOT NULL"""
@@ -82,6 +81,7 @@ def session_from_row(row: asyncpg.Record) -> tuple[int, Session]:
         last_compaction_id=row[14],
         model=row[15],
         calibration=TokenCalibration(row[16], row[17]),
+        auto_compaction_paused=bool(row[18]),
     )
 
 
@@ -207,75 +207,6 @@ async def list_sessions(db: Db, filter: SessionFilter, *, size: int, token: str)
     return Page(items, next_token)
 
 
-async def list_compactions(
-    db: Db, session_id: str, *, size: int, token: str
-) -> Page[CompactionRecord]:
-    """The audit trail oldest first; keyset on the record's identity key, which only grows."""
-    bound = fingerprint(session_id)
-    after = decode_int_key(token, kind="compactions", bound=bound, length=1)[0] if token else 0
-    pk, _ = await get_session(db, session_id)
-    rows = await db.fetch(
-        """SELECT pk, id, version_before, version_after, strategy, archived_ids,
-               inserted_ids, tokens_saved, summarizer_latency_ms, summary_input_tokens,
-               summary_output_tokens, create_time, cleared_ids
-           FROM compactions WHERE session = $1 AND pk > $2 ORDER BY pk LIMIT $3""",
-        pk,
-        after,
-        size + 1,
-    )
-    items = tuple(
-        CompactionRecord(
-            compaction_id=row[1],
-            session_id=session_id,
-            version_before=row[2],
-            version_after=row[3],
-            strategy=row[4],
-            archived_ids=tuple(row[5]),
-            inserted_ids=tuple(row[6]),
-            tokens_saved=row[7],
-            summarizer_latency_ms=row[8],
-            summary_input_tokens=row[9],
-            summary_output_tokens=row[10],
-            create_time=row[11],
-            cleared_ids=tuple(row[12]),
-        )
-        for row in rows[:size]
-    )
-    next_token = ""
-    if len(rows) > size:
-        next_token = encode_token("compactions", bound, (rows[size - 1][0],))
-    return Page(items, next_token)
-
-
-async def compaction_result(db: Db, session_id: str, compaction_id: str) -> CompactionResult:
-    pk, _ = await get_session(db, session_id)
-    row = await db.fetchrow(
-        "SELECT strategy, tokens_saved, version_after, cleared_ids FROM compactions"
-        " WHERE session = $1 AND id = $2",
-        pk,
-        compaction_id,
-    )
-    if row is None:
-        raise KeyError(compaction_id)
-    # As the pass itself answered: archived events as the window showed them.
-    archived = await db.fetch(
-        f"SELECT {VIEW_COLUMNS} FROM events e WHERE e.session = $1 AND e.archived_by = $2"
-        " ORDER BY e.sort_key, e.position",
-        pk,
-        compaction_id,
-    )
-    return CompactionResult(
-        compacted=True,
-        strategy=row[0],
-        active_events=await active_events(db, pk),
-        archived_events=tuple(event_from_row(r) for r in archived),
-        tokens_estimated_saved=row[1],
-        version=row[2],
-        compaction_id=compaction_id,
-        cleared_ids=tuple(row[3]),
-    )
-
-
 def query_words(text: str) -> str:
     """User text as ``plainto_tsquery`` input: its distinct terms (``query_terms``), NULs gone.
 
@@ -344,7 +275,7 @@ async def search(
     rows = await db.fetch(
         f"""SELECT e.pk, {EVENT_COLUMNS}, s.id, ts_rank(e.search, q.query),
                ts_headline('{SEARCH_CONFIG}', left(e.body, {INDEXED_TEXT_CHARS}), q.query,
-                           '{_HEADLINE_OPTIONS}')
+                           '{_HEADLINE_OPTIONS}'), e.archived_by
            {joins}
            WHERE e.pk = ANY($2::bigint[])""",
         words,
@@ -359,6 +290,7 @@ async def search(
             event=event_from_row(row),
             rank=float(row[_EVENT_WIDTH + 1]),
             snippet=row[_EVENT_WIDTH + 2],
+            archived_by=row[_EVENT_WIDTH + 3] or "",
         )
         for _, row in present
     )

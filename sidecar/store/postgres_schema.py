@@ -203,12 +203,27 @@ _MIGRATION_5 = Migration(
     ),
 )
 
+_MIGRATION_6 = Migration(
+    6,
+    "the compaction history: what set each pass off, restores, and the counts a restore needs",
+    (
+        "ALTER TABLE compactions ADD COLUMN cause text NOT NULL DEFAULT ''",
+        "ALTER TABLE compactions ADD COLUMN restored_by text",
+        "ALTER TABLE compactions ADD COLUMN restores text",
+        "ALTER TABLE compactions ADD COLUMN restored_ids text[] NOT NULL DEFAULT '{}'",
+        "ALTER TABLE compactions ADD COLUMN turns_before integer",
+        "ALTER TABLE compactions ADD COLUMN turns_after integer",
+        "ALTER TABLE sessions ADD COLUMN auto_compaction_paused boolean NOT NULL DEFAULT false",
+    ),
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     _MIGRATION_1,
     _MIGRATION_2,
     _MIGRATION_3,
     _MIGRATION_4,
     _MIGRATION_5,
+    _MIGRATION_6,
 )
 """Every migration, in order; versions are 1, 2, 3, ... with no gap."""
 

@@ -124,7 +124,7 @@ async def _insert_events(
     )
 
 
-async def _save_header(db: Db, session_pk: int, session: Session, *, previous_version: int) -> None:
+async def save_header(db: Db, session_pk: int, session: Session, *, previous_version: int) -> None:
     """Write the header fields a write changes, guarded by the version it was read at."""
     c = session.counters
     status = await db.execute(
@@ -132,8 +132,9 @@ async def _save_header(db: Db, session_pk: int, session: Session, *, previous_ve
                update_time = $4, active_events = $5, real_events = $6, turns = $7,
                tokens = $8, system_tokens = $9, turns_since_compaction = $10,
                total_events = $11, last_compaction_id = $12, model = $13,
-               calibration_factor = $14, calibration_samples = $15
-           WHERE pk = $16 AND version = $17""",
+               calibration_factor = $14, calibration_samples = $15,
+               auto_compaction_paused = $16
+           WHERE pk = $17 AND version = $18""",
         session.version,
         session.policy_json,
         encode_labels(session.labels),
@@ -149,6 +150,7 @@ async def _save_header(db: Db, session_pk: int, session: Session, *, previous_ve
         session.model,
         session.calibration.factor,
         session.calibration.samples,
+        session.auto_compaction_paused,
         session_pk,
         previous_version,
     )
@@ -218,7 +220,7 @@ async def append(
         await _insert_events(db, session_pk, batch.new, [2 * e.position + 1 for e in batch.new])
     previous = session.version
     session = replace(rules.after_append(session, batch, now, usage_ratio), labels=labels)
-    await _save_header(db, session_pk, session, previous_version=previous)
+    await save_header(db, session_pk, session, previous_version=previous)
     return AppendOutcome(batch.result, session, len(batch.new))
 
 
@@ -242,7 +244,7 @@ async def _update_labels(db: Db, update: LabelUpdate, max_labels: int, now: date
     labels = rules.labels_after(update.session_id, session, update, max_labels)
     previous = session.version
     session = replace(session, version=previous + 1, update_time=now, labels=labels)
-    await _save_header(db, session_pk, session, previous_version=previous)
+    await save_header(db, session_pk, session, previous_version=previous)
 
 
 NOTIFY_CHANNEL = "compaction_sidecar"
@@ -295,13 +297,15 @@ async def apply(
     )
     active = rules.window_after_clearing(window, plan) or await active_events(db, session_pk)
     before = session.version
+    turns_before = session.counters.turns_since_compaction
     session = rules.after_compaction(session, plan, active, compaction_id, now)
-    await _save_header(db, session_pk, session, previous_version=before)
+    await save_header(db, session_pk, session, previous_version=before)
     await db.execute(
         """INSERT INTO compactions (id, session, version_before, version_after, strategy,
                archived_ids, inserted_ids, tokens_saved, summarizer_latency_ms,
-               summary_input_tokens, summary_output_tokens, create_time, cleared_ids)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)""",
+               summary_input_tokens, summary_output_tokens, create_time, cleared_ids,
+               cause, turns_before, turns_after)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)""",
         compaction_id,
         session_pk,
         before,
@@ -315,8 +319,17 @@ async def apply(
         plan.summary_output_tokens,
         now,
         [e.id for e in plan.clears],
+        str(plan.cause),
+        turns_before,
+        session.counters.turns_since_compaction,
     )
-    # Delivered to listeners when (and only if) this transaction commits.
+    await notify(db, session_id, compaction_id, origin)
+    return ApplyOutcome(session, compaction_id, active, archived)
+
+
+async def notify(db: Db, session_id: str, compaction_id: str, origin: str) -> None:
+    """Tell other replicas a compaction landed: delivered when (and only if) the transaction
+    commits."""
     await db.execute(
         "SELECT pg_notify($1, json_build_object('schema', current_schema(), 'session', $2::text,"
         " 'compaction', $3::text, 'origin', $4::text)::text)",
@@ -325,7 +338,6 @@ async def apply(
         compaction_id,
         origin,
     )
-    return ApplyOutcome(session, compaction_id, active, archived)
 
 
 async def update_session(
@@ -347,7 +359,7 @@ async def update_session(
     )
     if updated is None:
         return session
-    await _save_header(db, session_pk, updated, previous_version=session.version)
+    await save_header(db, session_pk, updated, previous_version=session.version)
     return updated
 
 

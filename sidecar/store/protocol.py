@@ -11,7 +11,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Generic, Protocol, TypeVar
 
-from sidecar.model import CompactionPlan, CompactionResult, Event, LabelUpdate, Role, Session
+from sidecar.model import (
+    Cause,
+    CompactionPlan,
+    CompactionResult,
+    Event,
+    LabelUpdate,
+    Role,
+    Session,
+)
 
 T = TypeVar("T")
 
@@ -60,6 +68,33 @@ class CompactionRecord:
     summary_output_tokens: int
     create_time: datetime
     cleared_ids: tuple[str, ...] = ()
+    cause: Cause = Cause.UNKNOWN
+    restored_by: str = ""
+    """The restore that undid this compaction; "" while it stands."""
+    restores: str = ""
+    """For a restore (strategy ``restore``): the compaction it undid."""
+    restored_ids: tuple[str, ...] = ()
+    """For a restore: the events it made active again or uncleared."""
+
+    @property
+    def is_restore(self) -> bool:
+        return self.strategy == RESTORE_STRATEGY
+
+
+RESTORE_STRATEGY = "restore"
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreOutcome:
+    """A landed restore: the session after it, its record's id, the window, what it did."""
+
+    session: Session
+    restore_id: str
+    active: tuple[Event, ...]
+    archived: tuple[Event, ...]
+    """The summary turn the undone compaction had inserted, archived now."""
+    restored_ids: tuple[str, ...]
+    tokens_saved: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +119,8 @@ class SearchHit:
     event: Event
     rank: float
     snippet: str
+    archived_by: str = ""
+    """The compaction that archived the event; "" for an active one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,9 +269,40 @@ class Store(Protocol):
         """
 
     async def list_compactions(
-        self, session_id: str, *, page_size: int, page_token: str
+        self,
+        session_id: str,
+        *,
+        page_size: int,
+        page_token: str,
+        newest_first: bool = False,
+        max_bytes: int | None = None,
     ) -> Page[CompactionRecord]:
-        """The session's compaction audit trail, oldest first."""
+        """The session's compaction history, oldest first (``newest_first``: newest first).
+
+        A page also stops before its records' ids pass ``max_bytes`` (holding
+        at least one record), continuing from there on the next page.
+        """
+
+    async def restore(
+        self,
+        session_id: str,
+        compaction_id: str,
+        *,
+        expected_version: int | None = None,
+        pause_auto_compaction: bool = False,
+    ) -> RestoreOutcome:
+        """Undo the newest compaction not yet restored, in one transaction.
+
+        What it archived is active again in place, what it cleared is
+        uncleared, what it inserted (a summary turn) is archived; nothing is
+        deleted. ``compaction_id`` "" means that compaction; naming another
+        raises FailedPrecondition naming the one to restore first (an absent
+        id: CompactionNotFound). The restore is recorded as a compaction of
+        its own (strategy ``restore``), which becomes the session's last
+        compaction, so a plan made before it no longer lands. Counters are
+        recomputed from the window; ``turns_since_compaction`` is what it was
+        before the undone compaction, plus the turns appended since.
+        """
 
     async def compaction_result(self, session_id: str, compaction_id: str) -> CompactionResult:
         """A landed compaction as a result: what it archived, and the active window now.

@@ -197,6 +197,8 @@ def after_update(
         policy_json=policy_json if set_policy else session.policy_json,
         labels=dict(labels) if labels is not None else session.labels,
         model=model if model is not None else session.model,
+        # A restore's pause lasts until the policy is next set.
+        auto_compaction_paused=session.auto_compaction_paused and not set_policy,
     )
 
 

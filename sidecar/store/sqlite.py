@@ -54,6 +54,7 @@ import aiosqlite
 
 from sidecar.errors import StoreUnavailable
 from sidecar.model import CompactionPlan, CompactionResult, Event, LabelUpdate, Session, utcnow
+from sidecar.store import sqlite_history as history
 from sidecar.store import sqlite_reads as reads
 from sidecar.store import sqlite_writes as writes
 from sidecar.store.codec import to_micros
@@ -65,6 +66,7 @@ from sidecar.store.protocol import (
     ApplyOutcome,
     CompactionRecord,
     Page,
+    RestoreOutcome,
     SearchHit,
     SearchQuery,
     SessionFilter,
@@ -358,12 +360,45 @@ class SqliteStore:
         )
 
     async def compaction_result(self, session_id: str, compaction_id: str) -> CompactionResult:
-        return await self._read(lambda db: reads.compaction_result(db, session_id, compaction_id))
+        return await self._read(lambda db: history.compaction_result(db, session_id, compaction_id))
 
     async def list_compactions(
-        self, session_id: str, *, page_size: int, page_token: str
+        self,
+        session_id: str,
+        *,
+        page_size: int,
+        page_token: str,
+        newest_first: bool = False,
+        max_bytes: int | None = None,
     ) -> Page[CompactionRecord]:
         size = effective_page_size(page_size)
         return await self._read(
-            lambda db: reads.list_compactions(db, session_id, size=size, token=page_token)
+            lambda db: history.list_compactions(
+                db,
+                session_id,
+                size=size,
+                token=page_token,
+                newest_first=newest_first,
+                max_bytes=max_bytes,
+            )
+        )
+
+    async def restore(
+        self,
+        session_id: str,
+        compaction_id: str,
+        *,
+        expected_version: int | None = None,
+        pause_auto_compaction: bool = False,
+    ) -> RestoreOutcome:
+        return await self._write(
+            lambda db: history.restore(
+                db,
+                session_id,
+                compaction_id,
+                expected_version=expected_version,
+                pause=pause_auto_compaction,
+                now=utcnow(),
+            ),
+            session_id=session_id,
         )

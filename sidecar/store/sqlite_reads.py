@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sidecar.errors import SessionNotFound
-from sidecar.model import CompactionResult, Event, Session, SessionCounters, TokenCalibration
+from sidecar.model import Event, Session, SessionCounters, TokenCalibration
 from sidecar.store import rules
 from sidecar.store.codec import decode_event, decode_labels, from_micros, to_micros
 from sidecar.store.event_cache import DecodedEvents
@@ -26,7 +26,6 @@ from sidecar.store.paging import (
     fingerprint,
 )
 from sidecar.store.protocol import (
-    CompactionRecord,
     Page,
     SearchHit,
     SearchQuery,
@@ -37,7 +36,7 @@ from sidecar.store.search_terms import query_terms
 SESSION_COLUMNS = """s.pk, s.id, s.version, s.policy_json, s.labels, s.create_time,
     s.update_time, s.active_events, s.real_events, s.turns, s.tokens, s.system_tokens,
     s.turns_since_compaction, s.total_events, s.last_compaction_id, s.model,
-    s.calibration_factor, s.calibration_samples"""
+    s.calibration_factor, s.calibration_samples, s.auto_compaction_paused"""
 
 EVENT_COLUMNS = """e.id, e.role, e.content, e.position, e.token_count, e.synthetic,
     e.archived, e.create_time, e.cleared_content IS NOT NULL"""
@@ -80,6 +79,7 @@ def session_from_row(row: Sequence[Any]) -> tuple[int, Session]:
         last_compaction_id=row[14],
         model=row[15],
         calibration=TokenCalibration(row[16], row[17]),
+        auto_compaction_paused=bool(row[18]),
     )
 
 
@@ -205,73 +205,6 @@ def list_sessions(
     return Page(items, next_token)
 
 
-def list_compactions(
-    db: sqlite3.Connection, session_id: str, *, size: int, token: str
-) -> Page[CompactionRecord]:
-    """The audit trail oldest first; keyset on the record's rowid, which only grows."""
-    bound = fingerprint(session_id)
-    after = decode_int_key(token, kind="compactions", bound=bound, length=1)[0] if token else 0
-    pk, _ = get_session(db, session_id)
-    rows = db.execute(
-        """SELECT pk, id, version_before, version_after, strategy, archived_ids,
-               inserted_ids, tokens_saved, summarizer_latency_ms, summary_input_tokens,
-               summary_output_tokens, create_time, cleared_ids
-           FROM compactions WHERE session = ? AND pk > ? ORDER BY pk LIMIT ?""",
-        (pk, after, size + 1),
-    ).fetchall()
-    items = tuple(
-        CompactionRecord(
-            compaction_id=row[1],
-            session_id=session_id,
-            version_before=row[2],
-            version_after=row[3],
-            strategy=row[4],
-            archived_ids=tuple(json.loads(row[5])),
-            inserted_ids=tuple(json.loads(row[6])),
-            tokens_saved=row[7],
-            summarizer_latency_ms=row[8],
-            summary_input_tokens=row[9],
-            summary_output_tokens=row[10],
-            create_time=from_micros(row[11]),
-            cleared_ids=tuple(json.loads(row[12])),
-        )
-        for row in rows[:size]
-    )
-    next_token = ""
-    if len(rows) > size:
-        next_token = encode_token("compactions", bound, (rows[size - 1][0],))
-    return Page(items, next_token)
-
-
-def compaction_result(
-    db: sqlite3.Connection, session_id: str, compaction_id: str
-) -> CompactionResult:
-    pk, _ = get_session(db, session_id)
-    row = db.execute(
-        "SELECT strategy, tokens_saved, version_after, cleared_ids FROM compactions"
-        " WHERE session = ? AND id = ?",
-        (pk, compaction_id),
-    ).fetchone()
-    if row is None:
-        raise KeyError(compaction_id)
-    # As the pass itself answered: archived events as the window showed them.
-    archived = db.execute(
-        f"SELECT {VIEW_COLUMNS} FROM events e WHERE e.session = ? AND e.archived_by = ?"
-        " ORDER BY e.sort_key, e.position",
-        (pk, compaction_id),
-    )
-    return CompactionResult(
-        compacted=True,
-        strategy=row[0],
-        active_events=active_events(db, pk),
-        archived_events=tuple(event_from_row(r) for r in archived),
-        tokens_estimated_saved=row[1],
-        version=row[2],
-        compaction_id=compaction_id,
-        cleared_ids=tuple(json.loads(row[3])),
-    )
-
-
 def fts_match(text: str) -> str:
     """The FTS5 query for user text: every distinct term an FTS string literal, all required.
 
@@ -346,7 +279,7 @@ def search(
     wanted = [pk for pk, _ in ranked[:fit]]
     rows = db.execute(
         f"""SELECT e.pk, {EVENT_COLUMNS}, s.id, bm25(events_fts),
-               snippet(events_fts, 0, ?, ?, '…', {_SNIPPET_TOKENS})
+               snippet(events_fts, 0, ?, ?, '…', {_SNIPPET_TOKENS}), e.archived_by
            {joins}
            WHERE events_fts MATCH ? AND events_fts.rowid IN (SELECT value FROM json_each(?))""",
         (SNIPPET_START, SNIPPET_END, match, json.dumps(wanted)),
@@ -361,6 +294,7 @@ def search(
             # bm25 is lower-is-better (negative); the protocol's rank is higher-is-better.
             rank=-row[_EVENT_WIDTH + 1],
             snippet=row[_EVENT_WIDTH + 2],
+            archived_by=row[_EVENT_WIDTH + 3] or "",
         )
         for _, row in present
     )

@@ -154,7 +154,30 @@ _MIGRATION_4 = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_MIGRATION_1, _MIGRATION_2, _MIGRATION_3, _MIGRATION_4)
+_MIGRATION_5 = Migration(
+    5,
+    "the compaction history: what set each pass off, restores, and the counts a restore needs",
+    (
+        "ALTER TABLE compactions ADD COLUMN cause TEXT NOT NULL DEFAULT ''",
+        # The restore that undid this compaction; NULL while it stands.
+        "ALTER TABLE compactions ADD COLUMN restored_by TEXT",
+        # For a restore: the compaction it undid, and the events it brought back.
+        "ALTER TABLE compactions ADD COLUMN restores TEXT",
+        "ALTER TABLE compactions ADD COLUMN restored_ids TEXT NOT NULL DEFAULT '[]'",
+        # turns_since_compaction right before and right after the pass.
+        "ALTER TABLE compactions ADD COLUMN turns_before INTEGER",
+        "ALTER TABLE compactions ADD COLUMN turns_after INTEGER",
+        "ALTER TABLE sessions ADD COLUMN auto_compaction_paused INTEGER NOT NULL DEFAULT 0",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (
+    _MIGRATION_1,
+    _MIGRATION_2,
+    _MIGRATION_3,
+    _MIGRATION_4,
+    _MIGRATION_5,
+)
 """Every migration, in order; versions are 1, 2, 3, ... with no gap."""
 
 _VERSION_TABLE = """

@@ -119,14 +119,15 @@ def _insert_event(
     )
 
 
-def _save_header(db: sqlite3.Connection, session_pk: int, session: Session) -> None:
+def save_header(db: sqlite3.Connection, session_pk: int, session: Session) -> None:
     """Write the header fields a write changes: version, counters, totals, policy, labels."""
     c = session.counters
     db.execute(
         """UPDATE sessions SET version = ?, policy_json = ?, labels = ?, update_time = ?,
                active_events = ?, real_events = ?, turns = ?, tokens = ?, system_tokens = ?,
                turns_since_compaction = ?, total_events = ?, last_compaction_id = ?,
-               model = ?, calibration_factor = ?, calibration_samples = ?
+               model = ?, calibration_factor = ?, calibration_samples = ?,
+               auto_compaction_paused = ?
            WHERE pk = ?""",
         (
             session.version,
@@ -144,6 +145,7 @@ def _save_header(db: sqlite3.Connection, session_pk: int, session: Session) -> N
             session.model,
             session.calibration.factor,
             session.calibration.samples,
+            1 if session.auto_compaction_paused else 0,
             session_pk,
         ),
     )
@@ -194,7 +196,7 @@ def append(
     for event in batch.new:
         _insert_event(db, session_pk, event, sort_key=2 * event.position + 1)
     session = replace(rules.after_append(session, batch, now, usage_ratio), labels=labels)
-    _save_header(db, session_pk, session)
+    save_header(db, session_pk, session)
     return AppendOutcome(batch.result, session, len(batch.new))
 
 
@@ -210,7 +212,7 @@ def _update_labels(
     session_pk, session = found
     labels = rules.labels_after(update.session_id, session, update, max_labels)
     session = replace(session, version=session.version + 1, update_time=now, labels=labels)
-    _save_header(db, session_pk, session)
+    save_header(db, session_pk, session)
 
 
 def apply(
@@ -253,13 +255,15 @@ def apply(
         )
     active = rules.window_after_clearing(window, plan) or active_events(db, session_pk)
     before = session.version
+    turns_before = session.counters.turns_since_compaction
     session = rules.after_compaction(session, plan, active, compaction_id, now)
-    _save_header(db, session_pk, session)
+    save_header(db, session_pk, session)
     db.execute(
         """INSERT INTO compactions (id, session, version_before, version_after, strategy,
                archived_ids, inserted_ids, tokens_saved, summarizer_latency_ms,
-               summary_input_tokens, summary_output_tokens, create_time, cleared_ids)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+               summary_input_tokens, summary_output_tokens, create_time, cleared_ids,
+               cause, turns_before, turns_after)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
         (
             compaction_id,
             session_pk,
@@ -274,6 +278,9 @@ def apply(
             plan.summary_output_tokens,
             to_micros(now),
             dump_json([e.id for e in plan.clears]),
+            str(plan.cause),
+            turns_before,
+            session.counters.turns_since_compaction,
         ),
     )
     return ApplyOutcome(session, compaction_id, active, archived)
@@ -298,7 +305,7 @@ def update_session(
     )
     if updated is None:
         return session
-    _save_header(db, session_pk, updated)
+    save_header(db, session_pk, updated)
     return updated
 
 

@@ -1,0 +1,83 @@
+"""Undo and history: restoring the newest compaction, and listing what each pass did.
+
+A restore is a write like a compaction: made under the session's lock, in
+one store transaction, recorded in the history (strategy ``restore``) and
+published to the session's watchers as a compaction result. A summary in
+flight while it lands was planned on the compaction the restore undid, so
+the store refuses it (``superseded``): a restore is never silently undone by
+a pass that started before it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sidecar.engine.host import EngineHost
+from sidecar.engine.validation import check_stored_session_id
+from sidecar.model import CompactionResult
+from sidecar.store.protocol import RESTORE_STRATEGY, CompactionRecord, Page
+
+log = logging.getLogger(__name__)
+
+
+class Restorer:
+    """Restores compactions and lists the history over the engine's store."""
+
+    def __init__(self, host: EngineHost) -> None:
+        self._host = host
+
+    async def restore(
+        self,
+        session_id: str,
+        compaction_id: str = "",
+        *,
+        expected_version: int | None = None,
+        pause_auto_compaction: bool = False,
+    ) -> CompactionResult:
+        """Undo ``compaction_id`` ("" for the newest standing one); see ``Store.restore``."""
+        check_stored_session_id(session_id)
+        host = self._host
+        async with host.locks.hold(session_id):
+            outcome = await host.store.restore(
+                session_id,
+                compaction_id,
+                expected_version=expected_version,
+                pause_auto_compaction=pause_auto_compaction,
+            )
+        result = CompactionResult(
+            compacted=True,
+            strategy=RESTORE_STRATEGY,
+            active_events=outcome.active,
+            archived_events=outcome.archived,
+            tokens_estimated_saved=outcome.tokens_saved,
+            version=outcome.session.version,
+            compaction_id=outcome.restore_id,
+            restored_ids=outcome.restored_ids,
+        )
+        log.info(
+            "restored %s: %d events back, %d archived",
+            session_id,
+            len(outcome.restored_ids),
+            len(outcome.archived),
+            extra={
+                "session_id": session_id,
+                "compaction_id": outcome.restore_id,
+                "strategy": RESTORE_STRATEGY,
+                "version": outcome.session.version,
+            },
+        )
+        host.watchers.publish(session_id, result)
+        return result
+
+    async def history(
+        self, session_id: str, *, page_size: int, page_token: str, max_bytes: int | None
+    ) -> Page[CompactionRecord]:
+        """The session's compactions, newest first, pages bounded in bytes."""
+        check_stored_session_id(session_id)
+        return await self._host.store.list_compactions(
+            session_id,
+            page_size=page_size,
+            page_token=page_token,
+            newest_first=True,
+            max_bytes=max_bytes,
+        )
