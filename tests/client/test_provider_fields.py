@@ -19,7 +19,9 @@ from sidecar.client import (
     ModelUsage,
     decode,
     requests,
+    session_policy,
 )
+from sidecar.compaction.policy import policy_from_dict
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import session_pb2
 from sidecar.model import Event, Reasoning, Role, TokenCalibration, ToolCall, ToolResult
@@ -232,3 +234,20 @@ async def test_usage_reports_calibrate_the_session_and_its_context_estimate(
     assert isinstance(streamed, Ack)
     assert "998" in streamed.result.usage_ignored_reason
     assert (await session.get()).calibration.samples == 1
+
+
+async def test_a_context_fraction_policy_round_trips_on_a_session_with_a_model(
+    client: AsyncClient,
+) -> None:
+    fraction = policy_from_dict(
+        {
+            "trigger": {"context_fraction": 0.5},
+            "strategy": {"clear_tool_results": {"keep_tool_uses": 1, "keep_reasoning_turns": 1}},
+        }
+    )
+    created = await client.create_session("py-fraction", fraction, model="gpt-4o")
+    with pytest.raises(InvalidArgumentError) as unmodelled:
+        await client.create_session("py-fraction-2", fraction)
+
+    assert session_policy(created) == fraction
+    assert unmodelled.value.field == "policy.trigger.context_fraction"

@@ -33,6 +33,11 @@ export const triggers = {
   anyOf: (...list: TriggerInit[]): TriggerInit => ({ kind: { case: "anyOf", value: { triggers: list } } }),
   allOf: (...list: TriggerInit[]): TriggerInit => ({ kind: { case: "allOf", value: { triggers: list } } }),
   always: (): TriggerInit => ({ kind: { case: "always", value: true } }),
+  /**
+   * The window reaches `fraction` (0 < x <= 1) of the session model's input window less its output
+   * reserve (`Session.modelProfile`); refused for a session without a model.
+   */
+  contextFraction: (fraction: number): TriggerInit => ({ kind: { case: "contextFraction", value: fraction } }),
 };
 
 /** How a session is compacted; an omitted limit is the server's default. */
@@ -44,7 +49,8 @@ export const strategies = {
   /**
    * Replace all but the newest `keepToolUses` (default 3) tool results with a placeholder, in
    * place: nothing is archived, GetContext shows the placeholder (`cleared: true`), ListEvents and
-   * search the original.
+   * search the original. `keepReasoningTurns` also clears the reasoning text of older turns,
+   * signatures kept.
    */
   clearToolResults: (options: ClearToolResultsInit = {}): StrategyInit => ({
     kind: { case: "clearToolResults", value: options },

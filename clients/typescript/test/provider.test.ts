@@ -17,7 +17,10 @@ import {
   SidecarClient,
   SidecarError,
   drain,
+  policy,
   rejects,
+  strategies,
+  triggers,
   type EventInit,
 } from "./support.js";
 import { startServer, type RunningServer } from "./server.js";
@@ -159,6 +162,24 @@ describe("provider fields against a running server", () => {
     assert.match(ignored.usageIgnoredReason, /999/);
     assert.equal(renamed.modelProfile?.provider, "anthropic");
     assert.equal(unknown.field, "model");
+  });
+
+  it("builds a context_fraction trigger and a clearing that keeps reasoning turns", async () => {
+    const created = await client.createSession("ts-fraction", {
+      model: "gpt-4o",
+      policy: policy(strategies.clearToolResults({ keepToolUses: 1, keepReasoningTurns: 1 }), {
+        trigger: triggers.contextFraction(0.5),
+      }),
+    });
+    const unmodelled = await rejects(
+      client.createSession("ts-fraction-2", { policy: policy(strategies.slidingWindow(2), { trigger: triggers.contextFraction(0.5) }) }),
+      Code.InvalidArgument,
+    );
+
+    assert.deepEqual(created.policy?.trigger?.kind, { case: "contextFraction", value: 0.5 });
+    const strategy = created.policy?.strategy?.kind;
+    assert.equal(strategy?.case === "clearToolResults" ? strategy.value.keepReasoningTurns : undefined, 1);
+    assert.equal(unmodelled.field, "policy.trigger.context_fraction");
   });
 
   it("sends the model on create and names it in an update's mask", async () => {
