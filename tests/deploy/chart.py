@@ -28,6 +28,14 @@ KUBE_VERSIONS = ("1.29.0", "1.33.0")
 
 Manifest = dict[str, Any]
 
+# The values files (under VALUES) each rendered and checked: one per way to deploy.
+SCENARIOS = (
+    "sidecar-native.yaml",
+    "sidecar-plain.yaml",
+    "sidecar-statefulset.yaml",
+    "service-postgres.yaml",
+)
+
 
 def helm_binary() -> str:
     """The pinned helm, or a test failure that names the target installing it."""

@@ -17,6 +17,7 @@ import yaml
 from tests.deploy.chart import (
     CHART,
     KUBE_VERSIONS,
+    SCENARIOS,
     Manifest,
     all_containers,
     copy_chart,
@@ -32,12 +33,6 @@ from tests.deploy.chart import (
     validate,
 )
 
-SCENARIOS = (
-    "sidecar-native.yaml",
-    "sidecar-plain.yaml",
-    "sidecar-statefulset.yaml",
-    "service-postgres.yaml",
-)
 HEALTH_PORT = 50052
 API_PORT = 50051
 

@@ -73,3 +73,39 @@ def test_parent_chart_values_are_checked_by_the_schema(parent_chart: Path) -> No
     )
     assert result.returncode != 0
     assert "/sidecar/storage/type" in result.stderr
+
+
+PROFILE_SETS = [
+    "compaction-sidecar.server.modelProfiles.my-fine-tune.provider=openai",
+    "compaction-sidecar.server.modelProfiles.my-fine-tune.input_window_tokens=128000",
+    "compaction-sidecar.server.modelProfiles.my-fine-tune.max_output_tokens=16384",
+]
+
+
+def test_parent_chart_mounts_the_model_profiles_the_subchart_renders(parent_chart: Path) -> None:
+    manifests = render(chart=parent_chart, sets=PROFILE_SETS)
+    validate(manifests, KUBE_VERSIONS[0])
+    config_map = one(manifests, "ConfigMap")  # rendered by the subchart, under the release
+    assert config_map["metadata"]["name"].startswith("rel-compaction-sidecar-model-profiles-")
+    pod = agent_pod(manifests)
+    (sidecar,) = pod["initContainers"]
+    assert "--model-profiles=/etc/compaction/model-profiles/model-profiles.json" in sidecar["args"]
+    (mount,) = [m for m in sidecar["volumeMounts"] if m["name"] == "compaction-model-profiles"]
+    assert mount["readOnly"] is True
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "compaction-model-profiles"]
+    assert volume["configMap"]["name"] == config_map["metadata"]["name"]
+    assert restricted_violations(pod) == []
+
+
+def test_parent_chart_without_the_release_in_its_context_is_told_to_pass_it(
+    parent_chart: Path,
+) -> None:
+    template = parent_chart / "templates" / "deployment.yaml"
+    text = template.read_text()
+    assert ' "Release" .Release' in text
+    template.write_text(text.replace(' "Release" .Release', ""))
+    render(chart=parent_chart)  # the release is needed only for the profiles' ConfigMap
+    result = helm(*template_args(sets=PROFILE_SETS), chart=parent_chart, check=False)
+    assert result.returncode != 0
+    assert "server.modelProfiles" in result.stderr
+    assert '"Capabilities" .Capabilities "Release" .Release' in result.stderr

@@ -17,23 +17,21 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
 from sidecar.gen.compaction.v1 import event_pb2
 from tests.deploy.chart import ROOT, pod_specs, render, sidecar_container
+from tests.deploy.serving import stop, wait_serving
 from tests.server.harness import free_port
 
 DOCKERFILE = ROOT / "Dockerfile"
@@ -164,24 +162,6 @@ def snapshot(directory: Path) -> set[str]:
     return {str(p.relative_to(directory)) for p in directory.rglob("*")}
 
 
-def wait_serving(address: str, process: subprocess.Popen[str], timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    with grpc.insecure_channel(address) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                pytest.fail(f"server exited {process.returncode}:\n{process.stdout.read()}")  # type: ignore[union-attr]
-            try:
-                status = stub.Check(health_pb2.HealthCheckRequest(), timeout=1).status
-            except grpc.RpcError:
-                time.sleep(0.2)
-                continue
-            if status == health_pb2.HealthCheckResponse.SERVING:
-                return
-            time.sleep(0.2)
-    pytest.fail(f"health on {address} not SERVING after {timeout_s}s")
-
-
 def test_image_command_serves_from_a_fresh_wheel_install(
     installed: Installed, tmp_path: Path
 ) -> None:
@@ -240,12 +220,7 @@ def test_image_command_serves_from_a_fresh_wheel_install(
             assert reply.events[0].token_count > 0  # the bundled tokenizer counted it
         run_example_agent(installed.venv, f"127.0.0.1:{api_port}")
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            output, _ = process.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            output, _ = process.communicate()
+        output = stop(process)
     assert process.returncode == 0, output
     assert (data / "compaction.db").is_file()
     assert snapshot(installed.venv) == venv_before, "the server wrote into its install"

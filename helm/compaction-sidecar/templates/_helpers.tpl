@@ -92,6 +92,14 @@ templates gets the same checks.
 {{- if and $v.podDisruptionBudget.enabled (not (kindIs "invalid" $v.podDisruptionBudget.minAvailable)) (not (kindIs "invalid" $v.podDisruptionBudget.maxUnavailable)) }}
 {{- fail "podDisruptionBudget: set minAvailable or maxUnavailable, not both" }}
 {{- end }}
+{{- range $name, $p := $v.server.modelProfiles }}
+{{- if ge (int64 $p.max_output_tokens) (int64 $p.input_window_tokens) }}
+{{- fail (printf "server.modelProfiles.%s: max_output_tokens (%d) must be less than input_window_tokens (%d)" $name (int64 $p.max_output_tokens) (int64 $p.input_window_tokens)) }}
+{{- end }}
+{{- end }}
+{{- if and $v.server.modelProfiles (not (hasKey . "Release")) }}
+{{- fail "server.modelProfiles from a chart that includes these templates needs the release in the context (its ConfigMap is named after it): dict \"Values\" (index .Values \"compaction-sidecar\") \"Capabilities\" .Capabilities \"Release\" .Release" }}
+{{- end }}
 {{- if and (eq $v.mode "sidecar") $v.sidecar.native (hasKey . "Capabilities") }}
 {{- if not (semverCompare ">=1.29.0-0" .Capabilities.KubeVersion.Version) }}
 {{- fail (printf "sidecar.native needs Kubernetes >= 1.29 (this cluster: %s): set sidecar.native=false" .Capabilities.KubeVersion.Version) }}

@@ -3,9 +3,10 @@ Public named templates: put the compaction sidecar into your own pod spec.
 
 Each takes a context with `.Values` holding this chart's values: `.` inside this
 chart; from a chart that depends on this one,
-  (dict "Values" (index .Values "compaction-sidecar") "Capabilities" .Capabilities)
+  (dict "Values" (index .Values "compaction-sidecar") "Capabilities" .Capabilities "Release" .Release)
 (`.Capabilities` is optional: with it, a native sidecar is refused on a cluster
-older than 1.29). In a pod template:
+older than 1.29; `.Release` is needed with server.modelProfiles, whose ConfigMap
+this chart renders under the release's name). In a pod template:
 
   spec:
     {{- with (include "compaction-sidecar.initContainers" $ctx | trim) }}
@@ -169,6 +170,9 @@ listener is always on every address: the kubelet probes the pod IP.
 {{- if $v.tls.clientCA.existingSecret }}
 - --tls-client-ca=/etc/compaction/client-ca/ca.crt
 {{- end }}
+{{- if $v.server.modelProfiles }}
+- --model-profiles={{ include "compaction-sidecar.modelProfilesPath" . }}
+{{- end }}
 {{- range $v.server.extraArgs }}
 - {{ . | toJson }}
 {{- end }}
@@ -243,6 +247,11 @@ listener is always on every address: the kubelet probes the pod IP.
   mountPath: /etc/compaction/client-ca
   readOnly: true
 {{- end }}
+{{- if $v.server.modelProfiles }}
+- name: compaction-model-profiles
+  mountPath: /etc/compaction/model-profiles
+  readOnly: true
+{{- end }}
 {{- end }}
 
 {{/*
@@ -301,6 +310,47 @@ data volume comes from the StatefulSet's claim (compaction-sidecar.volumeClaimTe
       - key: {{ $v.tls.clientCA.key }}
         path: ca.crt
 {{- end }}
+{{- if $v.server.modelProfiles }}
+- name: compaction-model-profiles
+  configMap:
+    name: {{ include "compaction-sidecar.modelProfilesConfigMap" . }}
+    defaultMode: 0444
+    items:
+      - key: model-profiles.json
+        path: model-profiles.json
+{{- end }}
+{{- end }}
+
+{{/*
+server.modelProfiles as the server's --model-profiles file: {"models": {name: profile}}.
+The token counts go through int64: values from YAML arrive as floats.
+*/}}
+{{- define "compaction-sidecar.modelProfilesJson" -}}
+{{- $models := dict }}
+{{- range $name, $p := .Values.server.modelProfiles }}
+{{- $_ := set $models $name (dict "provider" $p.provider "input_window_tokens" (int64 $p.input_window_tokens) "max_output_tokens" (int64 $p.max_output_tokens)) }}
+{{- end }}
+{{- toPrettyJson (dict "models" $models) }}
+{{- end }}
+
+{{/*
+The ConfigMap holding it, named after the release and the file's content: a changed
+profile map is a new name in the pod template, so the pods roll (in your chart's pods
+too, which carry none of this chart's annotations). Reads no .Chart, so that it names
+the same ConfigMap when included from another chart.
+*/}}
+{{- define "compaction-sidecar.modelProfilesConfigMap" -}}
+{{- $base := .Values.fullnameOverride }}
+{{- if not $base }}
+{{- $name := default "compaction-sidecar" .Values.nameOverride }}
+{{- $base = contains $name .Release.Name | ternary .Release.Name (printf "%s-%s" .Release.Name $name) }}
+{{- end }}
+{{- printf "%s-model-profiles-%s" ($base | trunc 36 | trimSuffix "-") (include "compaction-sidecar.modelProfilesJson" . | sha256sum | trunc 10) }}
+{{- end }}
+
+{{/* Where the sidecar container reads the file. */}}
+{{- define "compaction-sidecar.modelProfilesPath" -}}
+/etc/compaction/model-profiles/model-profiles.json
 {{- end }}
 
 {{/* A StatefulSet volumeClaimTemplates item for the SQLite data (one list item). */}}
