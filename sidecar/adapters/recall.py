@@ -92,8 +92,9 @@ def recall(
     """Search ``session_id``'s archived events for ``query``; the answer as compact text.
 
     The query is plain terms (never query syntax). A query the server refuses,
-    or a search past its deadline, is answered with a sentence saying so, for
-    the model to act on; other errors (authentication, a wrong address) raise.
+    a search past its deadline or a service unavailable is answered with a
+    sentence saying so, for the model to act on; other errors (a missing or
+    wrong token, a refused permission) raise.
     Each page's call has the deadline; a page holds up to ``max_hits + 1``
     hits unless they pass the server's message size.
     """
