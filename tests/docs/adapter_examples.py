@@ -20,6 +20,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
+from sidecar.adapters.adk import CompactionSessionService
 from sidecar.compaction.policy import policy_from_dict
 from tests.adapters.chat_models import RecordingModel
 from tests.adapters.test_adk import INSTRUCTION, USER, Script, ScriptedLlm, get_weather, question
@@ -30,7 +31,7 @@ SYSTEM = "You are a helpful assistant."
 def agent_context(kind: str) -> dict[str, Any]:
     """The names the snippets take from the agent around them."""
     # an ADK model, or a LangChain chat model for the middleware
-    model = RecordingModel() if kind == "middleware" else ScriptedLlm(script=Script())
+    model = RecordingModel() if kind.endswith("middleware") else ScriptedLlm(script=Script())
     return {
         "Runner": Runner,
         "LlmAgent": LlmAgent,
@@ -64,6 +65,15 @@ async def one_adk_turn(runner: Any) -> int:
     return len(stored.events)
 
 
+def tool_names(names: dict[str, Any]) -> str:
+    """The tools the snippet's agent offers the model, by the names the model sees."""
+    agent = names["agent"]
+    if isinstance(agent, LlmAgent):
+        return ",".join(getattr(t, "name", getattr(t, "__name__", "?")) for t in agent.tools)
+    bound = agent.get_graph().nodes["tools"].data.tools_by_name  # the graph's ToolNode
+    return ",".join(sorted(bound))
+
+
 def run(kind: str, snippet: str) -> str:
     names = agent_context(kind)
     exec(compile(snippet, f"<{kind}>", "exec"), names)
@@ -78,6 +88,17 @@ def run(kind: str, snippet: str) -> str:
             {"messages": [HumanMessage("hello")]}, {"configurable": {"thread_id": "readme"}}
         )
         return f"{len(names['model'].seen)} model calls through the middleware"
+    if kind == "recall-adk":
+        service = CompactionSessionService("127.0.0.1:50051")
+        asyncio.run(
+            one_adk_turn(Runner(app_name="weather", agent=names["agent"], session_service=service))
+        )
+        return f"{len(names['model'].script.calls)} model calls, tools {tool_names(names)}"
+    if kind == "recall-middleware":
+        names["agent"].invoke(
+            {"messages": [HumanMessage("hello")]}, {"configurable": {"thread_id": "recall"}}
+        )
+        return f"{len(names['model'].seen)} model calls, tools {tool_names(names)}"
     raise ValueError(kind)
 
 

@@ -18,9 +18,12 @@ TOKENS_MULTI_TENANT = Example("README.md", "## Security", "", 1)
 LAYOUT = Example("README.md", "## Layout", "")
 
 # docs/adapters.md
+_RECALL = "## Recall: the agent searches what compaction moved out"
 ADAPTERS_ADK_SESSION_SERVICE = Example("docs/adapters.md", "## Google ADK", "python", 0)
 ADAPTERS_ADK_CALLBACK = Example("docs/adapters.md", "## Google ADK", "python", 1)
 ADAPTERS_LANGCHAIN_MIDDLEWARE = Example("docs/adapters.md", "## LangChain v1", "python")
+ADAPTERS_ADK_RECALL = Example("docs/adapters.md", _RECALL, "python", 0)
+ADAPTERS_LANGCHAIN_RECALL = Example("docs/adapters.md", _RECALL, "python", 1)
 
 # the clients' READMEs
 PYTHON_INSTALL = Example("clients/python/README.md", "# Python client", "sh")

@@ -15,8 +15,10 @@ from pathlib import Path
 
 from tests.docs.catalogue import (
     ADAPTERS_ADK_CALLBACK,
+    ADAPTERS_ADK_RECALL,
     ADAPTERS_ADK_SESSION_SERVICE,
     ADAPTERS_LANGCHAIN_MIDDLEWARE,
+    ADAPTERS_LANGCHAIN_RECALL,
     ADK_SESSION_SERVICE,
     LANGCHAIN_MIDDLEWARE,
 )
@@ -31,6 +33,8 @@ def test_the_adapter_snippets_run_in_the_agents_they_change(tmp_path: Path) -> N
         ("session-service", ADAPTERS_ADK_SESSION_SERVICE.text),
         ("callback", ADAPTERS_ADK_CALLBACK.text),
         ("middleware", ADAPTERS_LANGCHAIN_MIDDLEWARE.text),
+        ("recall-adk", ADAPTERS_ADK_RECALL.text),
+        ("recall-middleware", ADAPTERS_LANGCHAIN_RECALL.text),
     ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with make_serve(tmp_path, summarizer="extractive") as network:
@@ -46,3 +50,5 @@ def test_the_adapter_snippets_run_in_the_agents_they_change(tmp_path: Path) -> N
     assert lines[0].startswith("session-service -> ")
     assert not lines[0].startswith("session-service -> 0 ")
     assert all(" 0 model calls" not in line for line in lines), done.stdout
+    assert lines[-2].endswith("tools get_weather,recall"), done.stdout
+    assert lines[-1].endswith("tools recall"), done.stdout
