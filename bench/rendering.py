@@ -11,7 +11,9 @@ Two situations are timed. ``after_append`` is the agent's loop: a
 one-event append (untimed), then GetContext; the server must render the
 grown window anew, while the plain answer only adds the new event's bytes
 to its kept response. That is what rendering costs, and it is the target,
-with the format that costs most. ``unchanged`` reads an unchanged session
+with the format that costs most. Each of the five (plain and four formats)
+reads a session of its own, so every window grows alike, by at most
+``AFTER_APPEND_CALLS`` events. ``unchanged`` reads an unchanged session
 again: both answers are kept, and the rendered one costs only its extra
 bytes on the wire. It is reported beside the target.
 """
@@ -37,8 +39,8 @@ if TYPE_CHECKING:
     from sidecar.gen.compaction.v1.compaction_service_pb2_grpc import CompactionServiceAsyncStub
 
 TARGET_RATIO = 2.0
-SESSION = "bench-rendering"
 ROUNDS = 50  # four events each: 200
+AFTER_APPEND_CALLS = 40  # per session: its window grows from 200 to 240 events
 FORMATS = {
     "gemini": pb.CONTEXT_FORMAT_GEMINI,
     "openai_chat": pb.CONTEXT_FORMAT_OPENAI_CHAT,
@@ -73,46 +75,46 @@ async def _timed(stub: CompactionServiceAsyncStub, request: pb.GetContextRequest
 
 
 async def run(scale: Scale, workdir: Path, log: Log) -> Outcome:
-    calls = max(4, scale.context_calls // 20)  # per format and situation
+    calls = max(4, scale.context_calls // 20)  # per format, unchanged
     blocks = 2 if calls < 20 else 5
     per_block = max(2, calls // blocks)
-    plain = pb.GetContextRequest(session_id=SESSION)
-    rendered = {name: pb.GetContextRequest(session_id=SESSION, format=value)
-                for name, value in FORMATS.items()}  # fmt: skip
-    unchanged: dict[str, list[float]] = {name: [] for name in ["plain", *FORMATS]}
-    after: dict[str, list[float]] = {name: [] for name in ["plain", *FORMATS]}
+    appends_per_block = max(2, min(calls, AFTER_APPEND_CALLS) // blocks)
+    kinds = {"plain": pb.CONTEXT_FORMAT_UNSPECIFIED, **FORMATS}
+    requests = {name: pb.GetContextRequest(session_id=f"bench-rendering-{name}", format=value)
+                for name, value in kinds.items()}  # fmt: skip
+    unchanged: dict[str, list[float]] = {name: [] for name in kinds}
+    after: dict[str, list[float]] = {name: [] for name in kinds}
     sizes: dict[str, int] = {}
     async with sidecar_server(workdir) as sidecar:
-        await sidecar.engine.store.append(SESSION, tool_window(), create_if_missing=True)
+        window = tool_window()
+        for request in requests.values():
+            await sidecar.engine.store.append(request.session_id, window, create_if_missing=True)
         async with grpc.aio.insecure_channel(f"127.0.0.1:{sidecar.port}") as channel:
             stub = CompactionServiceStub(channel)
-            sizes["plain"] = (await stub.GetContext(plain)).ByteSize()
-            for name, request in rendered.items():
+            for name, request in requests.items():
                 sizes[name] = (await stub.GetContext(request)).ByteSize()
-            requests = {"plain": plain, **rendered}
             for _ in range(3):  # warm up
                 for request in requests.values():
                     await _timed(stub, request)
             for _ in range(blocks):
                 for name, request in requests.items():
                     unchanged[name] += [await _timed(stub, request) for _ in range(per_block)]
-            appended = 0
-            for _ in range(blocks):
+            for block in range(blocks):
                 for name, request in requests.items():
-                    for _ in range(per_block):
-                        event = event_pb2.Event(
-                            id=f"more{appended}", role=event_pb2.ROLE_USER, text=text_of(appended)
-                        )
-                        appended += 1
+                    for i in range(appends_per_block):
+                        n = block * appends_per_block + i
+                        event = event_pb2.Event(id=f"more{n}", role=event_pb2.ROLE_USER,
+                                                text=text_of(n))  # fmt: skip
                         await stub.AppendEvents(
-                            pb.AppendEventsRequest(session_id=SESSION, events=[event])
+                            pb.AppendEventsRequest(session_id=request.session_id, events=[event])
                         )
                         after[name].append(await _timed(stub, request))
     ms = {situation: {name: median(times) * 1000 for name, times in timed.items()}
           for situation, timed in (("unchanged", unchanged), ("after_append", after))}  # fmt: skip
     log(
         f"GetContext of a {4 * ROUNDS}-event tool window, plain and rendered, {per_block * blocks} "
-        f"calls each; answer bytes: " + ", ".join(f"{name} {size}" for name, size in sizes.items())
+        f"calls each unchanged, {appends_per_block * blocks} after an append; answer bytes: "
+        + ", ".join(f"{name} {size}" for name, size in sizes.items())
     )
     for situation, medians in ms.items():
         log(
@@ -126,6 +128,7 @@ async def run(scale: Scale, workdir: Path, log: Log) -> Outcome:
         figures={
             "window_events": 4 * ROUNDS,
             "calls": per_block * blocks,
+            "calls_after_append": appends_per_block * blocks,
             "answer_bytes": sizes,
             "median_ms": ms,
             "ratios": ratios,

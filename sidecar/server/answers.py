@@ -61,7 +61,12 @@ def fit_ack(ack: pb.AppendEventsResponse, outer: Message, limit: int) -> None:
 
 def fits(answer: Message, limit: int) -> bool:
     """True when ``answer`` goes out whole under the send limit ``limit``."""
-    return answer.ByteSize() + _MARGIN <= limit
+    return fits_size(answer.ByteSize(), limit)
+
+
+def fits_size(size: int, limit: int) -> bool:
+    """True when an answer of ``size`` bytes goes out whole under the send limit ``limit``."""
+    return size + _MARGIN <= limit
 
 
 def fit_context(answer: pb.GetContextResponse, limit: int) -> pb.GetContextResponse:

@@ -142,8 +142,9 @@ class _Kept:
     size: int
     factor: float = 1.0  # the session's calibration: estimated_prompt_tokens = tokens x factor
     window: list[Event] | None = None  # the events of the response, pending ones included
-    rendered: dict[ContextFormat, pb.GetContextResponse] = field(default_factory=dict)
-    """The answer with ``rendered_json`` set, by format: for this very state (none pending)."""
+    rendered: dict[ContextFormat, tuple[pb.GetContextResponse, int]] = field(default_factory=dict)
+    """The answer with ``rendered_json`` set and what it is charged, by format: for this
+    very state (none pending)."""
 
     def built_from(self, session: Session) -> bool:
         return self.create_time == session.create_time and self.version == session.version
@@ -265,7 +266,7 @@ class ContextResponses:
         kept.pending += new
         if kept.window is not None:
             kept.window += stored
-        kept.size -= sum(RESPONSE_MEMORY * a.ByteSize() for a in kept.rendered.values())
+        kept.size -= sum(charge for _, charge in kept.rendered.values())
         kept.rendered = {}  # of the window before the append
         kept.size += grown
         self._entries[session_id] = kept
@@ -279,24 +280,30 @@ class ContextResponses:
     def rendered(self, session_id: str, fmt: ContextFormat) -> pb.GetContextResponse | None:
         """The kept answer in ``fmt``, for the state a ``get`` just found current."""
         kept = self._entries.get(session_id)
-        return None if kept is None else kept.rendered.get(fmt)
+        held = None if kept is None else kept.rendered.get(fmt)
+        return None if held is None else held[0]
 
     def keep_rendered(
-        self, session_id: str, session: Session, fmt: ContextFormat, answer: pb.GetContextResponse
+        self,
+        session_id: str,
+        session: Session,
+        fmt: ContextFormat,
+        answer: pb.GetContextResponse,
+        rendering_bytes: int,
     ) -> None:
         """Keep ``answer``, the GetContext answer in ``fmt`` for ``session``, beside the plain one.
 
         Only while the kept response is of that very state; it goes with it.
-        The rendering is charged in full: it shares no memory with the plain answer.
+        It is charged in full: it shares no memory with the plain answer.
         """
         kept = self._entries.get(session_id)
         if kept is None or kept.pending or not kept.built_from(session) or fmt in kept.rendered:
             return
-        grown = RESPONSE_MEMORY * answer.ByteSize()
+        grown = kept.size + RESPONSE_MEMORY * rendering_bytes  # a copy of the plain one, and more
         self._bytes -= kept.size
         del self._entries[session_id]
         if self._make_room(kept.size + grown):
-            kept.rendered[fmt] = answer
+            kept.rendered[fmt] = (answer, grown)
             kept.size += grown
         elif not self._make_room(kept.size):
             return

@@ -9,6 +9,7 @@ client renders the events it reads in parts.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from sidecar.errors import InvalidArgument
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
@@ -40,23 +41,42 @@ def format_in(value: int) -> ContextFormat | None:
     return fmt
 
 
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """The answer to send, and the bytes of its rendering (0: sent without content)."""
+
+    answer: pb.GetContextResponse
+    rendering_bytes: int
+
+
 def rendered(
     answer: pb.GetContextResponse,
     events: Sequence[Event],
     fmt: ContextFormat,
     limit: int,
     fragments: Fragments,
-) -> pb.GetContextResponse:
-    """A copy of ``answer`` (the plain answer for ``events``) with ``rendered_json`` in ``fmt``.
+) -> Rendered:
+    """The answer to send for ``answer`` (the plain answer for ``events``) asked in ``fmt``.
 
-    ``answer`` itself when its events alone pass ``limit``: it goes out
-    without content, so without a rendering. ``fragments`` keeps the
-    events' encoded blocks, so the next window (this one and an append)
-    encodes only its new events.
+    A copy with ``rendered_json``, which fits in ``limit``; or, when the
+    events alone or with their rendering would not, the answer without
+    content and without rendering. ``fragments`` keeps the events' encoded
+    blocks, so the next window (this one and an append) encodes only its
+    new events. Sizes are added up rather than measured again: measuring a
+    400 KB answer costs as much as copying it.
     """
-    if not answers.fits(answer, limit):
-        return answer
+    size = answer.ByteSize()
+    if not answers.fits_size(size, limit):
+        return Rendered(answers.fit_context(answer, limit), 0)
+    text = render_json(events, fmt, fragments)
+    encoded = len(text) if text.isascii() else len(text.encode())
     out = pb.GetContextResponse()
     out.CopyFrom(answer)
-    out.rendered_json = render_json(events, fmt, fragments)
-    return out
+    out.rendered_json = text
+    if not answers.fits_size(size + 1 + _varint_size(encoded) + encoded, limit):
+        return Rendered(answers.fit_context(out, limit), 0)
+    return Rendered(out, encoded)
+
+
+def _varint_size(value: int) -> int:
+    return max(1, (value.bit_length() + 6) // 7)

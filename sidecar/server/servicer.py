@@ -555,13 +555,16 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             if kept is not None:
                 self.engine.models.note(header)  # the estimate a usage report is held to
                 self.context_reads["kept"] += 1
-                return answers.fit_context(kept, self.max_message_bytes)
+                # a rendered answer is fitted already (see renderings.rendered)
+                return (
+                    kept if fmt is not None else answers.fit_context(kept, self.max_message_bytes)
+                )
         session, events = await self.engine.context(session_id)
         out = self.blobs.response(session, events)
         self.contexts.put(session_id, session, out, events)
         self.context_reads["built"] += 1
         if fmt is not None:
-            out = self._rendered(session_id, session, out, events, fmt)
+            return self._rendered(session_id, session, out, events, fmt)
         return answers.fit_context(out, self.max_message_bytes)
 
     def _kept_rendered(
@@ -591,9 +594,9 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     ) -> pb.GetContextResponse:
         """``answer`` (for ``window``) rendered in ``fmt``, and kept beside it."""
         out = renderings.rendered(answer, window, fmt, self.max_message_bytes, self.fragments)
-        if out.rendered_json:  # not when the answer goes out without content
-            self.contexts.keep_rendered(session_id, session, fmt, out)
-        return out
+        if out.rendering_bytes:  # not when the answer goes out without content
+            self.contexts.keep_rendered(session_id, session, fmt, out.answer, out.rendering_bytes)
+        return out.answer
 
     @unary
     async def Compact(
