@@ -30,6 +30,35 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument(
         "--token-file", default=os.environ.get("COMPACTION_TOKEN_FILE"), help="bearer token file"
     )
+    inspect.add_argument(
+        "--compactions",
+        action="store_true",
+        help="list the session's compaction history (newest first) instead of its log",
+    )
+    restore = commands.add_parser(
+        "restore",
+        help="undo a session's newest compaction (what it archived or cleared comes back)",
+    )
+    restore.add_argument("session_id")
+    restore.add_argument(
+        "compaction_id",
+        nargs="?",
+        default="",
+        help="the compaction to undo; only the newest standing one can be (default: that one)",
+    )
+    restore.add_argument(
+        "--pause",
+        action="store_true",
+        help="keep the trigger from compacting the restored window until the policy is next set",
+    )
+    restore.add_argument(
+        "--addr",
+        default=os.environ.get("COMPACTION_ADDR", "127.0.0.1:50051"),
+        help="the server (env COMPACTION_ADDR; default 127.0.0.1:50051)",
+    )
+    restore.add_argument(
+        "--token-file", default=os.environ.get("COMPACTION_TOKEN_FILE"), help="bearer token file"
+    )
     demo = commands.add_parser(
         "demo", help="replay a realistic agent transcript through each strategy"
     )
@@ -51,7 +80,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         from sidecar import inspect
 
         token = Path(args.token_file).read_text().strip() if args.token_file else None
-        return inspect.main(args.addr, args.session_id, token)
+        return inspect.main(args.addr, args.session_id, token, compactions=args.compactions)
+    if args.command == "restore":
+        from pathlib import Path
+
+        from sidecar import inspect
+
+        token = Path(args.token_file).read_text().strip() if args.token_file else None
+        return inspect.restore_main(
+            args.addr, args.session_id, args.compaction_id, token, pause=args.pause
+        )
     if args.command == "demo":
         from sidecar import demo
 

@@ -30,6 +30,7 @@ from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
 from sidecar.model import CompactionResult, Event, LabelUpdate, ModelUsage, Role
 from sidecar.providers.render import ContextFormat
+from sidecar.store.protocol import CompactionRecord
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
@@ -314,6 +315,45 @@ class SessionHandle:
             client._stub.Compact, request, retry=False, timeout_s=timeout_s
         )
         return decode.compaction(response.result)
+
+    async def restore(
+        self,
+        compaction_id: str = "",
+        *,
+        expected_version: int | None = None,
+        pause_auto_compaction: bool = False,
+    ) -> CompactionResult:
+        """Undo the session's newest compaction still standing (``compaction_id`` "": that one).
+
+        What it archived is active again in place, what it cleared uncleared,
+        the summary turn it inserted archived; nothing is deleted. Naming an
+        older compaction fails with FailedPreconditionError naming the one to
+        restore first. ``pause_auto_compaction`` keeps the trigger from
+        compacting the restored window again until the policy is next set.
+        Not retried: a lost answer may hide a restore that landed.
+        """
+        client = self._client
+        request = pb.RestoreCompactionRequest(
+            session_id=self.session_id,
+            compaction_id=compaction_id,
+            expected_version=expected_version or 0,
+            pause_auto_compaction=pause_auto_compaction,
+        )
+        response = await client._unary(client._stub.RestoreCompaction, request, retry=False)
+        return decode.compaction(response.result)
+
+    def compactions(self, *, page_size: int = 0) -> AsyncIterator[CompactionRecord]:
+        """The session's compaction history, newest first, page after page."""
+        client = self._client
+        request = pb.ListCompactionsRequest(session_id=self.session_id, page_size=page_size)
+
+        async def fetch(token: str) -> tuple[Iterable[CompactionRecord], str]:
+            request.page_token = token
+            page = await client._unary(client._stub.ListCompactions, request, retry=True)
+            records = [decode.record(self.session_id, c) for c in page.compactions]
+            return records, page.next_page_token
+
+        return _paged(fetch)
 
     def watch(self) -> Watch:
         """Every compaction result of the session as it lands, and Missed notices.

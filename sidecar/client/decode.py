@@ -28,6 +28,7 @@ from sidecar.compaction.policy import CompactionPolicy, policy_from_dict
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import event_pb2, policy_pb2, session_pb2
 from sidecar.model import (
+    Cause,
     CompactionResult,
     Event,
     Session,
@@ -38,6 +39,7 @@ from sidecar.model import (
 from sidecar.providers.profiles import ModelProfile
 from sidecar.providers.render import ContextFormat, render_json
 from sidecar.server import convert
+from sidecar.store.protocol import CompactionRecord
 
 
 def event(msg: event_pb2.Event) -> Event:
@@ -87,6 +89,7 @@ def session(msg: session_pb2.Session) -> SessionInfo:
         last_compaction_id=msg.last_compaction_id,
         model=msg.model,
         calibration=calibration(msg),
+        auto_compaction_paused=msg.auto_compaction_paused,
         model_profile=model_profile(msg),
     )
 
@@ -137,6 +140,7 @@ def compaction(msg: session_pb2.CompactionResult) -> CompactionResult:
         error=msg.error,
         content_omitted=msg.content_omitted,
         cleared_ids=tuple(msg.cleared_event_ids),
+        restored_ids=tuple(msg.restored_event_ids),
     )
 
 
@@ -177,7 +181,41 @@ def read_in_parts(
 
 def hit(msg: pb.SearchHit) -> SearchHit:
     return SearchHit(
-        session_id=msg.session_id, event=event(msg.event), rank=msg.rank, snippet=msg.snippet
+        session_id=msg.session_id,
+        event=event(msg.event),
+        rank=msg.rank,
+        snippet=msg.snippet,
+        archived_by=msg.archived_by,
+    )
+
+
+_CAUSES = {
+    session_pb2.COMPACTION_CAUSE_TRIGGER: Cause.TRIGGER,
+    session_pb2.COMPACTION_CAUSE_FORCE: Cause.FORCE,
+    session_pb2.COMPACTION_CAUSE_BACKGROUND: Cause.BACKGROUND,
+    session_pb2.COMPACTION_CAUSE_RESTORE: Cause.RESTORE,
+}
+
+
+def record(session_id: str, msg: session_pb2.Compaction) -> CompactionRecord:
+    """One entry of a session's compaction history."""
+    return CompactionRecord(
+        compaction_id=msg.compaction_id,
+        session_id=session_id,
+        version_before=msg.version_before,
+        version_after=msg.version_after,
+        strategy=msg.strategy,
+        archived_ids=tuple(msg.archived_event_ids),
+        inserted_ids=tuple(msg.inserted_event_ids),
+        tokens_saved=msg.tokens_saved,
+        summarizer_latency_ms=msg.summarizer_latency_ms,
+        summary_input_tokens=msg.summary_input_tokens,
+        summary_output_tokens=msg.summary_output_tokens,
+        create_time=convert.time_in(msg.create_time),
+        cleared_ids=tuple(msg.cleared_event_ids),
+        cause=_CAUSES.get(msg.cause, Cause.UNKNOWN),
+        restored_by=msg.restored_by,
+        restores=msg.restores,
     )
 
 

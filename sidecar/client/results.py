@@ -95,6 +95,8 @@ class SearchHit:
     event: Event
     rank: float
     snippet: str
+    archived_by: str = ""
+    """The compaction that archived the event (``list_compactions``); "" when active."""
 
 
 @dataclass(frozen=True, slots=True)

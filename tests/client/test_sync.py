@@ -22,6 +22,7 @@ from sidecar.client import (
     BackgroundCompaction,
     Client,
     ClientError,
+    FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
     RequestFailed,
@@ -97,6 +98,32 @@ async def test_sync_client_main_calls(sidecar: Sidecar) -> None:
         assert dict(updated.labels) == {"team": "c"}
         assert not forced.compacted  # the window already fits
         assert fetched.version == updated.version
+
+    await asyncio.to_thread(scenario)
+
+
+async def test_sync_restore_undoes_the_newest_compaction_and_lists_the_history(
+    sidecar: Sidecar,
+) -> None:
+    def scenario() -> None:
+        with Client(address(sidecar)) as client:
+            client.create_session("s", policy(WINDOW))
+            handle = client.session("s")
+            for n in range(4):
+                last = handle.append(turn(n))
+            assert last.compaction is not None
+            compacted = last.compaction
+            hits = list(handle.search("number0", roles=[Role.USER]))
+            assert [h.archived_by for h in hits] == [compacted.compaction_id]
+            restored = handle.restore(expected_version=last.version)
+            assert restored.strategy == "restore"
+            assert restored.restored_ids == tuple(e.id for e in compacted.archived_events)
+            assert len(handle.context().events) == 8
+            history = list(handle.compactions(page_size=1))
+            assert [r.strategy for r in history] == ["restore", "sliding_window"]
+            assert history[0].restores == history[1].compaction_id
+            with pytest.raises(FailedPreconditionError):
+                handle.restore()  # nothing left standing
 
     await asyncio.to_thread(scenario)
 

@@ -79,3 +79,65 @@ def test_rows_written_after_rows_below_them_are_marked_with_where_they_were_plac
 def test_a_log_in_write_order_has_no_placed_rows() -> None:
     assert placed_before(_at(1, 2, 3)) == {}
     assert placed_before([]) == {}
+
+
+async def run_cli(*args: str) -> tuple[int, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "sidecar.cli",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await asyncio.wait_for(process.communicate(), 60)
+    return process.returncode or 0, out.decode()
+
+
+async def test_inspect_shows_a_summarys_sources_the_history_and_restore_undoes_it(
+    tmp_path: Path,
+) -> None:
+    async with running(tmp_path, summarizer=FakeSummarizer("what happened so far")) as sidecar:
+        async with AsyncClient(address(sidecar)) as client:
+            await client.create_session(
+                "chat", CompactionPolicy(None, Summarize(2, 1, max_summary_tokens=1))
+            )
+            session = client.session("chat")
+            for n in range(4):
+                await session.append(
+                    [
+                        Event(id=f"u{n}", role=Role.USER, text=f"question {n}"),
+                        Event(id=f"a{n}", role=Role.ASSISTANT, text=f"answer {n}"),
+                    ]
+                )
+            landed = await session.compact(force=True)
+        addr = ("--addr", address(sidecar))
+        code, out = await run_cli("inspect", "chat", *addr)
+        assert code == 0, out
+        assert f"summary of 6 events archived by {landed.compaction_id}: u0 a0 u1 a1 u2 a2" in out
+        code, out = await run_cli("inspect", "chat", "--compactions", *addr)
+        assert code == 0, out
+        (row,) = [line for line in out.splitlines() if landed.compaction_id in line]
+        assert "summarize" in row
+        assert "force" in row
+        assert row.endswith("standing")
+        code, out = await run_cli("restore", "chat", "no-such-one", *addr)
+        assert code == 1
+        assert (
+            out == "compaction-sidecar restore: NOT_FOUND: compaction 'no-such-one' not found"
+            " in session 'chat'\n"
+        )
+        code, out = await run_cli("restore", "chat", "--pause", *addr)
+        assert code == 0, out
+        assert out.startswith("restored chat: compaction ")
+        assert "6 events back in the window, 2 summary events archived" in out
+        async with AsyncClient(address(sidecar)) as client:
+            context = await client.session("chat").context()
+            assert [e.id for e in context.events] == [f"{r}{n}" for n in range(4) for r in "ua"]
+            history = [r async for r in client.session("chat").compactions()]
+            assert [r.strategy for r in history] == ["restore", "summarize"]
+            assert history[1].restored_by == history[0].compaction_id
+            assert (await client.get_session("chat")).auto_compaction_paused
+        code, out = await run_cli("inspect", "chat", "--compactions", *addr)
+        assert f"undid {landed.compaction_id}" in out
+        assert f"restored by {history[0].compaction_id}" in out
