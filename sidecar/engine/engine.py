@@ -41,22 +41,21 @@ from sidecar.compaction.tokens import TokenEstimator, default_estimator, opaque_
 from sidecar.engine.locks import LockRegistry
 from sidecar.engine.observer import EngineObserver, NoObserver
 from sidecar.engine.pipeline_runner import PipelineRunner
-from sidecar.engine.policy_cache import ParsedPolicies
 from sidecar.engine.replicas import ReplicaRelay
 from sidecar.engine.restores import Restorer
 from sidecar.engine.results import CAUSE, AppendResult, skipped
 from sidecar.engine.session_model import SessionModels
+from sidecar.engine.sessions import Sessions, parse_policy, policy_json
 from sidecar.engine.single_flight import SingleFlight
 from sidecar.engine.step_runner import StepRunner
 from sidecar.engine.validation import (
     Limits,
     check_events,
     check_label_updates,
-    check_labels,
     check_stored_session_id,
 )
 from sidecar.engine.watchers import Watcher, WatcherHub
-from sidecar.errors import NoSummarizer, VersionConflict
+from sidecar.errors import VersionConflict
 from sidecar.model import (
     Cause,
     CompactionResult,
@@ -95,18 +94,6 @@ loop goes on serving other calls. Below this size the hop to the thread
 """
 
 
-_PARSED_POLICIES = ParsedPolicies()
-
-
-def parse_policy(policy_json: str) -> CompactionPolicy:
-    """A stored policy, parsed once per distinct document (within a memory bound)."""
-    return _PARSED_POLICIES.get(policy_json)
-
-
-def policy_json(policy: CompactionPolicy | None) -> str | None:
-    return None if policy is None else policy.to_json()
-
-
 class SessionEngine:
     """Runs appends and compactions over a Store; see the module docstring."""
 
@@ -141,6 +128,7 @@ class SessionEngine:
         self._pipelines = PipelineRunner(self, self._steps, self._flights)
         self._replicas = ReplicaRelay(self)
         self.restores = Restorer(self)
+        self.sessions = Sessions(self, self.models, self.limits, default_policy)
         self._counters = ThreadPoolExecutor(
             max_workers=min(4, os.cpu_count() or 1), thread_name_prefix="token-count"
         )
@@ -156,19 +144,13 @@ class SessionEngine:
         labels: dict[str, str] | None = None,
         model: str = "",
     ) -> Session:
-        """Create a session; without a policy it gets the server's default.
-
-        ``model`` must have a profile; a ``context_fraction`` trigger needs one.
-        """
-        check_stored_session_id(session_id)
-        check_labels(labels or {}, self.limits)
-        self.check_policy(policy)
-        self.models.check_model(model)
-        self.models.check_policy(policy, model, "policy", "model")
-        if policy is None and use_default_policy:
-            policy = self.default_policy
-        return await self.store.create_session(
-            session_id, policy_json=policy_json(policy), labels=labels or {}, model=model
+        """Create a session (``Sessions.create``)."""
+        return await self.sessions.create(
+            session_id,
+            policy=policy,
+            use_default_policy=use_default_policy,
+            labels=labels,
+            model=model,
         )
 
     async def update_session(
@@ -181,68 +163,21 @@ class SessionEngine:
         model: str | None = None,
         expected_version: int | None = None,
     ) -> Session:
-        """Replace the policy (when ``set_policy``), labels and/or model (when not None).
-
-        A ``context_fraction`` trigger and a model must go together: the pair
-        the update leaves is checked against the session as read, and the
-        write is made at that version (re-read and re-checked if another
-        write came in between), so no race leaves a fraction without a model.
-        """
-        check_stored_session_id(session_id)
-        if set_policy:
-            self.check_policy(policy, "session.policy")
-        if labels is not None:
-            check_labels(labels, self.limits, "session.labels")
-        if model is not None:
-            self.models.check_model(model, "session.model")
-        needs_check = (set_policy and policy is not None) or model is not None
-        for attempt in range(3):
-            guard = expected_version
-            if needs_check:
-                current = await self.store.get_session(session_id)
-                after_policy = policy if set_policy else self.policy_of(current, raw=True)
-                after_model = model if model is not None else current.model
-                self.models.check_policy(
-                    after_policy,
-                    after_model,
-                    "session.policy" if set_policy else "",
-                    "session.model",
-                )
-                guard = current.version if expected_version is None else expected_version
-            try:
-                return await self.store.update_session(
-                    session_id,
-                    policy_json=policy_json(policy),
-                    set_policy=set_policy,
-                    labels=labels,
-                    model=model,
-                    expected_version=guard,
-                )
-            except VersionConflict:
-                if expected_version is not None or attempt == 2:
-                    raise
-        raise AssertionError("unreachable")
+        """Update a session's header (``Sessions.update``)."""
+        return await self.sessions.update(
+            session_id,
+            policy=policy,
+            set_policy=set_policy,
+            labels=labels,
+            model=model,
+            expected_version=expected_version,
+        )
 
     def check_policy(self, policy: CompactionPolicy | None, field: str = "policy") -> None:
-        """Refuse a summarizing policy up front when there is nothing to summarize with.
-
-        Otherwise every append past the trigger would start a pass doomed to fail.
-        """
-        if policy is None or self.summarizer:
-            return
-        if isinstance(policy.strategy, Summarize):
-            raise NoSummarizer(f"{field}.strategy.summarize")
-        if isinstance(policy.strategy, Pipeline):
-            for index, step in enumerate(policy.strategy.steps):
-                if isinstance(step, Summarize):
-                    raise NoSummarizer(f"{field}.strategy.pipeline.steps[{index}].summarize")
+        self.sessions.check_policy(policy, field)
 
     def policy_of(self, session: Session, *, raw: bool = False) -> CompactionPolicy | None:
-        """The session's policy, resolved against its calibration and model (``raw``: as stored)."""
-        if not session.policy_json:
-            return None
-        policy = parse_policy(session.policy_json)
-        return policy if raw else resolved(policy, self.models.scale(session))
+        return self.sessions.policy_of(session, raw=raw)
 
     # -- appends ----------------------------------------------------------
 

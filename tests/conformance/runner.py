@@ -49,7 +49,10 @@ UNARY: dict[str, tuple[type[Message], bool]] = {
     "Compact": (pb.CompactRequest, False),
     "ListEvents": (pb.ListEventsRequest, True),
     "SearchEvents": (pb.SearchEventsRequest, True),
+    "ListCompactions": (pb.ListCompactionsRequest, True),
+    "RestoreCompaction": (pb.RestoreCompactionRequest, False),
 }
+CAPTURED = re.compile(r"\$\{(\w+)\}")
 
 
 def load(path: Path = SCENARIOS) -> dict[str, Any]:
@@ -299,12 +302,59 @@ async def run_step(client: AsyncClient, step: Mapping[str, Any]) -> Outcome:
     return Outcome(code="OK", response=_to_json(response))
 
 
+def substitute(value: Any, captured: Mapping[str, str]) -> Any:
+    """``value`` with every ``${name}`` in its strings replaced by what an earlier step captured."""
+    if isinstance(value, str):
+
+        def lookup(found: re.Match[str]) -> str:
+            if found.group(1) not in captured:
+                raise KeyError(f"${{{found.group(1)}}} was not captured by an earlier step")
+            return captured[found.group(1)]
+
+        return CAPTURED.sub(lookup, value)
+    if isinstance(value, list):
+        return [substitute(v, captured) for v in value]
+    if isinstance(value, dict):
+        return {k: substitute(v, captured) for k, v in value.items()}
+    return value
+
+
+def capture(paths: Mapping[str, str], response: Any) -> tuple[dict[str, str], list[str]]:
+    """The string values at ``paths`` (dotted keys; numbers index arrays), and what is missing.
+
+    A value a server assigns (a compaction id, a page token) is taken from one
+    step's answer and named, so that later steps can send it and expect it.
+    """
+    values: dict[str, str] = {}
+    problems: list[str] = []
+    for name, path in paths.items():
+        value = response
+        for key in path.split("."):
+            if isinstance(value, list) and key.isdigit() and int(key) < len(value):
+                value = value[int(key)]
+            elif isinstance(value, dict) and key in value:
+                value = value[key]
+            else:
+                value = None
+                break
+        if isinstance(value, str) and value:
+            values[name] = value
+        else:
+            problems.append(f"capture {name}: no string at {path} of {json.dumps(response)}")
+    return values, problems
+
+
 async def run_scenario(client: AsyncClient, scenario: Mapping[str, Any]) -> list[str]:
     """Every mismatch of the scenario's steps, each naming the scenario and the step index."""
     failures: list[str] = []
-    for index, step in enumerate(scenario["steps"]):
+    captured: dict[str, str] = {}
+    for index, written in enumerate(scenario["steps"]):
+        step = substitute(written, captured)
         outcome = await run_step(client, step)
         problems = check(step.get("expect", {}), outcome)
+        if not problems and "capture" in step:
+            values, problems = capture(step["capture"], outcome.response)
+            captured.update(values)
         if problems:
             failures.append(
                 f"{scenario['name']} step {index} ({step['call']}):\n  "

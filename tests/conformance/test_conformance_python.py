@@ -95,3 +95,25 @@ def test_rendered_is_matched_against_the_parsed_rendering() -> None:
     assert runner.check({"rendered": {}}, unrendered) == [
         "rendered: the response has no renderedJson"
     ]
+
+
+def test_captured_values_are_substituted_into_later_steps() -> None:
+    """A server-assigned id named by ``capture`` is sent and expected as ``${name}`` later on."""
+    response = {"result": {"compactionId": "c9"}, "compactions": [{"compactionId": "c8"}]}
+    values, missing = runner.capture(
+        {"newer": "result.compactionId", "older": "compactions.0.compactionId"}, response
+    )
+    assert (values, missing) == ({"newer": "c9", "older": "c8"}, [])
+    step = {"request": {"compactionId": "${older}"}, "expect": {"message_contains": "${newer} is"}}
+    assert runner.substitute(step, values) == {
+        "request": {"compactionId": "c8"},
+        "expect": {"message_contains": "c9 is"},
+    }
+
+
+def test_a_capture_that_finds_nothing_fails_the_step() -> None:
+    values, missing = runner.capture({"token": "nextPageToken"}, {"compactions": []})
+    assert values == {}
+    assert missing == ['capture token: no string at nextPageToken of {"compactions": []}']
+    with pytest.raises(KeyError, match="was not captured"):
+        runner.substitute({"compactionId": "${never}"}, {})
