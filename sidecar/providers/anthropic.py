@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sidecar.model import Event, Part, Reasoning, Role, ToolResult
+from sidecar.model import Event, Part, Reasoning, ToolResult
 from sidecar.providers.conversation import (
     LEADING_USER_TEXT,
     Answer,
@@ -32,11 +32,13 @@ from sidecar.providers.conversation import (
 from sidecar.providers.fragments import NOTHING_KEPT, Fragments
 from sidecar.providers.wire import (
     Block,
+    Chunk,
     JsonObject,
     alternating,
     array,
     b64,
     block,
+    chunk,
     dumps,
     object_of,
     part_placeholder,
@@ -51,15 +53,25 @@ _THINKING = frozenset({"thinking", "redacted_thinking"})
 def render_json(events: Sequence[Event], fragments: Fragments = NOTHING_KEPT) -> str:
     """``{"system"?: ..., "messages": [...]}`` for the window ``events``, as JSON."""
     shaped = conversation(events)
-    said = messages(shaped, "anthropic", fragments, _assistant, _user, _result, _orphan)
-    named = [("assistant" if role is Role.ASSISTANT else "user", blocks) for role, blocks in said]
+    names = ("anthropic", "assistant", "user")
+    said = messages(shaped, names, fragments, _assistant, _user, _result, _orphan)
     out: list[str] = []
-    for role, blocks in alternating(named, "user", _text(LEADING_USER_TEXT)):
-        if role == "assistant":
-            blocks.sort(key=lambda b: b.kind not in _THINKING)  # stable: thinking first
-        out.append(f'{{"role":"{role}","content":{array(blocks)}}}')
+    for role, chunks in alternating(said, "user", _text(LEADING_USER_TEXT)):
+        if len(chunks) > 1 and role == "assistant" and any(_thinks(c) for c in chunks[1:]):
+            # merged, with thinking after the first event's: the thinking goes first (stable)
+            blocks = sorted((b for c in chunks for b in c.blocks), key=_not_thinking)
+            chunks = [chunk(blocks)]
+        out.append(f'{{"role":"{role}","content":{array(chunks)}}}')
     head = f'"system":{dumps(shaped.system)},' if shaped.system else ""
     return f'{{{head}"messages":[{",".join(out)}]}}'
+
+
+def _thinks(piece: Chunk) -> bool:
+    return any(b.kind in _THINKING for b in piece.blocks)
+
+
+def _not_thinking(piece: Block) -> bool:
+    return piece.kind not in _THINKING
 
 
 def _text(text: str) -> Block:

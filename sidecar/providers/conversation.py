@@ -28,7 +28,7 @@ from typing import TypeAlias
 
 from sidecar.model import Event, Role, ToolCall, ToolResult
 from sidecar.providers.fragments import Fragments
-from sidecar.providers.wire import Block
+from sidecar.providers.wire import Block, Message
 
 NO_RESULT = "[no result was recorded for this call]"
 """The placeholder result of a call that no result in the window answers."""
@@ -89,34 +89,36 @@ def orphan_text(result: ToolResult) -> str:
 
 def conversation(events: Sequence[Event]) -> Conversation:
     """The window ``events`` (log order) reshaped by the rules of the module docstring."""
+    system_role, assistant_role = Role.SYSTEM, Role.ASSISTANT  # read once: this runs per read
     open_calls: dict[str, list[tuple[int, int]]] = {}
     paired: dict[tuple[int, int], ToolResult] = {}
     orphans: dict[int, list[ToolResult]] = {}
     system = ""
     for i, event in enumerate(events):
-        if event.role is Role.SYSTEM:
+        role = event.role
+        if role is system_role:
             system = event.text
-            continue
-        if event.role is Role.ASSISTANT:
+        elif role is assistant_role:
             for j, call in enumerate(event.tool_calls):
                 open_calls.setdefault(call.id, []).append((i, j))
-        for result in event.tool_results:
-            waiting = open_calls.get(result.call_id)
-            if waiting:
-                paired[waiting.pop()] = result
-            else:
-                orphans.setdefault(i, []).append(result)
+        elif event.tool_results:
+            for result in event.tool_results:
+                waiting = open_calls.get(result.call_id)
+                if waiting:
+                    paired[waiting.pop()] = result
+                else:
+                    orphans.setdefault(i, []).append(result)
     items: list[Item] = []
     for i, event in enumerate(events):
         role = event.role
-        if role is Role.SYSTEM:
+        if role is system_role:
             continue
-        if i in orphans:
+        if orphans and i in orphans:
             items.append(Orphans(tuple(orphans[i])))
-        if role is Role.ASSISTANT:
+        if role is assistant_role:
             items.append(event)
             if event.tool_calls:
-                items.append(Answers(tuple(_answers(i, event.tool_calls, paired))))
+                items.append(Answers(_answers(i, event.tool_calls, paired)))
         elif event.text or event.parts:
             items.append(event)
     return Conversation(system, tuple(items))
@@ -124,46 +126,53 @@ def conversation(events: Sequence[Event]) -> Conversation:
 
 def messages(
     shaped: Conversation,
-    tag: str,
+    names: tuple[str, str, str],
     fragments: Fragments,
     assistant: Callable[[Event], list[Block]],
     user: Callable[[Event], list[Block]],
     answer: Callable[[Answer], list[Block]],
     orphan: Callable[[ToolResult], list[Block]],
-) -> list[tuple[Role, list[Block]]]:
-    """One ``(role, blocks)`` per item, built by the provider's functions; empty ones left out.
+) -> list[Message]:
+    """One ``(role, chunks)`` per item, built by the provider's functions; empty ones left out.
 
-    ``role`` is USER or ASSISTANT: answers and orphan results are said by
-    the user. Blocks are kept in ``fragments`` under ``tag`` (the format):
-    an event's by the event, an answer's by its result (or its call).
+    ``names`` is the provider's (format's) name, then what it calls the
+    assistant and the user; answers and orphan results are said by the user.
+    Chunks are kept in ``fragments`` under the format's name: an event's by
+    the event, an answer's by its result (or its call).
     """
-    out: list[tuple[Role, list[Block]]] = []
+    tag, by_assistant, by_user = names
+    assistant_role = Role.ASSISTANT  # read once: this runs per read
+    out: list[Message] = []
     said_by_assistant, said_by_user, orphaned = tag + ":a", tag + ":u", tag + ":o"
     for item in shaped.items:
-        if isinstance(item, Event):
-            if item.role is Role.ASSISTANT:
-                role = Role.ASSISTANT
-                blocks = fragments.blocks(item, said_by_assistant, assistant, item)
+        if isinstance(item, Event):  # the common case, kept short
+            if item.role is assistant_role:
+                said = fragments.chunk(item, said_by_assistant, assistant, item)
+                if said.blocks:
+                    out.append((by_assistant, [said]))
             else:
-                role = Role.USER
-                blocks = fragments.blocks(item, said_by_user, user, item)
-        elif isinstance(item, Answers):
-            role, blocks = Role.USER, []
-            for a in item.answers:
-                key = f"{tag}:r:{a.call.id}:{a.call.name}"
-                blocks += fragments.blocks(a.result or a.call, key, answer, a)
+                said = fragments.chunk(item, said_by_user, user, item)
+                if said.blocks:
+                    out.append((by_user, [said]))
+            continue
+        if isinstance(item, Answers):
+            role = by_user
+            chunks = [
+                fragments.chunk(a.result or a.call, f"{tag}:r:{a.call.id}:{a.call.name}", answer, a)
+                for a in item.answers
+            ]
         else:
-            role, blocks = Role.USER, []
-            for r in item.results:
-                blocks += fragments.blocks(r, orphaned, orphan, r)
-        if blocks:
-            out.append((role, blocks))
+            role = by_user
+            chunks = [fragments.chunk(r, orphaned, orphan, r) for r in item.results]
+        chunks = [c for c in chunks if c.blocks]
+        if chunks:
+            out.append((role, chunks))
     return out
 
 
 def _answers(
     i: int, calls: Sequence[ToolCall], paired: dict[tuple[int, int], ToolResult]
-) -> list[Answer]:
+) -> tuple[Answer, ...]:
     out = []
     for j, call in enumerate(calls):
         result = paired.get((i, j))
@@ -171,4 +180,4 @@ def _answers(
             out.append(Answer(call, NO_RESULT, True, None))
         else:
             out.append(Answer(call, result.content, result.is_error, result))
-    return out
+    return tuple(out)

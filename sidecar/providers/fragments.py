@@ -16,20 +16,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from sidecar.providers.wire import Block
+from sidecar.providers.wire import Block, Chunk, chunk
 
 T = TypeVar("T")
 
-# What an entry costs beside its text: the dict slot, the key, the list and Block objects.
+# What an entry costs beside its text (held twice: in its blocks and joined): the dict
+# slot, the key, the tuple and the Block objects.
 ENTRY_OVERHEAD = 256
 
 
 class Fragments:
-    """Blocks by (object identity, tag); ``max_bytes`` 0 keeps nothing."""
+    """Chunks by (object identity, tag); ``max_bytes`` 0 keeps nothing."""
 
     def __init__(self, max_bytes: int = 0) -> None:
         self.max_bytes = max_bytes
-        self._by_key: dict[tuple[int, str], tuple[object, list[Block]]] = {}
+        self._by_key: dict[tuple[int, str], tuple[object, Chunk]] = {}
         self._bytes = 0
 
     def __len__(self) -> int:
@@ -39,20 +40,15 @@ class Fragments:
     def bytes_held(self) -> int:
         return self._bytes
 
-    def blocks(
-        self, owner: object, tag: str, build: Callable[[T], list[Block]], source: T
-    ) -> list[Block]:
-        """``build(source)``, the blocks made of ``owner``, built once while they are kept.
-
-        The list may be the kept one: never mutate it.
-        """
+    def chunk(self, owner: object, tag: str, build: Callable[[T], list[Block]], source: T) -> Chunk:
+        """``build(source)``, the blocks made of ``owner``, built and joined once while kept."""
         key = (id(owner), tag)
         known = self._by_key.get(key)
         if known is not None and known[0] is owner:
             return known[1]
-        made = build(source)
+        made = chunk(build(source))
         if self.max_bytes:
-            charge = ENTRY_OVERHEAD + sum(2 * len(b.json) + 64 for b in made)
+            charge = ENTRY_OVERHEAD + 3 * len(made.json) + 64 * len(made.blocks)
             if charge <= self.max_bytes:
                 if self._bytes + charge > self.max_bytes:
                     self.clear()

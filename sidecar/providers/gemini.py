@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from sidecar.model import Event, Part, Role, ToolResult
+from sidecar.model import Event, Part, ToolResult
 from sidecar.providers.conversation import (
     LEADING_USER_TEXT,
     Answer,
@@ -41,12 +41,12 @@ from sidecar.providers.wire import (
 def render_json(events: Sequence[Event], fragments: Fragments = NOTHING_KEPT) -> str:
     """``{"systemInstruction"?: ..., "contents": [...]}`` for the window ``events``, as JSON."""
     shaped = conversation(events)
-    said = messages(shaped, "gemini", fragments, _model_parts, _user_parts, _response, _orphan)
+    names = ("gemini", "model", "user")
+    said = messages(shaped, names, fragments, _model_parts, _user_parts, _response, _orphan)
     lead = block({"text": LEADING_USER_TEXT})
-    named = [("model" if role is Role.ASSISTANT else "user", parts) for role, parts in said]
     contents = ",".join(
         f'{{"role":"{role}","parts":{array(parts)}}}'
-        for role, parts in alternating(named, "user", lead)
+        for role, parts in alternating(said, "user", lead)
     )
     head = ""
     if shaped.system:

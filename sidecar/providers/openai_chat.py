@@ -21,10 +21,12 @@ from sidecar.providers.conversation import Answer, conversation, messages, orpha
 from sidecar.providers.fragments import NOTHING_KEPT, Fragments
 from sidecar.providers.wire import (
     Block,
+    Chunk,
     JsonObject,
     array,
     b64,
     block,
+    chunk,
     data_url,
     filename,
     part_placeholder,
@@ -37,10 +39,11 @@ _AUDIO = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/
 def render_json(events: Sequence[Event], fragments: Fragments = NOTHING_KEPT) -> str:
     """``{"messages": [...]}`` for the window ``events``, as JSON."""
     shaped = conversation(events)
-    out: list[Block] = []
+    out: list[Chunk] = []
     if shaped.system:
-        out.append(block({"role": "system", "content": shaped.system}))
-    for _, said in messages(shaped, "openai_chat", fragments, _assistant, _user, _tool, _orphan):
+        out.append(chunk([block({"role": "system", "content": shaped.system})]))
+    names = ("openai_chat", "assistant", "user")
+    for _, said in messages(shaped, names, fragments, _assistant, _user, _tool, _orphan):
         out += said
     return f'{{"messages":{array(out)}}}'
 

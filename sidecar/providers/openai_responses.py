@@ -25,9 +25,11 @@ from sidecar.providers.conversation import Answer, conversation, messages, orpha
 from sidecar.providers.fragments import NOTHING_KEPT, Fragments
 from sidecar.providers.wire import (
     Block,
+    Chunk,
     JsonObject,
     array,
     block,
+    chunk,
     data_url,
     dumps,
     filename,
@@ -42,9 +44,9 @@ _FOLLOWS_REASONING = frozenset({"reasoning", "function_call", "assistant"})
 def render_json(events: Sequence[Event], fragments: Fragments = NOTHING_KEPT) -> str:
     """``{"instructions"?: ..., "input": [...]}`` for the window ``events``, as JSON."""
     shaped = conversation(events)
-    items: list[Block] = []
-    tag = "openai_responses"
-    for _, said in messages(shaped, tag, fragments, _assistant, _user, _output, _orphan):
+    items: list[Chunk] = []
+    names = ("openai_responses", "assistant", "user")
+    for _, said in messages(shaped, names, fragments, _assistant, _user, _output, _orphan):
         items += said
     head = f'"instructions":{dumps(shaped.system)},' if shaped.system else ""
     return f'{{{head}"input":{array(_followed_reasoning(items))}}}'
@@ -120,14 +122,24 @@ def _content_part(part: Part, index: int) -> JsonObject:
     return {"type": "input_file", "file_data": data_url(part), "filename": filename(part, index)}
 
 
-def _followed_reasoning(items: list[Block]) -> list[Block]:
-    """``items`` without the reasoning items that no assistant item follows."""
-    kept: list[Block] = []
+def _followed_reasoning(chunks: list[Chunk]) -> list[Chunk]:
+    """``chunks`` without the reasoning items that no assistant item follows.
+
+    Within an assistant event's chunk every reasoning item is followed by
+    its message or calls; only a chunk that ends with reasoning (an event of
+    reasoning alone) depends on what comes next.
+    """
+    kept: list[Chunk] = []
     follower = ""  # the kind of the next item kept, walking backwards
-    for item in reversed(items):
-        if item.kind == "reasoning" and follower not in _FOLLOWS_REASONING:
-            continue
+    for item in reversed(chunks):
+        if item.blocks[-1].kind == "reasoning" and follower not in _FOLLOWS_REASONING:
+            blocks = list(item.blocks)
+            while blocks and blocks[-1].kind == "reasoning":
+                blocks.pop()
+            if not blocks:
+                continue
+            item = chunk(blocks)
         kept.append(item)
-        follower = item.kind
+        follower = item.blocks[0].kind
     kept.reverse()
     return kept

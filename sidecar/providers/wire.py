@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import mimetypes
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -17,12 +17,14 @@ JsonObject: TypeAlias = dict[str, object]
 
 __all__ = [
     "Block",
+    "Chunk",
     "JsonObject",
     "Message",
     "alternating",
     "array",
     "b64",
     "block",
+    "chunk",
     "data_url",
     "dumps",
     "filename",
@@ -55,9 +57,25 @@ def block(value: JsonObject, kind: str = "") -> Block:
     return Block(kind, dumps(value))
 
 
-def array(blocks: Iterable[Block]) -> str:
-    """A JSON array of ``blocks``."""
-    return "[" + ",".join([b.json for b in blocks]) + "]"
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """The blocks of one source (an event's own content, an answer, an orphan result) and
+    their JSON joined: messages are assembled from chunks, a kept one never joined again."""
+
+    blocks: tuple[Block, ...]
+    json: str
+
+
+def chunk(blocks: Iterable[Block]) -> Chunk:
+    made = tuple(blocks)
+    return Chunk(made, ",".join([b.json for b in made]))
+
+
+def array(chunks: Sequence[Chunk]) -> str:
+    """A JSON array of the blocks of ``chunks``."""
+    if len(chunks) == 1:
+        return f"[{chunks[0].json}]"
+    return "[" + ",".join([c.json for c in chunks]) + "]"
 
 
 def b64(data: bytes) -> str:
@@ -109,7 +127,7 @@ def object_of(arguments_json: str) -> JsonObject:
     return value if isinstance(value, dict) else {"value": value}
 
 
-Message: TypeAlias = tuple[str, list[Block]]
+Message: TypeAlias = tuple[str, list[Chunk]]
 """A message being built: its role as the provider names it, and its parts or blocks."""
 
 
@@ -125,7 +143,7 @@ def alternating(messages: list[Message], user: str, lead: Block) -> list[Message
         if out and out[-1][0] == role:
             out[-1][1].extend(parts)
         else:
-            out.append((role, list(parts)))  # a list of its own: ``parts`` may be kept blocks
+            out.append((role, list(parts)))  # a list of its own: ``parts`` may be kept
     if out and out[0][0] != user:
-        out.insert(0, (user, [lead]))
+        out.insert(0, (user, [chunk([lead])]))
     return out

@@ -17,9 +17,9 @@ def test_a_kept_event_is_not_encoded_again() -> None:
         return [Block("text", f'"{text}"')]
 
     event = u("hi")
-    first = fragments.blocks(event, "gemini:u", build, "hi")
-    assert fragments.blocks(event, "gemini:u", build, "hi") is first
-    fragments.blocks(event, "anthropic:u", build, "hi")
+    first = fragments.chunk(event, "gemini:u", build, "hi")
+    assert fragments.chunk(event, "gemini:u", build, "hi") is first
+    fragments.chunk(event, "anthropic:u", build, "hi")
     assert built == ["hi", "hi"]  # once per tag
 
 
@@ -36,12 +36,12 @@ def test_a_grown_window_renders_as_if_nothing_were_kept() -> None:
 def test_past_its_bound_the_cache_starts_over() -> None:
     fragments = Fragments(2000)
     for i in range(50):
-        fragments.blocks(u(), "gemini:u", lambda text: [Block("", "x" * 300)], str(i))
+        fragments.chunk(u(), "gemini:u", lambda text: [Block("", "x" * 300)], str(i))
     assert fragments.bytes_held <= 2000
     assert 0 < len(fragments) < 50
 
 
 def test_nothing_is_kept_with_a_bound_of_zero() -> None:
     fragments = Fragments(0)
-    fragments.blocks(u(), "gemini:u", lambda text: [Block("", text)], "x")
+    fragments.chunk(u(), "gemini:u", lambda text: [Block("", text)], "x")
     assert len(fragments) == 0
