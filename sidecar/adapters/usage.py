@@ -1,0 +1,117 @@
+"""Usage reports: the provider's prompt tokens for a model call, sent with the model's answer.
+
+The session calibrates its token estimates by them (README, Calibration):
+each report names the version of the context the call was built from, and
+travels in the append that stores the model's answer, so a retried or
+duplicated append, which stores nothing, counts nothing. A report is a
+courtesy to the session, never a condition of storing: one the server
+cannot take is logged at DEBUG and dropped, and the events are stored
+without it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Generic, TypeVar
+
+from sidecar.client import (
+    AppendResult,
+    InvalidArgumentError,
+    LabelUpdate,
+    ModelUsage,
+    SessionHandle,
+    SyncSessionHandle,
+)
+from sidecar.model import Event
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# Sessions whose context version is remembered (least recently used out first): a
+# process serving more at once reports for the most recent ones.
+MAX_SESSIONS = 4096
+# The largest prompt a report may name (the server's bound).
+MAX_PROMPT_TOKENS = 1 << 40
+
+
+class Recent(Generic[T]):
+    """What an adapter remembers of each session's last model call (the context version it
+    was built from, and what identifies its answer), for the most recent sessions only."""
+
+    def __init__(self, max_sessions: int = MAX_SESSIONS) -> None:
+        self.max_sessions = max_sessions
+        self._by_session: OrderedDict[str, T] = OrderedDict()
+
+    def set(self, key: str, value: T) -> None:
+        self._by_session[key] = value
+        self._by_session.move_to_end(key)
+        if len(self._by_session) > self.max_sessions:
+            self._by_session.popitem(last=False)
+
+    def get(self, key: str) -> T | None:
+        return self._by_session.get(key)
+
+    def pop(self, key: str) -> T | None:
+        return self._by_session.pop(key, None)
+
+
+def model_usage(version: int | None, prompt_tokens: int | None) -> ModelUsage | None:
+    """The report for a call made at ``version``, or None when there is nothing to report
+    (the version is unknown, or the provider reported no prompt tokens)."""
+    if version is None or version < 1 or prompt_tokens is None:
+        return None
+    if not 1 <= prompt_tokens <= MAX_PROMPT_TOKENS:
+        return None
+    return ModelUsage(context_version=version, prompt_tokens=prompt_tokens)
+
+
+def _dropped(session_id: str, exc: InvalidArgumentError) -> None:
+    """Re-raise ``exc`` unless the server refused the append for its usage report alone."""
+    if not exc.field_violations or any(
+        not v.field.startswith("usage") for v in exc.field_violations
+    ):
+        raise exc
+    log.debug("usage for %s refused, appending without it: %s", session_id, exc)
+
+
+def _taken(session_id: str, usage: ModelUsage, result: AppendResult) -> AppendResult:
+    if result.usage_ignored_reason:
+        log.debug(
+            "usage for version %d of %s not counted: %s",
+            usage.context_version,
+            session_id,
+            result.usage_ignored_reason,
+        )
+    return result
+
+
+async def append_reporting(
+    handle: SessionHandle,
+    events: Sequence[Event],
+    usage: ModelUsage | None,
+    *,
+    label_updates: Sequence[LabelUpdate] = (),
+) -> AppendResult:
+    """Append ``events`` with ``usage``; refused for the report alone, append them without it."""
+    if usage is not None:
+        try:
+            appended = await handle.append(events, label_updates=label_updates, usage=usage)
+            return _taken(handle.session_id, usage, appended)
+        except InvalidArgumentError as exc:
+            _dropped(handle.session_id, exc)
+    return await handle.append(events, label_updates=label_updates)
+
+
+def append_reporting_sync(
+    handle: SyncSessionHandle, events: Sequence[Event], usage: ModelUsage | None
+) -> AppendResult:
+    """``append_reporting`` for the blocking client."""
+    if usage is not None:
+        try:
+            return _taken(handle.session_id, usage, handle.append(events, usage=usage))
+        except InvalidArgumentError as exc:
+            _dropped(handle.session_id, exc)
+    return handle.append(events)
