@@ -56,6 +56,7 @@ from sidecar.adapters.adk_mapping import (
     identity_labels,
     json_safe,
     merged_state,
+    prompt_tokens,
     session_key,
     split_state,
     state_change,
@@ -64,11 +65,13 @@ from sidecar.adapters.adk_mapping import (
     window_to_adk,
 )
 from sidecar.adapters.clients import BARRIER, LoopClients
+from sidecar.adapters.usage import Recent, append_reporting, model_usage
 from sidecar.client import (
     AlreadyExistsError,
     AppendResult,
     AsyncClient,
     FailedPreconditionError,
+    ModelUsage,
     NotFoundError,
     ResourceExhaustedError,
 )
@@ -110,6 +113,12 @@ class CompactionSessionService(BaseSessionService):
     State lives in the session's labels (app and user state in one holder
     session per app and per user), at most ~58 KB of JSON each; an event and
     its state changes are stored in one request, or not at all.
+
+    A model's answer is stored with the prompt tokens its provider reported
+    (``usage_metadata.prompt_token_count``) for the version of the context
+    the call was built from — the version this service last saw the session
+    at (its last append, or the window it read) — so the session's token
+    estimates are calibrated by them (README, Calibration).
     """
 
     def __init__(
@@ -127,6 +136,8 @@ class CompactionSessionService(BaseSessionService):
         self.await_compaction = await_compaction
         self.summary_author = summary_author
         self.namespace = namespace
+        # Per session: the version of the window its next model call is built from.
+        self._versions: Recent[int] = Recent()
 
     async def close(self) -> None:
         await self._clients.close()
@@ -234,6 +245,7 @@ class CompactionSessionService(BaseSessionService):
             created = await client.create_session(key, self.policy, labels)
         except AlreadyExistsError as exc:
             raise AdkAlreadyExistsError(f"Session with id {session_id} already exists.") from exc
+        self._versions.set(key, created.version)
         try:
             app_state, user_state = await asyncio.gather(
                 self._shared_state(
@@ -281,6 +293,7 @@ class CompactionSessionService(BaseSessionService):
             )
         except NotFoundError:
             return None
+        self._versions.set(key, context.version)
         events = window_to_adk(
             context.events, self.summary_author, header.labels.get(LABEL_AGENT, "model")
         )
@@ -336,8 +349,10 @@ class CompactionSessionService(BaseSessionService):
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Delete the session and its whole log; a missing session is not an error (as in ADK)."""
+        key = self._key(app_name, user_id, session_id)
+        self._versions.pop(key)
         try:
-            await self._clients.get().delete_session(self._key(app_name, user_id, session_id))
+            await self._clients.get().delete_session(key)
         except NotFoundError:
             return
 
@@ -351,7 +366,8 @@ class CompactionSessionService(BaseSessionService):
         them, state sizes), so a refusal stores nothing and leaves ``session``
         as it was. Re-sending an event stores nothing and adds nothing to
         ``session``. When the append lands a compaction, ``session.events``
-        becomes the compacted window.
+        becomes the compacted window. A model's answer carries the usage its
+        provider reported, for the version the call's window was at.
         """
         if event.partial:
             return event
@@ -365,7 +381,9 @@ class CompactionSessionService(BaseSessionService):
         ours = event_to_sidecar(stored)
         key = self._key(session.app_name, session.user_id, session.id)
         handle = self._clients.get().session(key)
-        result, written = await self._store(session, key, ours, split_state(delta), stored)
+        usage = model_usage(self._versions.get(key), prompt_tokens(event))
+        result, written = await self._store(session, key, ours, split_state(delta), stored, usage)
+        self._versions.set(key, result.version)
         duplicate = any(e.id == event.id for e in session.events)
         if not written and duplicate:
             return event  # a re-sent event: one copy, in the store and in the session
@@ -378,7 +396,9 @@ class CompactionSessionService(BaseSessionService):
             event = await super().append_event(session=session, event=event)
         session.last_update_time = event.timestamp
         if landed:
-            window = (await handle.context()).events
+            context = await handle.context()
+            self._versions.set(key, context.version)
+            window = context.events
             mine = {e.id: e for e in session.events}
             agents = [e.author for e in session.events if e.author not in ("", "user")]
             default_author = agents[-1] if agents else "model"
@@ -412,8 +432,9 @@ class CompactionSessionService(BaseSessionService):
         ours: Event,
         deltas: tuple[dict[str, Any], dict[str, Any], dict[str, Any]],
         event: AdkEvent,
+        usage: ModelUsage | None,
     ) -> tuple[AppendResult, bool]:
-        """One AppendEvents carrying the event and every state change it makes.
+        """One AppendEvents carrying the event, every state change it makes and ``usage``.
 
         Each state that changes is merged at the version it was read at; when
         another writer got there first the whole append is refused (nothing
@@ -458,7 +479,9 @@ class CompactionSessionService(BaseSessionService):
                     )
                 )
             try:
-                result = await client.session(key).append([ours], label_updates=updates)
+                result = await append_reporting(
+                    client.session(key), [ours], usage, label_updates=updates
+                )
             except NotFoundError as exc:
                 raise SessionNotFoundError(f"Session {session.id} not found.") from exc
             except AlreadyExistsError as exc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from google.adk.agents.callback_context import CallbackContext
@@ -12,12 +13,37 @@ from google.adk.flows.llm_flows.contents import _get_contents
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 
-from sidecar.adapters.adk_mapping import LABEL_KIND, event_to_sidecar, session_key, window_to_adk
+from sidecar.adapters.adk_mapping import (
+    LABEL_KIND,
+    event_to_sidecar,
+    prompt_tokens,
+    session_key,
+    window_to_adk,
+)
 from sidecar.adapters.clients import BARRIER, LoopClients
-from sidecar.client import AlreadyExistsError, AsyncClient
+from sidecar.adapters.usage import Recent, append_reporting, model_usage
+from sidecar.client import AlreadyExistsError, AsyncClient, ModelUsage
 from sidecar.compaction.policy import CompactionPolicy
+from sidecar.model import Event
 
 _APPEND_BATCH = 500
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """A model call this callback prepared: the version of the window it was given, and who
+    made it (its answer is the next event of that agent and invocation to carry usage)."""
+
+    version: int
+    author: str
+    invocation_id: str
+
+    def answered_by(self, event: AdkEvent) -> bool:
+        return (
+            event.author == self.author
+            and event.invocation_id == self.invocation_id
+            and prompt_tokens(event) is not None
+        )
 
 
 class CompactingModelCallback:
@@ -31,6 +57,11 @@ class CompactingModelCallback:
     whole there and in the service's log. With ``await_compaction`` (the
     default, as ADK waits for its own compaction) a call whose mirror started
     a background summary waits for it, so this very model call carries it.
+
+    The model's answer reaches the service with the next mirror (the
+    invocation's last answer: with the next invocation's first model call),
+    carrying the prompt tokens its provider reported for the window it was
+    given, so the session's token estimates are calibrated by them.
     """
 
     def __init__(
@@ -49,12 +80,14 @@ class CompactingModelCallback:
         self.summary_author = summary_author
         self.namespace = namespace
         self._sent: dict[str, set[str]] = {}
+        self._calls: Recent[_Call] = Recent()
 
     async def close(self) -> None:
         await self._clients.close()
 
     async def _mirror(self, key: str, events: Sequence[AdkEvent]) -> bool:
-        """Append the events not sent yet; True when a background summary was started."""
+        """Append the events not sent yet, the last call's answer with its usage; True when a
+        background summary was started."""
         client = self._clients.get()
         sent = self._sent.get(key)
         if sent is None:
@@ -62,18 +95,25 @@ class CompactingModelCallback:
                 await client.create_session(key, self.policy, {LABEL_KIND: "mirror"})
             sent = self._sent[key] = set()
         new = [e for e in events if not e.partial and e.id not in sent]
+        call = self._calls.pop(key)
+        answer = next((e for e in new if call is not None and call.answered_by(e)), None)
+        usage = model_usage(call.version, prompt_tokens(answer)) if call and answer else None
         scheduled = False
         handle = client.session(key)
         for start in range(0, len(new), _APPEND_BATCH):
             batch = [event_to_sidecar(e) for e in new[start : start + _APPEND_BATCH]]
+            reported = _usage_for(batch, answer, usage)
             try:
-                scheduled = (await handle.append(batch)).compaction_scheduled or scheduled
+                appended = await append_reporting(handle, batch, reported)
+                scheduled = appended.compaction_scheduled or scheduled
             except AlreadyExistsError:
                 # Stored before in another form (by an earlier version of this mapping, on
                 # a restart's re-mirror): the stored one stays, the rest are appended.
                 for event in batch:
                     with contextlib.suppress(AlreadyExistsError):
-                        appended = await handle.append([event])
+                        appended = await append_reporting(
+                            handle, [event], _usage_for([event], answer, usage)
+                        )
                         scheduled = appended.compaction_scheduled or scheduled
             sent.update(e.id for e in batch)
         return scheduled
@@ -87,7 +127,11 @@ class CompactingModelCallback:
         handle = self._clients.get().session(key)
         if self.await_compaction and scheduled:
             await handle.compact(BARRIER)
-        window = (await handle.context()).events
+        context = await handle.context()
+        window = context.events
+        self._calls.set(
+            key, _Call(context.version, callback_context.agent_name, callback_context.invocation_id)
+        )
         invocation = callback_context._invocation_context
         keep_ids = any(
             part.function_call is not None and part.function_call.id
@@ -101,3 +145,12 @@ class CompactingModelCallback:
             preserve_function_call_ids=keep_ids,
         )
         return None
+
+
+def _usage_for(
+    batch: Sequence[Event], answer: AdkEvent | None, usage: ModelUsage | None
+) -> ModelUsage | None:
+    """``usage`` for the append of ``batch`` when it holds the answer the usage is for."""
+    if answer is None or not any(e.id == answer.id for e in batch):
+        return None
+    return usage

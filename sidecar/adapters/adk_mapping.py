@@ -174,6 +174,13 @@ def event_to_sidecar(event: AdkEvent) -> Event:
     return ours.evolve(metadata=metadata)
 
 
+def prompt_tokens(event: AdkEvent) -> int | None:
+    """The prompt tokens the provider reported for the model call this event answers (None
+    for every event but a model's final answer: only that one carries usage)."""
+    usage = event.usage_metadata
+    return usage.prompt_token_count if usage is not None else None
+
+
 def event_from_sidecar(event: Event, *, author: str, timestamp: float | None = None) -> AdkEvent:
     """The ADK event for one of ours: exactly the stored one when this adapter wrote it.
 
