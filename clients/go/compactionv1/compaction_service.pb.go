@@ -1099,8 +1099,25 @@ type GetContextResponse struct {
 	// token_count times the session's calibration factor: the prompt tokens
 	// the provider is expected to report for this window.
 	EstimatedPromptTokens int32 `protobuf:"varint,7,opt,name=estimated_prompt_tokens,json=estimatedPromptTokens,proto3" json:"estimated_prompt_tokens,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// An opaque id of the window's stable prefix: the same on every answer
+	// while the window only grows at its end (appends), and a new one exactly
+	// when a compaction, a clearing or a restore changes the window before its
+	// end. Use it as OpenAI's prompt_cache_key, to know when Anthropic
+	// cache_control breakpoints past the prefix moved, or when a Gemini
+	// explicit cache must be rebuilt. Unique per session incarnation: a session
+	// deleted and created again under its id gets new ones.
+	CachePrefixId string `protobuf:"bytes,8,opt,name=cache_prefix_id,json=cachePrefixId,proto3" json:"cache_prefix_id,omitempty"`
+	// Tokens (as token_count counts them) of the window's leading part that
+	// every answer with this cache_prefix_id starts with: the window as the
+	// last compaction, clearing or restore left it; the events appended since
+	// follow it. 0 for a session never compacted (its windows share only the
+	// empty one they grew from, and its cache_prefix_id never changes).
+	StablePrefixTokens int32 `protobuf:"varint,9,opt,name=stable_prefix_tokens,json=stablePrefixTokens,proto3" json:"stable_prefix_tokens,omitempty"`
+	// How many of the window's leading events make up that prefix: where a
+	// cache breakpoint that lasts until the next change goes.
+	StablePrefixEvents int32 `protobuf:"varint,10,opt,name=stable_prefix_events,json=stablePrefixEvents,proto3" json:"stable_prefix_events,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *GetContextResponse) Reset() {
@@ -1178,6 +1195,27 @@ func (x *GetContextResponse) GetRenderedJson() string {
 func (x *GetContextResponse) GetEstimatedPromptTokens() int32 {
 	if x != nil {
 		return x.EstimatedPromptTokens
+	}
+	return 0
+}
+
+func (x *GetContextResponse) GetCachePrefixId() string {
+	if x != nil {
+		return x.CachePrefixId
+	}
+	return ""
+}
+
+func (x *GetContextResponse) GetStablePrefixTokens() int32 {
+	if x != nil {
+		return x.StablePrefixTokens
+	}
+	return 0
+}
+
+func (x *GetContextResponse) GetStablePrefixEvents() int32 {
+	if x != nil {
+		return x.StablePrefixEvents
 	}
 	return 0
 }
@@ -2152,7 +2190,7 @@ const file_compaction_v1_compaction_service_proto_rawDesc = "" +
 	"\x11GetContextRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x124\n" +
-	"\x06format\x18\x02 \x01(\x0e2\x1c.compaction.v1.ContextFormatR\x06format\"\xa2\x02\n" +
+	"\x06format\x18\x02 \x01(\x0e2\x1c.compaction.v1.ContextFormatR\x06format\"\xae\x03\n" +
 	"\x12GetContextResponse\x12,\n" +
 	"\x06events\x18\x01 \x03(\v2\x14.compaction.v1.EventR\x06events\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\x12\x1f\n" +
@@ -2162,7 +2200,11 @@ const file_compaction_v1_compaction_service_proto_rawDesc = "" +
 	"turn_count\x18\x04 \x01(\x05R\tturnCount\x12'\n" +
 	"\x0fcontent_omitted\x18\x05 \x01(\bR\x0econtentOmitted\x12#\n" +
 	"\rrendered_json\x18\x06 \x01(\tR\frenderedJson\x126\n" +
-	"\x17estimated_prompt_tokens\x18\a \x01(\x05R\x15estimatedPromptTokens\"\xa9\x01\n" +
+	"\x17estimated_prompt_tokens\x18\a \x01(\x05R\x15estimatedPromptTokens\x12&\n" +
+	"\x0fcache_prefix_id\x18\b \x01(\tR\rcachePrefixId\x120\n" +
+	"\x14stable_prefix_tokens\x18\t \x01(\x05R\x12stablePrefixTokens\x120\n" +
+	"\x14stable_prefix_events\x18\n" +
+	" \x01(\x05R\x12stablePrefixEvents\"\xa9\x01\n" +
 	"\x0eCompactRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x127\n" +

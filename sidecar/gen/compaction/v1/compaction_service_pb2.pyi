@@ -639,6 +639,9 @@ class GetContextResponse(_message.Message):
     CONTENT_OMITTED_FIELD_NUMBER: _builtins.int
     RENDERED_JSON_FIELD_NUMBER: _builtins.int
     ESTIMATED_PROMPT_TOKENS_FIELD_NUMBER: _builtins.int
+    CACHE_PREFIX_ID_FIELD_NUMBER: _builtins.int
+    STABLE_PREFIX_TOKENS_FIELD_NUMBER: _builtins.int
+    STABLE_PREFIX_EVENTS_FIELD_NUMBER: _builtins.int
     version: _builtins.int
     """The session's version this window belongs to."""
     token_count: _builtins.int
@@ -663,6 +666,26 @@ class GetContextResponse(_message.Message):
     """token_count times the session's calibration factor: the prompt tokens
     the provider is expected to report for this window.
     """
+    cache_prefix_id: _builtins.str
+    """An opaque id of the window's stable prefix: the same on every answer
+    while the window only grows at its end (appends), and a new one exactly
+    when a compaction, a clearing or a restore changes the window before its
+    end. Use it as OpenAI's prompt_cache_key, to know when Anthropic
+    cache_control breakpoints past the prefix moved, or when a Gemini
+    explicit cache must be rebuilt. Unique per session incarnation: a session
+    deleted and created again under its id gets new ones.
+    """
+    stable_prefix_tokens: _builtins.int
+    """Tokens (as token_count counts them) of the window's leading part that
+    every answer with this cache_prefix_id starts with: the window as the
+    last compaction, clearing or restore left it; the events appended since
+    follow it. 0 for a session never compacted (its windows share only the
+    empty one they grew from, and its cache_prefix_id never changes).
+    """
+    stable_prefix_events: _builtins.int
+    """How many of the window's leading events make up that prefix: where a
+    cache breakpoint that lasts until the next change goes.
+    """
     @_builtins.property
     def events(self) -> _containers.RepeatedCompositeFieldContainer[_event_pb2.Event]:
         """The active window in log order: what to send to the model."""
@@ -677,10 +700,13 @@ class GetContextResponse(_message.Message):
         content_omitted: _builtins.bool = ...,
         rendered_json: _builtins.str = ...,
         estimated_prompt_tokens: _builtins.int = ...,
+        cache_prefix_id: _builtins.str = ...,
+        stable_prefix_tokens: _builtins.int = ...,
+        stable_prefix_events: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_omitted", b"content_omitted", "estimated_prompt_tokens", b"estimated_prompt_tokens", "events", b"events", "rendered_json", b"rendered_json", "token_count", b"token_count", "turn_count", b"turn_count", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cache_prefix_id", b"cache_prefix_id", "content_omitted", b"content_omitted", "estimated_prompt_tokens", b"estimated_prompt_tokens", "events", b"events", "rendered_json", b"rendered_json", "stable_prefix_events", b"stable_prefix_events", "stable_prefix_tokens", b"stable_prefix_tokens", "token_count", b"token_count", "turn_count", b"turn_count", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -34,6 +34,7 @@ private static final long serialVersionUID = 0L;
   private GetContextResponse() {
     events_ = java.util.Collections.emptyList();
     renderedJson_ = "";
+    cachePrefixId_ = "";
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -250,6 +251,100 @@ private static final long serialVersionUID = 0L;
     return estimatedPromptTokens_;
   }
 
+  public static final int CACHE_PREFIX_ID_FIELD_NUMBER = 8;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object cachePrefixId_ = "";
+  /**
+   * <pre>
+   * An opaque id of the window's stable prefix: the same on every answer
+   * while the window only grows at its end (appends), and a new one exactly
+   * when a compaction, a clearing or a restore changes the window before its
+   * end. Use it as OpenAI's prompt_cache_key, to know when Anthropic
+   * cache_control breakpoints past the prefix moved, or when a Gemini
+   * explicit cache must be rebuilt. Unique per session incarnation: a session
+   * deleted and created again under its id gets new ones.
+   * </pre>
+   *
+   * <code>string cache_prefix_id = 8 [json_name = "cachePrefixId"];</code>
+   * @return The cachePrefixId.
+   */
+  @java.lang.Override
+  public java.lang.String getCachePrefixId() {
+    java.lang.Object ref = cachePrefixId_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      cachePrefixId_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * An opaque id of the window's stable prefix: the same on every answer
+   * while the window only grows at its end (appends), and a new one exactly
+   * when a compaction, a clearing or a restore changes the window before its
+   * end. Use it as OpenAI's prompt_cache_key, to know when Anthropic
+   * cache_control breakpoints past the prefix moved, or when a Gemini
+   * explicit cache must be rebuilt. Unique per session incarnation: a session
+   * deleted and created again under its id gets new ones.
+   * </pre>
+   *
+   * <code>string cache_prefix_id = 8 [json_name = "cachePrefixId"];</code>
+   * @return The bytes for cachePrefixId.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getCachePrefixIdBytes() {
+    java.lang.Object ref = cachePrefixId_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      cachePrefixId_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
+  public static final int STABLE_PREFIX_TOKENS_FIELD_NUMBER = 9;
+  private int stablePrefixTokens_ = 0;
+  /**
+   * <pre>
+   * Tokens (as token_count counts them) of the window's leading part that
+   * every answer with this cache_prefix_id starts with: the window as the
+   * last compaction, clearing or restore left it; the events appended since
+   * follow it. 0 for a session never compacted (its windows share only the
+   * empty one they grew from, and its cache_prefix_id never changes).
+   * </pre>
+   *
+   * <code>int32 stable_prefix_tokens = 9 [json_name = "stablePrefixTokens"];</code>
+   * @return The stablePrefixTokens.
+   */
+  @java.lang.Override
+  public int getStablePrefixTokens() {
+    return stablePrefixTokens_;
+  }
+
+  public static final int STABLE_PREFIX_EVENTS_FIELD_NUMBER = 10;
+  private int stablePrefixEvents_ = 0;
+  /**
+   * <pre>
+   * How many of the window's leading events make up that prefix: where a
+   * cache breakpoint that lasts until the next change goes.
+   * </pre>
+   *
+   * <code>int32 stable_prefix_events = 10 [json_name = "stablePrefixEvents"];</code>
+   * @return The stablePrefixEvents.
+   */
+  @java.lang.Override
+  public int getStablePrefixEvents() {
+    return stablePrefixEvents_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -284,6 +379,15 @@ private static final long serialVersionUID = 0L;
     }
     if (estimatedPromptTokens_ != 0) {
       output.writeInt32(7, estimatedPromptTokens_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(cachePrefixId_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 8, cachePrefixId_);
+    }
+    if (stablePrefixTokens_ != 0) {
+      output.writeInt32(9, stablePrefixTokens_);
+    }
+    if (stablePrefixEvents_ != 0) {
+      output.writeInt32(10, stablePrefixEvents_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -320,6 +424,17 @@ private static final long serialVersionUID = 0L;
     if (estimatedPromptTokens_ != 0) {
       size += com.google.protobuf.CodedOutputStream
         .computeInt32Size(7, estimatedPromptTokens_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(cachePrefixId_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(8, cachePrefixId_);
+    }
+    if (stablePrefixTokens_ != 0) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeInt32Size(9, stablePrefixTokens_);
+    }
+    if (stablePrefixEvents_ != 0) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeInt32Size(10, stablePrefixEvents_);
     }
     return size;
   }
@@ -359,6 +474,12 @@ private static final long serialVersionUID = 0L;
         .equals(other.getRenderedJson())) return false;
     if (getEstimatedPromptTokens()
         != other.getEstimatedPromptTokens()) return false;
+    if (!getCachePrefixId()
+        .equals(other.getCachePrefixId())) return false;
+    if (getStablePrefixTokens()
+        != other.getStablePrefixTokens()) return false;
+    if (getStablePrefixEvents()
+        != other.getStablePrefixEvents()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -388,6 +509,12 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getRenderedJson().hashCode();
     hash = (37 * hash) + ESTIMATED_PROMPT_TOKENS_FIELD_NUMBER;
     hash = (53 * hash) + getEstimatedPromptTokens();
+    hash = (37 * hash) + CACHE_PREFIX_ID_FIELD_NUMBER;
+    hash = (53 * hash) + getCachePrefixId().hashCode();
+    hash = (37 * hash) + STABLE_PREFIX_TOKENS_FIELD_NUMBER;
+    hash = (53 * hash) + getStablePrefixTokens();
+    hash = (37 * hash) + STABLE_PREFIX_EVENTS_FIELD_NUMBER;
+    hash = (53 * hash) + getStablePrefixEvents();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -536,6 +663,9 @@ private static final long serialVersionUID = 0L;
       contentOmitted_ = false;
       renderedJson_ = "";
       estimatedPromptTokens_ = 0;
+      cachePrefixId_ = "";
+      stablePrefixTokens_ = 0;
+      stablePrefixEvents_ = 0;
       return this;
     }
 
@@ -600,6 +730,15 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000040) != 0)) {
         result.estimatedPromptTokens_ = estimatedPromptTokens_;
       }
+      if (((from_bitField0_ & 0x00000080) != 0)) {
+        result.cachePrefixId_ = cachePrefixId_;
+      }
+      if (((from_bitField0_ & 0x00000100) != 0)) {
+        result.stablePrefixTokens_ = stablePrefixTokens_;
+      }
+      if (((from_bitField0_ & 0x00000200) != 0)) {
+        result.stablePrefixEvents_ = stablePrefixEvents_;
+      }
     }
 
     @java.lang.Override
@@ -659,6 +798,17 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getEstimatedPromptTokens() != 0) {
         setEstimatedPromptTokens(other.getEstimatedPromptTokens());
+      }
+      if (!other.getCachePrefixId().isEmpty()) {
+        cachePrefixId_ = other.cachePrefixId_;
+        bitField0_ |= 0x00000080;
+        onChanged();
+      }
+      if (other.getStablePrefixTokens() != 0) {
+        setStablePrefixTokens(other.getStablePrefixTokens());
+      }
+      if (other.getStablePrefixEvents() != 0) {
+        setStablePrefixEvents(other.getStablePrefixEvents());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -727,6 +877,21 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000040;
               break;
             } // case 56
+            case 66: {
+              cachePrefixId_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000080;
+              break;
+            } // case 66
+            case 72: {
+              stablePrefixTokens_ = input.readInt32();
+              bitField0_ |= 0x00000100;
+              break;
+            } // case 72
+            case 80: {
+              stablePrefixEvents_ = input.readInt32();
+              bitField0_ |= 0x00000200;
+              break;
+            } // case 80
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1393,6 +1558,231 @@ private static final long serialVersionUID = 0L;
     public Builder clearEstimatedPromptTokens() {
       bitField0_ = (bitField0_ & ~0x00000040);
       estimatedPromptTokens_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object cachePrefixId_ = "";
+    /**
+     * <pre>
+     * An opaque id of the window's stable prefix: the same on every answer
+     * while the window only grows at its end (appends), and a new one exactly
+     * when a compaction, a clearing or a restore changes the window before its
+     * end. Use it as OpenAI's prompt_cache_key, to know when Anthropic
+     * cache_control breakpoints past the prefix moved, or when a Gemini
+     * explicit cache must be rebuilt. Unique per session incarnation: a session
+     * deleted and created again under its id gets new ones.
+     * </pre>
+     *
+     * <code>string cache_prefix_id = 8 [json_name = "cachePrefixId"];</code>
+     * @return The cachePrefixId.
+     */
+    public java.lang.String getCachePrefixId() {
+      java.lang.Object ref = cachePrefixId_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        cachePrefixId_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * An opaque id of the window's stable prefix: the same on every answer
+     * while the window only grows at its end (appends), and a new one exactly
+     * when a compaction, a clearing or a restore changes the window before its
+     * end. Use it as OpenAI's prompt_cache_key, to know when Anthropic
+     * cache_control breakpoints past the prefix moved, or when a Gemini
+     * explicit cache must be rebuilt. Unique per session incarnation: a session
+     * deleted and created again under its id gets new ones.
+     * </pre>
+     *
+     * <code>string cache_prefix_id = 8 [json_name = "cachePrefixId"];</code>
+     * @return The bytes for cachePrefixId.
+     */
+    public com.google.protobuf.ByteString
+        getCachePrefixIdBytes() {
+      java.lang.Object ref = cachePrefixId_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        cachePrefixId_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * An opaque id of the window's stable prefix: the same on every answer
+     * while the window only grows at its end (appends), and a new one exactly
+     * when a compaction, a clearing or a restore changes the window before its
+     * end. Use it as OpenAI's prompt_cache_key, to know when Anthropic
+     * cache_control breakpoints past the prefix moved, or when a Gemini
+     * explicit cache must be rebuilt. Unique per session incarnation: a session
+     * deleted and created again under its id gets new ones.
+     * </pre>
+     *
+     * <code>string cache_prefix_id = 8 [json_name = "cachePrefixId"];</code>
+     * @param value The cachePrefixId to set.
+     * @return This builder for chaining.
+     */
+    public Builder setCachePrefixId(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      cachePrefixId_ = value;
+      bitField0_ |= 0x00000080;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * An opaque id of the window's stable prefix: the same on every answer
+     * while the window only grows at its end (appends), and a new one exactly
+     * when a compaction, a clearing or a restore changes the window before its
+     * end. Use it as OpenAI's prompt_cache_key, to know when Anthropic
+     * cache_control breakpoints past the prefix moved, or when a Gemini
+     * explicit cache must be rebuilt. Unique per session incarnation: a session
+     * deleted and created again under its id gets new ones.
+     * </pre>
+     *
+     * <code>string cache_prefix_id = 8 [json_name = "cachePrefixId"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearCachePrefixId() {
+      cachePrefixId_ = getDefaultInstance().getCachePrefixId();
+      bitField0_ = (bitField0_ & ~0x00000080);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * An opaque id of the window's stable prefix: the same on every answer
+     * while the window only grows at its end (appends), and a new one exactly
+     * when a compaction, a clearing or a restore changes the window before its
+     * end. Use it as OpenAI's prompt_cache_key, to know when Anthropic
+     * cache_control breakpoints past the prefix moved, or when a Gemini
+     * explicit cache must be rebuilt. Unique per session incarnation: a session
+     * deleted and created again under its id gets new ones.
+     * </pre>
+     *
+     * <code>string cache_prefix_id = 8 [json_name = "cachePrefixId"];</code>
+     * @param value The bytes for cachePrefixId to set.
+     * @return This builder for chaining.
+     */
+    public Builder setCachePrefixIdBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      cachePrefixId_ = value;
+      bitField0_ |= 0x00000080;
+      onChanged();
+      return this;
+    }
+
+    private int stablePrefixTokens_ ;
+    /**
+     * <pre>
+     * Tokens (as token_count counts them) of the window's leading part that
+     * every answer with this cache_prefix_id starts with: the window as the
+     * last compaction, clearing or restore left it; the events appended since
+     * follow it. 0 for a session never compacted (its windows share only the
+     * empty one they grew from, and its cache_prefix_id never changes).
+     * </pre>
+     *
+     * <code>int32 stable_prefix_tokens = 9 [json_name = "stablePrefixTokens"];</code>
+     * @return The stablePrefixTokens.
+     */
+    @java.lang.Override
+    public int getStablePrefixTokens() {
+      return stablePrefixTokens_;
+    }
+    /**
+     * <pre>
+     * Tokens (as token_count counts them) of the window's leading part that
+     * every answer with this cache_prefix_id starts with: the window as the
+     * last compaction, clearing or restore left it; the events appended since
+     * follow it. 0 for a session never compacted (its windows share only the
+     * empty one they grew from, and its cache_prefix_id never changes).
+     * </pre>
+     *
+     * <code>int32 stable_prefix_tokens = 9 [json_name = "stablePrefixTokens"];</code>
+     * @param value The stablePrefixTokens to set.
+     * @return This builder for chaining.
+     */
+    public Builder setStablePrefixTokens(int value) {
+
+      stablePrefixTokens_ = value;
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Tokens (as token_count counts them) of the window's leading part that
+     * every answer with this cache_prefix_id starts with: the window as the
+     * last compaction, clearing or restore left it; the events appended since
+     * follow it. 0 for a session never compacted (its windows share only the
+     * empty one they grew from, and its cache_prefix_id never changes).
+     * </pre>
+     *
+     * <code>int32 stable_prefix_tokens = 9 [json_name = "stablePrefixTokens"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearStablePrefixTokens() {
+      bitField0_ = (bitField0_ & ~0x00000100);
+      stablePrefixTokens_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private int stablePrefixEvents_ ;
+    /**
+     * <pre>
+     * How many of the window's leading events make up that prefix: where a
+     * cache breakpoint that lasts until the next change goes.
+     * </pre>
+     *
+     * <code>int32 stable_prefix_events = 10 [json_name = "stablePrefixEvents"];</code>
+     * @return The stablePrefixEvents.
+     */
+    @java.lang.Override
+    public int getStablePrefixEvents() {
+      return stablePrefixEvents_;
+    }
+    /**
+     * <pre>
+     * How many of the window's leading events make up that prefix: where a
+     * cache breakpoint that lasts until the next change goes.
+     * </pre>
+     *
+     * <code>int32 stable_prefix_events = 10 [json_name = "stablePrefixEvents"];</code>
+     * @param value The stablePrefixEvents to set.
+     * @return This builder for chaining.
+     */
+    public Builder setStablePrefixEvents(int value) {
+
+      stablePrefixEvents_ = value;
+      bitField0_ |= 0x00000200;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * How many of the window's leading events make up that prefix: where a
+     * cache breakpoint that lasts until the next change goes.
+     * </pre>
+     *
+     * <code>int32 stable_prefix_events = 10 [json_name = "stablePrefixEvents"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearStablePrefixEvents() {
+      bitField0_ = (bitField0_ & ~0x00000200);
+      stablePrefixEvents_ = 0;
       onChanged();
       return this;
     }

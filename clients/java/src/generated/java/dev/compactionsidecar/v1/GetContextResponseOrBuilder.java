@@ -136,4 +136,61 @@ public interface GetContextResponseOrBuilder extends
    * @return The estimatedPromptTokens.
    */
   int getEstimatedPromptTokens();
+
+  /**
+   * <pre>
+   * An opaque id of the window's stable prefix: the same on every answer
+   * while the window only grows at its end (appends), and a new one exactly
+   * when a compaction, a clearing or a restore changes the window before its
+   * end. Use it as OpenAI's prompt_cache_key, to know when Anthropic
+   * cache_control breakpoints past the prefix moved, or when a Gemini
+   * explicit cache must be rebuilt. Unique per session incarnation: a session
+   * deleted and created again under its id gets new ones.
+   * </pre>
+   *
+   * <code>string cache_prefix_id = 8 [json_name = "cachePrefixId"];</code>
+   * @return The cachePrefixId.
+   */
+  java.lang.String getCachePrefixId();
+  /**
+   * <pre>
+   * An opaque id of the window's stable prefix: the same on every answer
+   * while the window only grows at its end (appends), and a new one exactly
+   * when a compaction, a clearing or a restore changes the window before its
+   * end. Use it as OpenAI's prompt_cache_key, to know when Anthropic
+   * cache_control breakpoints past the prefix moved, or when a Gemini
+   * explicit cache must be rebuilt. Unique per session incarnation: a session
+   * deleted and created again under its id gets new ones.
+   * </pre>
+   *
+   * <code>string cache_prefix_id = 8 [json_name = "cachePrefixId"];</code>
+   * @return The bytes for cachePrefixId.
+   */
+  com.google.protobuf.ByteString
+      getCachePrefixIdBytes();
+
+  /**
+   * <pre>
+   * Tokens (as token_count counts them) of the window's leading part that
+   * every answer with this cache_prefix_id starts with: the window as the
+   * last compaction, clearing or restore left it; the events appended since
+   * follow it. 0 for a session never compacted (its windows share only the
+   * empty one they grew from, and its cache_prefix_id never changes).
+   * </pre>
+   *
+   * <code>int32 stable_prefix_tokens = 9 [json_name = "stablePrefixTokens"];</code>
+   * @return The stablePrefixTokens.
+   */
+  int getStablePrefixTokens();
+
+  /**
+   * <pre>
+   * How many of the window's leading events make up that prefix: where a
+   * cache breakpoint that lasts until the next change goes.
+   * </pre>
+   *
+   * <code>int32 stable_prefix_events = 10 [json_name = "stablePrefixEvents"];</code>
+   * @return The stablePrefixEvents.
+   */
+  int getStablePrefixEvents();
 }
