@@ -6,7 +6,7 @@
  * messages, which are plain typed objects: pass `{ role: Role.USER, text: "hi" }`
  * where an Event is expected. A failed call throws `SidecarError`. Reads and
  * appends are retried on UNAVAILABLE; CreateSession, UpdateSession,
- * DeleteSession, Compact and the streams never are. Every call takes
+ * DeleteSession, Compact, RestoreCompaction and the streams never are. Every call takes
  * `timeoutMs` (a deadline for all its attempts together, default the client's)
  * and `signal` (an AbortSignal that cancels it).
  */

@@ -19,9 +19,11 @@ export {
   SessionHandle,
   type AppendOptions,
   type CompactOptions,
+  type CompactionsOptions,
   type ContextOptions,
   type EventsOptions,
   type LabelUpdateInit,
+  type RestoreOptions,
 } from "./session.js";
 export { type ModelUsageInit } from "./usage.js";
 export {
@@ -45,6 +47,8 @@ export * from "./gen/compaction/v1/compaction_service_pb.js";
 export * from "./gen/compaction/v1/event_pb.js";
 export * from "./gen/compaction/v1/policy_pb.js";
 export * from "./gen/compaction/v1/session_pb.js";
+/** One entry of a session's compaction history (`session.compactions()`); `Compaction` is a watch update. */
+export type { Compaction as CompactionRecord } from "./gen/compaction/v1/session_pb.js";
 export {
   policy,
   strategies,

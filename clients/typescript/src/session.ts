@@ -1,5 +1,6 @@
 /**
- * `SessionHandle`: one session's log — append, stream, context, compact, watch, events, search.
+ * `SessionHandle`: one session's log — append, stream, context, compact, restore, watch, events,
+ * compactions, search.
  */
 
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
@@ -16,7 +17,7 @@ import {
   type StreamEventsRequestSchema,
 } from "./gen/compaction/v1/compaction_service_pb.js";
 import type { Event } from "./gen/compaction/v1/event_pb.js";
-import type { CompactionResult, Session } from "./gen/compaction/v1/session_pb.js";
+import type { Compaction as CompactionRecord, CompactionResult, Session } from "./gen/compaction/v1/session_pb.js";
 import { SidecarError } from "./errors.js";
 import { withIds, type EventInit } from "./ids.js";
 import { EventStream, Watch } from "./streams.js";
@@ -63,6 +64,24 @@ export interface CompactOptions extends CallOptions {
   readonly force?: boolean;
   /** Fail with FAILED_PRECONDITION unless the session is at this version. */
   readonly expectedVersion?: bigint | number;
+}
+
+/** Options of `restore`. */
+export interface RestoreOptions extends CallOptions {
+  /** Fail with FAILED_PRECONDITION unless the session is at this version. */
+  readonly expectedVersion?: bigint | number;
+  /**
+   * Keep the session's trigger from compacting the restored window again until its policy is next
+   * set (`updateSession` with a policy); the session shows `autoCompactionPaused`. A forced
+   * `compact` still runs.
+   */
+  readonly pauseAutoCompaction?: boolean;
+}
+
+/** Options of `compactions`. */
+export interface CompactionsOptions extends CallOptions {
+  /** Compactions per page fetched (default: the server's, 100). */
+  readonly pageSize?: number;
 }
 
 /** Options of `events`. */
@@ -188,6 +207,46 @@ export class SessionHandle {
       throw new SidecarError(Code.Internal, "Compact answered without a result");
     }
     return response.result;
+  }
+
+  /**
+   * Undo the session's newest compaction still standing (`compactionId` "" or absent: that one).
+   *
+   * What it archived is active again in place, what it cleared uncleared, the summary turn it
+   * inserted archived; nothing is deleted. The result has strategy "restore", its own
+   * `compactionId`, the window after it (`activeEvents`) and `restoredEventIds`. Naming an older
+   * compaction fails with FAILED_PRECONDITION naming the one to restore first (also in `limits`),
+   * an unknown one with NOT_FOUND. Not retried: a lost answer may hide a restore that landed.
+   */
+  async restore(compactionId = "", options: RestoreOptions = {}): Promise<CompactionResult> {
+    const request = {
+      sessionId: this.sessionId,
+      compactionId,
+      expectedVersion: BigInt(options.expectedVersion ?? 0),
+      pauseAutoCompaction: options.pauseAutoCompaction ?? false,
+    };
+    const response = await this.client.unary((o) => this.client.raw.restoreCompaction(request, o), false, options);
+    if (response.result === undefined) {
+      throw new SidecarError(Code.Internal, "RestoreCompaction answered without a result");
+    }
+    return response.result;
+  }
+
+  /**
+   * The session's compaction history, newest first, page after page: each with its cause, what it
+   * archived, cleared and inserted (a summary turn stands for its `archivedEventIds`), and
+   * `restoredBy` / `restores` once a restore undid it.
+   */
+  compactions(options: CompactionsOptions = {}): AsyncIterable<CompactionRecord> {
+    const request = { sessionId: this.sessionId, pageSize: options.pageSize ?? 0 };
+    return this.client.paged(async (pageToken) => {
+      const page = await this.client.unary(
+        (o) => this.client.raw.listCompactions({ ...request, pageToken }, o),
+        true,
+        options,
+      );
+      return [page.compactions, page.nextPageToken];
+    });
   }
 
   /**

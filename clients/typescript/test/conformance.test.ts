@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 
 import { SidecarClient } from "../src/index.js";
-import { check, loadScenarios, match, runScenario, scenarioPath, type Json } from "./conformance.js";
+import { capture, check, loadScenarios, match, runScenario, scenarioPath, substitute, type Json } from "./conformance.js";
 import { startServer, type RunningServer } from "./server.js";
 
 const doc = loadScenarios();
@@ -70,5 +70,18 @@ describe("conformance matching rules", () => {
     ]);
     const unrendered = { ...outcome, response: {} };
     assert.deepEqual(check({ rendered: {} }, unrendered), ["rendered: the response has no renderedJson"]);
+  });
+
+  it("substitutes values captured from an earlier step's response into later steps", () => {
+    const response = { result: { compactionId: "c9" }, compactions: [{ compactionId: "c8" }] };
+    const [values, missing] = capture({ newer: "result.compactionId", older: "compactions.0.compactionId" }, response);
+    assert.deepEqual([...values], [["newer", "c9"], ["older", "c8"]]);
+    assert.deepEqual(missing, []);
+    const step = { request: { compactionId: "${older}" }, expect: { message_contains: "${newer} is" } };
+    assert.deepEqual(substitute(step, values), { request: { compactionId: "c8" }, expect: { message_contains: "c9 is" } });
+    assert.deepEqual(capture({ token: "nextPageToken" }, { compactions: [] })[1], [
+      'capture token: no string at nextPageToken of {"compactions":[]}',
+    ]);
+    assert.throws(() => substitute({ compactionId: "${never}" }, new Map()), /was not captured/);
   });
 });

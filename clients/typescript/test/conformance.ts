@@ -2,8 +2,8 @@
  * The TypeScript conformance runner: replays tests/conformance/scenarios.json through SidecarClient.
  *
  * Requests are parsed with protobuf-es `fromJson` and made through the
- * wrapper's methods (create, get, append, context, compact, events, search,
- * stream); responses are printed with `toJson` and matched by the rules of
+ * wrapper's methods (create, get, append, context, compact, restore, events,
+ * compactions, search, stream); responses are printed with `toJson` and matched by the rules of
  * tests/conformance/README.md, the same as the Python runner's.
  */
 
@@ -25,10 +25,14 @@ import {
   GetContextRequestSchema,
   GetContextResponseSchema,
   GetSessionRequestSchema,
+  ListCompactionsRequestSchema,
+  ListCompactionsResponseSchema,
   ListEventsRequestSchema,
   ListEventsResponseSchema,
   ListSessionsRequestSchema,
   ListSessionsResponseSchema,
+  RestoreCompactionRequestSchema,
+  RestoreCompactionResponseSchema,
   SearchEventsRequestSchema,
   SearchEventsResponseSchema,
   StreamEventsRequestSchema,
@@ -45,6 +49,8 @@ export interface Step {
   readonly request?: JsonValue;
   readonly requests?: JsonValue[];
   readonly expect?: Expect;
+  /** Names for values of the response (dotted paths), sent and expected later as `${name}`. */
+  readonly capture?: Record<string, string>;
 }
 
 export interface Expect {
@@ -197,6 +203,40 @@ function rendered(expected: Json, renderedJson: Json | undefined): string[] {
   return match(expected, parsed, "rendered");
 }
 
+// -- values captured from earlier steps ----------------------------------------
+
+/** `value` with every `${name}` in its strings replaced by what an earlier step captured. */
+export function substitute<T>(value: T, captured: ReadonlyMap<string, string>): T {
+  const replaced = JSON.stringify(value, (_key, v: unknown) =>
+    typeof v !== "string"
+      ? v
+      : v.replace(/\$\{(\w+)\}/g, (_whole, name: string) => {
+          const found = captured.get(name);
+          if (found === undefined) throw new Error(`\${${name}} was not captured by an earlier step`);
+          return found;
+        }),
+  );
+  return (replaced === undefined ? value : JSON.parse(replaced)) as T;
+}
+
+/**
+ * The string values at `paths` (dotted keys; numbers index arrays) of a response, and what is
+ * missing: a value the server assigns (a compaction id, a page token) named for later steps.
+ */
+export function capture(paths: Record<string, string>, response: Json | undefined): [Map<string, string>, string[]] {
+  const values = new Map<string, string>();
+  const problems: string[] = [];
+  for (const [name, path] of Object.entries(paths)) {
+    let value: Json | undefined = response;
+    for (const key of path.split(".")) {
+      value = Array.isArray(value) && /^\d+$/.test(key) ? value[Number(key)] : field(value, key);
+    }
+    if (typeof value === "string" && value !== "") values.set(name, value);
+    else problems.push(`capture ${name}: no string at ${path} of ${show(response)}`);
+  }
+  return [values, problems];
+}
+
 // -- running ------------------------------------------------------------------
 
 function printed<Desc extends DescMessage>(schema: Desc, message: MessageShape<Desc>): Json {
@@ -302,6 +342,24 @@ async function call(client: SidecarClient, step: Step): Promise<Json> {
       const messages = await collect(stream);
       return messages.map((m) => printed(StreamEventsResponseSchema, streamResponse(m)));
     }
+    case "RestoreCompaction": {
+      const r = fromJson(RestoreCompactionRequestSchema, json);
+      const result = await client.session(r.sessionId).restore(r.compactionId, {
+        expectedVersion: r.expectedVersion,
+        pauseAutoCompaction: r.pauseAutoCompaction,
+      });
+      return printed(RestoreCompactionResponseSchema, create(RestoreCompactionResponseSchema, { result }));
+    }
+    case "ListCompactions": {
+      const r = fromJson(ListCompactionsRequestSchema, json);
+      if (r.pageSize !== 0 || r.pageToken !== "") {
+        // One page, as the request asks: the scenario pins its token.
+        const page = await client.unary((o) => client.raw.listCompactions(r, o), true, undefined);
+        return printed(ListCompactionsResponseSchema, page);
+      }
+      const compactions = await collect(client.session(r.sessionId).compactions());
+      return printed(ListCompactionsResponseSchema, create(ListCompactionsResponseSchema, { compactions }));
+    }
     // No wrapper shortcut needed by the scenarios: the raw stub, through the client's call path.
     case "UpdateSession": {
       const r = fromJson(UpdateSessionRequestSchema, json);
@@ -338,9 +396,16 @@ export async function runStep(client: SidecarClient, step: Step): Promise<Outcom
 
 /** Every mismatch of the scenario; it stops at the first failing step (later ones build on it). */
 export async function runScenario(client: SidecarClient, scenario: Scenario): Promise<string[]> {
-  for (const [index, step] of scenario.steps.entries()) {
+  const captured = new Map<string, string>();
+  for (const [index, written] of scenario.steps.entries()) {
+    const step = substitute(written, captured);
     const outcome = await runStep(client, step);
     const problems = check(step.expect ?? {}, outcome);
+    if (problems.length === 0 && step.capture !== undefined) {
+      const [values, missing] = capture(step.capture, outcome.response);
+      for (const [name, value] of values) captured.set(name, value);
+      problems.push(...missing);
+    }
     if (problems.length > 0) {
       return [
         `${scenario.name} step ${index} (${step.call}):`,
