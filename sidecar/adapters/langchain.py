@@ -14,6 +14,13 @@ prompt is the agent's own, sent first as always; the summary is a
 user/assistant pair after it; a ``SystemMessage`` in the state stays where
 it stands (the latest is never archived).
 
+Each model call's prompt tokens, as its provider reported them
+(``AIMessage.usage_metadata["input_tokens"]``), are stored with the
+``AIMessage`` they came on, for the version of the window the call was
+given: the session's token estimates are calibrated by them. The run's
+last messages are mirrored when it ends (``after_agent``), so its last
+call is reported too.
+
 ``clear_tool_uses_policy`` is LangChain's ``ContextEditingMiddleware(
 ClearToolUsesEdit(...))`` as a session policy, optionally followed by a
 summary, the way ``SummarizationMiddleware`` would run after it.
@@ -34,6 +41,7 @@ from typing import Any
 from langchain.agents.middleware.types import (
     AgentMiddleware,
     AgentState,
+    ExtendedModelResponse,
     ModelCallResult,
     ModelRequest,
     ModelResponse,
@@ -56,7 +64,8 @@ from sidecar.adapters.langchain_reasoning import (
     verbatim,
     with_reasoning,
 )
-from sidecar.client import AlreadyExistsError, AsyncClient, Client
+from sidecar.adapters.usage import Recent, append_reporting, append_reporting_sync, model_usage
+from sidecar.client import AlreadyExistsError, AsyncClient, Client, ModelUsage, SessionContext
 from sidecar.compaction.clear_tool_results import ClearToolResults
 from sidecar.compaction.pipeline import Pipeline
 from sidecar.compaction.policy import CompactionPolicy
@@ -309,7 +318,8 @@ class SessionCompactionMiddleware(AgentMiddleware):
     (default) the run's ``thread_id``; the service's id is
     ``<namespace>/<id>``. New sessions get ``policy`` (None: the server's
     default). With ``await_compaction`` a mirror that started a background
-    summary waits for it, so this very call sees it.
+    summary waits for it, so this very call sees it (and the mirror at the
+    run's end, so the next run's first call does).
     """
 
     def __init__(
@@ -335,7 +345,9 @@ class SessionCompactionMiddleware(AgentMiddleware):
         self.namespace = namespace
         self.await_compaction = await_compaction
         self._sent: dict[str, set[str]] = {}
-        self._windows: dict[str, tuple[Event, ...]] = {}
+        self._windows: dict[str, SessionContext] = {}
+        # Per session: the last call's answer (its event id) and the usage to store with it.
+        self._answers: Recent[tuple[str, ModelUsage]] = Recent()
 
     # -- clients and keys --
 
@@ -373,30 +385,68 @@ class SessionCompactionMiddleware(AgentMiddleware):
         events = [e for m in messages if (e := message_to_event(m)) is not None]
         return [e for e in events if e.id not in sent]
 
-    # -- the hooks --
+    # -- mirroring --
 
-    def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Mirror the new messages, read the compacted window; never changes the state."""
-        key = self.key(runtime)
+    def _mirror(self, key: str, messages: Sequence[AnyMessage]) -> None:
+        """Append the messages not sent yet, the last call's answer with its usage; with
+        ``await_compaction``, wait for a summary the appends started."""
         client = self._client()
         if key not in self._sent:
             with contextlib.suppress(AlreadyExistsError):
                 client.create_session(key, self.policy, {"adapter": "langchain"})
         handle = client.session(key)
-        new = self._new_events(key, state["messages"])
+        new = self._new_events(key, messages)
+        answer = self._answers.pop(key)
         scheduled = False
         for start in range(0, len(new), _APPEND_BATCH):
             batch = new[start : start + _APPEND_BATCH]
             try:
-                scheduled = handle.append(batch).compaction_scheduled or scheduled
+                appended = append_reporting_sync(handle, batch, _usage_for(batch, answer))
+                scheduled = appended.compaction_scheduled or scheduled
             except AlreadyExistsError:  # a message edited in place: store the rest
                 for event in batch:
                     with contextlib.suppress(AlreadyExistsError):
-                        scheduled = handle.append([event]).compaction_scheduled or scheduled
+                        appended = append_reporting_sync(
+                            handle, [event], _usage_for([event], answer)
+                        )
+                        scheduled = appended.compaction_scheduled or scheduled
             self._sent[key].update(e.id for e in batch)
         if self.await_compaction and scheduled:
             handle.compact(_BARRIER)
-        self._windows[key] = handle.context().events
+
+    async def _amirror(self, key: str, messages: Sequence[AnyMessage]) -> None:
+        """``_mirror`` for async agents."""
+        client = self._aclient()
+        if key not in self._sent:
+            with contextlib.suppress(AlreadyExistsError):
+                await client.create_session(key, self.policy, {"adapter": "langchain"})
+        handle = client.session(key)
+        new = self._new_events(key, messages)
+        answer = self._answers.pop(key)
+        scheduled = False
+        for start in range(0, len(new), _APPEND_BATCH):
+            batch = new[start : start + _APPEND_BATCH]
+            try:
+                appended = await append_reporting(handle, batch, _usage_for(batch, answer))
+                scheduled = appended.compaction_scheduled or scheduled
+            except AlreadyExistsError:  # a message edited in place: store the rest
+                for event in batch:
+                    with contextlib.suppress(AlreadyExistsError):
+                        appended = await append_reporting(
+                            handle, [event], _usage_for([event], answer)
+                        )
+                        scheduled = appended.compaction_scheduled or scheduled
+            self._sent[key].update(e.id for e in batch)
+        if self.await_compaction and scheduled:
+            await handle.compact(_BARRIER)
+
+    # -- the hooks --
+
+    def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Mirror the new messages, read the compacted window; never changes the state."""
+        key = self.key(runtime)
+        self._mirror(key, state["messages"])
+        self._windows[key] = self._client().session(key).context()
         return None
 
     async def abefore_model(
@@ -404,35 +454,41 @@ class SessionCompactionMiddleware(AgentMiddleware):
     ) -> dict[str, Any] | None:
         """``before_model`` for async agents."""
         key = self.key(runtime)
-        client = self._aclient()
-        if key not in self._sent:
-            with contextlib.suppress(AlreadyExistsError):
-                await client.create_session(key, self.policy, {"adapter": "langchain"})
-        handle = client.session(key)
-        new = self._new_events(key, state["messages"])
-        scheduled = False
-        for start in range(0, len(new), _APPEND_BATCH):
-            batch = new[start : start + _APPEND_BATCH]
-            try:
-                scheduled = (await handle.append(batch)).compaction_scheduled or scheduled
-            except AlreadyExistsError:  # a message edited in place: store the rest
-                for event in batch:
-                    with contextlib.suppress(AlreadyExistsError):
-                        appended = await handle.append([event])
-                        scheduled = appended.compaction_scheduled or scheduled
-            self._sent[key].update(e.id for e in batch)
-        if self.await_compaction and scheduled:
-            await handle.compact(_BARRIER)
-        self._windows[key] = (await handle.context()).events
+        await self._amirror(key, state["messages"])
+        self._windows[key] = await self._aclient().session(key).context()
         return None
 
-    def _compacted(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Mirror the run's last messages (its last call's answer, with its usage)."""
+        self._mirror(self.key(runtime), state["messages"])
+        return None
+
+    async def aafter_agent(
+        self, state: AgentState[Any], runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """``after_agent`` for async agents."""
+        await self._amirror(self.key(runtime), state["messages"])
+        return None
+
+    def _compacted(self, request: ModelRequest[Any]) -> tuple[ModelRequest[Any], int | None]:
+        """The request with the compacted messages, and the version of the window they are."""
         key = self.key(request.runtime)
-        window = self._windows.pop(key, None)
-        if window is None:  # before_model did not run for this call: leave it alone
-            return request
-        messages = compacted_messages(window, request.messages, self._sent.get(key, set()))
-        return request.override(messages=messages)
+        context = self._windows.pop(key, None)
+        if context is None:  # before_model did not run for this call: leave it alone
+            return request, None
+        messages = compacted_messages(context.events, request.messages, self._sent.get(key, set()))
+        return request.override(messages=messages), context.version
+
+    def _answered(self, request: ModelRequest[Any], version: int | None, result: object) -> None:
+        """Keep the usage the model's answer reports, to store with that answer."""
+        message = _answer(result)
+        if version is None or message is None or message.usage_metadata is None:
+            return
+        usage = model_usage(version, message.usage_metadata.get("input_tokens"))
+        if usage is None:
+            return
+        ensure_ids([message])  # the id it will be mirrored under
+        self._answers.set(self.key(request.runtime), (event_id(message), usage))
 
     def wrap_model_call(
         self,
@@ -440,11 +496,35 @@ class SessionCompactionMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelCallResult[Any]:
         """Call the model with the compacted messages; the state keeps every message."""
-        return handler(self._compacted(request))
+        compacted, version = self._compacted(request)
+        result = handler(compacted)
+        self._answered(request, version, result)
+        return result
 
     async def awrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelCallResult[Any]:
-        return await handler(self._compacted(request))
+        compacted, version = self._compacted(request)
+        result = await handler(compacted)
+        self._answered(request, version, result)
+        return result
+
+
+def _answer(result: object) -> AIMessage | None:
+    """The model's answer in what a model call returned."""
+    if isinstance(result, ExtendedModelResponse):
+        result = result.model_response
+    if isinstance(result, AIMessage):
+        return result
+    if isinstance(result, ModelResponse):
+        return next((m for m in reversed(result.result) if isinstance(m, AIMessage)), None)
+    return None
+
+
+def _usage_for(batch: Sequence[Event], answer: tuple[str, ModelUsage] | None) -> ModelUsage | None:
+    """The answer's usage, for the append of ``batch`` when it holds that answer."""
+    if answer is None or not any(e.id == answer[0] for e in batch):
+        return None
+    return answer[1]

@@ -149,11 +149,11 @@ async def test_async_agent_gets_compacted_context_and_keeps_its_history(
         # The graph's state still has every message: nothing was removed from it.
         state = await agent.aget_state(config)
         assert len(state.values["messages"]) == 4 * TURNS
-        # The service's log has them too (the last answer came after the last call).
+        # The service's log has them too (the last answer mirrored as the last run ended).
         log = [e async for e in client.session("langchain/t-async").events()]
         real = [e for e in log if not e.synthetic]
-        assert len(real) == 4 * TURNS - 1
-        assert [e.id for e in real] == [m.id for m in state.values["messages"][:-1]]
+        assert len(real) == 4 * TURNS
+        assert [e.id for e in real] == [m.id for m in state.values["messages"]]
         assert sum(e.archived for e in real) >= 4 * (TURNS - 6)
 
 
@@ -189,6 +189,6 @@ def test_sync_agent_is_mirrored_idempotently(
         )
         agent.invoke(question(turns), config)
         real = [e for e in client.session("langchain/fixed").events() if not e.synthetic]
-        # Every earlier message once, plus the new turn's question, call and result.
-        assert len(real) == 4 * turns + 3
+        # Every earlier message once, plus the new turn's question, call, result and answer.
+        assert len(real) == 4 * (turns + 1)
         assert len({e.id for e in real}) == len(real)
