@@ -105,8 +105,10 @@ func TestAppendRetriesUntilTheSidecarIsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := server.Addr
+	// Retries for ~14s (ctxFor allows 20): a restarted Python server takes 1-2s to listen,
+	// more on a loaded machine, and the test is about retrying until it does.
 	client, err := compaction.New(addr, compaction.WithRetryPolicy(compaction.RetryPolicy{
-		MaxRetries: 20, InitialBackoff: 50 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, Multiplier: 2,
+		MaxRetries: 50, InitialBackoff: 50 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, Multiplier: 2,
 	}))
 	if err != nil {
 		t.Fatal(err)
