@@ -117,6 +117,11 @@ class EventBlobs:
             token_count=session.counters.tokens,
             turn_count=session.counters.turns,
             estimated_prompt_tokens=session.calibration.scaled(session.counters.tokens),
+            # Moved only by a compaction, clearing or restore, which drop this answer from
+            # the cache: an append carries them over unchanged (``ContextResponses.appended``).
+            cache_prefix_id=session.cache_prefix_id,
+            stable_prefix_tokens=session.stable_prefix_tokens,
+            stable_prefix_events=session.stable_prefix_events,
         ).SerializeToString()
         framed = self.framed
         return pb.GetContextResponse.FromString(head + b"".join([framed(e) for e in events]))
@@ -299,7 +304,8 @@ class ContextResponses:
         kept = self._entries.get(session_id)
         if kept is None or kept.pending or not kept.built_from(session) or fmt in kept.rendered:
             return
-        grown = kept.size + RESPONSE_MEMORY * rendering_bytes  # a copy of the plain one, and more
+        plain = kept.size - sum(charge for _, charge in kept.rendered.values())
+        grown = plain + RESPONSE_MEMORY * rendering_bytes  # a copy of the plain one, and more
         self._bytes -= kept.size
         del self._entries[session_id]
         if self._make_room(kept.size + grown):

@@ -12,9 +12,11 @@ import pytest
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
 from sidecar.gen.compaction.v1 import event_pb2
+from sidecar.model import Event, Role, Session, SessionCounters, utcnow
 from sidecar.providers.render import ContextFormat, render
 from sidecar.server import convert
 from sidecar.server.app import Sidecar
+from sidecar.server.context_cache import ENTRY_OVERHEAD, ContextResponses, EventBlobs
 from sidecar.server.renderings import format_in
 from tests.providers import sdk
 from tests.server.harness import address, running
@@ -166,3 +168,28 @@ def test_every_api_format_has_a_rendering() -> None:
     named = {v for v in pb.ContextFormat.values() if v != pb.CONTEXT_FORMAT_UNSPECIFIED}
     assert named == set(FORMATS)
     assert {format_in(v) for v in FORMATS} == set(ContextFormat)
+
+
+def _header(version: int, total_events: int) -> Session:
+    return Session("s", version, None, {}, CREATED, CREATED, SessionCounters(), total_events)
+
+
+CREATED = utcnow()
+
+
+def test_a_kept_rendering_is_charged_beside_its_answer_and_dropped_with_its_window() -> None:
+    kept = ContextResponses(max_bytes=1 << 20)
+    window = [Event(id="u1", role=Role.USER, text="hi", position=1)]
+    kept.put("s", _header(1, 1), pb.GetContextResponse(version=1), window)
+    plain = kept.bytes_held
+    rendered = pb.GetContextResponse(version=1, rendered_json='{"contents":[]}')
+    kept.keep_rendered("s", _header(1, 1), ContextFormat.GEMINI, rendered, 15)
+    kept.keep_rendered("s", _header(1, 1), ContextFormat.ANTHROPIC, rendered, 15)
+    assert kept.rendered("s", ContextFormat.GEMINI) is rendered
+    each = plain - ENTRY_OVERHEAD + 3 * 15 + ENTRY_OVERHEAD  # a copy of the plain one, and more
+    assert kept.bytes_held == plain + 2 * each
+    more = Event(id="u2", role=Role.USER, text="and?", position=2)
+    kept.appended("s", _header(2, 2), [more], EventBlobs())
+    assert kept.rendered("s", ContextFormat.GEMINI) is None  # of the window before the append
+    assert kept.window("s") == [*window, more]
+    assert kept.bytes_held < plain + each
