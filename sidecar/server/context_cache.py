@@ -117,6 +117,11 @@ class EventBlobs:
             token_count=session.counters.tokens,
             turn_count=session.counters.turns,
             estimated_prompt_tokens=session.calibration.scaled(session.counters.tokens),
+            # Moved only by a compaction, clearing or restore, which drop this answer from
+            # the cache: an append carries them over unchanged (``ContextResponses.appended``).
+            cache_prefix_id=session.cache_prefix_id,
+            stable_prefix_tokens=session.stable_prefix_tokens,
+            stable_prefix_events=session.stable_prefix_events,
         ).SerializeToString()
         framed = self.framed
         return pb.GetContextResponse.FromString(head + b"".join([framed(e) for e in events]))

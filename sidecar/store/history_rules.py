@@ -128,11 +128,14 @@ def after_restore(
     turns = session.counters.turns_since_compaction
     if target.turns_before is not None and target.turns_after is not None:
         turns = max(0, target.turns_before + turns - target.turns_after)
+    counters = SessionCounters.of_window(active, turns)
     return replace(
         session,
         version=session.version + 1,
         update_time=now,
-        counters=SessionCounters.of_window(active, turns),
+        counters=counters,
+        stable_prefix_tokens=counters.tokens,
+        stable_prefix_events=len(active),
         last_compaction_id=restore_id,
         auto_compaction_paused=pause or session.auto_compaction_paused,
     )

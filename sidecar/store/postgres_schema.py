@@ -217,6 +217,15 @@ _MIGRATION_6 = Migration(
     ),
 )
 
+_MIGRATION_7 = Migration(
+    7,
+    "the window's stable prefix: what the last compaction left, which appends only extend",
+    (
+        "ALTER TABLE sessions ADD COLUMN stable_prefix_tokens integer NOT NULL DEFAULT 0",
+        "ALTER TABLE sessions ADD COLUMN stable_prefix_events integer NOT NULL DEFAULT 0",
+    ),
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     _MIGRATION_1,
     _MIGRATION_2,
@@ -224,6 +233,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _MIGRATION_4,
     _MIGRATION_5,
     _MIGRATION_6,
+    _MIGRATION_7,
 )
 """Every migration, in order; versions are 1, 2, 3, ... with no gap."""
 

@@ -133,8 +133,9 @@ async def save_header(db: Db, session_pk: int, session: Session, *, previous_ver
                tokens = $8, system_tokens = $9, turns_since_compaction = $10,
                total_events = $11, last_compaction_id = $12, model = $13,
                calibration_factor = $14, calibration_samples = $15,
-               auto_compaction_paused = $16
-           WHERE pk = $17 AND version = $18""",
+               auto_compaction_paused = $16, stable_prefix_tokens = $17,
+               stable_prefix_events = $18
+           WHERE pk = $19 AND version = $20""",
         session.version,
         session.policy_json,
         encode_labels(session.labels),
@@ -151,6 +152,8 @@ async def save_header(db: Db, session_pk: int, session: Session, *, previous_ver
         session.calibration.factor,
         session.calibration.samples,
         session.auto_compaction_paused,
+        session.stable_prefix_tokens,
+        session.stable_prefix_events,
         session_pk,
         previous_version,
     )

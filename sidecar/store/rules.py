@@ -288,15 +288,19 @@ def after_compaction(
     compaction_id: str,
     now: datetime,
 ) -> Session:
+    """The header after a landed plan; the window it leaves is the new stable prefix."""
+    counters = (
+        SessionCounters.after_compaction(active)
+        if plan.archive_ids or plan.inserts
+        else session.counters.after_clearing(active)
+    )
     return replace(
         session,
         version=session.version + 1,
         update_time=now,
-        counters=(
-            SessionCounters.after_compaction(active)
-            if plan.archive_ids or plan.inserts
-            else session.counters.after_clearing(active)
-        ),
+        counters=counters,
         total_events=session.total_events + len(plan.inserts),
         last_compaction_id=compaction_id,
+        stable_prefix_tokens=counters.tokens,
+        stable_prefix_events=len(active),
     )

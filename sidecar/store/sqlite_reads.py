@@ -36,7 +36,8 @@ from sidecar.store.search_terms import query_terms
 SESSION_COLUMNS = """s.pk, s.id, s.version, s.policy_json, s.labels, s.create_time,
     s.update_time, s.active_events, s.real_events, s.turns, s.tokens, s.system_tokens,
     s.turns_since_compaction, s.total_events, s.last_compaction_id, s.model,
-    s.calibration_factor, s.calibration_samples, s.auto_compaction_paused"""
+    s.calibration_factor, s.calibration_samples, s.auto_compaction_paused,
+    s.stable_prefix_tokens, s.stable_prefix_events"""
 
 EVENT_COLUMNS = """e.id, e.role, e.content, e.position, e.token_count, e.synthetic,
     e.archived, e.create_time, e.cleared_content IS NOT NULL"""
@@ -80,6 +81,8 @@ def session_from_row(row: Sequence[Any]) -> tuple[int, Session]:
         model=row[15],
         calibration=TokenCalibration(row[16], row[17]),
         auto_compaction_paused=bool(row[18]),
+        stable_prefix_tokens=row[19],
+        stable_prefix_events=row[20],
     )
 
 

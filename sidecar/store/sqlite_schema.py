@@ -171,12 +171,22 @@ _MIGRATION_5 = Migration(
     ),
 )
 
+_MIGRATION_6 = Migration(
+    6,
+    "the window's stable prefix: what the last compaction left, which appends only extend",
+    (
+        "ALTER TABLE sessions ADD COLUMN stable_prefix_tokens INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE sessions ADD COLUMN stable_prefix_events INTEGER NOT NULL DEFAULT 0",
+    ),
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     _MIGRATION_1,
     _MIGRATION_2,
     _MIGRATION_3,
     _MIGRATION_4,
     _MIGRATION_5,
+    _MIGRATION_6,
 )
 """Every migration, in order; versions are 1, 2, 3, ... with no gap."""
 

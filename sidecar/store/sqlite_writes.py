@@ -127,7 +127,7 @@ def save_header(db: sqlite3.Connection, session_pk: int, session: Session) -> No
                active_events = ?, real_events = ?, turns = ?, tokens = ?, system_tokens = ?,
                turns_since_compaction = ?, total_events = ?, last_compaction_id = ?,
                model = ?, calibration_factor = ?, calibration_samples = ?,
-               auto_compaction_paused = ?
+               auto_compaction_paused = ?, stable_prefix_tokens = ?, stable_prefix_events = ?
            WHERE pk = ?""",
         (
             session.version,
@@ -146,6 +146,8 @@ def save_header(db: sqlite3.Connection, session_pk: int, session: Session) -> No
             session.calibration.factor,
             session.calibration.samples,
             1 if session.auto_compaction_paused else 0,
+            session.stable_prefix_tokens,
+            session.stable_prefix_events,
             session_pk,
         ),
     )

@@ -122,7 +122,10 @@ def test_assembled_response_equals_the_field_by_field_one() -> None:
     ]
     session = _session(7)
     expected = pb.GetContextResponse(
-        version=7, token_count=session.counters.tokens, turn_count=session.counters.turns
+        version=7,
+        token_count=session.counters.tokens,
+        turn_count=session.counters.turns,
+        cache_prefix_id=session.cache_prefix_id,
     )
     convert.events_out(events, expected.events)
     blobs = EventBlobs()

@@ -228,3 +228,27 @@ async def test_a_search_hit_says_which_compaction_archived_it(store: Store) -> N
     )
     by_id = {h.event.id: h.archived_by for h in found.items}
     assert by_id == {"u1": landed.compaction_id, "u2": ""}
+
+
+async def test_the_stable_prefix_is_what_the_last_change_left_and_appends_keep_it(
+    store: Store,
+) -> None:
+    await turns_session(store)
+    fresh = await store.get_session("s")
+    assert (fresh.stable_prefix_tokens, fresh.stable_prefix_events) == (0, 0)
+    landed = await compact(store, "s", ["u1", "a1"])
+    left = landed.session
+    assert (left.stable_prefix_tokens, left.stable_prefix_events) == (
+        left.counters.tokens,
+        len(landed.active),
+    )
+    grown = (await store.append("s", [u("u9")])).session
+    assert (grown.stable_prefix_tokens, grown.stable_prefix_events) == (
+        left.stable_prefix_tokens,
+        left.stable_prefix_events,
+    )
+    assert grown.cache_prefix_id == left.cache_prefix_id != fresh.cache_prefix_id
+    restored = (await store.restore("s", "")).session
+    assert restored.stable_prefix_events == len(await window(store))
+    assert restored.cache_prefix_id not in (left.cache_prefix_id, fresh.cache_prefix_id)
+    assert (await store.get_session("s")).stable_prefix_tokens == restored.counters.tokens

@@ -1,0 +1,110 @@
+"""GetContext's cache_prefix_id and stable prefix: moved only by a change before the window end."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
+from sidecar.gen.compaction.v1 import event_pb2, policy_pb2
+
+if TYPE_CHECKING:
+    from sidecar.gen.compaction.v1.compaction_service_pb2_grpc import (
+        CompactionServiceAsyncStub as Stub,
+    )
+
+WINDOW = policy_pb2.CompactionPolicy(
+    trigger=policy_pb2.Trigger(turn_count=2),
+    strategy=policy_pb2.Strategy(turn_window=policy_pb2.TurnWindow(max_turns=1)),
+)
+CLEAR = policy_pb2.CompactionPolicy(
+    strategy=policy_pb2.Strategy(clear_tool_results=policy_pb2.ClearToolResults(keep_tool_uses=0))
+)
+
+
+def turn(n: int, *, tool: bool = False) -> list[event_pb2.Event]:
+    events = [event_pb2.Event(id=f"u{n}", role=event_pb2.ROLE_USER, text=f"question {n}")]
+    if tool:
+        call = f"c{n}"
+        events += [
+            event_pb2.Event(
+                id=f"c{n}",
+                role=event_pb2.ROLE_ASSISTANT,
+                tool_calls=[event_pb2.ToolCall(id=call, name="cat")],
+            ),
+            event_pb2.Event(
+                id=f"t{n}",
+                role=event_pb2.ROLE_TOOL,
+                tool_results=[
+                    event_pb2.ToolResult(call_id=call, name="cat", content="line " * 300)
+                ],
+            ),
+        ]
+    return [*events, event_pb2.Event(id=f"a{n}", role=event_pb2.ROLE_ASSISTANT, text=f"ok {n}")]
+
+
+async def context(stub: Stub, session_id: str = "s") -> pb.GetContextResponse:
+    return await stub.GetContext(pb.GetContextRequest(session_id=session_id))
+
+
+async def append(stub: Stub, events: list[event_pb2.Event]) -> pb.AppendEventsResponse:
+    return await stub.AppendEvents(pb.AppendEventsRequest(session_id="s", events=events))
+
+
+async def test_appends_keep_the_id_and_a_compaction_moves_it(stub: Stub) -> None:
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="s", policy=WINDOW))
+    await append(stub, turn(1))
+    first = await context(stub)
+    assert len(first.cache_prefix_id) == 32
+    assert (first.stable_prefix_tokens, first.stable_prefix_events) == (0, 0)
+    await append(stub, turn(2))
+    again = await context(stub)
+    cached = await context(stub)  # served from the server's context cache
+    for answer in (again, cached):
+        assert answer.cache_prefix_id == first.cache_prefix_id
+        assert answer.stable_prefix_tokens == 0
+    compacted = await append(stub, turn(3))
+    assert compacted.compaction.compacted
+    after = await context(stub)
+    assert after.cache_prefix_id != first.cache_prefix_id
+    assert after.stable_prefix_events == len(after.events)
+    assert after.stable_prefix_tokens == after.token_count
+    await append(stub, turn(4)[:1])
+    grown = await context(stub)
+    assert grown.cache_prefix_id == after.cache_prefix_id
+    assert (grown.stable_prefix_tokens, grown.stable_prefix_events) == (
+        after.stable_prefix_tokens,
+        after.stable_prefix_events,
+    )
+    assert grown.token_count > after.token_count
+    assert list(grown.events[: grown.stable_prefix_events]) == list(after.events)
+
+
+async def test_a_clearing_and_a_restore_move_it_too(stub: Stub) -> None:
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="s", policy=CLEAR))
+    await append(stub, turn(1, tool=True) + turn(2))
+    before = await context(stub)
+    cleared = await stub.Compact(pb.CompactRequest(session_id="s", force=True))
+    assert list(cleared.result.cleared_event_ids) == ["t1"]
+    after_clearing = await context(stub)
+    assert after_clearing.cache_prefix_id != before.cache_prefix_id
+    assert after_clearing.stable_prefix_tokens == after_clearing.token_count
+    await stub.RestoreCompaction(pb.RestoreCompactionRequest(session_id="s"))
+    restored = await context(stub)
+    assert restored.cache_prefix_id not in (before.cache_prefix_id, after_clearing.cache_prefix_id)
+    assert list(restored.events) == list(before.events)
+    assert restored.stable_prefix_tokens == restored.token_count
+
+
+async def test_a_session_made_again_under_its_id_gets_new_ids(stub: Stub) -> None:
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="s"))
+    await append(stub, turn(1))
+    old = await context(stub)
+    await stub.DeleteSession(pb.DeleteSessionRequest(session_id="s"))
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="s"))
+    await append(stub, turn(1))
+    new = await context(stub)
+    assert new.cache_prefix_id != old.cache_prefix_id
+    other = await stub.CreateSession(pb.CreateSessionRequest(session_id="t"))
+    assert other.session_id == "t"
+    await stub.AppendEvents(pb.AppendEventsRequest(session_id="t", events=turn(1)))
+    assert (await context(stub, "t")).cache_prefix_id != new.cache_prefix_id
