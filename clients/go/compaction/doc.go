@@ -7,7 +7,7 @@
 //
 //   - Dial / New with a bearer token, TLS and a default per-call deadline;
 //   - a Session handle for one session's log: Append, Stream, Context,
-//     Compact, Watch, Events, Search;
+//     Compact, Restore, Watch, Events, Compactions, Search;
 //   - retries of the calls that are safe to repeat (reads and appends) on
 //     codes.Unavailable, with jittered exponential backoff, inside the
 //     call's deadline;

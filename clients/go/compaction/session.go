@@ -8,8 +8,8 @@ import (
 )
 
 // Session is one session's log: append, stream, read the context, compact,
-// watch, list and search. Get one from Client.Session; it is safe for
-// concurrent use.
+// restore, watch, list its events and compactions, and search. Get one from
+// Client.Session; it is safe for concurrent use.
 type Session struct {
 	client *Client
 	// ID is the session id.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -39,6 +40,9 @@ type step struct {
 	Request  json.RawMessage   `json:"request"`
 	Requests []json.RawMessage `json:"requests"`
 	Expect   map[string]any    `json:"expect"`
+	// Capture names values of the response (dotted paths) that later
+	// steps send and expect as ${name}.
+	Capture map[string]string `json:"capture"`
 }
 
 // scenariosPath is $CONFORMANCE_SCENARIOS, else
@@ -92,7 +96,12 @@ func TestConformance(t *testing.T) {
 
 	for _, sc := range doc.Scenarios {
 		t.Run(sc.Name, func(t *testing.T) {
-			for i, st := range sc.Steps {
+			values := map[string]string{}
+			for i, written := range sc.Steps {
+				st, err := substituteStep(written, values)
+				if err != nil {
+					t.Fatalf("step %d (%s): %v", i, written.Call, err)
+				}
 				out, err := run(client, st)
 				if err != nil {
 					t.Fatalf("step %d (%s): %v", i, st.Call, err)
@@ -101,7 +110,13 @@ func TestConformance(t *testing.T) {
 				if expect == nil {
 					expect = map[string]any{"code": "OK"}
 				}
-				if problems := Check(expect, out); len(problems) > 0 {
+				problems := Check(expect, out)
+				if len(problems) == 0 && st.Capture != nil {
+					var got map[string]string
+					got, problems = Capture(st.Capture, out.Response)
+					maps.Copy(values, got)
+				}
+				if len(problems) > 0 {
 					t.Fatalf("step %d (%s) of %s\n  expected: %s\n  actual:   code=%s message=%q response=%s\n  %s",
 						i, st.Call, sc.Name, show(expect), out.Code, out.Message, show(out.Response),
 						strings.Join(problems, "\n  "))
@@ -109,6 +124,32 @@ func TestConformance(t *testing.T) {
 			}
 		})
 	}
+}
+
+// substituteStep is the step with every ${name} replaced by what an
+// earlier step captured, in its requests and its expectations.
+func substituteStep(st step, values map[string]string) (step, error) {
+	out := st
+	var err error
+	if len(st.Request) > 0 {
+		if out.Request, err = substituteJSON(st.Request, values); err != nil {
+			return out, err
+		}
+	}
+	out.Requests = make([]json.RawMessage, len(st.Requests))
+	for i, r := range st.Requests {
+		if out.Requests[i], err = substituteJSON(r, values); err != nil {
+			return out, err
+		}
+	}
+	if st.Expect != nil {
+		expect, err := substitute(st.Expect, values)
+		if err != nil {
+			return out, err
+		}
+		out.Expect = expect.(map[string]any)
+	}
+	return out, nil
 }
 
 // run makes one step's call through the client's wrapper where it has one,
@@ -223,6 +264,34 @@ func run(c *compaction.Client, st step) (Outcome, error) {
 				break
 			}
 			page.Hits = append(page.Hits, hit)
+		}
+		resp = page
+	case "RestoreCompaction":
+		req := &pb.RestoreCompactionRequest{}
+		if err := parse(st.Request, req); err != nil {
+			return Outcome{}, err
+		}
+		var result *pb.CompactionResult
+		result, err = c.Session(req.SessionId).Restore(ctx, req.CompactionId, &compaction.RestoreOptions{
+			ExpectedVersion: req.ExpectedVersion, PauseAutoCompaction: req.PauseAutoCompaction,
+		})
+		resp = &pb.RestoreCompactionResponse{Result: result}
+	case "ListCompactions":
+		req := &pb.ListCompactionsRequest{}
+		if err := parse(st.Request, req); err != nil {
+			return Outcome{}, err
+		}
+		if req.PageSize != 0 || req.PageToken != "" {
+			resp, err = c.Stub().ListCompactions(ctx, req) // one page, as the request asks
+			break
+		}
+		page := &pb.ListCompactionsResponse{}
+		for record, e := range c.Session(req.SessionId).Compactions(ctx, nil) {
+			if e != nil {
+				err = e
+				break
+			}
+			page.Compactions = append(page.Compactions, record)
 		}
 		resp = page
 	default:
