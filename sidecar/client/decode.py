@@ -163,6 +163,9 @@ def context(msg: pb.GetContextResponse) -> SessionContext:
         turn_count=msg.turn_count,
         rendered_json=msg.rendered_json,
         estimated_prompt_tokens=msg.estimated_prompt_tokens,
+        cache_prefix_id=msg.cache_prefix_id,
+        stable_prefix_tokens=msg.stable_prefix_tokens,
+        stable_prefix_events=msg.stable_prefix_events,
     )
 
 

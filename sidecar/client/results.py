@@ -60,6 +60,13 @@ class SessionContext:
     fragment (``context(format=...)``), "" when none was asked. A window too
     large for one answer, which ``context()`` reads in parts, is rendered by
     the client with the server's renderer, so it reads the same.
+
+    ``cache_prefix_id`` stays the same while the window only grows at its
+    end and changes when a compaction, clearing or restore changes it before
+    its end (use it as OpenAI's ``prompt_cache_key``); the first
+    ``stable_prefix_events`` events (``stable_prefix_tokens`` tokens) are
+    what every window with that id starts with: where a cache breakpoint
+    that lasts until the next change goes.
     """
 
     events: tuple[Event, ...]
@@ -68,6 +75,9 @@ class SessionContext:
     turn_count: int
     rendered_json: str = ""
     estimated_prompt_tokens: int = 0
+    cache_prefix_id: str = ""
+    stable_prefix_tokens: int = 0
+    stable_prefix_events: int = 0
 
     def shows(self, events: tuple[Event, ...]) -> bool:
         """Whether ``events`` are this window's events as it listed them (content aside).

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sidecar.client import AsyncClient
+from sidecar.compaction.policy import policy_from_dict
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import event_pb2, policy_pb2
+from sidecar.model import Event, Role
+from tests.server.harness import address, running
 
 if TYPE_CHECKING:
     from sidecar.gen.compaction.v1.compaction_service_pb2_grpc import (
@@ -108,3 +113,25 @@ async def test_a_session_made_again_under_its_id_gets_new_ids(stub: Stub) -> Non
     assert other.session_id == "t"
     await stub.AppendEvents(pb.AppendEventsRequest(session_id="t", events=turn(1)))
     assert (await context(stub, "t")).cache_prefix_id != new.cache_prefix_id
+
+
+async def test_the_python_client_reads_the_prefix_even_from_a_window_read_in_parts(
+    tmp_path: Path,
+) -> None:
+    async with running(tmp_path, max_message_bytes=16384) as sidecar:
+        async with AsyncClient(address(sidecar)) as client:
+            await client.create_session(
+                "s", policy=policy_from_dict({"strategy": {"sliding_window": {"max_events": 4}}})
+            )
+            session = client.session("s")
+            for n in range(8):
+                await session.append(
+                    [Event(id=f"u{n}", role=Role.USER, text=f"question {n} " + "x" * 3000)]
+                )
+            await session.compact(force=True)
+            await session.append([Event(id="u9", role=Role.USER, text="y" * 3000)])
+            window = await session.context()
+    assert [e.id for e in window.events] == ["u4", "u5", "u6", "u7", "u9"]
+    assert len(window.cache_prefix_id) == 32
+    assert window.stable_prefix_events == 4
+    assert window.stable_prefix_tokens == sum(e.token_count for e in window.events[:4])
