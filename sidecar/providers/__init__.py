@@ -1,7 +1,9 @@
-"""Provider knowledge: the active window rendered as each provider's request fragment.
+"""Provider knowledge: model profiles, and the active window as each provider's request fragment.
 
 One module per request format (``gemini``, ``openai_chat``,
 ``openai_responses``, ``anthropic``), pure functions over the model;
 ``conversation`` holds the rules they share (which result answers which
-call, where it goes) and ``render`` dispatches by format.
+call, where it goes), ``wire`` the JSON pieces they are assembled from,
+``fragments`` the pieces kept between renderings, and ``render`` dispatches
+by format. ``profiles`` holds the models' profiles.
 """
