@@ -66,6 +66,7 @@ class Restorer:
                 "version": outcome.session.version,
             },
         )
+        host.observer.compaction(result)  # compaction_passes_total{strategy="restore"}
         host.watchers.publish(session_id, result)
         return result
 

@@ -128,6 +128,11 @@ class Metrics:
             ["strategy"],
             registry=r,
         )
+        self.events_restored = Counter(
+            "compaction_events_restored_total",
+            "Events a restore made active again or uncleared (RestoreCompaction).",
+            registry=r,
+        )
         self.summarizer_seconds = Histogram(
             "compaction_summarizer_duration_seconds",
             "Latency of answered summarizer calls, retries included.",
@@ -187,6 +192,8 @@ class Metrics:
             outcome, reason = "compacted", ""
             self.tokens_saved.labels(result.strategy).inc(max(0, result.tokens_estimated_saved))
             self.events_archived.labels(result.strategy).inc(len(result.archived_events))
+            if result.restored_ids:
+                self.events_restored.inc(len(result.restored_ids))
             if result.cleared_ids:
                 self.events_cleared.labels(result.strategy).inc(len(result.cleared_ids))
                 self.tokens_cleared.labels(result.strategy).inc(

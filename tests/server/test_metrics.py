@@ -202,3 +202,27 @@ async def test_clearings_are_counted_once_and_only_what_they_freed(tmp_path: Pat
     freed = value(samples, "compaction_tokens_cleared_total")
     assert 0 < freed < result.tokens_estimated_saved  # the archiving step saved the rest
     assert freed == value(samples, "compaction_tokens_cleared_total", strategy="clear_tool_results")
+
+
+async def test_a_restore_is_counted_as_a_pass_with_the_events_it_brought_back(
+    tmp_path: Path,
+) -> None:
+    from sidecar.client import AsyncClient
+    from sidecar.compaction.policy import CompactionPolicy
+    from sidecar.compaction.sliding_window import SlidingWindow
+    from sidecar.model import Event, Role
+
+    port = free_port()
+    async with running(tmp_path, metrics_listen=f"127.0.0.1:{port}") as sidecar:
+        async with AsyncClient(address(sidecar)) as client:
+            session = client.session("s")
+            await session.append(
+                [Event(id=f"u{n}", role=Role.USER, text=f"q {n}") for n in range(5)],
+                create_if_missing=True,
+            )
+            await session.compact(CompactionPolicy(None, SlidingWindow(max_events=2)), force=True)
+            restored = await session.restore()
+            _, samples = await asyncio.to_thread(scrape, port)
+    assert len(restored.restored_ids) == 3
+    assert value(samples, "compaction_events_restored_total") == 3
+    assert value(samples, "compaction_passes_total", strategy="restore", outcome="compacted") == 1
