@@ -3,13 +3,17 @@ package dev.compactionsidecar.client;
 import dev.compactionsidecar.v1.AppendEventsRequest;
 import dev.compactionsidecar.v1.AppendEventsResponse;
 import dev.compactionsidecar.v1.CompactRequest;
+import dev.compactionsidecar.v1.Compaction;
 import dev.compactionsidecar.v1.CompactionResult;
 import dev.compactionsidecar.v1.ContextFormat;
 import dev.compactionsidecar.v1.Event;
 import dev.compactionsidecar.v1.GetContextRequest;
 import dev.compactionsidecar.v1.GetContextResponse;
+import dev.compactionsidecar.v1.ListCompactionsRequest;
+import dev.compactionsidecar.v1.ListCompactionsResponse;
 import dev.compactionsidecar.v1.ListEventsRequest;
 import dev.compactionsidecar.v1.ListEventsResponse;
+import dev.compactionsidecar.v1.RestoreCompactionRequest;
 import dev.compactionsidecar.v1.SearchEventsRequest;
 import dev.compactionsidecar.v1.SearchHit;
 import dev.compactionsidecar.v1.Session;
@@ -18,7 +22,8 @@ import java.util.List;
 import java.util.stream.Stream;
 
 /**
- * One session's log: append, stream, read the compacted context, compact, watch, list, search.
+ * One session's log: append, stream, read the compacted context, compact, restore, watch, list its
+ * events and compactions, search.
  *
  * <p>Made by {@link SidecarClient#session(String)}; holds no state but the id, so it is cheap and
  * thread-safe.
@@ -169,6 +174,63 @@ public final class SessionHandle {
     }
     CompactRequest built = request.build();
     return client.unary(stub -> stub.compact(built), false).getResult();
+  }
+
+  /** Undo the newest compaction still standing; see {@link #restore(String, RestoreOptions)}. */
+  public CompactionResult restore() {
+    return restore("", RestoreOptions.DEFAULT);
+  }
+
+  /** Undo compaction {@code compactionId}; see {@link #restore(String, RestoreOptions)}. */
+  public CompactionResult restore(String compactionId) {
+    return restore(compactionId, RestoreOptions.DEFAULT);
+  }
+
+  /**
+   * Undo the session's newest compaction still standing ({@code compactionId} "": that one): what
+   * it archived is active again in place, what it cleared uncleared, the summary turn it inserted
+   * archived; nothing is deleted. The result has strategy "restore", its own compaction id, the
+   * window after it ({@code active_events}) and {@code restored_event_ids}.
+   *
+   * <p>Naming an older compaction fails with FAILED_PRECONDITION naming the one to restore first
+   * (in the message and in {@link SidecarException#preconditionViolations()}, type {@code
+   * RESTORE_ORDER}); an unknown one with NOT_FOUND. Never retried: a lost answer may hide a restore
+   * that landed.
+   */
+  public CompactionResult restore(String compactionId, RestoreOptions options) {
+    RestoreCompactionRequest request =
+        RestoreCompactionRequest.newBuilder()
+            .setSessionId(sessionId)
+            .setCompactionId(compactionId)
+            .setExpectedVersion(options.expectedVersion())
+            .setPauseAutoCompaction(options.pauseAutoCompaction())
+            .build();
+    return client.unary(stub -> stub.restoreCompaction(request), false).getResult();
+  }
+
+  /** The session's compaction history, newest first, in pages of the server's default size. */
+  public Stream<Compaction> compactions() {
+    return compactions(0);
+  }
+
+  /**
+   * The session's compaction history, newest first, fetched {@code pageSize} at a time (0: the
+   * server's default): each with its cause, what it archived (a summary turn stands for its {@code
+   * archived_event_ids}), cleared and inserted, and {@code restored_by} / {@code restores} once a
+   * restore undid it.
+   */
+  public Stream<Compaction> compactions(int pageSize) {
+    return Pages.stream(
+        token -> {
+          ListCompactionsRequest request =
+              ListCompactionsRequest.newBuilder()
+                  .setSessionId(sessionId)
+                  .setPageSize(pageSize)
+                  .setPageToken(token)
+                  .build();
+          ListCompactionsResponse page = client.unary(stub -> stub.listCompactions(request), true);
+          return new Pages.Page<>(page.getCompactionsList(), page.getNextPageToken());
+        });
   }
 
   /** Watch the session's compaction results; no deadline. Close it to stop. */

@@ -44,8 +44,8 @@ import java.util.stream.Stream;
  * <p>Every unary call gets the client's default deadline (30 s unless set; {@link
  * #withDeadline(Duration)} gives a view with another). Calls that are safe to repeat — reads and
  * appends — are retried on UNAVAILABLE under the {@link RetryPolicy}, all attempts within that one
- * deadline; creating, updating and deleting sessions and compacting are never retried: after a lost
- * answer the caller cannot tell whether they took effect. Streams ({@link SessionHandle#stream()},
+ * deadline; creating, updating and deleting sessions, compacting and restoring are never retried:
+ * after a lost answer the caller cannot tell whether they took effect. Streams ({@link SessionHandle#stream()},
  * {@link SessionHandle#watch()}) have no deadline unless given one and are never retried. Every
  * failure is a {@link SidecarException}.
  *

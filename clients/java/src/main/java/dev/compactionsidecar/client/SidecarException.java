@@ -19,8 +19,8 @@ import java.util.OptionalLong;
  *
  * <p>The server names the offending field of bad input ({@link BadRequest}, INVALID_ARGUMENT), the
  * session's current version on a version mismatch ({@link ErrorInfo}, FAILED_PRECONDITION), the
- * limit a request went over ({@link QuotaFailure}, RESOURCE_EXHAUSTED) and a missing summarizer
- * ({@link PreconditionFailure}). A caller should not have to parse a message to learn any of these.
+ * limit a request went over ({@link QuotaFailure}, RESOURCE_EXHAUSTED), a missing summarizer and
+ * the compaction to restore first ({@link PreconditionFailure}). A caller should not have to parse a message to learn any of these.
  */
 public final class SidecarException extends RuntimeException {
   private static final long serialVersionUID = 1L;
@@ -106,6 +106,17 @@ public final class SidecarException extends RuntimeException {
   /** The limits the request went over (RESOURCE_EXHAUSTED); empty if none. */
   public List<QuotaFailure.Violation> quotaViolations() {
     return detail(QuotaFailure.class).map(QuotaFailure::getViolationsList).orElse(List.of());
+  }
+
+  /**
+   * The preconditions the request failed (FAILED_PRECONDITION): a missing summarizer, or a restore
+   * out of order (type {@code RESTORE_ORDER}, the subject the compaction to restore first); empty
+   * if none.
+   */
+  public List<PreconditionFailure.Violation> preconditionViolations() {
+    return detail(PreconditionFailure.class)
+        .map(PreconditionFailure::getViolationsList)
+        .orElse(List.of());
   }
 
   /** The first detail of type {@code type}, unpacked. */

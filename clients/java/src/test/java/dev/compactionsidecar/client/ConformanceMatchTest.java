@@ -1,11 +1,16 @@
 package dev.compactionsidecar.client;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import com.google.protobuf.InvalidProtocolBufferException;
 import com.google.protobuf.Value;
 import com.google.protobuf.util.JsonFormat;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
 import org.junit.jupiter.api.Test;
 
 /** The conformance format's matching rules, so a runner bug cannot pass every scenario. */
@@ -53,5 +58,29 @@ class ConformanceMatchTest {
     assertNull(ConformanceTest.rendered(json("{\"messages\": [{\"role\": \"user\"}]}"), rendered));
     assertNotNull(ConformanceTest.rendered(json("{\"messages\": [{\"role\": \"system\"}]}"), rendered));
     assertNotNull(ConformanceTest.rendered(json("{}"), null));
+  }
+
+  @Test
+  void capturedValuesAreSubstitutedIntoLaterSteps() throws Exception {
+    Value response = json("{\"result\": {\"compactionId\": \"c9\"}, \"compactions\": [{\"compactionId\": \"c8\"}]}");
+    Map<String, String> captured = new HashMap<>();
+    Value paths = json("{\"newer\": \"result.compactionId\", \"older\": \"compactions.0.compactionId\"}");
+    assertEquals(List.of(), ConformanceCaptures.capture(paths.getStructValue(), response, captured));
+    assertEquals(Map.of("newer", "c9", "older", "c8"), captured);
+    Value step = json("{\"request\": {\"compactionId\": \"${older}\"}, \"expect\": {\"message_contains\": \"${newer} is\"}}");
+    assertEquals(
+        json("{\"request\": {\"compactionId\": \"c8\"}, \"expect\": {\"message_contains\": \"c9 is\"}}"),
+        ConformanceCaptures.substitute(step, captured));
+  }
+
+  @Test
+  void aCaptureThatFindsNothingFailsTheStep() throws Exception {
+    Value paths = json("{\"token\": \"nextPageToken\"}");
+    assertEquals(
+        List.of("capture token: no string at nextPageToken"),
+        ConformanceCaptures.capture(paths.getStructValue(), json("{\"compactions\": []}"), new HashMap<>()));
+    assertThrows(
+        IllegalArgumentException.class,
+        () -> ConformanceCaptures.substitute(json("{\"compactionId\": \"${never}\"}"), Map.of()));
   }
 }

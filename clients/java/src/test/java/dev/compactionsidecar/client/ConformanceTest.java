@@ -23,9 +23,13 @@ import dev.compactionsidecar.v1.DeleteSessionRequest;
 import dev.compactionsidecar.v1.DeleteSessionResponse;
 import dev.compactionsidecar.v1.GetContextRequest;
 import dev.compactionsidecar.v1.GetSessionRequest;
+import dev.compactionsidecar.v1.ListCompactionsRequest;
+import dev.compactionsidecar.v1.ListCompactionsResponse;
 import dev.compactionsidecar.v1.ListEventsRequest;
 import dev.compactionsidecar.v1.ListEventsResponse;
 import dev.compactionsidecar.v1.ListSessionsRequest;
+import dev.compactionsidecar.v1.RestoreCompactionRequest;
+import dev.compactionsidecar.v1.RestoreCompactionResponse;
 import dev.compactionsidecar.v1.SearchEventsRequest;
 import dev.compactionsidecar.v1.SearchEventsResponse;
 import dev.compactionsidecar.v1.StreamEventsRequest;
@@ -38,7 +42,9 @@ import java.math.BigDecimal;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.function.Supplier;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
@@ -52,8 +58,8 @@ import org.junit.jupiter.api.TestFactory;
  * scenario, one server for all of them.
  *
  * <p>Requests are parsed with {@link JsonFormat#parser()}, made through the wrapper where it has a
- * method (create, get, update, delete, append, context, compact, events, search, stream), else
- * through the generated stub; responses are printed with {@link JsonFormat#printer()} and matched
+ * method (create, get, update, delete, append, context, compact, restore, events, compactions,
+ * search, stream), else through the generated stub; responses are printed with {@link JsonFormat#printer()} and matched
  * by the format's rules.
  */
 class ConformanceTest {
@@ -111,12 +117,19 @@ class ConformanceTest {
 
   private static void run(Struct scenario) throws Exception {
     List<Value> steps = list(field(scenario, "steps"));
+    Map<String, String> captured = new HashMap<>();
     for (int i = 0; i < steps.size(); i++) {
-      Struct step = steps.get(i).getStructValue();
+      Struct step = ConformanceCaptures.substitute(steps.get(i), captured).getStructValue();
       Outcome outcome = call(step);
       Struct expect =
           step.containsFields("expect") ? field(step, "expect").getStructValue() : Struct.getDefaultInstance();
       String mismatch = check(expect, outcome);
+      if (mismatch == null && step.containsFields("capture")) {
+        List<String> missing =
+            ConformanceCaptures.capture(
+                field(step, "capture").getStructValue(), outcome.response(), captured);
+        mismatch = missing.isEmpty() ? null : String.join("; ", missing);
+      }
       if (mismatch != null) {
         throw new AssertionError(
             String.format(
@@ -200,6 +213,24 @@ class ConformanceTest {
           return raw(() -> client.blockingStub().searchEvents(search));
         }
         return SearchEventsResponse.newBuilder().addAllHits(client.search(search).toList()).build();
+      case "RestoreCompaction":
+        RestoreCompactionRequest restore = parse(request, RestoreCompactionRequest.newBuilder()).build();
+        RestoreOptions restoreOptions =
+            new RestoreOptions(restore.getExpectedVersion(), restore.getPauseAutoCompaction());
+        return RestoreCompactionResponse.newBuilder()
+            .setResult(
+                client
+                    .session(restore.getSessionId())
+                    .restore(restore.getCompactionId(), restoreOptions))
+            .build();
+      case "ListCompactions":
+        ListCompactionsRequest history = parse(request, ListCompactionsRequest.newBuilder()).build();
+        if (history.getPageSize() != 0 || !history.getPageToken().isEmpty()) {
+          return raw(() -> client.blockingStub().listCompactions(history)); // one page, as asked
+        }
+        return ListCompactionsResponse.newBuilder()
+            .addAllCompactions(client.session(history.getSessionId()).compactions().toList())
+            .build();
       case "WatchSession":
         WatchSessionRequest watch = parse(request, WatchSessionRequest.newBuilder()).build();
         throw new IllegalArgumentException("WatchSession is not a unary step: " + watch);
