@@ -57,6 +57,7 @@ from langchain_core.messages import (
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
+from sidecar.adapters.langchain_cache import ANTHROPIC_MIN_TOKENS, CacheHints, with_cache_hints
 from sidecar.adapters.langchain_reasoning import (
     call_signatures,
     reasoning_of,
@@ -320,6 +321,14 @@ class SessionCompactionMiddleware(AgentMiddleware):
     default). With ``await_compaction`` a mirror that started a background
     summary waits for it, so this very call sees it (and the mirror at the
     run's end, so the next run's first call does).
+
+    ``cache_hints`` passes the window's stable prefix on to the provider's
+    prompt cache (``langchain_cache``): ``"openai"`` sets ``prompt_cache_key``
+    to the window's ``cache_prefix_id``; ``"anthropic"`` puts a
+    ``cache_control`` breakpoint on the stable prefix's last message once it
+    holds ``cache_min_tokens``; ``"auto"`` picks by the model's package
+    (``langchain_openai``, ``langchain_anthropic``); None (the default) adds
+    nothing.
     """
 
     def __init__(
@@ -330,6 +339,8 @@ class SessionCompactionMiddleware(AgentMiddleware):
         session_id: str | SessionIdFn | None = None,
         namespace: str = "langchain",
         await_compaction: bool = False,
+        cache_hints: CacheHints | None = None,
+        cache_min_tokens: int = ANTHROPIC_MIN_TOKENS,
         **client_options: Any,
     ) -> None:
         super().__init__()
@@ -344,6 +355,8 @@ class SessionCompactionMiddleware(AgentMiddleware):
         self.session_id = session_id
         self.namespace = namespace
         self.await_compaction = await_compaction
+        self.cache_hints = cache_hints
+        self.cache_min_tokens = cache_min_tokens
         self._sent: dict[str, set[str]] = {}
         self._windows: dict[str, SessionContext] = {}
         # Per session: the last call's answer (its event id) and the usage to store with it.
@@ -471,13 +484,23 @@ class SessionCompactionMiddleware(AgentMiddleware):
         return None
 
     def _compacted(self, request: ModelRequest[Any]) -> tuple[ModelRequest[Any], int | None]:
-        """The request with the compacted messages, and the version of the window they are."""
+        """The request with the compacted messages (and the cache hint, with ``cache_hints``),
+        and the version of the window they are."""
         key = self.key(request.runtime)
         context = self._windows.pop(key, None)
         if context is None:  # before_model did not run for this call: leave it alone
             return request, None
         messages = compacted_messages(context.events, request.messages, self._sent.get(key, set()))
-        return request.override(messages=messages), context.version
+        compacted = request.override(messages=messages)
+        if self.cache_hints is not None:
+            compacted = with_cache_hints(
+                compacted,
+                context,
+                prefix_end(context, messages),
+                self.cache_hints,
+                min_tokens=self.cache_min_tokens,
+            )
+        return compacted, context.version
 
     def _answered(self, request: ModelRequest[Any], version: int | None, result: object) -> None:
         """Keep the usage the model's answer reports, to store with that answer."""
@@ -510,6 +533,13 @@ class SessionCompactionMiddleware(AgentMiddleware):
         result = await handler(compacted)
         self._answered(request, version, result)
         return result
+
+
+def prefix_end(context: SessionContext, messages: Sequence[AnyMessage]) -> int | None:
+    """The index among ``messages`` of the last one the window's stable prefix gave (None
+    when the prefix is empty or none of its events is among them)."""
+    stable = {e.id for e in context.events[: context.stable_prefix_events]}
+    return max((i for i, m in enumerate(messages) if event_id(m) in stable), default=None)
 
 
 def _answer(result: object) -> AIMessage | None:

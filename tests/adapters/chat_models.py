@@ -15,9 +15,11 @@ from pydantic import Field
 
 
 class RecordingModel(BaseChatModel):
-    """Records the messages of every call; always answers "ok" (so the agent stops)."""
+    """Records the messages of every call and the settings bound to it (``model_settings``
+    reach a provider that way); always answers "ok" (so the agent stops)."""
 
     seen: list[list[BaseMessage]] = Field(default_factory=list)
+    settings: list[dict[str, Any]] = Field(default_factory=list)
 
     @property
     def _llm_type(self) -> str:
@@ -30,7 +32,7 @@ class RecordingModel(BaseChatModel):
         tool_choice: str | None = None,
         **kwargs: Any,
     ) -> Runnable[LanguageModelInput, AIMessage]:
-        return self
+        return self.bind(**kwargs) if kwargs else self
 
     def _answer(self, messages: list[BaseMessage]) -> ChatResult:
         self.seen.append(list(messages))
@@ -43,6 +45,7 @@ class RecordingModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
+        self.settings.append(kwargs)
         return self._answer(messages)
 
     async def _agenerate(
@@ -52,4 +55,5 @@ class RecordingModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
+        self.settings.append(kwargs)
         return self._answer(messages)
