@@ -157,15 +157,28 @@ def small_tmpfs(path: Path, size: str) -> Iterator[Path]:
 
 
 def fill(path: Path) -> None:
-    """Write a ballast file until the filesystem is full."""
-    with path.open("wb") as ballast:
+    """Write a ballast file until the filesystem is full.
+
+    Unbuffered, so the write that meets the full disk leaves nothing behind in
+    a buffer for the close to fail on again (as a buffered file did whenever
+    the free space was not a multiple of the chunk).
+    """
+    with path.open("wb", buffering=0) as ballast:
+        chunk = b"\0" * 65536
         try:
             while True:
-                ballast.write(b"\0" * 65536)
-                ballast.flush()
+                ballast.write(chunk)
         except OSError as exc:
             if exc.errno != errno.ENOSPC:
                 raise
+        # The last write fits partly, or not at all: fill what a smaller one still can.
+        for size in (4096, 512, 1):
+            try:
+                while True:
+                    ballast.write(b"\0" * size)
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
 
 
 async def test_a_real_full_tmpfs_refuses_cleanly_and_recovers(tmp_path: Path) -> None:
