@@ -4,9 +4,11 @@ Roles are ``user`` and ``model``; a call is a ``functionCall`` part (its
 signature, ``ToolCall.signature``, as that part's ``thoughtSignature``) and
 its answer a ``functionResponse`` part in the ``user`` content right after.
 A reasoning block with text is a ``{"text", "thought": true}`` part with its
-signature; one with a signature but no text (Gemini signs the turn so, and
-clearing leaves the signature) puts it on the event's text part, or on a
-text-less part (``"text": ""``) when the event has none. Redacted blocks are
+signature. One with a signature but no text is either the signature Gemini
+put on the turn's text part (the last such block: thoughts come before the
+text) or a thought whose text a clearing took: the last goes back on the text
+part (``"text": ""`` when the event has none), an earlier one stays where its
+thought was, on a part with empty text, as the ADK adapter maps them. Redacted blocks are
 Anthropic's and are not sent. Contents of one role in a row are merged,
 since Gemini wants the roles to alternate, and a user content opens the
 conversation. Bytes are standard base64, as Gemini's JSON takes them.
@@ -69,9 +71,12 @@ def _user_parts(event: Event) -> list[Block]:
 def _model_parts(event: Event) -> list[Block]:
     """Thoughts, text, media, then calls: the order Gemini returns them in."""
     parts: list[JsonObject] = []
-    unplaced: list[bytes] = []  # signatures of text-less reasoning, for the text part
-    for reasoning in event.reasoning:
-        if reasoning.redacted:
+    signed = [
+        i for i, r in enumerate(event.reasoning) if not r.text and not r.redacted and r.signature
+    ]
+    last = signed[-1] if signed else -1  # the text part's signature
+    for i, reasoning in enumerate(event.reasoning):
+        if reasoning.redacted or i == last:
             continue
         if reasoning.text:
             thought: JsonObject = {"text": reasoning.text, "thought": True}
@@ -79,13 +84,12 @@ def _model_parts(event: Event) -> list[Block]:
                 thought["thoughtSignature"] = b64(reasoning.signature)
             parts.append(thought)
         elif reasoning.signature:
-            unplaced.append(reasoning.signature)
-    if event.text:
+            parts.append({"text": "", "thoughtSignature": b64(reasoning.signature)})
+    if event.text or last >= 0:
         text: JsonObject = {"text": event.text}
-        if unplaced:
-            text["thoughtSignature"] = b64(unplaced.pop(0))
+        if last >= 0:
+            text["thoughtSignature"] = b64(event.reasoning[last].signature)
         parts.append(text)
-    parts += [{"text": "", "thoughtSignature": b64(s)} for s in unplaced]
     parts += [_media(p) for p in event.parts if p.data or p.uri]
     for call in event.tool_calls:
         part: JsonObject = {

@@ -80,6 +80,25 @@ def test_a_signature_without_any_text_goes_on_a_text_less_part() -> None:
     assert part.thought_signature == b"only"
 
 
+def test_the_last_text_less_signature_is_the_text_parts_and_a_cleared_thought_keeps_its_place() -> (
+    None
+):
+    # A thought whose text a clearing took, a signed thought, then the turn's text signature:
+    # the same parts the ADK adapter builds from these fields (adk_content.content_of).
+    reasoning = [
+        thought(signature=b"cleared"),
+        thought("next", b"kept"),
+        thought(signature=b"turn"),
+    ]
+    body = rendered([u(), a("answer", reasoning=reasoning)])
+    b64 = lambda raw: base64.b64encode(raw).decode()  # noqa: E731
+    assert contents(body)[1]["parts"] == [
+        {"text": "", "thoughtSignature": b64(b"cleared")},
+        {"text": "next", "thought": True, "thoughtSignature": b64(b"kept")},
+        {"text": "answer", "thoughtSignature": b64(b"turn")},
+    ]
+
+
 def test_redacted_reasoning_is_not_sent_to_gemini() -> None:
     body = rendered([u(), a("ok", reasoning=[thought(signature=b"x", redacted=True)])])
     assert contents(body)[1]["parts"] == [{"text": "ok"}]
