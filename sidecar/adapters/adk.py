@@ -41,6 +41,7 @@ from google.adk.sessions.base_session_service import (
 from google.adk.sessions.session import Session as AdkSession
 from google.adk.sessions.state import State
 
+from sidecar.adapters.adk_cache import CachePrefix, cache_prefix_hints
 from sidecar.adapters.adk_callback import CompactingModelCallback
 from sidecar.adapters.adk_mapping import (
     LABEL_AGENT,
@@ -79,9 +80,11 @@ from sidecar.compaction.policy import CompactionPolicy
 from sidecar.model import Event, LabelUpdate, Session
 
 __all__ = [
+    "CachePrefix",
     "CompactingModelCallback",
     "CompactionSessionService",
     "adk_policy",
+    "cache_prefix_hints",
     "event_from_sidecar",
     "event_to_sidecar",
     "session_key",
@@ -119,6 +122,10 @@ class CompactionSessionService(BaseSessionService):
     the call was built from — the version this service last saw the session
     at (its last append, or the window it read) — so the session's token
     estimates are calibrated by them (README, Calibration).
+
+    ``cache_prefix(session)`` is the cache prefix of the window the
+    session's next model call is built from (see ``adk_cache``): pass it on
+    with ``before_model_callback=cache_prefix_hints(service)``.
     """
 
     def __init__(
@@ -138,9 +145,21 @@ class CompactionSessionService(BaseSessionService):
         self.namespace = namespace
         # Per session: the version of the window its next model call is built from.
         self._versions: Recent[int] = Recent()
+        # Per session: that window's cache prefix.
+        self._prefixes: Recent[CachePrefix] = Recent()
 
     async def close(self) -> None:
         await self._clients.close()
+
+    def cache_prefix(self, session: AdkSession) -> CachePrefix | None:
+        """The cache prefix of the window this service last gave ``session`` (read by
+        ``get_session``, or left by a compaction an append landed); None before either.
+
+        Appends keep it: they grow the window at its end. A summary landing in the
+        background (``await_compaction=False``) changes it with the next ``get_session``,
+        as it changes the events the model is given.
+        """
+        return self._prefixes.get(self._key(session.app_name, session.user_id, session.id))
 
     def _key(self, app_name: str, user_id: str, session_id: str) -> str:
         return session_key(self.namespace, app_name, user_id, _normalized(session_id))
@@ -294,6 +313,7 @@ class CompactionSessionService(BaseSessionService):
         except NotFoundError:
             return None
         self._versions.set(key, context.version)
+        self._prefixes.set(key, CachePrefix.of(context))
         events = window_to_adk(
             context.events, self.summary_author, header.labels.get(LABEL_AGENT, "model")
         )
@@ -351,6 +371,7 @@ class CompactionSessionService(BaseSessionService):
         """Delete the session and its whole log; a missing session is not an error (as in ADK)."""
         key = self._key(app_name, user_id, session_id)
         self._versions.pop(key)
+        self._prefixes.pop(key)
         try:
             await self._clients.get().delete_session(key)
         except NotFoundError:
@@ -398,6 +419,7 @@ class CompactionSessionService(BaseSessionService):
         if landed:
             context = await handle.context()
             self._versions.set(key, context.version)
+            self._prefixes.set(key, CachePrefix.of(context))
             window = context.events
             mine = {e.id: e for e in session.events}
             agents = [e.author for e in session.events if e.author not in ("", "user")]

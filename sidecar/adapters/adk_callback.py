@@ -12,7 +12,9 @@ from google.adk.events.event import Event as AdkEvent
 from google.adk.flows.llm_flows.contents import _get_contents
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
+from google.adk.sessions.session import Session as AdkSession
 
+from sidecar.adapters.adk_cache import CachePrefix
 from sidecar.adapters.adk_mapping import (
     LABEL_KIND,
     event_to_sidecar,
@@ -62,6 +64,10 @@ class CompactingModelCallback:
     invocation's last answer: with the next invocation's first model call),
     carrying the prompt tokens its provider reported for the window it was
     given, so the session's token estimates are calibrated by them.
+
+    ``cache_prefix(session)`` is the cache prefix of the window the last
+    call was given (see ``adk_cache``): pass it on with
+    ``before_model_callback=[callback, cache_prefix_hints(callback)]``.
     """
 
     def __init__(
@@ -81,9 +87,17 @@ class CompactingModelCallback:
         self.namespace = namespace
         self._sent: dict[str, set[str]] = {}
         self._calls: Recent[_Call] = Recent()
+        self._prefixes: Recent[CachePrefix] = Recent()
 
     async def close(self) -> None:
         await self._clients.close()
+
+    def cache_prefix(self, session: AdkSession) -> CachePrefix | None:
+        """The cache prefix of the window this callback last gave ``session``'s model call."""
+        return self._prefixes.get(self._key(session))
+
+    def _key(self, session: AdkSession) -> str:
+        return session_key(self.namespace, session.app_name, session.user_id, session.id)
 
     async def _mirror(self, key: str, events: Sequence[AdkEvent]) -> bool:
         """Append the events not sent yet, the last call's answer with its usage; True when a
@@ -122,12 +136,13 @@ class CompactingModelCallback:
         self, callback_context: CallbackContext, llm_request: LlmRequest
     ) -> LlmResponse | None:
         session = callback_context.session
-        key = session_key(self.namespace, session.app_name, session.user_id, session.id)
+        key = self._key(session)
         scheduled = await self._mirror(key, session.events)
         handle = self._clients.get().session(key)
         if self.await_compaction and scheduled:
             await handle.compact(BARRIER)
         context = await handle.context()
+        self._prefixes.set(key, CachePrefix.of(context))
         window = context.events
         self._calls.set(
             key, _Call(context.version, callback_context.agent_name, callback_context.invocation_id)

@@ -26,6 +26,7 @@ from sidecar.client import Client, SessionContext
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.triggers import TurnCount
 from sidecar.compaction.turn_window import TurnWindow
+from tests.adapters.cache_prefix import assert_key_moves_only_with_compactions
 from tests.adapters.chat_models import RecordingModel
 
 POLICY = CompactionPolicy(trigger=TurnCount(2), strategy=TurnWindow(max_turns=1))
@@ -79,12 +80,6 @@ def run(
     return model
 
 
-def grew(before: SessionContext, after: SessionContext) -> bool:
-    """Whether ``after`` is ``before`` with events appended at its end (no compaction)."""
-    ids = [e.id for e in after.events[: len(before.events)]]
-    return ids == [e.id for e in before.events]
-
-
 def marked(message: BaseMessage) -> bool:
     return not isinstance(message.content, str) and any(
         isinstance(b, dict) and "cache_control" in b for b in message.content
@@ -102,13 +97,7 @@ def test_openai_gets_the_prefix_id_as_prompt_cache_key_until_a_compaction(
 ) -> None:
     model = run(sidecar_address, "openai", "openai")
     keys = [s.get("prompt_cache_key") for s in model.settings]
-    assert keys == [w.cache_prefix_id for w in model.windows]
-    assert all(keys)
-    # Appends keep the key; each compaction gives a new one, and only a compaction does.
-    changed = [i for i in range(1, len(keys)) if keys[i] != keys[i - 1]]
-    compacted = [i for i in range(1, len(keys)) if not grew(model.windows[i - 1], model.windows[i])]
-    assert changed == compacted
-    assert len(set(keys)) == len(changed) + 1 >= 3
+    assert_key_moves_only_with_compactions(keys, model.windows)
     assert not any(marked(m) for call in model.seen for m in call)
 
 
