@@ -1,0 +1,114 @@
+"""The context-economics benchmark: its cache rules, its transcripts, and a quick run end to end.
+
+The run's figures are not checked (they are the benchmark's to report); its
+shape is: one TARGET line per transcript and price model, the JSON, the plot.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from bench.economics.pricing import ANTHROPIC, GEMINI, OPENAI, Call, PriceModel, bill
+from bench.economics.transcripts import TRANSCRIPTS, chat, coding, ops
+from sidecar.model import Role
+
+ROOT = Path(__file__).resolve().parent.parent
+LINE = re.compile(
+    r"^TARGET (economics_\w+): measured ratio (\d+\.\d\d|inf) \(target <= 0.5\) (PASS|MISS)$"
+)
+PLAIN = PriceModel("plain", read=0.1, write=1.0, output=4.0, min_prefix=1024, ttl_s=300)
+
+
+def window(*sizes: int, cleared: int = -1) -> tuple[tuple[str, bool, int], ...]:
+    return tuple((f"e{i}", i == cleared, size) for i, size in enumerate(sizes))
+
+
+def test_a_grown_window_reads_its_old_prefix_from_the_cache() -> None:
+    first, second = bill([Call(0, window(2000)), Call(10, window(2000, 500))], PLAIN, 0)
+    assert (first.cached, first.uncached) == (0, 2000)
+    assert (second.cached, second.uncached) == (2000, 500)
+    assert second.billed == 2000 * 0.1 + 500
+
+
+def test_a_change_inside_the_window_invalidates_the_cache_from_there_on() -> None:
+    calls = [Call(0, window(2000, 700, 300)), Call(10, window(2000, 700, 300, cleared=1))]
+    assert bill(calls, PLAIN, overhead=100)[1].cached == 2100
+
+
+def test_a_prefix_under_the_minimum_or_past_the_ttl_is_not_cached() -> None:
+    short = bill([Call(0, window(500)), Call(10, window(500, 900))], PLAIN, 0)
+    late = bill([Call(0, window(2000)), Call(301, window(2000, 10))], PLAIN, 0)
+    assert short[1].cached == 0
+    assert late[1].cached == 0
+
+
+def test_writes_pay_the_premium_and_hits_come_in_increments() -> None:
+    anthropic = bill([Call(0, window(3000)), Call(5, window(3000, 100))], ANTHROPIC, 0)
+    assert (anthropic[0].written, anthropic[0].uncached) == (3000, 0)
+    assert anthropic[1].billed == 3000 * 0.1 + 100 * 1.25
+    openai = bill([Call(0, window(1100)), Call(5, window(1100, 100))], OPENAI, 0)
+    assert openai[1].cached == 1024  # 1,100 shared: 1,024 and no whole 128 more
+
+
+def test_the_summarizer_is_billed_input_at_full_price_and_output_at_the_output_price() -> None:
+    (only,) = bill([Call(0, window(100), summary_input=1000, summary_output=100)], GEMINI, 0)
+    assert only.billed == 100 + 1000 + 100 * GEMINI.output
+
+
+def test_transcripts_are_long_deterministic_and_need_what_they_planted() -> None:
+    sizes = {"ops": 300, "coding": 200, "chat": 150}
+    for name, (_, turns, _) in TRANSCRIPTS.items():
+        assert turns >= sizes[name]
+    small = [ops(40, 20_000), coding(30, 20_000), chat(40, 6_000)]
+    assert [t.turns for t in small] == [t.turns for t in (ops(40, 20_000), coding(30, 20_000),
+                                                          chat(40, 6_000))]  # fmt: skip
+    for t in small:
+        assert all(turn[0].role is Role.USER for turn in t.turns)
+        for fact in t.facts:
+            assert fact.planted_turn < fact.needed_turn < len(t.turns)
+            planted = " ".join(e.text for e in t.turns[fact.planted_turn])
+            assert fact.value in planted
+            assert fact.value not in " ".join(e.text for e in t.turns[fact.needed_turn])
+
+
+def test_quick_run_prints_every_target_and_writes_json_and_plot(tmp_path: Path) -> None:
+    out, png = tmp_path / "economics.json", tmp_path / "economics.png"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.economics",
+            "--quick",
+            "--json",
+            str(out),
+            "--plot",
+            str(png),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    printed = {m.group(1) for line in done.stdout.splitlines() if (m := LINE.match(line))}
+    expected = {
+        f"economics_{t}_{p}" for t in TRANSCRIPTS for p in ("anthropic", "gemini", "openai")
+    }
+    assert printed == expected, done.stdout
+    assert "does not judge summary quality" in done.stdout
+    results = json.loads(out.read_text())
+    assert results["mode"] == "quick"
+    assert set(results["targets"]) == expected
+    for transcript in results["transcripts"].values():
+        assert {"none", "adk_interval", "langchain", "anthropic_clear"} <= set(
+            transcript["policies"]
+        )
+        for policy in transcript["policies"].values():
+            assert 0.0 <= policy["prices"]["anthropic"]["cache_hit_ratio"] <= 1.0
+            assert 0.0 <= policy["recall"] <= 1.0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
