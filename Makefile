@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: runtime setup demo serve bench bench-quick test lint typecheck unit protos proto-check clean \
+.PHONY: runtime setup demo serve bench bench-quick bench-economics test lint typecheck unit protos proto-check clean \
 	clients-ts protos-ts clients-go protos-go clients-java clients-java-gen clients-java-gen-check helm grpcurl bench-adk-venv reliability
 
 RUNTIME_STAMP := $(VENV)/.runtime
@@ -53,6 +53,13 @@ bench: setup bench-adk-venv
 
 bench-quick: setup bench-adk-venv
 	$(BIN)/python -m bench.run --quick --json bench/results-quick.json
+
+## Context economics: three long transcripts through the real server under each policy, every
+## model call priced under Anthropic, Gemini and OpenAI cache rules, against the peers' defaults
+## (a few minutes; JSON in bench/results-economics.json, the plot in docs/economics.png).
+## make test runs its --quick mode (tests/test_bench_economics.py).
+bench-economics: setup
+	$(BIN)/python -m bench.economics --json bench/results-economics.json --plot docs/economics.png
 
 ## Every check: lint, types, the proto contract, tests.
 test: lint typecheck proto-check unit clients-ts clients-go clients-java-gen-check clients-java
