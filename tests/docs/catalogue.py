@@ -24,6 +24,8 @@ ADAPTERS_ADK_CALLBACK = Example("docs/adapters.md", "## Google ADK", "python", 1
 ADAPTERS_LANGCHAIN_MIDDLEWARE = Example("docs/adapters.md", "## LangChain v1", "python")
 ADAPTERS_ADK_RECALL = Example("docs/adapters.md", _RECALL, "python", 0)
 ADAPTERS_LANGCHAIN_RECALL = Example("docs/adapters.md", _RECALL, "python", 1)
+ADAPTERS_ADK_CACHE = Example("docs/adapters.md", "### Prompt caching", "python", 0)
+ADAPTERS_LANGCHAIN_CACHE = Example("docs/adapters.md", "### Prompt caching", "python", 1)
 
 # the clients' READMEs
 PYTHON_INSTALL = Example("clients/python/README.md", "# Python client", "sh")

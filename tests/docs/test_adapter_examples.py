@@ -14,9 +14,11 @@ import sys
 from pathlib import Path
 
 from tests.docs.catalogue import (
+    ADAPTERS_ADK_CACHE,
     ADAPTERS_ADK_CALLBACK,
     ADAPTERS_ADK_RECALL,
     ADAPTERS_ADK_SESSION_SERVICE,
+    ADAPTERS_LANGCHAIN_CACHE,
     ADAPTERS_LANGCHAIN_MIDDLEWARE,
     ADAPTERS_LANGCHAIN_RECALL,
     ADK_SESSION_SERVICE,
@@ -33,6 +35,8 @@ def test_the_adapter_snippets_run_in_the_agents_they_change(tmp_path: Path) -> N
         ("session-service", ADAPTERS_ADK_SESSION_SERVICE.text),
         ("callback", ADAPTERS_ADK_CALLBACK.text),
         ("middleware", ADAPTERS_LANGCHAIN_MIDDLEWARE.text),
+        ("session-service", ADAPTERS_ADK_CACHE.text),
+        ("middleware", ADAPTERS_LANGCHAIN_CACHE.text),
         ("recall-adk", ADAPTERS_ADK_RECALL.text),
         ("recall-middleware", ADAPTERS_LANGCHAIN_RECALL.text),
     ]
