@@ -18,6 +18,9 @@ state delta, usage...) travels as JSON in the event's metadata, and content
 that the field mapping cannot rebuild exactly (several text parts, media
 before the text) is kept verbatim beside it (see ``adk_mapping`` and
 ``adk_content``).
+
+Both remember the cache prefix of the window each session's next model call
+is built from; ``cache_prefix_hints`` passes it on (``adk_cache``).
 """
 
 from __future__ import annotations

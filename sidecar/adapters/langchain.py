@@ -21,6 +21,10 @@ given: the session's token estimates are calibrated by them. The run's
 last messages are mirrored when it ends (``after_agent``), so its last
 call is reported too.
 
+With ``cache_hints`` the call also carries the window's stable prefix to
+the provider's prompt cache: OpenAI's ``prompt_cache_key``, or an Anthropic
+``cache_control`` breakpoint (``langchain_cache``).
+
 ``clear_tool_uses_policy`` is LangChain's ``ContextEditingMiddleware(
 ClearToolUsesEdit(...))`` as a session policy, optionally followed by a
 summary, the way ``SummarizationMiddleware`` would run after it.
