@@ -32,6 +32,8 @@ from bench.common import Target
 from bench.economics.policies import HIGH, LOW, MIN_SAVED, SUMMARY_TOKENS, Entry, entries
 from bench.economics.pricing import PRICE_MODELS, Bill, Key, PriceModel, bill, shared_prefix_tokens
 from bench.economics.replay import Replay, replay
+from bench.economics.report import Verdict, explain, report
+from bench.economics.sweep import SWEEP_TRANSCRIPT, depth_sweep
 from bench.economics.transcripts import TRANSCRIPTS, Transcript
 from sidecar.client import AsyncClient
 from sidecar.compaction.tokens import count_event
@@ -39,7 +41,7 @@ from sidecar.server.app import start
 from sidecar.server.config import ServerConfig
 
 TARGET_RATIO = 0.5
-QUICK = {"ops": (20, 25_600), "coding": (8, 25_600), "chat": (30, 6_400)}
+QUICK = {"ops": (16, 25_600), "coding": (6, 25_600), "chat": (24, 6_400)}
 """--quick: each transcript's turns and window (the smoke test's size, well under a minute)."""
 DEFAULT_JSON = Path(__file__).parent.parent / "results-economics.json"
 NOTE = (
@@ -71,15 +73,15 @@ def _keep_events(t: Transcript) -> int:
 def floor(none: Replay, prices: PriceModel, overhead: int) -> float:
     """A lower bound for any policy: each token shown once, the overhead always cached.
 
-    Every call pays for what was appended since the call before it (at the
-    write premium where there is one) and reads the overhead from the cache;
-    the window before it is taken as free.
+    Every call pays for what was appended since the call before it, at the
+    uncached price, and reads the overhead from the cache; the rest of the
+    window is taken as free.
     """
     total = 0.0
     previous: tuple[Key, ...] = ()
     for call in none.calls:
         new = call.window_tokens - shared_prefix_tokens(previous, call.window)
-        total += overhead * prices.read + new * max(prices.write, 1.0)
+        total += overhead * prices.read + new
         previous = call.window
     return total
 
@@ -141,7 +143,10 @@ def _best(policies: dict[str, Any], kind: str, price: str, recall: float = 0.0) 
     return min(fits)[1] if fits else None
 
 
-def targets(t: Transcript, policies: dict[str, Any], floors: dict[str, float]) -> list[Target]:
+def targets(
+    t: Transcript, policies: dict[str, Any], floors: dict[str, float]
+) -> list[tuple[Target, Verdict]]:
+    """One target per price model: our cheapest policy (recall at least the peer's) ÷ the peer's."""
     out = []
     for prices in PRICE_MODELS:
         peer = _best(policies, "peer", prices.name)
@@ -154,34 +159,16 @@ def targets(t: Transcript, policies: dict[str, Any], floors: dict[str, float]) -
             if ours is not None
             else float("inf")
         )
-        out.append(
-            Target(
-                f"economics_{t.name}_{prices.name}",
-                ratio,
-                TARGET_RATIO,
-                False,
-                f"{ours} ÷ {peer} billed input tokens ({prices.name} prices);"
-                f" floor ÷ {peer}: {floors[prices.name] / peer_billed:.2f}",
-            )
+        target = Target(
+            f"economics_{t.name}_{prices.name}",
+            ratio,
+            TARGET_RATIO,
+            False,
+            f"{ours} / {peer} billed input tokens ({prices.name} prices);"
+            f" floor / {peer}: {floors[prices.name] / peer_billed:.2f}",
         )
+        out.append((target, Verdict(ours, peer, prices.name)))
     return out
-
-
-def _report(t: Transcript, policies: dict[str, Any], floors: dict[str, float]) -> None:
-    names = [p.name for p in PRICE_MODELS]
-    head = "".join(f"{n + ' billed':>17}" for n in names)
-    say(f"  {'policy':<30}{head}{'hit ratio':>11}{'recall':>8}{'in ctx':>8}{'passes':>8}"
-        f"{'max prompt':>12}")  # fmt: skip
-    for name, f in policies.items():
-        over = f" OVER WINDOW in {f['over_window_calls']} calls" if f["over_window_calls"] else ""
-        say(
-            f"  {name:<30}"
-            + "".join(f"{f['prices'][n]['billed'] / 1e6:>15.2f} M" for n in names)
-            + f"{f['prices']['anthropic']['cache_hit_ratio']:>11.2f}{f['recall']:>8.2f}"
-            + f"{f['in_context']:>8.2f}{sum(f['passes'].values()):>8}"
-            + f"{f['max_prompt_tokens']:>12}{over}"
-        )
-    say("  floor (every token shown once)" + "".join(f"{floors[n] / 1e6:>13.2f} M" for n in names))
 
 
 async def run_all(quick: bool, workdir: Path) -> tuple[dict[str, Any], list[Target]]:
@@ -210,17 +197,33 @@ async def run_all(quick: bool, workdir: Path) -> tuple[dict[str, Any], list[Targ
                 policies: dict[str, Any] = {}
                 replays: dict[str, Replay] = {}
                 for entry in entries(t.window_tokens, keep_events=_keep_events(t)):
+                    began = time.perf_counter()
                     done = await replay(client, f"{t.name}-{entry.name}", t, entry)
+                    say(f"  replayed under {entry.name} in {time.perf_counter() - began:.1f} s")
                     replays[entry.name] = done
                     policies[entry.name] = _figures(t, entry, done)
                 floors = {
                     p.name: floor(replays["none"], p, t.overhead_tokens) for p in PRICE_MODELS
                 }
-                _report(t, policies, floors)
+                report(t, policies, floors, say)
                 found = targets(t, policies, floors)
-                for target in found:
+                for target, verdict in found:
                     say(f"  {target.description}")
-                all_targets += found
+                    if not target.passed:
+                        say(explain(verdict, policies, floors))
+                swept = t.name == SWEEP_TRANSCRIPT and not quick
+                sweep = await depth_sweep(client, t) if swept else []
+                for row in sweep:
+                    say(
+                        f"  depth: trigger {row['high']:g} x window, budget {row['low']:g}:"
+                        f" {row['passes']} passes, billed"
+                        + ", ".join(
+                            f" {p.name} {row[p.name]['billed'] / 1e6:.2f} M"
+                            f" (hits {row[p.name]['cache_hit_ratio']:.2f})"
+                            for p in PRICE_MODELS
+                        )
+                    )
+                all_targets += [target for target, _ in found]
                 figures[t.name] = {
                     "turns": len(t.turns),
                     "events": t.events,
@@ -228,6 +231,7 @@ async def run_all(quick: bool, workdir: Path) -> tuple[dict[str, Any], list[Targ
                     "overhead_tokens": t.overhead_tokens,
                     "floor": floors,
                     "policies": policies,
+                    "sweep": sweep,
                     "elapsed_s": time.perf_counter() - started,
                 }
                 say(f"  ({t.name} took {figures[t.name]['elapsed_s']:.1f} s)")
