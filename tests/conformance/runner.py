@@ -172,6 +172,30 @@ def check(expect: Mapping[str, Any], outcome: Outcome) -> list[str]:
             problems.extend(match(expect["hit_event_ids"], _ids(hits), "hit_event_ids"))
         if "rendered" in expect:
             problems.extend(_rendered(expect["rendered"], response.get("renderedJson", "")))
+    if "differs" in expect:
+        problems.extend(_differs(expect["differs"], response))
+    return problems
+
+
+def _differs(expected: Mapping[str, Sequence[object]], response: Any) -> list[str]:
+    """``differs``: the value at each dotted path is present and matches none of its listed values.
+
+    How a scenario pins that an id moved (a cache prefix id after a compaction)
+    without knowing either value: both come from ``capture``.
+    """
+    problems: list[str] = []
+    for path, values in expected.items():
+        actual = at(response, path)
+        if not isinstance(values, list):
+            problems.append(f"differs {path}: expected a list of values, got {json.dumps(values)}")
+        elif actual is None:
+            problems.append(f"differs {path}: absent from {json.dumps(response)}")
+        else:
+            problems.extend(
+                f"differs {path}: expected other than {json.dumps(v)}, got {json.dumps(actual)}"
+                for v in values
+                if not match(v, actual)
+            )
     return problems
 
 
@@ -266,8 +290,9 @@ async def _context(client: AsyncClient, request: pb.GetContextRequest) -> Outcom
     """GetContext through ``context()``, which reads a window sent without content in parts.
 
     Printed back as the GetContextResponse it stands for: the whole window,
-    with content, so ``contentOmitted`` is absent (false), and its rendering
-    when the request asked for a format.
+    with content, so ``contentOmitted`` is absent (false), its rendering
+    when the request asked for a format, and its cache prefix id and stable
+    prefix as the header answer gave them.
     """
     format = {value: name for name, value in FORMATS.items()}.get(request.format)
     try:
@@ -280,6 +305,9 @@ async def _context(client: AsyncClient, request: pb.GetContextRequest) -> Outcom
         turn_count=window.turn_count,
         rendered_json=window.rendered_json,
         estimated_prompt_tokens=window.estimated_prompt_tokens,
+        cache_prefix_id=window.cache_prefix_id,
+        stable_prefix_tokens=window.stable_prefix_tokens,
+        stable_prefix_events=window.stable_prefix_events,
     )
     convert.events_out(window.events, answer.events)
     return Outcome(code="OK", response=_to_json(answer))
@@ -319,6 +347,19 @@ def substitute(value: Any, captured: Mapping[str, str]) -> Any:
     return value
 
 
+def at(response: Any, path: str) -> Any:
+    """The value at a dotted ``path`` of a printed response (numbers index arrays), or None."""
+    value = response
+    for key in path.split("."):
+        if isinstance(value, list) and key.isdigit() and int(key) < len(value):
+            value = value[int(key)]
+        elif isinstance(value, dict) and key in value:
+            value = value[key]
+        else:
+            return None
+    return value
+
+
 def capture(paths: Mapping[str, str], response: Any) -> tuple[dict[str, str], list[str]]:
     """The string values at ``paths`` (dotted keys; numbers index arrays), and what is missing.
 
@@ -328,15 +369,7 @@ def capture(paths: Mapping[str, str], response: Any) -> tuple[dict[str, str], li
     values: dict[str, str] = {}
     problems: list[str] = []
     for name, path in paths.items():
-        value = response
-        for key in path.split("."):
-            if isinstance(value, list) and key.isdigit() and int(key) < len(value):
-                value = value[int(key)]
-            elif isinstance(value, dict) and key in value:
-                value = value[key]
-            else:
-                value = None
-                break
+        value = at(response, path)
         if isinstance(value, str) and value:
             values[name] = value
         else:

@@ -117,3 +117,19 @@ def test_a_capture_that_finds_nothing_fails_the_step() -> None:
     assert missing == ['capture token: no string at nextPageToken of {"compactions": []}']
     with pytest.raises(KeyError, match="was not captured"):
         runner.substitute({"compactionId": "${never}"}, {})
+
+
+def test_differs_fails_when_the_value_matches_one_listed() -> None:
+    """``differs`` pins that a captured id moved (a cache prefix id after a compaction)."""
+    outcome = runner.Outcome(code="OK", response={"cachePrefixId": "p2", "stablePrefixEvents": 2})
+    assert runner.check({"differs": {"cachePrefixId": ["p0", "p1"]}}, outcome) == []
+    assert runner.check({"differs": {"cachePrefixId": ["p1", "p2"]}}, outcome) == [
+        'differs cachePrefixId: expected other than "p2", got "p2"'
+    ]
+    assert runner.check({"differs": {"stablePrefixEvents": ["2"]}}, outcome) == [
+        'differs stablePrefixEvents: expected other than "2", got 2'
+    ]
+    absent = runner.check({"differs": {"cachePrefixId": ["p1"]}}, runner.Outcome("OK", response={}))
+    assert absent == ["differs cachePrefixId: absent from {}"]
+    not_a_list = runner.check({"differs": {"cachePrefixId": "p1"}}, outcome)
+    assert not_a_list == ['differs cachePrefixId: expected a list of values, got "p1"']

@@ -73,28 +73,37 @@ func substitute(v any, values map[string]string) (any, error) {
 	return v, nil
 }
 
+// at is the value at a dotted path of a decoded response (numbers index
+// arrays), and whether it is there.
+func at(response any, path string) (any, bool) {
+	value := response
+	for _, key := range strings.Split(path, ".") {
+		switch node := value.(type) {
+		case map[string]any:
+			var ok bool
+			if value, ok = node[key]; !ok {
+				return nil, false
+			}
+		case []any:
+			i, err := strconv.Atoi(key)
+			if err != nil || i < 0 || i >= len(node) {
+				return nil, false
+			}
+			value = node[i]
+		default:
+			return nil, false
+		}
+	}
+	return value, true
+}
+
 // Capture returns the string values at paths (dotted keys; numbers index
 // arrays) of a decoded response, and a problem for each one missing.
 func Capture(paths map[string]string, response any) (map[string]string, []string) {
 	values := map[string]string{}
 	var problems []string
 	for name, path := range paths {
-		value := response
-		for _, key := range strings.Split(path, ".") {
-			switch at := value.(type) {
-			case map[string]any:
-				value = at[key]
-			case []any:
-				i, err := strconv.Atoi(key)
-				if err != nil || i < 0 || i >= len(at) {
-					value = nil
-				} else {
-					value = at[i]
-				}
-			default:
-				value = nil
-			}
-		}
+		value, _ := at(response, path)
 		if s, ok := value.(string); ok && s != "" {
 			values[name] = s
 		} else {

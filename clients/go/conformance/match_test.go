@@ -94,3 +94,20 @@ func TestCheckRenderedAgainstTheParsedRendering(t *testing.T) {
 		t.Fatalf("problems = %v, want one: no renderedJson", problems)
 	}
 }
+
+func TestDiffersFailsWhenTheValueMatchesOneListed(t *testing.T) {
+	out := Outcome{Code: "OK", Response: js(t, `{"cachePrefixId": "p2", "stablePrefixEvents": 2}`)}
+	cases := []struct{ expect, problem string }{
+		{`{"differs": {"cachePrefixId": ["p0", "p1"]}}`, ""},
+		{`{"differs": {"cachePrefixId": ["p1", "p2"]}}`, `differs cachePrefixId: expected other than "p2", got "p2"`},
+		{`{"differs": {"stablePrefixEvents": ["2"]}}`, `differs stablePrefixEvents: expected other than "2", got 2`},
+		{`{"differs": {"missing": ["p1"]}}`, `differs missing: absent from`},
+		{`{"differs": {"cachePrefixId": "p1"}}`, `differs cachePrefixId: expected a list of values, got "p1"`},
+	}
+	for _, c := range cases {
+		problems := Check(js(t, c.expect).(map[string]any), out)
+		if c.problem == "" && len(problems) != 0 || c.problem != "" && (len(problems) != 1 || !strings.Contains(problems[0], c.problem)) {
+			t.Errorf("Check(%s) = %v, want %q", c.expect, problems, c.problem)
+		}
+	}
+}

@@ -75,6 +75,33 @@ func Check(expect map[string]any, out Outcome) []string {
 	if want, ok := expect["rendered"]; ok {
 		problems = append(problems, rendered(want, response["renderedJson"])...)
 	}
+	if want, ok := expect["differs"].(map[string]any); ok {
+		problems = append(problems, differs(want, response)...)
+	}
+	return problems
+}
+
+// differs checks that the value at each dotted path is present and matches
+// none of its listed values: how a scenario pins that an id moved (a cache
+// prefix id after a compaction) without knowing either value.
+func differs(want map[string]any, response any) []string {
+	var problems []string
+	for path, listed := range want {
+		values, isList := listed.([]any)
+		actual, present := at(response, path)
+		switch {
+		case !isList:
+			problems = append(problems, fmt.Sprintf("differs %s: expected a list of values, got %s", path, show(listed)))
+		case !present:
+			problems = append(problems, fmt.Sprintf("differs %s: absent from %s", path, show(response)))
+		default:
+			for _, v := range values {
+				if len(Match(v, actual, path)) == 0 {
+					problems = append(problems, fmt.Sprintf("differs %s: expected other than %s, got %s", path, show(v), show(actual)))
+				}
+			}
+		}
+	}
 	return problems
 }
 

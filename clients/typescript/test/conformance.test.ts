@@ -84,4 +84,21 @@ describe("conformance matching rules", () => {
     ]);
     assert.throws(() => substitute({ compactionId: "${never}" }, new Map()), /was not captured/);
   });
+
+  it("fails differs when the value matches one listed, is absent, or the values are no list", () => {
+    const outcome = { code: "OK", message: "", fieldViolations: [], response: { cachePrefixId: "p2", stablePrefixEvents: 2 } };
+    assert.deepEqual(check({ differs: { cachePrefixId: ["p0", "p1"] } }, outcome), []);
+    assert.deepEqual(check({ differs: { cachePrefixId: ["p1", "p2"] } }, outcome), [
+      'differs cachePrefixId: expected other than "p2", got "p2"',
+    ]);
+    assert.deepEqual(check({ differs: { stablePrefixEvents: ["2"] } }, outcome), [
+      'differs stablePrefixEvents: expected other than "2", got 2',
+    ]);
+    assert.deepEqual(check({ differs: { cachePrefixId: ["p1"] } }, { ...outcome, response: {} }), [
+      "differs cachePrefixId: absent from {}",
+    ]);
+    assert.deepEqual(check({ differs: { cachePrefixId: "p1" } }, outcome), [
+      'differs cachePrefixId: expected a list of values, got "p1"',
+    ]);
+  });
 });

@@ -63,6 +63,8 @@ export interface Expect {
   readonly archived_ids?: Json[];
   readonly hit_event_ids?: Json[];
   readonly rendered?: Json;
+  /** Dotted paths of the response whose value must be present and match none of the listed ones. */
+  readonly differs?: Record<string, Json>;
 }
 
 export interface Scenario {
@@ -188,6 +190,30 @@ export function check(expect: Expect, outcome: Outcome): string[] {
     problems.push(...match(expect.hit_event_ids, ids(hitEvents), "hit_event_ids"));
   }
   if (expect.rendered !== undefined) problems.push(...rendered(expect.rendered, field(response, "renderedJson")));
+  if (expect.differs !== undefined) problems.push(...differs(expect.differs, response));
+  return problems;
+}
+
+/**
+ * `differs`: the value at each dotted path is present and matches none of its listed values — how
+ * a scenario pins that an id moved (a cache prefix id after a compaction) without knowing either.
+ */
+function differs(expected: Record<string, Json>, response: Json | undefined): string[] {
+  const problems: string[] = [];
+  for (const [path, values] of Object.entries(expected)) {
+    const actual = at(response, path);
+    if (!Array.isArray(values)) {
+      problems.push(`differs ${path}: expected a list of values, got ${show(values)}`);
+    } else if (actual === undefined) {
+      problems.push(`differs ${path}: absent from ${show(response)}`);
+    } else {
+      for (const value of values) {
+        if (match(value, actual).length === 0) {
+          problems.push(`differs ${path}: expected other than ${show(value)}, got ${show(actual)}`);
+        }
+      }
+    }
+  }
   return problems;
 }
 
@@ -219,6 +245,15 @@ export function substitute<T>(value: T, captured: ReadonlyMap<string, string>): 
   return (replaced === undefined ? value : JSON.parse(replaced)) as T;
 }
 
+/** The value at a dotted `path` of a printed response (numbers index arrays), or undefined. */
+function at(response: Json | undefined, path: string): Json | undefined {
+  let value = response;
+  for (const key of path.split(".")) {
+    value = Array.isArray(value) && /^\d+$/.test(key) ? value[Number(key)] : field(value, key);
+  }
+  return value;
+}
+
 /**
  * The string values at `paths` (dotted keys; numbers index arrays) of a response, and what is
  * missing: a value the server assigns (a compaction id, a page token) named for later steps.
@@ -227,10 +262,7 @@ export function capture(paths: Record<string, string>, response: Json | undefine
   const values = new Map<string, string>();
   const problems: string[] = [];
   for (const [name, path] of Object.entries(paths)) {
-    let value: Json | undefined = response;
-    for (const key of path.split(".")) {
-      value = Array.isArray(value) && /^\d+$/.test(key) ? value[Number(key)] : field(value, key);
-    }
+    const value = at(response, path);
     if (typeof value === "string" && value !== "") values.set(name, value);
     else problems.push(`capture ${name}: no string at ${path} of ${show(response)}`);
   }

@@ -61,10 +61,7 @@ final class ConformanceCaptures {
     List<String> problems = new ArrayList<>();
     for (var entry : paths.getFieldsMap().entrySet()) {
       String path = entry.getValue().getStringValue();
-      Value at = response;
-      for (String key : path.split("\\.")) {
-        at = step(at, key);
-      }
+      Value at = at(response, path);
       if (at != null && at.hasStringValue() && !at.getStringValue().isEmpty()) {
         into.put(entry.getKey(), at.getStringValue());
       } else {
@@ -72,6 +69,15 @@ final class ConformanceCaptures {
       }
     }
     return problems;
+  }
+
+  /** The value at a dotted {@code path} of a response (numbers index arrays), or null. */
+  static Value at(Value response, String path) {
+    Value at = response;
+    for (String key : path.split("\\.")) {
+      at = step(at, key);
+    }
+    return at;
   }
 
   private static Value step(Value at, String key) {

@@ -60,6 +60,24 @@ class ConformanceMatchTest {
     assertNotNull(ConformanceTest.rendered(json("{}"), null));
   }
 
+  private static String differs(String expected) throws Exception {
+    Value response = json("{\"cachePrefixId\": \"p2\", \"stablePrefixEvents\": 2}");
+    return ConformanceTest.differs(json(expected).getStructValue(), response);
+  }
+
+  @Test
+  void differsFailsWhenTheValueMatchesOneListed() throws Exception {
+    assertNull(differs("{\"cachePrefixId\": [\"p0\", \"p1\"]}"));
+    assertEquals(
+        "differs cachePrefixId: expected other than \"p2\", got \"p2\"",
+        differs("{\"cachePrefixId\": [\"p1\", \"p2\"]}"));
+    assertEquals(
+        "differs stablePrefixEvents: expected other than \"2\", got 2.0",
+        differs("{\"stablePrefixEvents\": [\"2\"]}"));
+    assertNotNull(differs("{\"missing\": [\"p1\"]}"));
+    assertNotNull(differs("{\"cachePrefixId\": \"p1\"}"), "the values must be a list");
+  }
+
   @Test
   void capturedValuesAreSubstitutedIntoLaterSteps() throws Exception {
     Value response = json("{\"result\": {\"compactionId\": \"c9\"}, \"compactions\": [{\"compactionId\": \"c8\"}]}");

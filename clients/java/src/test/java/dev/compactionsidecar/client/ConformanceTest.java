@@ -340,7 +340,37 @@ class ConformanceTest {
       }
     }
     if (expect.containsFields("rendered")) {
-      return rendered(field(expect, "rendered"), get(response, "renderedJson"));
+      String m = rendered(field(expect, "rendered"), get(response, "renderedJson"));
+      if (m != null) {
+        return m;
+      }
+    }
+    if (expect.containsFields("differs")) {
+      return differs(field(expect, "differs").getStructValue(), response);
+    }
+    return null;
+  }
+
+  /**
+   * {@code differs}: the value at each dotted path is present and matches none of its listed
+   * values, how a scenario pins that an id moved (a cache prefix id after a compaction) without
+   * knowing either value. The first mismatch, or null.
+   */
+  static String differs(Struct expected, Value response) {
+    for (var entry : expected.getFieldsMap().entrySet()) {
+      String path = entry.getKey();
+      if (!entry.getValue().hasListValue()) {
+        return "differs " + path + ": expected a list of values, got " + brief(entry.getValue());
+      }
+      Value actual = ConformanceCaptures.at(response, path);
+      if (actual == null) {
+        return "differs " + path + ": absent from " + brief(response);
+      }
+      for (Value value : entry.getValue().getListValue().getValuesList()) {
+        if (match(value, actual, path) == null) {
+          return "differs " + path + ": expected other than " + brief(value) + ", got " + brief(actual);
+        }
+      }
     }
     return null;
   }
