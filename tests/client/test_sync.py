@@ -27,9 +27,11 @@ from sidecar.client import (
     NotFoundError,
     RequestFailed,
     RetryPolicy,
+    SessionContext,
     UnauthenticatedError,
     session_policy,
 )
+from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.model import CompactionResult, Role
 from sidecar.server.app import Sidecar
 from tests.client.conftest import SUMMARIZE, WINDOW, policy, t, turn, u, until_watched
@@ -192,6 +194,34 @@ async def test_sync_append_retried_after_a_lost_answer_stores_once(sidecar: Side
     assert lossy.attempts == 2
     assert len(ids) == 2
     assert Counter(ids) == Counter(set(ids))
+
+
+async def test_sync_context_read_in_parts_keeps_its_cache_prefix(tmp_path: Path) -> None:
+    """The blocking ``context()`` on a window past the message limit: the id and the stable
+    prefix are the header answer's, the events are the ones read in pages."""
+    async with running(tmp_path, max_message_bytes=8192) as sidecar:
+
+        def scenario() -> tuple[SessionContext, str, int]:
+            with Client(address(sidecar)) as client:
+                client.create_session(
+                    "s", policy({"strategy": {"sliding_window": {"max_events": 4}}})
+                )
+                handle = client.session("s")
+                for n in range(6):
+                    handle.append([u(f"q{n} " + "x" * 1500, id=f"q{n}")])
+                handle.compact(force=True)
+                handle.append([u("y" * 1500, id="late")])
+                header = client._stub.GetContext(pb.GetContextRequest(session_id="s"))
+                assert header.content_omitted
+                return handle.context(), header.cache_prefix_id, header.stable_prefix_tokens
+
+        window, header_id, header_tokens = await asyncio.to_thread(scenario)
+
+    assert [e.id for e in window.events] == ["q2", "q3", "q4", "q5", "late"]
+    assert len(window.cache_prefix_id) == 32
+    assert (window.cache_prefix_id, window.stable_prefix_tokens) == (header_id, header_tokens)
+    assert window.stable_prefix_events == 4
+    assert window.stable_prefix_tokens == sum(e.token_count for e in window.events[:4])
 
 
 async def test_sync_errors_carry_code_and_details(tmp_path: Path) -> None:

@@ -11,25 +11,14 @@ import (
 
 	"github.com/compaction-sidecar/compaction-sidecar/clients/go/compaction"
 	pb "github.com/compaction-sidecar/compaction-sidecar/clients/go/compactionv1"
-	"github.com/compaction-sidecar/compaction-sidecar/clients/go/internal/testserver"
 )
 
 // A window too large for one answer comes without content and is read in
 // ListEvents pages; when an append lands between the two reads, the pages
 // hold another window than the answer, and Context reads both again.
 func TestContextReadsAnOmittedWindowAgainWhenItChangedInBetween(t *testing.T) {
-	// 8 KiB: a window of a few KB is too large for one answer.
-	server, err := testserver.Start("", "--max-message-bytes", "8192")
-	if err != nil {
-		t.Fatalf("start compaction-sidecar: %v", err)
-	}
-	t.Cleanup(server.Stop)
+	plain, server := dialSmallLimit(t)
 	ctx := ctxFor(t)
-	plain, err := compaction.Dial(ctx, server.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = plain.Close() })
 	var events []*pb.Event
 	for i, id := range []string{"u1", "a1", "u2", "a2"} {
 		role := pb.Role_ROLE_USER

@@ -42,6 +42,26 @@ func dial(t *testing.T, opts ...compaction.Option) *compaction.Client {
 	return client
 }
 
+// dialSmallLimit starts a server of the test's own with an 8 KiB message
+// limit, so that a window of a few KB comes from GetContext without its
+// content, and connects to it; both end with the test.
+func dialSmallLimit(t *testing.T) (*compaction.Client, *testserver.Server) {
+	t.Helper()
+	server, err := testserver.Start("", "--max-message-bytes", "8192")
+	if err != nil {
+		t.Fatalf("start compaction-sidecar: %v", err)
+	}
+	t.Cleanup(server.Stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	client, err := compaction.Dial(ctx, server.Addr)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	return client, server
+}
+
 func ctxFor(t *testing.T) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

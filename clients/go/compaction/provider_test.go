@@ -17,7 +17,6 @@ import (
 
 	"github.com/compaction-sidecar/compaction-sidecar/clients/go/compaction"
 	pb "github.com/compaction-sidecar/compaction-sidecar/clients/go/compactionv1"
-	"github.com/compaction-sidecar/compaction-sidecar/clients/go/internal/testserver"
 )
 
 var (
@@ -225,17 +224,8 @@ func TestRequestsCarryTheModelTheUsageAndTheFormat(t *testing.T) {
 // rendering: ContextAs reads the events in pages, reasoning and signatures
 // kept, and leaves RenderedJson empty.
 func TestContextAsReadsAnOmittedWindowAsEventsOnly(t *testing.T) {
-	server, err := testserver.Start("", "--max-message-bytes", "8192")
-	if err != nil {
-		t.Fatalf("start compaction-sidecar: %v", err)
-	}
-	t.Cleanup(server.Stop)
+	client, _ := dialSmallLimit(t)
 	ctx := ctxFor(t)
-	client, err := compaction.Dial(ctx, server.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Close() })
 	var big []*pb.Event
 	for _, id := range []string{"q0", "q1", "q2", "q3"} {
 		big = append(big, &pb.Event{Id: id, Role: pb.Role_ROLE_USER, Text: id + strings.Repeat("x", 1500)})
