@@ -91,7 +91,10 @@ def test_the_last_text_less_signature_is_the_text_parts_and_a_cleared_thought_ke
         thought(signature=b"turn"),
     ]
     body = rendered([u(), a("answer", reasoning=reasoning)])
-    b64 = lambda raw: base64.b64encode(raw).decode()  # noqa: E731
+
+    def b64(raw: bytes) -> str:
+        return base64.b64encode(raw).decode()
+
     assert contents(body)[1]["parts"] == [
         {"text": "", "thoughtSignature": b64(b"cleared")},
         {"text": "next", "thought": True, "thoughtSignature": b64(b"kept")},
