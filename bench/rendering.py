@@ -8,8 +8,10 @@ store. Every call goes through the real server over gRPC, the plain and the
 rendered ones alternating in blocks, per format.
 
 Two situations are timed. ``after_append`` is the agent's loop: a
-one-event append (untimed), then GetContext; the server must render the
-grown window anew, while the plain answer only adds the new event's bytes
+one-event append (untimed), then GetContext; the server renders the grown
+window from its kept rendering of the window before (only what the append
+can change is laid out again, ``sidecar.providers.incremental``) and copies
+the answer with it, while the plain answer only adds the new event's bytes
 to its kept response. That is what rendering costs, and it is the target,
 with the format that costs most. Each of the five (plain and four formats)
 reads a session of its own, so every window grows alike, by at most

@@ -22,19 +22,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sidecar.model import Event, Part, Reasoning, ToolResult
-from sidecar.providers.conversation import (
-    LEADING_USER_TEXT,
-    Answer,
-    conversation,
-    messages,
-    orphan_text,
-)
+from sidecar.providers import incremental
+from sidecar.providers.conversation import LEADING_USER_TEXT, Answer, orphan_text
 from sidecar.providers.fragments import NOTHING_KEPT, Fragments
 from sidecar.providers.wire import (
     Block,
     Chunk,
     JsonObject,
-    alternating,
     array,
     b64,
     block,
@@ -52,18 +46,20 @@ _THINKING = frozenset({"thinking", "redacted_thinking"})
 
 def render_json(events: Sequence[Event], fragments: Fragments = NOTHING_KEPT) -> str:
     """``{"system"?: ..., "messages": [...]}`` for the window ``events``, as JSON."""
-    shaped = conversation(events)
-    names = ("anthropic", "assistant", "user")
-    said = messages(shaped, names, fragments, _assistant, _user, _result, _orphan)
-    out: list[str] = []
-    for role, chunks in alternating(said, "user", _text(LEADING_USER_TEXT)):
-        if len(chunks) > 1 and role == "assistant" and any(_thinks(c) for c in chunks[1:]):
-            # merged, with thinking after the first event's: the thinking goes first (stable)
-            blocks = sorted((b for c in chunks for b in c.blocks), key=_not_thinking)
-            chunks = [chunk(blocks)]
-        out.append(f'{{"role":"{role}","content":{array(chunks)}}}')
-    head = f'"system":{dumps(shaped.system)},' if shaped.system else ""
-    return f'{{{head}"messages":[{",".join(out)}]}}'
+    return incremental.render(events, fragments, _LAYOUT)
+
+
+def _message(role: str, chunks: list[Chunk]) -> str:
+    if len(chunks) > 1 and role == "assistant" and any(_thinks(c) for c in chunks[1:]):
+        # merged, with thinking after the first event's: the thinking goes first (stable)
+        blocks = sorted((b for c in chunks for b in c.blocks), key=_not_thinking)
+        chunks = [chunk(blocks)]
+    return f'{{"role":"{role}","content":{array(chunks)}}}'
+
+
+def _frame(system: str, messages: str) -> str:
+    head = f'"system":{dumps(system)},' if system else ""
+    return f'{{{head}"messages":[{messages}]}}'
 
 
 def _thinks(piece: Chunk) -> bool:
@@ -134,3 +130,14 @@ def _result(answer: Answer) -> list[Block]:
     if answer.is_error:
         result["is_error"] = True
     return [block(result, "tool_result")]
+
+
+_LAYOUT = incremental.Layout(
+    ("anthropic", "assistant", "user"),
+    _assistant,
+    _user,
+    _result,
+    _orphan,
+    incremental.merged(_message, "user", _text(LEADING_USER_TEXT)),
+    _frame,
+)

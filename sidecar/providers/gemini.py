@@ -20,18 +20,13 @@ import json
 from collections.abc import Sequence
 
 from sidecar.model import Event, Part, ToolResult
-from sidecar.providers.conversation import (
-    LEADING_USER_TEXT,
-    Answer,
-    conversation,
-    messages,
-    orphan_text,
-)
+from sidecar.providers import incremental
+from sidecar.providers.conversation import LEADING_USER_TEXT, Answer, orphan_text
 from sidecar.providers.fragments import NOTHING_KEPT, Fragments
 from sidecar.providers.wire import (
     Block,
+    Chunk,
     JsonObject,
-    alternating,
     array,
     b64,
     block,
@@ -42,17 +37,17 @@ from sidecar.providers.wire import (
 
 def render_json(events: Sequence[Event], fragments: Fragments = NOTHING_KEPT) -> str:
     """``{"systemInstruction"?: ..., "contents": [...]}`` for the window ``events``, as JSON."""
-    shaped = conversation(events)
-    names = ("gemini", "model", "user")
-    said = messages(shaped, names, fragments, _model_parts, _user_parts, _response, _orphan)
-    lead = block({"text": LEADING_USER_TEXT})
-    contents = ",".join(
-        f'{{"role":"{role}","parts":{array(parts)}}}'
-        for role, parts in alternating(said, "user", lead)
-    )
+    return incremental.render(events, fragments, _LAYOUT)
+
+
+def _content(role: str, parts: list[Chunk]) -> str:
+    return f'{{"role":"{role}","parts":{array(parts)}}}'
+
+
+def _frame(system: str, contents: str) -> str:
     head = ""
-    if shaped.system:
-        head = f'"systemInstruction":{dumps({"parts": [{"text": shaped.system}]})},'
+    if system:
+        head = f'"systemInstruction":{dumps({"parts": [{"text": system}]})},'
     return f'{{{head}"contents":[{contents}]}}'
 
 
@@ -123,3 +118,14 @@ def _response(answer: Answer) -> list[Block]:
 
 def _orphan(result: ToolResult) -> list[Block]:
     return [block({"text": orphan_text(result)})]
+
+
+_LAYOUT = incremental.Layout(
+    ("gemini", "model", "user"),
+    _model_parts,
+    _user_parts,
+    _response,
+    _orphan,
+    incremental.merged(_content, "user", block({"text": LEADING_USER_TEXT})),
+    _frame,
+)

@@ -17,17 +17,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sidecar.model import Event, Part, ToolResult
-from sidecar.providers.conversation import Answer, conversation, messages, orphan_text
+from sidecar.providers import incremental
+from sidecar.providers.conversation import Answer, orphan_text
 from sidecar.providers.fragments import NOTHING_KEPT, Fragments
 from sidecar.providers.wire import (
     Block,
-    Chunk,
     JsonObject,
-    array,
     b64,
     block,
-    chunk,
     data_url,
+    dumps,
     filename,
     part_placeholder,
     text_with_placeholders,
@@ -38,14 +37,14 @@ _AUDIO = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/
 
 def render_json(events: Sequence[Event], fragments: Fragments = NOTHING_KEPT) -> str:
     """``{"messages": [...]}`` for the window ``events``, as JSON."""
-    shaped = conversation(events)
-    out: list[Chunk] = []
-    if shaped.system:
-        out.append(chunk([block({"role": "system", "content": shaped.system})]))
-    names = ("openai_chat", "assistant", "user")
-    for _, said in messages(shaped, names, fragments, _assistant, _user, _tool, _orphan):
-        out += said
-    return f'{{"messages":{array(out)}}}'
+    return incremental.render(events, fragments, _LAYOUT)
+
+
+def _frame(system: str, messages: str) -> str:
+    if not system:
+        return f'{{"messages":[{messages}]}}'
+    first = dumps({"role": "system", "content": system})
+    return f'{{"messages":[{first},{messages}]}}' if messages else f'{{"messages":[{first}]}}'
 
 
 def _tool(answer: Answer) -> list[Block]:
@@ -94,3 +93,14 @@ def _content_part(part: Part, index: int) -> JsonObject:
         "type": "file",
         "file": {"file_data": data_url(part), "filename": filename(part, index)},
     }
+
+
+_LAYOUT = incremental.Layout(
+    ("openai_chat", "assistant", "user"),
+    _assistant,
+    _user,
+    _tool,
+    _orphan,
+    incremental.flat,
+    _frame,
+)

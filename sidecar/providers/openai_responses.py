@@ -21,13 +21,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sidecar.model import Event, Part, Reasoning, ToolResult
-from sidecar.providers.conversation import Answer, conversation, messages, orphan_text
+from sidecar.providers import incremental
+from sidecar.providers.conversation import Answer, orphan_text
 from sidecar.providers.fragments import NOTHING_KEPT, Fragments
 from sidecar.providers.wire import (
     Block,
     Chunk,
     JsonObject,
-    array,
+    Message,
     block,
     chunk,
     data_url,
@@ -43,13 +44,12 @@ _FOLLOWS_REASONING = frozenset({"reasoning", "function_call", "assistant"})
 
 def render_json(events: Sequence[Event], fragments: Fragments = NOTHING_KEPT) -> str:
     """``{"instructions"?: ..., "input": [...]}`` for the window ``events``, as JSON."""
-    shaped = conversation(events)
-    items: list[Chunk] = []
-    names = ("openai_responses", "assistant", "user")
-    for _, said in messages(shaped, names, fragments, _assistant, _user, _output, _orphan):
-        items += said
-    head = f'"instructions":{dumps(shaped.system)},' if shaped.system else ""
-    return f'{{{head}"input":{array(_followed_reasoning(items))}}}'
+    return incremental.render(events, fragments, _LAYOUT)
+
+
+def _frame(system: str, items: str) -> str:
+    head = f'"instructions":{dumps(system)},' if system else ""
+    return f'{{{head}"input":[{items}]}}'
 
 
 def _output(answer: Answer) -> list[Block]:
@@ -122,24 +122,50 @@ def _content_part(part: Part, index: int) -> JsonObject:
     return {"type": "input_file", "file_data": data_url(part), "filename": filename(part, index)}
 
 
-def _followed_reasoning(chunks: list[Chunk]) -> list[Chunk]:
-    """``chunks`` without the reasoning items that no assistant item follows.
+def _ends_with_reasoning(message: Message) -> bool:
+    """Whether what follows decides if the message's last items are sent."""
+    return message[1][-1].blocks[-1].kind == "reasoning"
+
+
+def _followed_reasoning(said: Sequence[Message], start: int, opens: bool) -> incremental.Pieces:
+    """A piece per message, without the reasoning items that no assistant item follows.
 
     Within an assistant event's chunk every reasoning item is followed by
     its message or calls; only a chunk that ends with reasoning (an event of
-    reasoning alone) depends on what comes next.
+    reasoning alone) depends on what comes next: after the pieces laid out
+    here, nothing.
     """
-    kept: list[Chunk] = []
+    starts: list[int] = []
+    pieces: list[str] = []
     follower = ""  # the kind of the next item kept, walking backwards
-    for item in reversed(chunks):
-        if item.blocks[-1].kind == "reasoning" and follower not in _FOLLOWS_REASONING:
-            blocks = list(item.blocks)
-            while blocks and blocks[-1].kind == "reasoning":
-                blocks.pop()
-            if not blocks:
-                continue
-            item = chunk(blocks)
-        kept.append(item)
-        follower = item.blocks[0].kind
-    kept.reverse()
-    return kept
+    for k in range(len(said) - 1, -1, -1):
+        kept: list[Chunk] = []
+        for item in reversed(said[k][1]):
+            if item.blocks[-1].kind == "reasoning" and follower not in _FOLLOWS_REASONING:
+                blocks = list(item.blocks)
+                while blocks and blocks[-1].kind == "reasoning":
+                    blocks.pop()
+                if not blocks:
+                    continue
+                item = chunk(blocks)
+            kept.append(item)
+            follower = item.blocks[0].kind
+        if kept:
+            kept.reverse()
+            starts.append(start + k)
+            pieces.append(",".join([c.json for c in kept]))
+    starts.reverse()
+    pieces.reverse()
+    return starts, pieces
+
+
+_LAYOUT = incremental.Layout(
+    ("openai_responses", "assistant", "user"),
+    _assistant,
+    _user,
+    _output,
+    _orphan,
+    _followed_reasoning,
+    _frame,
+    _ends_with_reasoning,
+)

@@ -20,7 +20,6 @@ __all__ = [
     "Chunk",
     "JsonObject",
     "Message",
-    "alternating",
     "array",
     "b64",
     "block",
@@ -129,21 +128,3 @@ def object_of(arguments_json: str) -> JsonObject:
 
 Message: TypeAlias = tuple[str, list[Chunk]]
 """A message being built: its role as the provider names it, and its parts or blocks."""
-
-
-def alternating(messages: list[Message], user: str, lead: Block) -> list[Message]:
-    """``messages`` with each run of one role merged into one message, and a user message first.
-
-    Gemini and Anthropic both require the roles to alternate and the
-    conversation to open with the user; ``lead`` is the part of the user
-    message put first when it does not.
-    """
-    out: list[Message] = []
-    for role, parts in messages:
-        if out and out[-1][0] == role:
-            out[-1][1].extend(parts)
-        else:
-            out.append((role, list(parts)))  # a list of its own: ``parts`` may be kept
-    if out and out[0][0] != user:
-        out.insert(0, (user, [chunk([lead])]))
-    return out

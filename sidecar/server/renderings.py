@@ -61,9 +61,11 @@ def rendered(
     A copy with ``rendered_json``, which fits in ``limit``; or, when the
     events alone or with their rendering would not, the answer without
     content and without rendering. ``fragments`` keeps the events' encoded
-    blocks, so the next window (this one and an append) encodes only its
-    new events. Sizes are added up rather than measured again: measuring a
-    400 KB answer costs as much as copying it.
+    blocks and the window's rendering, so the next window (this one and an
+    append) encodes only its new events and lays out only what they can
+    change (``sidecar.providers.incremental``). Sizes are added up rather
+    than measured again: measuring a 400 KB answer costs as much as copying
+    it.
     """
     size = answer.ByteSize()
     if not answers.fits_size(size, limit):
