@@ -194,7 +194,8 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         self._streams: dict[str, int] = {}  # open StreamEvents/WatchSession calls per peer
         self.blobs = EventBlobs(cache_bytes // 4)
         self.fragments = Fragments(cache_bytes // 2 - cache_bytes // 4)
-        """Renderings' encoded blocks per event: they share the event wire bytes' half."""
+        """Renderings' encoded blocks per event and each format's last window state (what an
+        append's rendering starts from): they share the event wire bytes' half."""
         self.contexts = ContextResponses(cache_bytes - cache_bytes // 2)
         self.last_call = time.monotonic()
         """When the last unary call or stream batch came in (``time.monotonic``)."""
