@@ -10,11 +10,20 @@ import json
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from bench.economics.pricing import ANTHROPIC, GEMINI, OPENAI, Call, PriceModel, bill
+from bench.economics.replay import ReplayedSession, cache_key
 from bench.economics.transcripts import TRANSCRIPTS, chat, coding, ops
+from sidecar.client import AsyncClient
+from sidecar.compaction.clear_tool_results import ClearToolResults
+from sidecar.compaction.policy import CompactionPolicy
+from sidecar.compaction.summarize import Summarize
+from sidecar.compaction.triggers import TokenCount
 from sidecar.model import Role
+from sidecar.server.app import start
+from sidecar.server.config import ServerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 LINE = re.compile(
@@ -112,3 +121,39 @@ def test_quick_run_prints_every_target_and_writes_json_and_plot(tmp_path: Path) 
             assert 0.0 <= policy["prices"]["anthropic"]["cache_hit_ratio"] <= 1.0
             assert 0.0 <= policy["recall"] <= 1.0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+async def test_the_replayed_window_is_the_one_getcontext_answers(tmp_path: Path) -> None:
+    """Appends extend the window the replay keeps; a pass (inline or in the background) makes
+    it wait for the pass and read GetContext again."""
+    config = replace(
+        ServerConfig(),
+        listen="127.0.0.1:0",
+        store=f"sqlite:///{tmp_path / 'e.db'}",
+        default_policy="none",
+        summarizer="extractive",
+        log_level="WARNING",
+    )
+    sidecar = await start(config)
+    t = ops(12, 20_000)
+    policies = {
+        "plain": None,
+        "clearing": CompactionPolicy(TokenCount(6_000), ClearToolResults(keep_tool_uses=3)),
+        "summary": CompactionPolicy(TokenCount(6_000), Summarize(max_events_to_keep=6)),
+    }
+    try:
+        async with AsyncClient(f"127.0.0.1:{sidecar.port}") as client:
+            for name, chosen in policies.items():
+                info = await client.create_session(name, policy=chosen)
+                session = ReplayedSession(client.session(name), info.version)
+                for turn in t.turns:
+                    await session.append(list(turn))
+                    served = await client.session(name).context()
+                    assert [cache_key(e) for e in session.window] == [
+                        cache_key(e) for e in served.events
+                    ]
+                    assert sum(k[2] for k in map(cache_key, session.window)) == served.token_count
+                passes = [c async for c in client.session(name).compactions()]
+                assert (len(passes) > 0) is (chosen is not None)
+    finally:
+        await sidecar.stop(0.5)

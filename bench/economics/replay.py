@@ -59,7 +59,8 @@ class Replay:
     summary_output_tokens: int = 0
 
 
-def _key(event: Event) -> Key:
+def cache_key(event: Event) -> Key:
+    """The event as the prompt cache compares it."""
     return (event.id, event.cleared, event.token_count)
 
 
@@ -68,7 +69,7 @@ def _visible(event: Event) -> str:
     return f"{format_event(event)} {calls}"
 
 
-class _Session:
+class ReplayedSession:
     """The replay's view of one session: its window as the server would answer it."""
 
     def __init__(self, handle: SessionHandle, version: int) -> None:
@@ -109,7 +110,7 @@ async def replay(
 ) -> Replay:
     """Replay ``transcript`` as session ``session_id`` under ``entry``'s policy."""
     info = await client.create_session(session_id, policy=entry.policy)
-    session = _Session(client.session(session_id), info.version)
+    session = ReplayedSession(client.session(session_id), info.version)
     needs: dict[int, list[Fact]] = {}
     for fact in transcript.facts:
         needs.setdefault(fact.needed_turn, []).append(fact)
@@ -129,7 +130,7 @@ async def replay(
                 if first:
                     out.recalls += [await session.recall(f) for f in needs.get(n, [])]
                     first = False
-                out.calls.append(Call(clock, tuple(_key(e) for e in session.window)))
+                out.calls.append(Call(clock, tuple(cache_key(e) for e in session.window)))
                 versions.append(session.version)
                 clock += transcript.call_gap_s
             batch.append(event)
