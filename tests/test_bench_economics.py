@@ -10,11 +10,11 @@ import json
 import re
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 from bench.economics.pricing import ANTHROPIC, GEMINI, OPENAI, Call, PriceModel, bill
 from bench.economics.replay import ReplayedSession, cache_key
+from bench.economics.run import server_config
 from bench.economics.transcripts import TRANSCRIPTS, chat, coding, ops
 from sidecar.client import AsyncClient
 from sidecar.compaction.clear_tool_results import ClearToolResults
@@ -23,7 +23,6 @@ from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.triggers import TokenCount
 from sidecar.model import Role
 from sidecar.server.app import start
-from sidecar.server.config import ServerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 LINE = re.compile(
@@ -126,15 +125,7 @@ def test_quick_run_prints_every_target_and_writes_json_and_plot(tmp_path: Path) 
 async def test_the_replayed_window_is_the_one_getcontext_answers(tmp_path: Path) -> None:
     """Appends extend the window the replay keeps; a pass (inline or in the background) makes
     it wait for the pass and read GetContext again."""
-    config = replace(
-        ServerConfig(),
-        listen="127.0.0.1:0",
-        store=f"sqlite:///{tmp_path / 'e.db'}",
-        default_policy="none",
-        summarizer="extractive",
-        log_level="WARNING",
-    )
-    sidecar = await start(config)
+    sidecar = await start(server_config(tmp_path / "e.db"))
     t = ops(12, 20_000)
     policies = {
         "plain": None,

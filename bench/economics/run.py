@@ -171,17 +171,22 @@ def targets(
     return out
 
 
-async def run_all(quick: bool, workdir: Path) -> tuple[dict[str, Any], list[Target]]:
-    config = replace(
+def server_config(db: Path) -> ServerConfig:
+    """The real server on a free loopback port over SQLite file ``db``, with the extractive
+    summarizer and no default policy (a session without one never compacts)."""
+    return replace(
         ServerConfig(),
         listen="127.0.0.1:0",
-        store=f"sqlite:///{workdir / 'economics.db'}",
+        store=f"sqlite:///{db}",
         default_policy="none",
         summarizer="extractive",
         shutdown_grace_s=1.0,
         log_level="WARNING",
     )
-    sidecar = await start(config)
+
+
+async def run_all(quick: bool, workdir: Path) -> tuple[dict[str, Any], list[Target]]:
+    sidecar = await start(server_config(workdir / "economics.db"))
     figures: dict[str, Any] = {}
     all_targets: list[Target] = []
     try:
