@@ -11,13 +11,19 @@ a pass that started before it.
 from __future__ import annotations
 
 import logging
+import re
 
 from sidecar.engine.host import EngineHost
 from sidecar.engine.validation import check_stored_session_id
+from sidecar.errors import InvalidArgument
 from sidecar.model import CompactionResult
 from sidecar.store.protocol import RESTORE_STRATEGY, CompactionRecord, Page
 
 log = logging.getLogger(__name__)
+
+_COMPACTION_ID = re.compile(r"[0-9A-Za-z_-]{1,128}")
+"""What a compaction id can be (the server writes 32 hex digits): checked before any
+lookup, so a megabyte of id is refused naming the field, never echoed in an error."""
 
 
 class Restorer:
@@ -36,6 +42,11 @@ class Restorer:
     ) -> CompactionResult:
         """Undo ``compaction_id`` ("" for the newest standing one); see ``Store.restore``."""
         check_stored_session_id(session_id)
+        if compaction_id and not _COMPACTION_ID.fullmatch(compaction_id):
+            raise InvalidArgument(
+                "compaction_id",
+                "must be a compaction id (ListCompactions), or empty for the newest",
+            )
         host = self._host
         async with host.locks.hold(session_id):
             outcome = await host.store.restore(

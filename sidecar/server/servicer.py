@@ -306,7 +306,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             raise InvalidArgument("update_mask", "name at least one of: policy, labels, model")
         unknown = [p for p in paths if p not in ("policy", "labels", "model")]
         if unknown:
-            raise InvalidArgument("update_mask.paths", f"cannot update {unknown[0]!r}")
+            raise InvalidArgument("update_mask.paths", f"cannot update {unknown[0][:64]!r}")
         new_policy: CompactionPolicy | None = None
         if "policy" in paths and request.session.HasField("policy"):
             new_policy = convert.policy_in(request.session.policy, "session.policy")

@@ -153,3 +153,29 @@ async def test_restore_errors_name_what_is_wrong(stub: Stub) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as info:
         await stub.ListCompactions(pb.ListCompactionsRequest(session_id="absent"))
     assert info.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_a_malformed_compaction_id_is_refused_naming_the_field(stub: Stub) -> None:
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="s"))
+    for bad in ("x" * 1_000_000, "../etc", "id with spaces"):
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await stub.RestoreCompaction(
+                pb.RestoreCompactionRequest(session_id="s", compaction_id=bad)
+            )
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert (info.value.details() or "").startswith("compaction_id:")
+        assert len(info.value.details() or "") < 200
+
+
+async def test_an_unknown_update_mask_path_is_named_but_not_echoed_whole(stub: Stub) -> None:
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="s"))
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await stub.UpdateSession(
+            pb.UpdateSessionRequest(
+                session=session_pb2.Session(session_id="s"),
+                update_mask=FieldMask(paths=["p" * 1_000_000]),
+            )
+        )
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (info.value.details() or "").startswith("update_mask.paths:")
+    assert len(info.value.details() or "") < 200
