@@ -19,9 +19,8 @@ from sidecar.compaction.policy import CompactionPolicy
 from sidecar.engine.estimates import ContextEstimates
 from sidecar.errors import InvalidArgument, InvalidConfig
 from sidecar.model import ModelUsage, Session
-from sidecar.providers.profiles import ModelProfile, ModelProfiles
+from sidecar.providers.profiles import MAX_NAME_CHARS, ModelProfile, ModelProfiles
 
-MAX_MODEL_CHARS = 200
 MAX_PROMPT_TOKENS = 1 << 40
 
 
@@ -37,8 +36,8 @@ class SessionModels:
 
     def check_model(self, model: str, field: str = "model") -> None:
         """An empty name (no model) or one with a profile; InvalidConfig(field) otherwise."""
-        if len(model) > MAX_MODEL_CHARS:
-            raise InvalidConfig(field, f"must be at most {MAX_MODEL_CHARS} characters")
+        if len(model) > MAX_NAME_CHARS:
+            raise InvalidConfig(field, f"must be at most {MAX_NAME_CHARS} characters")
         if model:
             self.profiles.require(model, field)
 

@@ -34,7 +34,7 @@ from datetime import datetime
 
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import event_pb2
-from sidecar.model import Event, Session
+from sidecar.model import Event, Session, TokenCalibration
 from sidecar.providers.render import ContextFormat
 from sidecar.server import convert
 
@@ -145,7 +145,8 @@ class _Kept:
     response: pb.GetContextResponse
     pending: list[bytes]
     size: int
-    factor: float = 1.0  # the session's calibration: estimated_prompt_tokens = tokens x factor
+    calibration: TokenCalibration = field(default_factory=TokenCalibration)
+    """The session's: ``estimated_prompt_tokens`` is ``calibration.scaled(tokens)``."""
     window: list[Event] | None = None  # the events of the response, pending ones included
     rendered: dict[ContextFormat, tuple[pb.GetContextResponse, int]] = field(default_factory=dict)
     """The answer with ``rendered_json`` set and what it is charged, by format: for this
@@ -163,7 +164,7 @@ class _Kept:
             extended.version = self.version
             extended.token_count = self.tokens
             extended.turn_count = self.turns
-            extended.estimated_prompt_tokens = round(self.tokens * self.factor)
+            extended.estimated_prompt_tokens = self.calibration.scaled(self.tokens)
             self.response, self.pending = extended, []
         return self.response
 
@@ -226,7 +227,7 @@ class ContextResponses:
                 response,
                 [],
                 size,
-                session.calibration.factor,
+                session.calibration,
                 None if window is None else list(window),
             )
             self._bytes += size
@@ -267,7 +268,7 @@ class ContextResponses:
         kept.total_events = session.total_events
         kept.tokens = session.counters.tokens
         kept.turns = session.counters.turns
-        kept.factor = session.calibration.factor
+        kept.calibration = session.calibration
         kept.pending += new
         if kept.window is not None:
             kept.window += stored
