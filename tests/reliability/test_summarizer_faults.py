@@ -4,8 +4,10 @@ Clients load sessions whose policy summarizes (small windows, so a pass is
 scheduled every few appends) on an in-process server with a fake summarizer:
 
 - slow: answers after 2 s. Appends must not wait for it: the LLM call runs
-  outside the session lock. Bound: p99 append latency < 0.5 s (generous,
-  the machine is shared; typical is a few milliseconds), and summaries land.
+  outside the session lock. Bound: p99 append latency < 1 s, half the
+  summarizer's 2 s, so an append that waited for it fails (typical is a few
+  milliseconds; 0.5 s failed once on a quiet machine, an append after a lost
+  acknowledgement reconnecting its stream), and summaries land.
 - failing: raises SummarizerUnavailable. Nothing is stored by any pass; a
   forced Compact answers UNAVAILABLE.
 - blank: answers whitespace. The pass is skipped; nothing is stored.
@@ -31,8 +33,8 @@ from tests.reliability.history import History, check_history
 from tests.reliability.load import LoadClient, Mix, background, policy_message
 from tests.server.harness import address, running
 
-P99_BOUND_S = 0.5
 SLOW_S = 2.0
+P99_BOUND_S = SLOW_S / 2  # an append held behind the summarizer takes at least SLOW_S
 
 SUMMARIZING = {
     "trigger": {"event_count": 10},
