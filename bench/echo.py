@@ -1,7 +1,14 @@
-"""The baseline: a bare grpc.aio server echoing raw bytes, no proto, no store."""
+"""The baseline: a bare grpc.aio server echoing raw bytes, no proto, no store.
+
+``python -m bench.echo`` runs it as a process of its own (the as-deployed
+baseline, see ``bench.deployed``): it prints its address on stdout, then
+serves until its stdin closes.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -59,3 +66,13 @@ async def echo_server(canned_reply: bytes = b"") -> AsyncIterator[str]:
         yield f"127.0.0.1:{port}"
     finally:
         await server.stop(0)
+
+
+async def _main() -> None:
+    async with echo_server() as address:
+        print(address, flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+
+
+if __name__ == "__main__":
+    asyncio.run(_main())

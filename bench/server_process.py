@@ -9,6 +9,7 @@ its own process, started with the CLI exactly as deployed.
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import sys
 from collections.abc import AsyncIterator
@@ -28,6 +29,14 @@ def free_port() -> int:
         return port
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` so far, every thread (/proc/<pid>/stat)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "; field 3 is fields[0]
+    ticks = int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def rss_kib(pid: int) -> int:
     """Resident set size of ``pid`` in KiB: VmRSS from /proc/<pid>/status."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -44,11 +53,12 @@ class ServerProcess:
 
 @asynccontextmanager
 async def server_process(
-    directory: Path, *, default_policy: str | None = "none"
+    directory: Path, *, default_policy: str | None = "none", database: Path | None = None
 ) -> AsyncIterator[ServerProcess]:
     """``compaction-sidecar serve`` on free loopback ports over a fresh SQLite file.
 
-    ``default_policy=None`` keeps the server's own default policy.
+    ``default_policy=None`` keeps the server's own default policy; ``database``
+    serves an existing SQLite file instead of ``directory/server.db``.
     """
     policy = [] if default_policy is None else ["--default-policy", default_policy]
     port, health = free_port(), free_port()
@@ -62,7 +72,7 @@ async def server_process(
         "--health-listen",
         f"127.0.0.1:{health}",
         "--store",
-        f"sqlite:///{directory / 'server.db'}",
+        f"sqlite:///{database or directory / 'server.db'}",
         *policy,
         "--log-level",
         "WARNING",

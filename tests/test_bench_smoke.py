@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 TARGETS = (
     "streamed_appends_1_session_vs_echo",
     "streamed_appends_100_sessions_vs_echo",
+    "streamed_appends_1_session_vs_echo_deployed",
+    "streamed_appends_100_sessions_vs_echo_deployed",
     "get_context_vs_echo",
     "compaction_pass_large_vs_small_log",
     "clearing_pass_vs_token_budget_pass",
@@ -35,6 +37,10 @@ ADK_TARGETS = (
     "streamed_appends_vs_adk_database",
     "unary_appends_vs_adk_sqlite",
     "unary_appends_vs_adk_database",
+    "streamed_appends_vs_adk_sqlite_deployed",
+    "streamed_appends_vs_adk_database_deployed",
+    "unary_appends_vs_adk_sqlite_deployed",
+    "unary_appends_vs_adk_database_deployed",
     "get_context_vs_adk_sqlite_get_session",
     "get_context_vs_adk_database_get_session",
 )

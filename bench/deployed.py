@@ -1,0 +1,117 @@
+"""As deployed: the load generator, the server and the echo baseline each in a process of its own.
+
+The in-process rows of ``make bench`` run the client and the server (the
+sidecar or the echo) in one interpreter, so they share its GIL and event loop;
+an agent never calls the sidecar that way. The ``_deployed`` rows run the real
+CLI (``compaction-sidecar serve``, ``bench.server_process``), the echo server
+as ``python -m bench.echo`` and the client as ``python -m bench.client_worker``,
+each its own process, and the benchmark only sends the client its commands and
+reads back the rates it timed. ADK is a library inside the agent's process, so
+its baseline stays in its own worker (``bench.adk_worker``).
+
+Each command's reply carries, besides the client's figures, the CPU time
+(user + system, every thread, from /proc/<pid>/stat) the client and the server
+spent on it: ``cpu_s`` maps ``client`` and ``server`` to seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.common import median
+from bench.server_process import cpu_seconds
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True, slots=True)
+class EchoProcess:
+    pid: int
+    address: str
+
+
+class ClientProcess:
+    """One running ``bench.client_worker``; ``call`` sends a command and awaits its reply."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self._process = process
+        self.pid = process.pid
+
+    async def call(self, op: str, *, server_pid: int, **args: Any) -> dict[str, Any]:
+        """Run ``op`` in the client; the reply gains ``cpu_s`` of client and server."""
+        stdin, stdout = self._process.stdin, self._process.stdout
+        assert stdin is not None
+        assert stdout is not None
+        before = cpu_seconds(self.pid), cpu_seconds(server_pid)
+        stdin.write((json.dumps({"op": op, **args}) + "\n").encode())
+        await stdin.drain()
+        line = await stdout.readline()
+        if not line:
+            raise RuntimeError(f"client exited (code {await self._process.wait()}) during {op}")
+        after = cpu_seconds(self.pid), cpu_seconds(server_pid)
+        reply: dict[str, Any] = json.loads(line)
+        if "error" in reply:
+            raise RuntimeError(f"client {op}: {reply['error']}")
+        reply["cpu_s"] = {"client": after[0] - before[0], "server": after[1] - before[1]}
+        return reply
+
+
+async def _stop(process: asyncio.subprocess.Process) -> None:
+    """End of input is the child's signal to exit; killed if it does not within 10 s."""
+    if process.stdin is not None and not process.stdin.is_closing():
+        process.stdin.close()
+    try:
+        await asyncio.wait_for(process.wait(), 10)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+
+
+@asynccontextmanager
+async def client_process() -> AsyncIterator[ClientProcess]:
+    """``python -m bench.client_worker`` from the repo root; stopped afterwards."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bench.client_worker",
+        cwd=ROOT,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        yield ClientProcess(process)
+    finally:
+        await _stop(process)
+
+
+@asynccontextmanager
+async def echo_process() -> AsyncIterator[EchoProcess]:
+    """``python -m bench.echo`` on a free loopback port; stopped afterwards."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bench.echo",
+        cwd=ROOT,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert process.stdout is not None
+        line = await asyncio.wait_for(process.stdout.readline(), 30)
+        if not line:
+            raise RuntimeError(f"echo server exited with code {await process.wait()}")
+        yield EchoProcess(process.pid, line.decode().strip())
+    finally:
+        await _stop(process)
+
+
+def per_message_us(replies: list[dict[str, Any]], side: str, messages: int) -> float:
+    """Median over rounds of ``side``'s CPU per message, in microseconds."""
+    return median([r["cpu_s"][side] / messages * 1e6 for r in replies])
