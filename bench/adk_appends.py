@@ -103,7 +103,7 @@ async def run(scale: Scale, workdir: Path, log: Log) -> Outcome:
             await unary_rate(stub, 50, "warm-unary")
 
             async def deployed(op: str, **args: object) -> dict[str, Any]:
-                return await client.call(op, server_pid=server.pid, address=server.address, **args)
+                return await client.call(op, server, **args)
 
             await deployed("stream", count=max(50, n_stream // 10), sessions=1, tag="warm")
             await deployed("unary", count=50, session="warm-unary")

@@ -122,8 +122,7 @@ async def run(scale: Scale, workdir: Path, log: Log) -> Outcome:
             async def echo_d(count: int, tag: str) -> dict[str, Any]:
                 return await client.call(
                     "echo_stream",
-                    server_pid=echo_proc.pid,
-                    address=echo_proc.address,
+                    echo_proc,
                     count=count,
                     sessions=1,
                     tag=tag,
@@ -132,8 +131,7 @@ async def run(scale: Scale, workdir: Path, log: Log) -> Outcome:
             async def sidecar_d(count: int, sessions: int, tag: str) -> dict[str, Any]:
                 return await client.call(
                     "stream",
-                    server_pid=server.pid,
-                    address=server.address,
+                    server,
                     count=count,
                     sessions=sessions,
                     tag=tag,

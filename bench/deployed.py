@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import median
-from bench.server_process import cpu_seconds
+from bench.server_process import ServerProcess, cpu_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,6 +37,9 @@ class EchoProcess:
     address: str
 
 
+Served = EchoProcess | ServerProcess
+
+
 class ClientProcess:
     """One running ``bench.client_worker``; ``call`` sends a command and awaits its reply."""
 
@@ -44,13 +47,15 @@ class ClientProcess:
         self._process = process
         self.pid = process.pid
 
-    async def call(self, op: str, *, server_pid: int, **args: Any) -> dict[str, Any]:
-        """Run ``op`` in the client; the reply gains ``cpu_s`` of client and server."""
+    async def call(self, op: str, server: Served, **args: Any) -> dict[str, Any]:
+        """Run ``op`` against ``server``; the reply gains ``cpu_s`` of client and server."""
         stdin, stdout = self._process.stdin, self._process.stdout
         assert stdin is not None
         assert stdout is not None
+        server_pid = server.pid
         before = cpu_seconds(self.pid), cpu_seconds(server_pid)
-        stdin.write((json.dumps({"op": op, **args}) + "\n").encode())
+        command = {"op": op, "address": server.address, **args}
+        stdin.write((json.dumps(command) + "\n").encode())
         await stdin.drain()
         line = await stdout.readline()
         if not line:

@@ -15,6 +15,12 @@ for the streams' backlog. What is left is the one Python process: its event
 loop and writer thread share the GIL and, on two cores, the CPU with the load
 generator, so a 16-event group that costs 2-3 ms of CPU takes several times
 that in wall time under the flood.
+
+The server and the load are already processes of their own; the ``_deployed``
+target moves the probe out of the benchmark's process too (``bench.deployed``:
+a client process of its own, as an agent's), right after this process's probe
+under the same load, so neither the benchmark's heap nor its bookkeeping sits
+in the probe's loop.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from bench.common import Log, Outcome, Scale, Target, median, pb_event, percentile
+from bench.deployed import client_process
 from bench.server_process import server_process
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1.compaction_service_pb2_grpc import CompactionServiceStub
@@ -112,11 +119,13 @@ async def load_main(address: str, clients: int, seconds: float) -> None:
 
 async def run(scale: Scale, workdir: Path, log: Log) -> Outcome:
     calls, clients = scale.probe_calls, scale.load_clients
-    async with server_process(workdir) as server:
+    async with server_process(workdir) as server, client_process() as client:
         async with grpc.aio.insecure_channel(server.address) as channel:
             stub = CompactionServiceStub(channel)
             await _probe(stub, 50, "warm")
             quiet = await _probe(stub, calls, "probe-quiet")
+            await client.call("probe", server, count=50, session="d-warm")
+            d_quiet = await client.call("probe", server, count=calls, session="d-probe-quiet")
             load = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
@@ -136,6 +145,7 @@ async def run(scale: Scale, workdir: Path, log: Log) -> Outcome:
                 await asyncio.sleep(0.5)  # let the streams reach a steady state
                 began = time.perf_counter()
                 loaded = await _probe(stub, calls, "probe-loaded")
+                d_loaded = await client.call("probe", server, count=calls, session="d-probe-loaded")
                 probe_s = time.perf_counter() - began
                 load.stdin.write(b"stop\n")
                 await load.stdin.drain()
@@ -147,12 +157,21 @@ async def run(scale: Scale, workdir: Path, log: Log) -> Outcome:
                     await load.wait()
     q50, q99 = percentile(quiet, 50) * 1000, percentile(quiet, 99) * 1000
     l50, l99 = percentile(loaded, 50) * 1000, percentile(loaded, 99) * 1000
+    dq50, dq99, dl50, dl99 = (
+        percentile(reply["seconds"], q) * 1000
+        for reply, q in ((d_quiet, 50), (d_quiet, 99), (d_loaded, 50), (d_loaded, 99))
+    )
     load_rate = summary["acks"] / (probe_s + 0.5)
     log(
         f"latency: unary AppendEvents, {calls} calls each; "
         f"quiet p50 {q50:.2f} ms p99 {q99:.2f} ms; "
         f"with {clients} streaming clients (~{load_rate:.0f} appends/s) "
         f"p50 {l50:.2f} ms p99 {l99:.2f} ms"
+    )
+    log(
+        f"  probe in a process of its own: quiet p50 {dq50:.2f} ms p99 {dq99:.2f} ms; "
+        f"loaded p50 {dl50:.2f} ms p99 {dl99:.2f} ms; server CPU per quiet append "
+        f"{d_quiet['cpu_s']['server'] / calls * 1e6:.0f} us"
     )
     return Outcome(
         figures={
@@ -165,6 +184,11 @@ async def run(scale: Scale, workdir: Path, log: Log) -> Outcome:
             "loaded_p50_ms": l50,
             "loaded_p99_ms": l99,
             "load_appends_per_s": load_rate,
+            "deployed_quiet_p50_ms": dq50,
+            "deployed_quiet_p99_ms": dq99,
+            "deployed_loaded_p50_ms": dl50,
+            "deployed_loaded_p99_ms": dl99,
+            "deployed_quiet_server_cpu_us_per_append": d_quiet["cpu_s"]["server"] / calls * 1e6,
         },
         targets=[
             Target(
@@ -173,6 +197,14 @@ async def run(scale: Scale, workdir: Path, log: Log) -> Outcome:
                 TARGET_RATIO,
                 False,
                 f"unary AppendEvents p99 with {clients} clients streaming / p50 with none",
+            ),
+            Target(
+                "append_p99_under_load_vs_quiet_p50_deployed",
+                dl99 / dq50,
+                TARGET_RATIO,
+                False,
+                f"as deployed (probe, load and server a process each): unary AppendEvents "
+                f"p99 with {clients} clients streaming / p50 with none",
             ),
         ],
     )

@@ -12,12 +12,15 @@ from sidecar.server.config import ServerConfig
 
 
 @asynccontextmanager
-async def sidecar_server(directory: Path) -> AsyncIterator[Sidecar]:
-    """A server on 127.0.0.1 and a free port, with no default policy; stopped afterwards."""
+async def sidecar_server(directory: Path, database: str = "bench.db") -> AsyncIterator[Sidecar]:
+    """A server on 127.0.0.1 and a free port, with no default policy; stopped afterwards.
+
+    Its SQLite file is ``directory/database``.
+    """
     config = replace(
         ServerConfig(),
         listen="127.0.0.1:0",
-        store=f"sqlite:///{directory / 'bench.db'}",
+        store=f"sqlite:///{directory / database}",
         default_policy="none",
         shutdown_grace_s=1.0,
         log_level="WARNING",

@@ -24,6 +24,7 @@ TARGETS = (
     "streamed_appends_1_session_vs_echo_deployed",
     "streamed_appends_100_sessions_vs_echo_deployed",
     "get_context_vs_echo",
+    "get_context_vs_echo_deployed",
     "compaction_pass_large_vs_small_log",
     "clearing_pass_vs_token_budget_pass",
     "rendered_get_context_vs_get_context",
@@ -31,6 +32,7 @@ TARGETS = (
     "service_tokens_per_s_vs_tiktoken",
     "memory_idle_vs_fresh",
     "append_p99_under_load_vs_quiet_p50",
+    "append_p99_under_load_vs_quiet_p50_deployed",
 )
 ADK_TARGETS = (
     "streamed_appends_vs_adk_sqlite",
