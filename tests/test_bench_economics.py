@@ -12,14 +12,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bench.economics.policies import Entry
 from bench.economics.pricing import ANTHROPIC, GEMINI, OPENAI, Call, PriceModel, bill
-from bench.economics.replay import ReplayedSession, cache_key
+from bench.economics.replay import ReplayedSession, cache_key, replay
 from bench.economics.run import server_config
 from bench.economics.transcripts import TRANSCRIPTS, chat, coding, ops
 from sidecar.client import AsyncClient
 from sidecar.compaction.clear_tool_results import ClearToolResults
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.summarize import Summarize
+from sidecar.compaction.token_budget import TokenBudget
 from sidecar.compaction.triggers import TokenCount
 from sidecar.model import Role
 from sidecar.server.app import start
@@ -65,6 +67,11 @@ def test_writes_pay_the_premium_and_hits_come_in_increments() -> None:
 def test_the_summarizer_is_billed_input_at_full_price_and_output_at_the_output_price() -> None:
     (only,) = bill([Call(0, window(100), summary_input=1000, summary_output=100)], GEMINI, 0)
     assert only.billed == 100 + 1000 + 100 * GEMINI.output
+
+
+def test_output_a_policy_adds_is_billed_at_the_output_price() -> None:
+    plain, asked = bill([Call(0, window(100)), Call(0, window(100), output=30)], OPENAI, 0)
+    assert asked.billed - plain.billed == 30 * OPENAI.output
 
 
 def test_transcripts_are_long_deterministic_and_need_what_they_planted() -> None:
@@ -148,3 +155,34 @@ async def test_the_replayed_window_is_the_one_getcontext_answers(tmp_path: Path)
                 assert (len(passes) > 0) is (chosen is not None)
     finally:
         await sidecar.stop(0.5)
+
+
+async def test_a_fact_out_of_the_window_comes_back_through_the_recall_tool_and_is_paid_for(
+    tmp_path: Path,
+) -> None:
+    """With only the newest turn kept, every needed fact is searched for with the recall tool:
+    found when the model would read its value in the tool's answer, and each search adds a
+    call reading that answer (the window, the tool call and its result), its call billed."""
+    sidecar = await start(server_config(tmp_path / "e.db"))
+    t = ops(40, 20_000)
+    tight = CompactionPolicy(TokenCount(400), TokenBudget(max_tokens=1))
+    try:
+        async with AsyncClient(f"127.0.0.1:{sidecar.port}") as client:
+            kept = await replay(client, "kept", t, Entry("kept", "baseline", None))
+            done = await replay(client, "tight", t, Entry("tight", "ours", tight))
+    finally:
+        await sidecar.stop(0.5)
+    needed = [f for f in t.facts if f.needed_turn < len(t.turns)]
+    assert needed
+    assert len(done.recalls) == len(needed)
+    assert all(r.in_context and not r.searched for r in kept.recalls)
+    assert not any(r.in_context for r in done.recalls)
+    assert all(r.found_by_search for r in done.recalls)
+    assert len(done.calls) == len(kept.calls) + len(done.recalls)
+    searches = [i for i, c in enumerate(done.calls) if c.output]
+    assert len(searches) == len(done.recalls)
+    for i, recalled in zip(searches, done.recalls, strict=True):
+        asked, answered = recalled.searched
+        assert done.calls[i].window == done.calls[i - 1].window + recalled.searched
+        assert done.calls[i].output == asked[2] > 0
+        assert answered[2] > asked[2]

@@ -4,7 +4,11 @@ Ours follow the README's guidance (Performance: Context economics): a
 high-water trigger at ``HIGH`` of the model's window and a deep pass down
 to ``LOW`` of it, so passes are rare and each one frees a lot; the
 ``+min_saved`` variants also refuse a pass that would free less than
-``MIN_SAVED`` of the window (``Strategy.min_saved_tokens``).
+``MIN_SAVED`` of the window (``Strategy.min_saved_tokens``). One more,
+``recall_first``, keeps about the newest turn (a trigger at ``RECALL_HIGH``,
+a budget of ``RECALL_LOW``) and leaves everything older to the ``recall``
+tool, as a Letta-style agent pages its archive in: the replay bills each of
+its searches.
 
 The peers are emulated through our server with their documented defaults:
 
@@ -41,6 +45,10 @@ LOW = 0.03
 """Our passes keep about this fraction of the window."""
 MIN_SAVED = 0.05
 """The ``+min_saved`` variants: a pass must free at least this fraction of the window."""
+RECALL_HIGH = 0.02
+"""``recall_first``'s trigger: this fraction of the window."""
+RECALL_LOW = 0.005
+"""``recall_first``'s budget: about the newest turn (token_budget always keeps that whole)."""
 SUMMARY_TOKENS = 1024
 """``max_summary_tokens`` of every summarizing policy (the server's default)."""
 KEEP_TOOL_USES = 3
@@ -80,7 +88,10 @@ def ours(window: int, *, keep_events: int) -> list[Entry]:
             Entry(f"{name}{suffix}", "ours", CompactionPolicy(trigger, strategy))
             for name, strategy in strategies.items()
         ]
-    return entries
+    recall_first = CompactionPolicy(
+        TokenCount(int(window * RECALL_HIGH)), TokenBudget(max_tokens=int(window * RECALL_LOW))
+    )
+    return [*entries, Entry("recall_first", "ours", recall_first)]
 
 
 def peers(window: int) -> list[Entry]:

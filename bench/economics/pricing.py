@@ -15,7 +15,9 @@ summarizer's calls: their input at the full price and their output at the
 output price (as a multiple of the input price), since a summary is paid
 like any other model call. All in units of one uncached input token, so
 sessions compare across providers by their multipliers alone. Output
-tokens of the agent's own calls are the same under every policy and left out.
+tokens of the agent's own calls are the same under every policy and left
+out, except those of the calls a policy adds: a ``recall`` tool call the
+agent makes for a fact no longer in its context (``Call.output``).
 """
 
 from __future__ import annotations
@@ -73,12 +75,15 @@ class Call:
 
     ``summary_input`` / ``summary_output``: the summarizer tokens of the
     passes that landed since the previous call (paid for this call's window).
+    ``output``: output tokens this call adds that other policies' calls do
+    not make (the ``recall`` tool call a call answering its result follows).
     """
 
     at_s: float
     window: tuple[Key, ...]
     summary_input: int = 0
     summary_output: int = 0
+    output: int = 0
 
     @property
     def window_tokens(self) -> int:
@@ -123,7 +128,13 @@ def bill(calls: Sequence[Call], prices: PriceModel, overhead: int) -> list[Bill]
         written = rest if prices.write != 1.0 and prompt >= prices.min_prefix else 0
         uncached = rest - written
         summarizer = call.summary_input + call.summary_output * prices.output
-        billed = uncached + cached * prices.read + written * prices.write + summarizer
+        billed = (
+            uncached
+            + cached * prices.read
+            + written * prices.write
+            + summarizer
+            + call.output * prices.output
+        )
         bills.append(Bill(prompt, cached, written, uncached, summarizer, billed))
         previous = call
     return bills

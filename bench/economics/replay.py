@@ -15,37 +15,53 @@ clearing), and otherwise the last window read plus the events the append
 stored (each with the token count the server gave it), which is what
 GetContext answers for a session only appended to. A fact's recall is
 checked at the first call of the turn that needs it: in the window's visible
-text (a cleared result shows its placeholder), or else among SearchEvents'
-top 5 for its topic, the active window included (cleared originals are
-searchable there).
+text (a cleared result shows its placeholder), or else as the agent would
+get it back, through the ``recall`` tool the adapters give it
+(``sidecar.adapters.recall``: SearchEvents' top 5 for the fact's topic, the
+active window included since cleared originals are searchable there, cut to
+the tool's 1,000-token answer): found when the value is in the answer the
+model reads, its match marks aside. A search is paid for whether it finds
+the fact or not: the turn's first call asks for the tool (the call's tokens
+billed as output) and one more call reads the answer (the window, the call
+and the answer as its prompt). The two events are not kept in the window
+afterwards, which flatters a policy that searches by the tokens later calls
+would carry.
 """
 
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from bench.economics.policies import Entry
 from bench.economics.pricing import Call, Key
 from bench.economics.transcripts import Fact, Transcript
+from sidecar.adapters.recall import RecallSettings, arecall
 from sidecar.client import AsyncClient, SessionHandle
 from sidecar.compaction.formatting import format_event
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.token_budget import TokenBudget
-from sidecar.model import Event, Role
+from sidecar.compaction.tokens import count_event
+from sidecar.model import Event, Role, ToolCall, ToolResult
 
 SEARCH_TOP = 5
+RECALL = RecallSettings(max_hits=SEARCH_TOP, include_active=True)
 # Compact with no trigger and no force runs nothing: it only waits for the pass in flight.
 _WAIT = CompactionPolicy(trigger=None, strategy=TokenBudget())
 
 
 @dataclass(frozen=True, slots=True)
 class Recall:
-    """Whether a needed fact was in the context, or found by search, at the turn needing it."""
+    """Whether a needed fact was in the context, or found by search, at the turn needing it.
+
+    ``searched``: the recall tool's call and answer as the cache sees them
+    (empty when the fact was in the context and no search was made).
+    """
 
     fact: Fact
     in_context: bool
     found_by_search: bool
+    searched: tuple[Key, ...] = ()
 
 
 @dataclass(slots=True)
@@ -92,17 +108,17 @@ class ReplayedSession:
         self.window = list(context.events)
         self.version = context.version
 
-    async def recall(self, fact: Fact) -> Recall:
+    async def recall(self, client: AsyncClient, fact: Fact) -> Recall:
         if any(fact.value in _visible(e) for e in self.window):
             return Recall(fact, True, False)
-        found = False
-        seen = 0
-        async for hit in self.handle.search(fact.query, include_active=True, page_size=SEARCH_TOP):
-            found = found or fact.value in _visible(hit.event)
-            seen += 1
-            if seen == SEARCH_TOP:
-                break
-        return Recall(fact, False, found)
+        answer = await arecall(client, self.handle.session_id, fact.query, RECALL)
+        call = ToolCall(f"recall-{fact.name}", "recall", f'{{"query": "{fact.query}"}}')
+        asked = Event(id=f"recall-{fact.name}", role=Role.ASSISTANT, tool_calls=(call,))
+        result = ToolResult(call.id, "recall", answer)
+        read = Event(id=f"recall-{fact.name}-result", role=Role.TOOL, tool_results=(result,))
+        keys = tuple(cache_key(replace(e, token_count=count_event(e))) for e in (asked, read))
+        # Matched terms come marked (``db-**replica**-90``); the model reads through the marks.
+        return Recall(fact, False, fact.value in answer.replace("**", ""), keys)
 
 
 async def replay(
@@ -127,12 +143,20 @@ async def replay(
             if event.role is Role.ASSISTANT:
                 await session.append(batch)
                 batch = []
+                recalls = []
                 if first:
-                    out.recalls += [await session.recall(f) for f in needs.get(n, [])]
+                    recalls = [await session.recall(client, f) for f in needs.get(n, [])]
+                    out.recalls += recalls
                     first = False
-                out.calls.append(Call(clock, tuple(cache_key(e) for e in session.window)))
+                window = tuple(cache_key(e) for e in session.window)
+                out.calls.append(Call(clock, window))
                 versions.append(session.version)
                 clock += transcript.call_gap_s
+                for searched in (r.searched for r in recalls if r.searched):
+                    # The call asked for the tool; one more call reads its answer.
+                    out.calls.append(Call(clock, window + searched, output=searched[0][2]))
+                    versions.append(session.version)
+                    clock += transcript.call_gap_s
             batch.append(event)
         await session.append(batch)
     await _attribute_passes(session.handle, out, versions)
@@ -156,4 +180,4 @@ async def _attribute_passes(handle: SessionHandle, out: Replay, versions: list[i
         )
     for index, (tokens_in, tokens_out) in by_call.items():
         call = out.calls[index]
-        out.calls[index] = Call(call.at_s, call.window, tokens_in, tokens_out)
+        out.calls[index] = replace(call, summary_input=tokens_in, summary_output=tokens_out)

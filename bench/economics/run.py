@@ -133,14 +133,44 @@ def _priced(bills: list[Bill]) -> dict[str, Any]:
     }
 
 
-def _best(policies: dict[str, Any], kind: str, price: str, recall: float = 0.0) -> str | None:
-    """The cheapest policy of ``kind`` that fits the window, with at least ``recall``."""
+def _best(
+    policies: dict[str, Any], kind: str, price: str, recall: float = 0.0, in_context: float = 0.0
+) -> str | None:
+    """The cheapest policy of ``kind`` that fits the window, with at least ``recall`` (in
+    context or through the recall tool) and ``in_context`` (in context alone)."""
     fits = [
         (f["prices"][price]["billed"], name)
         for name, f in policies.items()
-        if f["kind"] == kind and f["over_window_calls"] == 0 and f["recall"] >= recall
+        if f["kind"] == kind
+        and f["over_window_calls"] == 0
+        and f["recall"] >= recall
+        and f["in_context"] >= in_context
     ]
     return min(fits)[1] if fits else None
+
+
+def in_context_comparison(policies: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per price model, a stricter comparison than the target's (reported, not a target): our
+    cheapest policy keeping at least the best peer's in-context recall, ÷ that peer."""
+    out = {}
+    for prices in PRICE_MODELS:
+        peer = _best(policies, "peer", prices.name)
+        if peer is None:
+            continue
+        f = policies[peer]
+        ours = _best(policies, "ours", prices.name, f["recall"], f["in_context"])
+        billed = f["prices"][prices.name]["billed"]
+        out[prices.name] = {
+            "ours": ours,
+            "peer": peer,
+            "peer_in_context": f["in_context"],
+            "ratio": (
+                policies[ours]["prices"][prices.name]["billed"] / billed
+                if ours is not None
+                else None
+            ),
+        }
+    return out
 
 
 def targets(
@@ -216,6 +246,14 @@ async def run_all(quick: bool, workdir: Path) -> tuple[dict[str, Any], list[Targ
                     say(f"  {target.description}")
                     if not target.passed:
                         say(explain(verdict, policies, floors))
+                stricter = in_context_comparison(policies)
+                for price, row in stricter.items():
+                    ratio = "none qualifies" if row["ratio"] is None else f"{row['ratio']:.2f}"
+                    say(
+                        f"  in context ({price}): {row['ours']} / {row['peer']} {ratio}, our"
+                        f" cheapest keeping {row['peer_in_context']:.2f} of the facts in context"
+                        " as the peer does (reported, not a target)"
+                    )
                 swept = t.name == SWEEP_TRANSCRIPT and not quick
                 sweep = await depth_sweep(client, t) if swept else []
                 for row in sweep:
@@ -236,6 +274,7 @@ async def run_all(quick: bool, workdir: Path) -> tuple[dict[str, Any], list[Targ
                     "overhead_tokens": t.overhead_tokens,
                     "floor": floors,
                     "policies": policies,
+                    "in_context_comparison": stricter,
                     "sweep": sweep,
                     "elapsed_s": time.perf_counter() - started,
                 }
