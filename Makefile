@@ -56,7 +56,7 @@ bench-quick: setup bench-adk-venv
 
 ## Context economics: three long transcripts through the real server under each policy, every
 ## model call priced under Anthropic, Gemini and OpenAI cache rules, against the peers' defaults
-## (about 25 minutes on a loaded 2-core machine; JSON in bench/results-economics.json, the plot
+## (about 35 minutes on a loaded 2-core machine; JSON in bench/results-economics.json, the plot
 ## in docs/economics.png).
 ## make test runs its --quick mode (tests/test_bench_economics.py).
 bench-economics: setup
