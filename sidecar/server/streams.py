@@ -86,13 +86,22 @@ class ByteQueue(Generic[T]):
         self._items: collections.deque[tuple[T, int]] = collections.deque()
         self._closed = False
         self._changed = asyncio.Event()
+        self._waiting = 0  # tasks in room() or get(): with none, a change wakes nobody
 
     def __len__(self) -> int:
         return len(self._items)
 
     def _notify(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
+        if self._waiting:
+            self._changed.set()
+            self._changed = asyncio.Event()
+
+    async def _wait(self) -> None:
+        self._waiting += 1
+        try:
+            await self._changed.wait()
+        finally:
+            self._waiting -= 1
 
     def has_room(self) -> bool:
         return len(self._items) < self.max_items and self.bytes < self.max_bytes
@@ -100,7 +109,7 @@ class ByteQueue(Generic[T]):
     async def room(self) -> None:
         """Wait until the queue takes another item."""
         while not self.has_room():
-            await self._changed.wait()
+            await self._wait()
 
     def put_nowait(self, item: T, size: int) -> None:
         """Add an item of ``size`` bytes; the caller waited for ``room``."""
@@ -117,7 +126,11 @@ class ByteQueue(Generic[T]):
         while not self._items:
             if self._closed:
                 return None
-            await self._changed.wait()
+            await self._wait()
+        return self.get_nowait()
+
+    def get_nowait(self) -> tuple[T, int]:
+        """The oldest item and its size; the caller saw the queue was not empty."""
         item = self._items.popleft()
         self.bytes -= item[1]
         self._notify()
@@ -181,12 +194,15 @@ class EventStream:
         reader = asyncio.create_task(self._read())
         try:
             while True:
-                try:
-                    item = await asyncio.wait_for(self._outgoing.get(), self._idle_check_s)
-                except TimeoutError:
-                    if self._revoked():
-                        raise Revoked from None
-                    continue
+                # What is queued already goes out without a timed wait (a task and a timer).
+                item = self._outgoing.get_nowait() if len(self._outgoing) else None
+                if item is None:
+                    try:
+                        item = await asyncio.wait_for(self._outgoing.get(), self._idle_check_s)
+                    except TimeoutError:
+                        if self._revoked():
+                            raise Revoked from None
+                        continue
                 if item is None:  # the client half-closed and every answer is out
                     if self._revoked():
                         raise Revoked

@@ -180,3 +180,23 @@ async def test_a_cancelled_get_takes_nothing() -> None:
         await getter
     await queue.put("kept", 1)
     assert await queue.get() == ("kept", 1)
+
+
+async def test_changes_nobody_waits_for_wake_nobody_and_lose_no_later_wakeup() -> None:
+    """A put or get with no task waiting skips the wake-up; one waiting after it still wakes,
+    and a cancelled waiter leaves no count behind that would keep waking nobody."""
+    queue: ByteQueue[str] = ByteQueue(max_items=1, max_bytes=100)
+    await queue.put("a", 1)  # no one waits: nothing to wake
+    assert queue.get_nowait() == ("a", 1)
+    cancelled = asyncio.create_task(queue.get())
+    await settle()
+    cancelled.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled
+    getters = [asyncio.create_task(queue.get()) for _ in range(2)]
+    await settle()
+    await queue.put("b", 1)  # full now: the next put waits for a getter to take "b"
+    putter = asyncio.create_task(queue.put("c", 1))
+    await settle()
+    assert sorted([(await getters[0]), (await getters[1])]) == [("b", 1), ("c", 1)]
+    await putter
