@@ -101,6 +101,12 @@ def _settle(done: asyncio.Future[Any], ok: bool, value: Any) -> None:
         done.set_exception(value)
 
 
+def _settle_all(settled: list[tuple[asyncio.Future[Any], tuple[bool, Any]]]) -> None:
+    """Every write of a group, in order: one wake-up of the loop for the whole group."""
+    for done, (ok, value) in settled:
+        _settle(done, ok, value)
+
+
 class SqliteWriter:
     """Writes on one aiosqlite connection: queued fairly, committed in groups."""
 
@@ -149,9 +155,11 @@ class SqliteWriter:
                         self._draining = False
                         return
                 outcomes = self._commit(db, [body for body, _ in group])
+                settled = [
+                    (done, outcome) for (_, done), outcome in zip(group, outcomes, strict=True)
+                ]
                 with contextlib.suppress(RuntimeError):  # the loop closed: no one waits
-                    for (_, done), (ok, value) in zip(group, outcomes, strict=True):
-                        loop.call_soon_threadsafe(_settle, done, ok, value)
+                    loop.call_soon_threadsafe(_settle_all, settled)
 
         return drain
 
