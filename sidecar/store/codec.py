@@ -51,17 +51,26 @@ def from_micros(micros: int) -> datetime:
     return _EPOCH + timedelta(microseconds=micros)
 
 
+# What json.dumps(value, separators=(",", ":"), ensure_ascii=False) builds on every call.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_NO_LABELS = "{}"
+
+
 def dump_json(value: object) -> str:
     """Compact JSON: no spaces, UTF-8 kept as is."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return _COMPACT.encode(value)
 
 
 def encode_labels(labels: Mapping[str, str]) -> str:
     """Labels as a JSON object with sorted keys, so equal label sets store equal text."""
+    if not labels:  # most sessions: every write saves the header, labels and all
+        return _NO_LABELS
     return dump_json({key: labels[key] for key in sorted(labels)})
 
 
 def decode_labels(raw: str) -> dict[str, str]:
+    if raw == _NO_LABELS:
+        return {}
     labels: dict[str, str] = json.loads(raw)
     return labels
 
