@@ -198,5 +198,5 @@ async def test_changes_nobody_waits_for_wake_nobody_and_lose_no_later_wakeup() -
     await queue.put("b", 1)  # full now: the next put waits for a getter to take "b"
     putter = asyncio.create_task(queue.put("c", 1))
     await settle()
-    assert sorted([(await getters[0]), (await getters[1])]) == [("b", 1), ("c", 1)]
+    assert [await getter for getter in getters] == [("b", 1), ("c", 1)]
     await putter
