@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import Scale
+from bench.json_lines import stop
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PYTHON = ROOT / ".venv-adk" / "bin" / "python"
@@ -78,10 +79,4 @@ async def adk_worker(python: Path) -> AsyncIterator[AdkWorker]:
     try:
         yield AdkWorker(process)
     finally:  # end of input is the worker's signal to close its services and exit
-        if process.stdin is not None and not process.stdin.is_closing():
-            process.stdin.close()
-        try:
-            await asyncio.wait_for(process.wait(), 10)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
+        await stop(process)

@@ -3,7 +3,8 @@
 Why a separate process: no google-adk release accepts our pinned google-genai
 (google-adk 2.13.0, the newest, needs ``google-genai>=2.30,<3``; we pin 3.3.0),
 so ADK lives in its own virtualenv (``make bench-adk-venv``) and this worker runs
-there, with only the standard library, ``bench.texts`` and google-adk imported.
+there, with only the standard library, ``bench.texts``, ``bench.json_lines`` and
+google-adk imported.
 The sidecar benchmarks in the parent process talk to it over stdin/stdout, one
 JSON object per line, and alternate rounds with it in the same run. Everything
 ADK does is timed here, in ADK's own process, so no hop or pipe is counted
@@ -27,9 +28,7 @@ Run by hand: ``/path/to/adk-venv/bin/python -m bench.adk_worker`` from the repo 
 from __future__ import annotations
 
 import asyncio
-import json
 import sqlite3
-import sys
 import time
 from typing import Any
 
@@ -50,6 +49,7 @@ from google.adk.sessions.sqlite_session_service import (  # type: ignore[import-
 )
 from google.genai import types
 
+from bench.json_lines import serve
 from bench.texts import is_user, text_of
 
 APP = "bench"
@@ -128,27 +128,5 @@ class Worker:
                 await closer()
 
 
-async def serve() -> None:
-    worker = Worker()
-    loop = asyncio.get_running_loop()
-    try:
-        while True:
-            line = await loop.run_in_executor(None, sys.stdin.readline)
-            if not line:
-                return
-            command: dict[str, Any] = json.loads(line)
-            op = command.pop("op")
-            if op == "quit":
-                return
-            try:
-                reply = await getattr(worker, op)(**command)
-            except Exception as exc:  # reported to the parent, which fails the run
-                reply = {"error": f"{type(exc).__name__}: {exc}"}
-            sys.stdout.write(json.dumps(reply) + "\n")
-            sys.stdout.flush()
-    finally:
-        await worker.close()
-
-
 if __name__ == "__main__":
-    asyncio.run(serve())
+    asyncio.run(serve(Worker()))

@@ -30,8 +30,6 @@ Run by hand: ``python -m bench.client_worker`` from the repo root.
 from __future__ import annotations
 
 import asyncio
-import json
-import sys
 import time
 from typing import Any
 
@@ -41,6 +39,7 @@ from bench.adk_appends import unary_rate
 from bench.appends import echo_rate, requests_for, service_rate
 from bench.common import pb_event
 from bench.echo import UNARY
+from bench.json_lines import serve
 from bench.latency import _probe
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1.compaction_service_pb2_grpc import CompactionServiceStub
@@ -119,27 +118,5 @@ class Client:
             await channel.close(None)
 
 
-async def serve() -> None:
-    client = Client()
-    loop = asyncio.get_running_loop()
-    try:
-        while True:
-            line = await loop.run_in_executor(None, sys.stdin.readline)
-            if not line:
-                return
-            command: dict[str, Any] = json.loads(line)
-            op = command.pop("op")
-            if op == "quit":
-                return
-            try:
-                reply = await getattr(client, op)(**command)
-            except Exception as exc:  # reported to the parent, which fails the run
-                reply = {"error": f"{type(exc).__name__}: {exc}"}
-            sys.stdout.write(json.dumps(reply) + "\n")
-            sys.stdout.flush()
-    finally:
-        await client.close()
-
-
 if __name__ == "__main__":
-    asyncio.run(serve())
+    asyncio.run(serve(Client()))

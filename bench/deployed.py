@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import median
+from bench.json_lines import stop
 from bench.server_process import ServerProcess, cpu_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,17 +69,6 @@ class ClientProcess:
         return reply
 
 
-async def _stop(process: asyncio.subprocess.Process) -> None:
-    """End of input is the child's signal to exit; killed if it does not within 10 s."""
-    if process.stdin is not None and not process.stdin.is_closing():
-        process.stdin.close()
-    try:
-        await asyncio.wait_for(process.wait(), 10)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-
-
 @asynccontextmanager
 async def client_process() -> AsyncIterator[ClientProcess]:
     """``python -m bench.client_worker`` from the repo root; stopped afterwards."""
@@ -93,7 +83,7 @@ async def client_process() -> AsyncIterator[ClientProcess]:
     try:
         yield ClientProcess(process)
     finally:
-        await _stop(process)
+        await stop(process)
 
 
 @asynccontextmanager
@@ -114,7 +104,7 @@ async def echo_process() -> AsyncIterator[EchoProcess]:
             raise RuntimeError(f"echo server exited with code {await process.wait()}")
         yield EchoProcess(process.pid, line.decode().strip())
     finally:
-        await _stop(process)
+        await stop(process)
 
 
 def per_message_us(replies: list[dict[str, Any]], side: str, messages: int) -> float:
