@@ -10,7 +10,6 @@ go on, and it says which targets it skipped; every other mode fails.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import Scale
-from bench.json_lines import stop
+from bench.json_lines import ROOT, ask, started
 
-ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PYTHON = ROOT / ".venv-adk" / "bin" / "python"
 
 
@@ -51,32 +49,13 @@ class AdkWorker:
         self._process = process
 
     async def call(self, op: str, **args: Any) -> dict[str, Any]:
-        stdin, stdout = self._process.stdin, self._process.stdout
-        assert stdin is not None
-        assert stdout is not None
-        stdin.write((json.dumps({"op": op, **args}) + "\n").encode())
-        await stdin.drain()
-        line = await stdout.readline()
-        if not line:
-            raise RuntimeError(f"ADK worker exited (code {await self._process.wait()}) during {op}")
-        reply: dict[str, Any] = json.loads(line)
-        if "error" in reply:
-            raise RuntimeError(f"ADK worker {op}: {reply['error']}")
+        reply: dict[str, Any] = await ask(self._process, "ADK worker", {"op": op, **args})
         return reply
 
 
 @asynccontextmanager
 async def adk_worker(python: Path) -> AsyncIterator[AdkWorker]:
-    """The worker, started from the repo root so ``bench.texts`` imports; stopped afterwards."""
-    process = await asyncio.create_subprocess_exec(
-        str(python),
-        "-m",
-        "bench.adk_worker",
-        cwd=ROOT,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-    )
-    try:
+    """The worker, started from the repo root so ``bench.texts`` imports; stopped afterwards
+    (end of input is its signal to close its services and exit)."""
+    async with started(python, "bench.adk_worker") as process:
         yield AdkWorker(process)
-    finally:  # end of input is the worker's signal to close its services and exit
-        await stop(process)

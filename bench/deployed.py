@@ -17,19 +17,15 @@ spent on it: ``cpu_s`` maps ``client`` and ``server`` to seconds.
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from bench.common import median
-from bench.json_lines import stop
+from bench.json_lines import ask, started
 from bench.server_process import ServerProcess, cpu_seconds
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,21 +46,11 @@ class ClientProcess:
 
     async def call(self, op: str, server: Served, **args: Any) -> dict[str, Any]:
         """Run ``op`` against ``server``; the reply gains ``cpu_s`` of client and server."""
-        stdin, stdout = self._process.stdin, self._process.stdout
-        assert stdin is not None
-        assert stdout is not None
-        server_pid = server.pid
-        before = cpu_seconds(self.pid), cpu_seconds(server_pid)
-        command = {"op": op, "address": server.address, **args}
-        stdin.write((json.dumps(command) + "\n").encode())
-        await stdin.drain()
-        line = await stdout.readline()
-        if not line:
-            raise RuntimeError(f"client exited (code {await self._process.wait()}) during {op}")
-        after = cpu_seconds(self.pid), cpu_seconds(server_pid)
-        reply: dict[str, Any] = json.loads(line)
-        if "error" in reply:
-            raise RuntimeError(f"client {op}: {reply['error']}")
+        before = cpu_seconds(self.pid), cpu_seconds(server.pid)
+        reply: dict[str, Any] = await ask(
+            self._process, "client", {"op": op, "address": server.address, **args}
+        )
+        after = cpu_seconds(self.pid), cpu_seconds(server.pid)
         reply["cpu_s"] = {"client": after[0] - before[0], "server": after[1] - before[1]}
         return reply
 
@@ -72,39 +58,19 @@ class ClientProcess:
 @asynccontextmanager
 async def client_process() -> AsyncIterator[ClientProcess]:
     """``python -m bench.client_worker`` from the repo root; stopped afterwards."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bench.client_worker",
-        cwd=ROOT,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-    )
-    try:
+    async with started(sys.executable, "bench.client_worker") as process:
         yield ClientProcess(process)
-    finally:
-        await stop(process)
 
 
 @asynccontextmanager
 async def echo_process() -> AsyncIterator[EchoProcess]:
     """``python -m bench.echo`` on a free loopback port; stopped afterwards."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bench.echo",
-        cwd=ROOT,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-    )
-    try:
+    async with started(sys.executable, "bench.echo") as process:
         assert process.stdout is not None
         line = await asyncio.wait_for(process.stdout.readline(), 30)
         if not line:
             raise RuntimeError(f"echo server exited with code {await process.wait()}")
         yield EchoProcess(process.pid, line.decode().strip())
-    finally:
-        await stop(process)
 
 
 def per_message_us(replies: list[dict[str, Any]], side: str, messages: int) -> float:

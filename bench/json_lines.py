@@ -1,11 +1,12 @@
-"""The loop every worker process of the benchmark runs, and how its parent stops one.
+"""The loop every worker process of the benchmark runs, and how its parent drives one.
 
 A worker (``bench.adk_worker``, ``bench.client_worker``) reads one JSON
 command a line on stdin (``{"op": NAME, ...}``), awaits ``worker.NAME(...)``
 and writes its JSON reply a line on stdout; an exception becomes
 ``{"error": ...}``, which its parent turns into a failed run. ``quit`` or the
-end of input ends it. Standard library only: ``bench.adk_worker`` runs it in
-ADK's own venv.
+end of input ends it. The parent starts a worker with ``started``, sends it
+commands with ``ask`` and stops it on leaving. Standard library only:
+``bench.adk_worker`` runs this in ADK's own venv.
 """
 
 from __future__ import annotations
@@ -13,7 +14,12 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 async def serve(worker: Any) -> None:
@@ -47,3 +53,36 @@ async def stop(process: asyncio.subprocess.Process) -> None:
     except TimeoutError:
         process.kill()
         await process.wait()
+
+
+@asynccontextmanager
+async def started(python: str | Path, module: str) -> AsyncIterator[asyncio.subprocess.Process]:
+    """``python -m module`` from the repo root, its stdin and stdout piped; stopped on leaving."""
+    process = await asyncio.create_subprocess_exec(
+        str(python),
+        "-m",
+        module,
+        cwd=ROOT,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        yield process
+    finally:
+        await stop(process)
+
+
+async def ask(process: asyncio.subprocess.Process, who: str, command: dict[str, Any]) -> Any:
+    """Send ``command``, await the reply; a worker that exits or answers an error raises."""
+    stdin, stdout = process.stdin, process.stdout
+    assert stdin is not None
+    assert stdout is not None
+    stdin.write((json.dumps(command) + "\n").encode())
+    await stdin.drain()
+    line = await stdout.readline()
+    if not line:
+        raise RuntimeError(f"{who} exited (code {await process.wait()}) during {command['op']}")
+    reply = json.loads(line)
+    if "error" in reply:
+        raise RuntimeError(f"{who} {command['op']}: {reply['error']}")
+    return reply
