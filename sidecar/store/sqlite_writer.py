@@ -92,19 +92,15 @@ def in_group(
     return run
 
 
-def _settle(done: asyncio.Future[Any], ok: bool, value: Any) -> None:
-    if done.cancelled():  # its caller gave up; the write itself went ahead
-        return
-    if ok:
-        done.set_result(value)
-    else:
-        done.set_exception(value)
-
-
 def _settle_all(settled: list[tuple[asyncio.Future[Any], tuple[bool, Any]]]) -> None:
     """Every write of a group, in order: one wake-up of the loop for the whole group."""
     for done, (ok, value) in settled:
-        _settle(done, ok, value)
+        if done.cancelled():  # its caller gave up; the write itself went ahead
+            continue
+        if ok:
+            done.set_result(value)
+        else:
+            done.set_exception(value)
 
 
 class SqliteWriter:
