@@ -14,7 +14,6 @@ import dev.compactionsidecar.v1.GetContextRequest;
 import dev.compactionsidecar.v1.GetContextResponse;
 import java.util.List;
 import java.util.Map;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -23,25 +22,11 @@ import org.junit.jupiter.api.Test;
  * moved by a compaction or a restore, the stable prefix the window as the last change left it,
  * also for a window read in parts.
  */
-class CachePrefixTest {
-  private static SidecarProcess server;
-  private static SidecarClient client;
-
+class CachePrefixTest extends AgainstServer {
   @BeforeAll
   static void start() throws Exception {
     // 8 KiB: a window of a few KB is too large for one answer.
-    server = SidecarProcess.start("--max-message-bytes", "8192");
-    client = SidecarClient.builder(server.target()).build();
-  }
-
-  @AfterAll
-  static void stop() throws Exception {
-    if (client != null) {
-      client.close();
-    }
-    if (server != null) {
-      server.close();
-    }
+    startServer("--max-message-bytes", "8192");
   }
 
   @Test

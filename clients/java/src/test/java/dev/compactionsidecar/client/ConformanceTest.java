@@ -47,7 +47,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.function.Supplier;
 import java.util.stream.Stream;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.DynamicTest;
 import org.junit.jupiter.api.TestFactory;
@@ -62,7 +61,7 @@ import org.junit.jupiter.api.TestFactory;
  * search, stream), else through the generated stub; responses are printed with {@link JsonFormat#printer()} and matched
  * by the format's rules.
  */
-class ConformanceTest {
+class ConformanceTest extends AgainstServer {
   private static final TypeRegistry DETAILS =
       TypeRegistry.newBuilder()
           .add(BadRequest.getDescriptor())
@@ -74,8 +73,6 @@ class ConformanceTest {
   private static final JsonFormat.Parser PARSER = JsonFormat.parser();
 
   private static Struct suite;
-  private static SidecarProcess server;
-  private static SidecarClient client;
 
   @BeforeAll
   static void start() throws Exception {
@@ -89,18 +86,7 @@ class ConformanceTest {
     for (Value arg : list(field(suite, "server_args"))) {
       serverArgs.add(arg.getStringValue());
     }
-    server = SidecarProcess.start(serverArgs);
-    client = SidecarClient.builder(server.target()).build();
-  }
-
-  @AfterAll
-  static void stop() throws Exception {
-    if (client != null) {
-      client.close();
-    }
-    if (server != null) {
-      server.close();
-    }
+    startServer(serverArgs);
   }
 
   @TestFactory

@@ -14,29 +14,14 @@ import io.grpc.Status;
 import java.time.Duration;
 import java.util.List;
 import java.util.Optional;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /** Failures arrive as SidecarException with the status and the server's google.rpc details. */
-class ErrorsTest {
-  private static SidecarProcess server;
-  private static SidecarClient client;
-
+class ErrorsTest extends AgainstServer {
   @BeforeAll
   static void start() throws Exception {
-    server = SidecarProcess.start();
-    client = SidecarClient.builder(server.target()).build();
-  }
-
-  @AfterAll
-  static void stop() throws Exception {
-    if (client != null) {
-      client.close();
-    }
-    if (server != null) {
-      server.close();
-    }
+    startServer();
   }
 
   @Test

@@ -36,7 +36,6 @@ import io.grpc.MethodDescriptor;
 import io.grpc.Status;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -44,7 +43,7 @@ import org.junit.jupiter.api.Test;
  * Issue 20's fields through the wrapper: reasoning and signatures kept byte for byte, the
  * session's model, usage reports on appends and streams, and contexts rendered for a provider.
  */
-class ProviderFieldsTest {
+class ProviderFieldsTest extends AgainstServer {
   private static final Reasoning THOUGHT =
       Events.reasoning("order 42 is in the lookup tool", bytes(0xfb, 0xff, 0xbf, 1, 2, 3));
   private static final Reasoning REDACTED = Events.redactedReasoning(bytes(0, 1, 0xfe, 0xff));
@@ -56,24 +55,10 @@ class ProviderFieldsTest {
           .build();
   private static final ByteString CALL_SIGNATURE = bytes(0xfa, 0xfb, 0xfc, 7);
 
-  private static SidecarProcess server;
-  private static SidecarClient client;
-
   @BeforeAll
   static void start() throws Exception {
     // 8 KiB: a window of a few KB comes from GetContext without its content.
-    server = SidecarProcess.start("--max-message-bytes", "8192");
-    client = SidecarClient.builder(server.target()).build();
-  }
-
-  @AfterAll
-  static void stop() throws Exception {
-    if (client != null) {
-      client.close();
-    }
-    if (server != null) {
-      server.close();
-    }
+    startServer("--max-message-bytes", "8192");
   }
 
   private static ByteString bytes(int... values) {

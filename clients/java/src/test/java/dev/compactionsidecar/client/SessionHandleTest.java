@@ -37,29 +37,14 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.stream.Collectors;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /** The wrapper against a real server: append, context, compact, events, search, stream, watch. */
-class SessionHandleTest {
-  private static SidecarProcess server;
-  private static SidecarClient client;
-
+class SessionHandleTest extends AgainstServer {
   @BeforeAll
   static void start() throws Exception {
-    server = SidecarProcess.start();
-    client = SidecarClient.builder(server.target()).build();
-  }
-
-  @AfterAll
-  static void stop() throws Exception {
-    if (client != null) {
-      client.close();
-    }
-    if (server != null) {
-      server.close();
-    }
+    startServer();
   }
 
   /** Three turns: an outage in the oldest, so search has something archived to find. */

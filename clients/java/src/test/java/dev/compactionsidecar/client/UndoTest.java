@@ -15,29 +15,14 @@ import dev.compactionsidecar.v1.SearchHit;
 import io.grpc.Status;
 import java.util.List;
 import java.util.Map;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /** Undo against a real server: the history newest first, restore, and restores out of order. */
-class UndoTest {
-  private static SidecarProcess server;
-  private static SidecarClient client;
-
+class UndoTest extends AgainstServer {
   @BeforeAll
   static void start() throws Exception {
-    server = SidecarProcess.start();
-    client = SidecarClient.builder(server.target()).build();
-  }
-
-  @AfterAll
-  static void stop() throws Exception {
-    if (client != null) {
-      client.close();
-    }
-    if (server != null) {
-      server.close();
-    }
+    startServer();
   }
 
   /** Two forced compactions: the older archives turn 1, the newer turn 2; their ids, older first. */
