@@ -72,6 +72,7 @@ from sidecar.store.protocol import (
     SessionFilter,
 )
 from sidecar.store.sqlite_checkpoints import Checkpointer
+from sidecar.store.sqlite_indexing import SearchIndexer
 from sidecar.store.sqlite_schema import (
     SYNCHRONOUS_MODES,
     configure_reader,
@@ -111,6 +112,7 @@ class SqliteStore:
         self._idle: asyncio.Queue[aiosqlite.Connection] = asyncio.Queue()
         self._searches = SearchConnections(search_connections)
         self._checkpointer = Checkpointer()
+        self._indexer = SearchIndexer(lambda body: self._write(body))
         self._decoded = DecodedEvents(decoded_cache_bytes)
 
     # -- lifecycle -----------------------------------------------------------
@@ -139,12 +141,15 @@ class SqliteStore:
             await self._checkpointer.close()
             raise
         self._writer = SqliteWriter(writer)
+        if await self._read(lambda db: db.execute("SELECT 1 FROM fts_pending LIMIT 1").fetchone()):
+            self._indexer.appended()  # left pending by a crash or a close
 
     async def close(self) -> None:
         """Refuse new calls, let the ones in flight finish (stopping searches), then disconnect."""
         writer = self._writer
         if writer is None:
             return
+        await self._indexer.close()
         await writer.idle()  # the writes running and queued still commit
         self._writer = None
         await self._searches.close()  # searches in flight are stopped: they are only reads
@@ -292,7 +297,7 @@ class SqliteStore:
         usage_ratio: float | None = None,
     ) -> AppendOutcome:
         batch = tuple(events)
-        return await self._write(
+        outcome: AppendOutcome = await self._write(
             lambda db: writes.append(
                 db,
                 session_id,
@@ -308,6 +313,9 @@ class SqliteStore:
             session_id=session_id,
             weight=write_weight(len(batch), sum(e.content_bytes() for e in batch)),
         )
+        if outcome.written:
+            self._indexer.appended()
+        return outcome
 
     async def active_window(self, session_id: str) -> tuple[Session, tuple[Event, ...]]:
         return await self._read(lambda db: reads.active_window(db, session_id, self._decoded))
@@ -315,11 +323,14 @@ class SqliteStore:
     async def apply(self, session_id: str, plan: CompactionPlan) -> ApplyOutcome:
         if plan.is_empty:
             raise ValueError("an empty compaction plan writes nothing; do not apply it")
-        return await self._write(
+        outcome: ApplyOutcome = await self._write(
             lambda db: writes.apply(db, session_id, plan, now=utcnow()),
             session_id=session_id,
             weight=write_weight(len(plan.inserts) + len(plan.archive_ids)),
         )
+        if plan.inserts:
+            self._indexer.appended()
+        return outcome
 
     async def list_events(
         self,
@@ -354,9 +365,14 @@ class SqliteStore:
         if self._writer is None:
             raise StoreUnavailable("sqlite store is not open")
         size = effective_page_size(page_size)
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        async with asyncio.timeout(timeout_s):  # waiting for the writer counts against it
+            await self._indexer.before_search()  # exact for everything acknowledged before it
+        left = None if timeout_s is None else max(0.0, timeout_s - (loop.time() - began))
         return await self._searches.run(
             lambda db: reads.search(db, query, size=size, token=page_token, max_bytes=max_bytes),
-            timeout_s,
+            left,
         )
 
     async def compaction_result(self, session_id: str, compaction_id: str) -> CompactionResult:

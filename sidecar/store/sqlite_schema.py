@@ -31,6 +31,12 @@ Layout, and why:
   holding ``format_event(event)``: the text a model would see, tool-call
   arguments and tool results included. It stores its own copy of the text so
   that ``snippet()`` works without re-rendering events.
+- ``fts_pending`` holds the ``pk`` of every event not yet in ``events_fts``.
+  An append writes its events' rows there, in its own transaction; a
+  background write indexes them in batches, and every search indexes all of
+  them first, so a search finds everything acknowledged before it began. The
+  rows are durable: after a crash the next search or the background write
+  indexes what was left.
 """
 
 from __future__ import annotations
@@ -180,6 +186,12 @@ _MIGRATION_6 = Migration(
     ),
 )
 
+_MIGRATION_7 = Migration(
+    7,
+    "events waiting to be indexed for search, indexed in batches off the appends' transactions",
+    ("CREATE TABLE fts_pending (pk INTEGER PRIMARY KEY)",),
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     _MIGRATION_1,
     _MIGRATION_2,
@@ -187,6 +199,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _MIGRATION_4,
     _MIGRATION_5,
     _MIGRATION_6,
+    _MIGRATION_7,
 )
 """Every migration, in order; versions are 1, 2, 3, ... with no gap."""
 

@@ -7,7 +7,7 @@ appends costs one commit instead of one each.
 
 The queue is drained on the writer's own thread: when a group commits, the
 next one starts at once, and each write's caller is woken with its outcome;
-the drain waits a moment (``LINGER_S``) for more before it stops.
+the drain waits for more (up to ``LINGER_S``) before it stops.
 Draining from the event loop instead would leave the writer idle for a
 loop turn between groups — under load, longer than a group takes — and
 every write would wait for those turns too.
@@ -29,11 +29,14 @@ from sidecar.store.sqlite_threads import run_in_connection_thread, store_error
 
 T = TypeVar("T")
 
-LINGER_S = 0.002
+LINGER_S = 1.0
 """How long the writer's thread waits for another write before it stops draining.
 
-Starting to drain costs a task and a thread hop; writes that come this close
-after one another (a busy stream's appends) are taken by the drain running.
+Starting to drain costs a task, a job on aiosqlite's queue and a loop
+wake-up when it ends; an agent's sequential appends come a few
+milliseconds apart, so a drain that stopped between them paid that on
+every one. Waiting costs nothing (the thread sleeps on a condition), and
+``idle()`` ends the wait at once.
 """
 
 Body = Callable[[sqlite3.Connection], Any]
@@ -112,6 +115,7 @@ class SqliteWriter:
         # The queue and the flag below, shared with the thread; notified on each write.
         self._ready = threading.Condition()
         self._draining = False
+        self._releasing = False  # idle() asks the drain to stop once the queue is empty
         self._drains: set[asyncio.Task[None]] = set()
 
     async def write(
@@ -136,16 +140,23 @@ class SqliteWriter:
         return await done
 
     async def idle(self) -> None:
-        """Wait until every write made so far has committed or failed."""
+        """Wait until every write made so far has committed or failed (the drain stops)."""
         while self._drains:
-            await asyncio.gather(*self._drains, return_exceptions=True)
+            with self._ready:
+                self._releasing = True
+                self._ready.notify()
+            try:
+                await asyncio.gather(*self._drains, return_exceptions=True)
+            finally:
+                with self._ready:
+                    self._releasing = False
 
     def _drain(self, loop: asyncio.AbstractEventLoop) -> Callable[[sqlite3.Connection], None]:
         def drain(db: sqlite3.Connection) -> None:
             while True:
                 with self._ready:
-                    if not self._queue:  # a stream's next append is usually this close
-                        self._ready.wait(LINGER_S)
+                    if not self._queue and not self._releasing:
+                        self._ready.wait_for(lambda: self._queue or self._releasing, LINGER_S)
                     group = self._queue.take_group()
                     if not group:
                         self._draining = False

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -35,6 +35,12 @@ from sidecar.store.sqlite_reads import (
 
 # Well under SQLite's bound-parameter limit, for ``id IN (...)`` lookups.
 _CHUNK = 500
+
+INDEX_BATCH = 500
+"""At most this many events indexed for search per background transaction (``index_pending``)."""
+
+INDEX_BATCH_BYTES = 4 * 1024 * 1024
+"""And at most about this much of their text."""
 
 
 def create_session(
@@ -96,7 +102,13 @@ def _insert_event(
     sort_key: int,
     written_by: str | None = None,
 ) -> None:
-    """One event row and its full-text row (keyed by the event's rowid)."""
+    """One event row, and its rowid in ``fts_pending``: it is indexed for search later.
+
+    Indexing here made each transaction write a new FTS5 segment (its terms,
+    its copy of the text, its size, the index's structure record) for one
+    row; ``index_pending`` indexes many in one transaction instead, and a
+    search runs it first (``SqliteStore.search``).
+    """
     cursor = db.execute(
         "INSERT INTO events (session, position, sort_key, id, role, content, token_count,"
         " synthetic, archived, written_by, create_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
@@ -113,10 +125,40 @@ def _insert_event(
             to_micros(event.create_time),
         ),
     )
-    db.execute(
-        "INSERT INTO events_fts (rowid, body) VALUES (?, ?)",
-        (cursor.lastrowid, format_event(event)),
-    )
+    db.execute("INSERT INTO fts_pending (pk) VALUES (?)", (cursor.lastrowid,))
+
+
+def index_pending(db: sqlite3.Connection, limit: int | None = INDEX_BATCH) -> bool:
+    """Index pending events for search, oldest first: a batch, or (``limit=None``) all.
+
+    A batch ends at ``limit`` events or ``INDEX_BATCH_BYTES`` of text, so a
+    background write stays short. Rows are read and indexed one at a time,
+    so memory holds one event whatever the backlog. Each gets its full-text
+    row from what is stored, the original content (a cleared tool result
+    stays searchable as appended). True when some are still pending.
+    """
+    last: list[int] = []
+
+    def bodies() -> Iterator[tuple[int, str]]:
+        size = 0
+        rows = db.execute(
+            f"SELECT p.pk, {EVENT_COLUMNS} FROM fts_pending p JOIN events e ON e.pk = p.pk"
+            " ORDER BY p.pk"
+        )
+        for count, row in enumerate(rows, start=1):
+            body = format_event(event_from_row(row[1:]))
+            yield row[0], body
+            last[:] = [row[0]]
+            size += len(body)
+            if limit is not None and (count >= limit or size >= INDEX_BATCH_BYTES):
+                return
+
+    db.executemany("INSERT INTO events_fts (rowid, body) VALUES (?, ?)", bodies())
+    if not last:
+        db.execute("DELETE FROM fts_pending")  # rows whose event is gone (none expected)
+        return False
+    db.execute("DELETE FROM fts_pending WHERE pk <= ?", (last[0],))
+    return db.execute("SELECT 1 FROM fts_pending LIMIT 1").fetchone() is not None
 
 
 def save_header(db: sqlite3.Connection, session_pk: int, session: Session) -> None:
@@ -317,6 +359,10 @@ def delete_session(db: sqlite3.Connection, session_id: str) -> None:
     # The FTS table has no foreign key to cascade from; clear it first, by rowid.
     db.execute(
         "DELETE FROM events_fts WHERE rowid IN (SELECT pk FROM events WHERE session = ?)",
+        (session_pk,),
+    )
+    db.execute(
+        "DELETE FROM fts_pending WHERE pk IN (SELECT pk FROM events WHERE session = ?)",
         (session_pk,),
     )
     db.execute("DELETE FROM events WHERE session = ?", (session_pk,))

@@ -13,6 +13,7 @@ import pytest
 from sidecar.errors import SchemaTooNew, SessionNotFound, StoreUnavailable
 from sidecar.model import CompactionPlan, Event, Part, Role
 from sidecar.store import sqlite_reads, sqlite_schema
+from sidecar.store.protocol import SearchQuery
 from sidecar.store.sqlite import SqliteStore, run_in_connection_thread
 from sidecar.store.sqlite_reads import ACTIVE_WINDOW_SQL
 from sidecar.store.sqlite_schema import MIGRATIONS, Migration, current_version, migrate
@@ -202,6 +203,7 @@ async def test_part_bytes_are_base64_in_the_content_json(path: str, store: Sqlit
     await store.append("s", [event], create_if_missing=True)
     (content,) = query(path, "SELECT content FROM events")[0]
     assert json.loads(str(content)) == {"p": [["image/png", "iVBORw==", ""]]}
+    await store.search(SearchQuery("image"), page_size=1, page_token="")  # indexes it
     (fts,) = query(path, "SELECT body FROM events_fts")[0]
     assert fts == "User: [image/png content]"  # searchable text never holds the bytes
 
@@ -295,12 +297,41 @@ async def test_writes_queued_together_commit_together_and_fail_alone(
         await store.get_session("missing")
 
 
+async def test_sequential_writes_reuse_one_drain_and_close_does_not_wait_for_it(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent's appends come milliseconds apart: a drain that stopped between them cost
+    each a task, an aiosqlite job and a loop wake-up. The drain waits for the next one,
+    and closing the store ends that wait at once."""
+    from sidecar.store import sqlite_writer
+
+    starts: list[object] = []
+    real = sqlite_writer.run_in_connection_thread  # type: ignore[attr-defined]
+
+    def counting(connection, fn):  # type: ignore[no-untyped-def]
+        starts.append(fn)
+        return real(connection, fn)
+
+    monkeypatch.setattr(sqlite_writer, "run_in_connection_thread", counting)
+    for n in range(5):
+        await store.append("s", [u(f"e{n}")], create_if_missing=True)
+        await asyncio.sleep(0.02)  # ten times the drain's old linger
+    assert len(starts) == 1
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    await store.close()
+    assert loop.time() - began < sqlite_writer.LINGER_S / 2
+    await store.open()
+    _, window = await store.active_window("s")
+    assert [e.id for e in window] == [f"e{n}" for n in range(5)]
+
+
 def file_bytes(path: str) -> int:
     return Path(path).stat().st_size
 
 
 async def test_the_writer_never_checkpoints_and_the_checkpointer_does(
-    path: str, monkeypatch: pytest.MonkeyPatch
+    path: str, unindexed: SqliteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A checkpoint inside a commit made every write queued behind it wait: the writer
     leaves them to a connection of its own, which copies the WAL into the file."""
@@ -334,3 +365,152 @@ async def test_the_writer_never_checkpoints_and_the_checkpointer_does(
         assert len(window) == 40
     finally:
         await reopened.close()
+
+
+# -- full-text indexing, off the appends' transactions ----------------------------
+
+
+@pytest.fixture
+async def unindexed(path: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[SqliteStore]:
+    """A store whose background indexing never comes: only a search indexes."""
+    from sidecar.store import sqlite_indexing
+
+    monkeypatch.setattr(sqlite_indexing, "INDEX_AFTER_S", 60.0)
+    opened = SqliteStore(path)
+    await opened.open()
+    yield opened
+    await opened.close()
+
+
+async def found_ids(store: SqliteStore, text: str) -> list[str]:
+    """The ids a search of every session's whole log finds for ``text``."""
+    page = await store.search(SearchQuery(text, include_active=True), page_size=1000, page_token="")
+    return [hit.event.id for hit in page.items]
+
+
+def pending(path: str) -> int:
+    (count,) = query(path, "SELECT count(*) FROM fts_pending")[0]
+    assert isinstance(count, int)
+    return count
+
+
+def pending_in(db: sqlite3.Connection) -> int:
+    return int(db.execute("SELECT count(*) FROM fts_pending").fetchone()[0])
+
+
+async def test_a_search_finds_every_event_acknowledged_before_it_though_indexing_waits(
+    path: str, unindexed: SqliteStore
+) -> None:
+    from sidecar.compaction.formatting import format_event
+    from sidecar.model import ToolResult
+
+    result = Event(
+        id="r",
+        role=Role.TOOL,
+        tool_results=(ToolResult(call_id="c", name="grep", content="walrus output"),),
+        token_count=3,
+    )
+    events = [u(f"e{n}", f"walrus number {n}") for n in range(30)] + [result]
+    for event in events:
+        await unindexed.append("s", [event], create_if_missing=True)
+    assert pending(path) == 31  # in the appends' transactions, only the pending rows
+    assert sorted(await found_ids(unindexed, "walrus")) == sorted(e.id for e in events)
+    assert pending(path) == 0
+    bodies = [str(body) for (body,) in query(path, "SELECT body FROM events_fts")]
+    assert sorted(bodies) == sorted(format_event(e) for e in events)
+
+
+async def test_pending_events_are_indexed_in_batches_in_the_background(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sidecar.store import sqlite_indexing, sqlite_writes
+
+    monkeypatch.setattr(sqlite_indexing, "INDEX_AFTER_S", 0.3)
+    monkeypatch.setattr(sqlite_writes, "INDEX_BATCH", 7)  # a backlog takes several batches
+    batches: list[int] = []
+    real = sqlite_writes.index_pending
+
+    def counting(db: sqlite3.Connection, limit: int | None = 7) -> bool:
+        batches.append(pending_in(db))
+        return real(db, limit)
+
+    monkeypatch.setattr(sqlite_writes, "index_pending", counting)
+    store = SqliteStore(path)
+    await store.open()
+    try:
+        await asyncio.gather(
+            *(store.append(f"s{n}", [u(f"e{n}")], create_if_missing=True) for n in range(20))
+        )
+        for _ in range(100):
+            if pending(path) == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert pending(path) == 0
+        assert batches == [20, 13, 6]  # one background write after another, 7 at a time
+        assert query(path, "SELECT count(*) FROM events_fts") == [(20,)]
+    finally:
+        await store.close()
+
+
+async def test_events_left_pending_by_a_close_or_crash_are_indexed_after_reopening(
+    path: str, unindexed: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sidecar.store import sqlite_indexing
+
+    await unindexed.append("s", [u("e1", "narwhal")], create_if_missing=True)
+    await unindexed.close()
+    assert pending(path) == 1  # durable, as a crash would leave it
+    monkeypatch.setattr(sqlite_indexing, "INDEX_AFTER_S", 0.01)
+    await unindexed.open()
+    for _ in range(100):  # the background write takes it, with no search asking
+        if pending(path) == 0:
+            break
+        await asyncio.sleep(0.02)
+    assert pending(path) == 0
+    assert await found_ids(unindexed, "narwhal") == ["e1"]
+
+
+async def test_deleting_a_session_drops_its_pending_rows_and_a_reused_rowid_is_indexed(
+    path: str, unindexed: SqliteStore
+) -> None:
+    """The newest rows deleted, SQLite hands their rowids out again: the index must follow
+    the pending rows, not a high-water mark."""
+    await unindexed.append("old", [u("o1", "okapi")], create_if_missing=True)
+    assert await found_ids(unindexed, "okapi") == ["o1"]
+    await unindexed.append("gone", [u("g1", "gazelle")], create_if_missing=True)
+    await unindexed.delete_session("gone")
+    assert pending(path) == 0
+    await unindexed.append("new", [u("n1", "newt")], create_if_missing=True)
+    for text, ids in (("gazelle", []), ("newt", ["n1"]), ("okapi", ["o1"])):
+        assert await found_ids(unindexed, text) == ids, text
+
+
+async def test_a_search_that_cannot_index_first_fails_rather_than_miss_events(
+    unindexed: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sidecar.store import sqlite_writes
+
+    await unindexed.append("s", [u("e1", "quokka")], create_if_missing=True)
+
+    def full(db: sqlite3.Connection, limit: int | None = None) -> bool:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(sqlite_writes, "index_pending", full)
+        with pytest.raises(StoreUnavailable):
+            await found_ids(unindexed, "quokka")
+    assert await found_ids(unindexed, "quokka") == ["e1"]
+
+
+async def test_searches_at_once_each_wait_for_the_indexing_they_need(
+    unindexed: SqliteStore,
+) -> None:
+    """The second of two searches found the first's indexing write under way and ran
+    without waiting for it: it missed every event that write was indexing."""
+    text = "walrus " + "filler " * 500
+    await unindexed.append("s", [u(f"e{n}", text) for n in range(300)], create_if_missing=True)
+    query = SearchQuery("walrus", include_active=True)
+    pages = await asyncio.gather(
+        *(unindexed.search(query, page_size=1000, page_token="") for _ in range(3))
+    )
+    assert [len(page.items) for page in pages] == [300, 300, 300]
