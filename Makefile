@@ -148,8 +148,10 @@ helm:
 grpcurl:
 	bash scripts/install_grpcurl.sh
 
+## The tests on two pytest-xdist workers: the longest ones one after another on one of them,
+## the rest on both (tests/conftest.py says which and why).
 unit: setup helm grpcurl bench-adk-venv
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2 --dist loadgroup
 
 clean:
 	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache \
