@@ -36,10 +36,14 @@ from sidecar.store.sqlite_reads import (
 # Well under SQLite's bound-parameter limit, for ``id IN (...)`` lookups.
 _CHUNK = 500
 
-INDEX_BATCH = 500
-"""At most this many events indexed for search per background transaction (``index_pending``)."""
+INDEX_BATCH = 32
+"""At most this many events indexed for search per background transaction (``index_pending``).
 
-INDEX_BATCH_BYTES = 4 * 1024 * 1024
+Small, so that one never holds the writer long: at 500 (a batch of 10-20 ms under a
+stream) the p99 of an append waiting behind it rose by a fifth; at 32 it matched the
+old in-transaction indexing. A search that finds more pending indexes all of them."""
+
+INDEX_BATCH_BYTES = 256 * 1024
 """And at most about this much of their text."""
 
 
