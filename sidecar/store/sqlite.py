@@ -112,7 +112,7 @@ class SqliteStore:
         self._idle: asyncio.Queue[aiosqlite.Connection] = asyncio.Queue()
         self._searches = SearchConnections(search_connections)
         self._checkpointer = Checkpointer()
-        self._indexer = SearchIndexer(lambda body: self._write(body))
+        self._indexer = SearchIndexer(lambda body: self._write(body), lambda body: self._read(body))
         self._decoded = DecodedEvents(decoded_cache_bytes)
 
     # -- lifecycle -----------------------------------------------------------

@@ -3,7 +3,7 @@
 An append records its events in ``fts_pending`` (``sqlite_writes``); this
 indexes them in batches, in writes of their own on the writer's queue: a
 moment after the first one (``INDEX_AFTER_S``), so many share a
-transaction, and at once, all of them, before any search. A search
+transaction, and at once, up to the newest, before any search. A search
 therefore finds every event acknowledged before it began: those appends
 committed, and the indexing write that runs first sees them.
 """
@@ -26,6 +26,7 @@ RETRY_AFTER_S = 5.0
 """When indexing failed (the store is unavailable: a full disk), how long before it tries again."""
 
 Write = Callable[[Callable[[sqlite3.Connection], bool]], Awaitable[bool]]
+Read = Callable[[Callable[[sqlite3.Connection], int | None]], Awaitable[int | None]]
 
 
 class SearchIndexer:
@@ -37,8 +38,9 @@ class SearchIndexer:
     joining the write in flight when that one is enough, else starting one.
     """
 
-    def __init__(self, write: Write) -> None:
+    def __init__(self, write: Write, read: Read) -> None:
         self._write = write
+        self._read = read
         self._written = 0  # appends acknowledged so far
         self._indexed = 0  # the first this many are indexed
         self._timer: asyncio.TimerHandle | None = None
@@ -74,8 +76,17 @@ class SearchIndexer:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _index_all(self, target: int) -> None:
+        """Index what the first ``target`` appends left pending, a batch per write.
+
+        Those appends have committed, so a reader sees their rowids, all at or
+        below the newest pending one; batches up to it let other writes in
+        between, and appends made meanwhile do not lengthen the wait.
+        """
         try:
-            await self._write(lambda db: writes.index_pending(db, limit=None))
+            through = await self._read(writes.newest_pending)
+            if through is not None:
+                while await self._write(lambda db: writes.index_pending(db, through=through)):
+                    pass
             self._indexed = max(self._indexed, target)
         finally:
             if self._flight is not None and self._flight[0] == target:

@@ -41,7 +41,7 @@ INDEX_BATCH = 32
 
 Small, so that one never holds the writer long: at 500 (a batch of 10-20 ms under a
 stream) the p99 of an append waiting behind it rose by a fifth; at 32 it matched the
-old in-transaction indexing. A search that finds more pending indexes all of them."""
+old in-transaction indexing. A search indexes what it needs in such batches too."""
 
 INDEX_BATCH_BYTES = 256 * 1024
 """And at most about this much of their text."""
@@ -132,37 +132,50 @@ def _insert_event(
     db.execute("INSERT INTO fts_pending (pk) VALUES (?)", (cursor.lastrowid,))
 
 
-def index_pending(db: sqlite3.Connection, limit: int | None = INDEX_BATCH) -> bool:
-    """Index pending events for search, oldest first: a batch, or (``limit=None``) all.
+def index_pending(
+    db: sqlite3.Connection, limit: int = INDEX_BATCH, through: int | None = None
+) -> bool:
+    """Index a batch of pending events for search, oldest first; ``through``: only rowids
+    up to it. True when some (up to ``through``) are still pending.
 
-    A batch ends at ``limit`` events or ``INDEX_BATCH_BYTES`` of text, so a
-    background write stays short. Rows are read and indexed one at a time,
-    so memory holds one event whatever the backlog. Each gets its full-text
-    row from what is stored, the original content (a cleared tool result
-    stays searchable as appended). True when some are still pending.
+    A batch ends at ``limit`` events or ``INDEX_BATCH_BYTES`` of text, so one
+    write never holds the writer long. Rows are read and indexed one at a
+    time, so memory holds one event. Each gets its full-text row from what is
+    stored, the original content (a cleared tool result stays searchable as
+    appended).
     """
+    up_to, bound = ("", ()) if through is None else (" WHERE p.pk <= ?", (through,))
     last: list[int] = []
 
     def bodies() -> Iterator[tuple[int, str]]:
         size = 0
         rows = db.execute(
             f"SELECT p.pk, {EVENT_COLUMNS} FROM fts_pending p JOIN events e ON e.pk = p.pk"
-            " ORDER BY p.pk"
+            f"{up_to} ORDER BY p.pk",
+            bound,
         )
         for count, row in enumerate(rows, start=1):
             body = format_event(event_from_row(row[1:]))
             yield row[0], body
             last[:] = [row[0]]
             size += len(body)
-            if limit is not None and (count >= limit or size >= INDEX_BATCH_BYTES):
+            if count >= limit or size >= INDEX_BATCH_BYTES:
                 return
 
     db.executemany("INSERT INTO events_fts (rowid, body) VALUES (?, ?)", bodies())
-    if not last:
-        db.execute("DELETE FROM fts_pending")  # rows whose event is gone (none expected)
+    if not last:  # rows whose event is gone (none expected)
+        db.execute(f"DELETE FROM fts_pending AS p{up_to}", bound)
         return False
     db.execute("DELETE FROM fts_pending WHERE pk <= ?", (last[0],))
-    return db.execute("SELECT 1 FROM fts_pending LIMIT 1").fetchone() is not None
+    return (
+        db.execute(f"SELECT 1 FROM fts_pending AS p{up_to} LIMIT 1", bound).fetchone() is not None
+    )
+
+
+def newest_pending(db: sqlite3.Connection) -> int | None:
+    """The highest rowid waiting to be indexed, or None."""
+    (pk,) = db.execute("SELECT max(pk) FROM fts_pending").fetchone()
+    return None if pk is None else int(pk)
 
 
 def save_header(db: sqlite3.Connection, session_pk: int, session: Session) -> None:

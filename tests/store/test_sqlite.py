@@ -430,9 +430,9 @@ async def test_pending_events_are_indexed_in_batches_in_the_background(
     batches: list[int] = []
     real = sqlite_writes.index_pending
 
-    def counting(db: sqlite3.Connection, limit: int | None = 7) -> bool:
+    def counting(db: sqlite3.Connection, limit: int = 7, through: int | None = None) -> bool:
         batches.append(pending_in(db))
-        return real(db, limit)
+        return real(db, limit, through)
 
     monkeypatch.setattr(sqlite_writes, "index_pending", counting)
     store = SqliteStore(path)
@@ -492,7 +492,7 @@ async def test_a_search_that_cannot_index_first_fails_rather_than_miss_events(
 
     await unindexed.append("s", [u("e1", "quokka")], create_if_missing=True)
 
-    def full(db: sqlite3.Connection, limit: int | None = None) -> bool:
+    def full(db: sqlite3.Connection, limit: int = 32, through: int | None = None) -> bool:
         raise sqlite3.OperationalError("database or disk is full")
 
     with monkeypatch.context() as patched:
@@ -514,3 +514,29 @@ async def test_searches_at_once_each_wait_for_the_indexing_they_need(
         *(unindexed.search(query, page_size=1000, page_token="") for _ in range(3))
     )
     assert [len(page.items) for page in pages] == [300, 300, 300]
+
+
+async def test_a_search_indexes_in_batches_only_what_was_pending_when_it_began(
+    path: str, unindexed: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search after a bulk load indexed the whole backlog in one transaction, every
+    other client's writes waiting behind it; and appends made meanwhile lengthened it."""
+    from sidecar.store import sqlite_writes
+
+    monkeypatch.setattr(sqlite_writes, "INDEX_BATCH", 7)
+    real = sqlite_writes.index_pending
+    batches: list[int] = []
+
+    def counting(db: sqlite3.Connection, limit: int = 7, through: int | None = None) -> bool:
+        batches.append(pending_in(db))
+        more = real(db, limit, through)
+        if len(batches) == 1:  # an append lands between the search's batches
+            db.execute("INSERT INTO fts_pending (pk) VALUES (1000000)")
+        return more
+
+    monkeypatch.setattr(sqlite_writes, "index_pending", counting)
+    for n in range(20):
+        await unindexed.append("s", [u(f"e{n}", "walrus")], create_if_missing=True)
+    assert len(await found_ids(unindexed, "walrus")) == 20
+    assert batches == [20, 14, 7]  # 7 at a time, and never the row that came later
+    assert pending(path) == 1
