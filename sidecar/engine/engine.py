@@ -17,7 +17,8 @@
   compaction of its own.
 - Every landed compaction is published to the session's watchers.
 
-The engine decides what runs and when; the parts live beside it: running a
+The engine decides what runs and when; the parts live beside it: the append
+path, and appends to many sessions at once, in ``appends``; running a
 step and landing its plan in ``step_runner``, pipelines in
 ``pipeline_runner``, the in-flight registry and background passes in
 ``single_flight``, other replicas' news in ``replicas``.
@@ -37,7 +38,8 @@ from sidecar.compaction.formatting import format_event
 from sidecar.compaction.pipeline import Pipeline
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.summarize import Summarize
-from sidecar.compaction.tokens import TokenEstimator, default_estimator, opaque_tokens
+from sidecar.compaction.tokens import TokenEstimator, default_estimator
+from sidecar.engine.appends import COUNT_IN_THREAD_CHARS, Appends
 from sidecar.engine.locks import LockRegistry
 from sidecar.engine.observer import EngineObserver, NoObserver
 from sidecar.engine.pipeline_runner import PipelineRunner
@@ -50,8 +52,6 @@ from sidecar.engine.single_flight import SingleFlight
 from sidecar.engine.step_runner import StepRunner
 from sidecar.engine.validation import (
     Limits,
-    check_events,
-    check_label_updates,
     check_stored_session_id,
 )
 from sidecar.engine.watchers import Watcher, WatcherHub
@@ -64,10 +64,9 @@ from sidecar.model import (
     ModelUsage,
     Session,
     SkipReason,
-    new_event_id,
 )
 from sidecar.providers.profiles import ModelProfiles
-from sidecar.store.protocol import Store
+from sidecar.store.protocol import PlainAppend, Store
 from sidecar.summarizer.protocol import Summarizer
 
 __all__ = [
@@ -83,15 +82,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DEFAULT_SUMMARY_TIMEOUT_S = 60.0
-
-COUNT_IN_THREAD_CHARS = 8_192
-"""A batch with at least this much text is counted on a worker thread.
-
-tiktoken releases the GIL while it encodes, so a big batch (a 100 KB tool
-result, a stream's folded appends) is counted on another core while the event
-loop goes on serving other calls. Below this size the hop to the thread
-(about 60 us) costs more than the counting itself.
-"""
 
 
 class SessionEngine:
@@ -129,6 +119,7 @@ class SessionEngine:
         self._replicas = ReplicaRelay(self)
         self.restores = Restorer(self)
         self.sessions = Sessions(self, self.models, self.limits, default_policy)
+        self._appends = Appends(self)
         self._counters = ThreadPoolExecutor(
             max_workers=min(4, os.cpu_count() or 1), thread_name_prefix="token-count"
         )
@@ -199,85 +190,23 @@ class SessionEngine:
         earlier version's context) calibrates the session in the same
         transaction, or is ignored with a reason in the result.
         """
-        check_stored_session_id(session_id)
-        check_events(events, self.limits)
-        check_label_updates(session_id, label_updates, self.limits)
-        ratio, ignored = self.models.usage_ratio(session_id, usage)
-        counted = await self._counted(events)
-        result = await self._append(
-            session_id, counted, expected_version, create_if_missing, label_updates, ratio
+        return await self._appends.one(
+            session_id,
+            events,
+            expected_version=expected_version,
+            create_if_missing=create_if_missing,
+            label_updates=label_updates,
+            usage=usage,
         )
-        self.models.note(result.session)
-        if ignored or (usage is not None and result.written == 0):
-            reason = ignored or "the append stored nothing new (a retry): not counted again"
-            return replace(result, usage_ignored_reason=reason)
-        return result
 
-    async def _append(
-        self,
-        session_id: str,
-        counted: Sequence[Event],
-        expected_version: int | None,
-        create_if_missing: bool,
-        label_updates: Sequence[LabelUpdate],
-        usage_ratio: float | None,
-    ) -> AppendResult:
-        CAUSE.set(Cause.TRIGGER)  # any pass this append sets off (a copy of the caller's context)
-        async with self.locks.hold(session_id):
-            outcome = await self.store.append(
-                session_id,
-                counted,
-                expected_version=expected_version,
-                create_if_missing=create_if_missing,
-                policy_json=self._default_policy_json,
-                label_updates=label_updates,
-                max_labels=self.limits.max_labels,
-                usage_ratio=usage_ratio,
-            )
-            session = outcome.session
-            if outcome.written:
-                self.observer.appended(outcome.written)
-                if log.isEnabledFor(logging.DEBUG):
-                    self._log_append(session_id, outcome.events, session.version)
-            policy = self.policy_of(session)
-            written = outcome.written
-            if (
-                written == 0
-                or policy is None
-                or policy.trigger is None
-                or session.auto_compaction_paused  # a restore paused it
-            ):
-                return AppendResult(outcome.events, session, written=written)
-            if not policy.trigger.fires(session.counters):
-                return AppendResult(outcome.events, session, written=written)
-            if isinstance(policy.strategy, Summarize):
-                scheduled = self._schedule_summary(session_id, policy.strategy)
-                return AppendResult(
-                    outcome.events, session, compaction_scheduled=scheduled, written=written
-                )
-            if isinstance(policy.strategy, Pipeline):
-                return await self._pipelines.on_append_locked(
-                    session_id, policy.strategy, policy.trigger, outcome.events, session, written
-                )
-            result, after = await self._steps.window_locked(session_id, policy.strategy, None)
-        return AppendResult(outcome.events, after, compaction=result, written=written)
+    async def append_many(self, appends: Sequence[PlainAppend]) -> list[AppendResult | Exception]:
+        """Several sessions' appends at once, each as ``append`` without options would make it.
 
-    async def _counted(self, events: Sequence[Event]) -> list[Event]:
-        """``events`` with their token counts, and ids where they came without one."""
-        texts = [format_event(e) for e in events]
-        if sum(map(len, texts)) < COUNT_IN_THREAD_CHARS:
-            counts = self._count_all(texts)
-        else:
-            loop = asyncio.get_running_loop()
-            counts = await loop.run_in_executor(self._counters, self._count_all, texts)
-        return [
-            e.evolve(id=e.id or new_event_id(), token_count=count + opaque_tokens(e))
-            for e, count in zip(events, counts, strict=True)
-        ]
-
-    def _count_all(self, texts: list[str]) -> list[int]:
-        count = self.estimator.count
-        return [count(text) for text in texts]
+        One append per session. Each gets its own result or its own error, in
+        order; one failing stores nothing of itself and stops none of the
+        others. Costs less than an ``append`` each: see ``sidecar.engine.appends``.
+        """
+        return await self._appends.many(appends)
 
     # -- compaction -------------------------------------------------------
 

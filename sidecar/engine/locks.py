@@ -41,3 +41,20 @@ class LockRegistry:
             entry.users -= 1
             if entry.users == 0:
                 del self._entries[key]
+
+    async def claim(self, key: str) -> bool:
+        """Take ``key``'s lock if nobody holds or waits for it, without waiting; ``release``
+        gives it back. False, and nothing taken, when somebody does."""
+        if key in self._entries:
+            return False
+        entry = self._entries[key] = _Entry(users=1)
+        await entry.lock.acquire()  # a new lock: taken at once, the loop does not turn
+        return True
+
+    def release(self, key: str) -> None:
+        """Give back a lock ``claim`` took."""
+        entry = self._entries[key]
+        entry.lock.release()
+        entry.users -= 1
+        if entry.users == 0:
+            del self._entries[key]

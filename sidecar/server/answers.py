@@ -16,8 +16,10 @@ from collections.abc import Iterable
 
 from google.protobuf.message import Message
 
+from sidecar.engine.results import AppendResult
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import event_pb2, session_pb2
+from sidecar.server import convert
 
 # Room for what wraps an answer on a stream (request and session ids, the frame).
 _MARGIN = 4096
@@ -86,3 +88,39 @@ def fit_context(answer: pb.GetContextResponse, limit: int) -> pb.GetContextRespo
     stripped.rendered_json = ""
     stripped.content_omitted = True
     return stripped
+
+
+def ack_out(
+    result: AppendResult, out: pb.AppendEventsResponse, limit: int, outer: Message | None = None
+) -> pb.AppendEventsResponse:
+    """``out`` filled as the answer of the append that gave ``result``, within ``limit``
+    bytes (``outer``: the message ``out`` travels in, when it is part of one)."""
+    out.version = result.session.version
+    out.compaction_scheduled = result.compaction_scheduled
+    out.usage_ignored_reason = result.usage_ignored_reason
+    convert.events_out(result.events, out.events)
+    if result.compaction is not None:
+        convert.result_out(result.compaction, out.compaction)
+    fit_ack(out, outer if outer is not None else out, limit)
+    return out
+
+
+def split_ack(
+    group: list[pb.StreamEventsRequest], combined: AppendResult, limit: int
+) -> list[pb.StreamEventsResponse]:
+    """Per-request acks for a folded append: each its own events; the compaction on the last."""
+    acks = []
+    start = 0
+    for index, request in enumerate(group):
+        out = pb.StreamEventsResponse(request_id=request.request_id, session_id=request.session_id)
+        ack = out.append
+        ack.version = combined.session.version
+        convert.events_out(combined.events[start : start + len(request.events)], ack.events)
+        start += len(request.events)
+        if index == len(group) - 1:
+            if combined.compaction is not None:
+                convert.result_out(combined.compaction, ack.compaction)
+            ack.compaction_scheduled = combined.compaction_scheduled
+        fit_ack(ack, out, limit)
+        acks.append(out)
+    return acks

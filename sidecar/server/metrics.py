@@ -54,6 +54,7 @@ STORE_OPERATIONS = frozenset(
         "list_sessions",
         "delete_session",
         "append",
+        "append_many",
         "active_window",
         "apply",
         "list_events",

@@ -17,8 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import grpc
-from google.protobuf.message import Message
-from google.rpc import code_pb2, status_pb2
+from google.rpc import code_pb2
 from grpc_status import rpc_status
 
 from sidecar.compaction.policy import CompactionPolicy
@@ -38,12 +37,13 @@ from sidecar.gen.compaction.v1 import (
 from sidecar.model import CompactionResult, Event, LabelUpdate, ModelUsage, Session
 from sidecar.providers.fragments import Fragments
 from sidecar.providers.render import ContextFormat
-from sidecar.server import answers, convert, renderings
+from sidecar.server import answers, convert, fields, renderings
 from sidecar.server.auth import TokenFile
 from sidecar.server.context_cache import ContextResponses, EventBlobs
-from sidecar.server.decoding import Undecodable, undecodable_message
+from sidecar.server.fields import status_of
 from sidecar.server.inflight import InflightBudget
 from sidecar.server.status import to_status
+from sidecar.server.stream_batches import StreamBatches
 from sidecar.server.streams import EventStream, Revoked
 from sidecar.server.tenancy import Scope, current_scope
 from sidecar.store.protocol import SearchQuery, SessionFilter
@@ -58,42 +58,6 @@ Resp = TypeVar("Resp")
 # file itself is re-read at most once a second).
 REVOCATION_CHECK_S = 0.5
 REVOKED = "bearer token revoked: this call ended with it"
-
-
-def _ack_out(
-    result: AppendResult, out: pb.AppendEventsResponse, limit: int, outer: Message | None = None
-) -> pb.AppendEventsResponse:
-    """``out`` filled as the answer of the append that gave ``result``, within ``limit``
-    bytes (``outer``: the message ``out`` travels in, when it is part of one)."""
-    out.version = result.session.version
-    out.compaction_scheduled = result.compaction_scheduled
-    out.usage_ignored_reason = result.usage_ignored_reason
-    convert.events_out(result.events, out.events)
-    if result.compaction is not None:
-        convert.result_out(result.compaction, out.compaction)
-    answers.fit_ack(out, outer if outer is not None else out, limit)
-    return out
-
-
-def _split_ack(
-    group: list[pb.StreamEventsRequest], combined: AppendResult, limit: int
-) -> list[pb.StreamEventsResponse]:
-    """Per-request acks for a folded append: each its own events; the compaction on the last."""
-    acks = []
-    start = 0
-    for index, request in enumerate(group):
-        out = pb.StreamEventsResponse(request_id=request.request_id, session_id=request.session_id)
-        ack = out.append
-        ack.version = combined.session.version
-        convert.events_out(combined.events[start : start + len(request.events)], ack.events)
-        start += len(request.events)
-        if index == len(group) - 1:
-            if combined.compaction is not None:
-                convert.result_out(combined.compaction, ack.compaction)
-            ack.compaction_scheduled = combined.compaction_scheduled
-        answers.fit_ack(ack, out, limit)
-        acks.append(out)
-    return acks
 
 
 def unary(
@@ -133,38 +97,10 @@ def unary(
     return wrapped
 
 
-def status_of(exc: BaseException) -> status_pb2.Status:
-    """The error's status, its message in the caller's own session ids."""
-    status = to_status(exc)
-    status.message = current_scope.get().scrub(status.message)
-    return status
-
-
 async def abort(context: grpc.aio.ServicerContext[Any, Any], exc: BaseException) -> None:
     """End the call with the error's status; details travel in grpc-status-details-bin."""
     status = rpc_status.to_status(status_of(exc))
     await context.abort(status.code, status.details, status.trailing_metadata)
-
-
-def _optional_version(value: int) -> int | None:
-    return value if value else None
-
-
-def _required(value: str, field: str) -> str:
-    if not value:
-        raise InvalidArgument(field, "is required")
-    return value
-
-
-def _stored(session_id: str, field: str = "session_id") -> str:
-    """The stored id of the session a request names, in the caller's namespace."""
-    return current_scope.get().inside(_required(session_id, field), field)
-
-
-def _usage_in(request: pb.AppendEventsRequest | pb.StreamEventsRequest) -> ModelUsage | None:
-    if not request.HasField("usage"):
-        return None
-    return ModelUsage(request.usage.context_version, request.usage.prompt_tokens)
 
 
 class CompactionServicer(pb_grpc.CompactionServiceServicer):
@@ -199,6 +135,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         self.contexts = ContextResponses(cache_bytes - cache_bytes // 2)
         self.last_call = time.monotonic()
         """When the last unary call or stream batch came in (``time.monotonic``)."""
+        self._stream_batches = StreamBatches(self)
         self.context_reads: collections.Counter[str] = collections.Counter()
         """GetContext answers by how they were made: ``kept`` or ``built``."""
 
@@ -267,7 +204,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     ) -> session_pb2.Session:
         policy = convert.policy_in(request.policy) if request.HasField("policy") else None
         session = await self.engine.create_session(
-            _stored(request.session_id),
+            fields.stored(request.session_id),
             policy=policy,
             labels=dict(request.labels),
             model=request.model,
@@ -278,7 +215,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     async def GetSession(
         self, request: pb.GetSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> session_pb2.Session:
-        session = await self.store.get_session(_stored(request.session_id))
+        session = await self.store.get_session(fields.stored(request.session_id))
         return self._session_out(session, session_pb2.Session())
 
     @unary
@@ -300,7 +237,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     async def UpdateSession(
         self, request: pb.UpdateSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> session_pb2.Session:
-        session_id = _stored(request.session.session_id, "session.session_id")
+        session_id = fields.stored(request.session.session_id, "session.session_id")
         paths = list(request.update_mask.paths)
         if not paths:
             raise InvalidArgument("update_mask", "name at least one of: policy, labels, model")
@@ -317,7 +254,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             set_policy="policy" in paths,
             labels=dict(request.session.labels) if "labels" in paths else None,
             model=request.session.model if "model" in paths else None,
-            expected_version=_optional_version(request.expected_version),
+            expected_version=fields.optional_version(request.expected_version),
         )
         return self._session_out(session, session_pb2.Session())
 
@@ -325,14 +262,14 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     async def DeleteSession(
         self, request: pb.DeleteSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.DeleteSessionResponse:
-        session_id = _stored(request.session_id)
+        session_id = fields.stored(request.session_id)
         self.contexts.forget(session_id)
         await self.store.delete_session(session_id)
         return pb.DeleteSessionResponse()
 
     # -- appends ----------------------------------------------------------
 
-    async def _append(
+    async def append(
         self,
         session_id: str,
         events: Any,
@@ -341,22 +278,24 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         label_updates: Sequence[pb.LabelUpdate] = (),
         usage: ModelUsage | None = None,
     ) -> AppendResult:
-        stored = _stored(session_id)
+        stored = fields.stored(session_id)
         updates = [
             LabelUpdate(
                 session_id=(
-                    _stored(u.session_id, f"label_updates[{i}].session_id") if u.session_id else ""
+                    fields.stored(u.session_id, f"label_updates[{i}].session_id")
+                    if u.session_id
+                    else ""
                 ),
                 set=dict(u.set),
                 remove=tuple(u.remove),
-                expected_version=_optional_version(u.expected_version),
+                expected_version=fields.optional_version(u.expected_version),
             )
             for i, u in enumerate(label_updates)
         ]
         result = await self.engine.append(
             stored,
             convert.events_in(events, self.engine.limits),
-            expected_version=_optional_version(expected_version),
+            expected_version=fields.optional_version(expected_version),
             create_if_missing=create_if_missing,
             label_updates=updates,
             usage=usage,
@@ -364,6 +303,11 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         for update in updates:
             if update.session_id:
                 self.contexts.forget(update.session_id)
+        self.appended(stored, result)
+        return result
+
+    def appended(self, stored: str, result: AppendResult) -> None:
+        """Carry the session's kept GetContext answer forward over an append, or drop it."""
         if result.written == 0 or (result.compaction is not None and result.compaction.compacted):
             # A retry changes nothing here, but the version it reports may have moved
             # elsewhere (a background summary, another replica): the kept answer cannot
@@ -371,22 +315,21 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             self.contexts.forget(stored)
         else:
             self.contexts.appended(stored, result.session, result.events, self.blobs)
-        return result
 
     @unary
     async def AppendEvents(
         self, request: pb.AppendEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.AppendEventsResponse:
         async with self.inflight.holding(request.ByteSize()):
-            result = await self._append(
+            result = await self.append(
                 request.session_id,
                 request.events,
                 request.expected_version,
                 request.create_if_missing,
                 request.label_updates,
-                _usage_in(request),
+                fields.usage_in(request),
             )
-            return _ack_out(result, pb.AppendEventsResponse(), self.max_message_bytes)
+            return answers.ack_out(result, pb.AppendEventsResponse(), self.max_message_bytes)
 
     async def StreamEvents(
         self,
@@ -410,8 +353,8 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             await abort(context, exc)
             raise  # unreachable: abort raises
         stream = EventStream(
-            answer=self._stream_batch,
-            watch=lambda session_id: self.engine.watch(_stored(session_id)),
+            answer=self._stream_batches.answer,
+            watch=lambda session_id: self.engine.watch(fields.stored(session_id)),
             revoked=functools.partial(self.revoked, context, scope),
             budget=self.inflight,
             max_message_bytes=self.max_message_bytes,
@@ -427,126 +370,13 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         finally:
             self._close_stream(peer)
 
-    async def _stream_batch(
-        self, requests: list[pb.StreamEventsRequest | Undecodable]
-    ) -> list[pb.StreamEventsResponse]:
-        """Answer requests that arrived together; the answers come back in request order.
-
-        Each session's requests run in order, folded where they can be; the
-        sessions run side by side, so appends to many sessions meet in the
-        store and commit together (group commit) instead of one after another.
-        A message that does not decode gets its own INVALID_ARGUMENT answer
-        (it has no request id to carry) and the stream goes on.
-        """
-        self.last_call = time.monotonic()
-        answered: list[tuple[int, pb.StreamEventsResponse]] = []
-        by_session: dict[str, list[tuple[int, pb.StreamEventsRequest]]] = {}
-        for index, request in enumerate(requests):
-            if isinstance(request, Undecodable):
-                out = pb.StreamEventsResponse()
-                out.error.code = code_pb2.INVALID_ARGUMENT
-                out.error.message = undecodable_message(request)
-                answered.append((index, out))
-            else:
-                by_session.setdefault(request.session_id, []).append((index, request))
-
-        async def answer(
-            items: list[tuple[int, pb.StreamEventsRequest]],
-        ) -> list[tuple[int, pb.StreamEventsResponse]]:
-            answers: list[pb.StreamEventsResponse] = []
-            for group in self._foldable([request for _, request in items]):
-                answers += await self._stream_group(group)
-            return list(zip((index for index, _ in items), answers, strict=True))
-
-        if len(by_session) == 1 and not answered:
-            (items,) = by_session.values()
-            return [out for _, out in await answer(items)]
-        for pairs in await asyncio.gather(*(answer(items) for items in by_session.values())):
-            answered += pairs
-        return [out for _, out in sorted(answered, key=lambda pair: pair[0])]
-
-    def _foldable(
-        self, requests: list[pb.StreamEventsRequest]
-    ) -> list[list[pb.StreamEventsRequest]]:
-        """Consecutive unchecked appends to one session, up to the per-append event limit.
-
-        A request with an expected version stands alone: its check is about
-        the session as that request alone would find it. So does one with a
-        usage report, which is about the version it names, and answered in
-        its own acknowledgement.
-        """
-        groups: list[list[pb.StreamEventsRequest]] = []
-        size = 0
-        limit = self.engine.limits.max_events_per_append
-        for request in requests:
-            last = groups[-1] if groups else None
-            if (
-                last is not None
-                and not request.expected_version
-                and not last[-1].expected_version
-                and not request.HasField("usage")
-                and not last[-1].HasField("usage")
-                and request.session_id == last[-1].session_id
-                and request.create_if_missing == last[-1].create_if_missing
-                and size + len(request.events) <= limit
-            ):
-                last.append(request)
-                size += len(request.events)
-            else:
-                groups.append([request])
-                size = len(request.events)
-        return groups
-
-    async def _stream_group(
-        self, group: list[pb.StreamEventsRequest]
-    ) -> list[pb.StreamEventsResponse]:
-        """Answer a group: one transaction for all when they all succeed, else one by one.
-
-        A failed combined append stored nothing, so re-running the requests
-        alone gives each its own answer (and its own error, naming its field).
-        """
-        if len(group) > 1:
-            try:
-                combined = await self._append(
-                    group[0].session_id,
-                    [event for request in group for event in request.events],
-                    0,
-                    group[0].create_if_missing,
-                )
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                pass  # fall through to one by one
-            else:
-                return _split_ack(group, combined, self.max_message_bytes)
-        acks = []
-        for request in group:
-            out = pb.StreamEventsResponse(
-                request_id=request.request_id, session_id=request.session_id
-            )
-            try:
-                result = await self._append(
-                    request.session_id,
-                    request.events,
-                    request.expected_version,
-                    request.create_if_missing,
-                    usage=_usage_in(request),
-                )
-                _ack_out(result, out.append, self.max_message_bytes, out)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                out.error.CopyFrom(status_of(exc))
-            acks.append(out)
-        return acks
-
     # -- context and compaction -------------------------------------------
 
     @unary
     async def GetContext(
         self, request: pb.GetContextRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.GetContextResponse:
-        session_id = _stored(request.session_id)
+        session_id = fields.stored(request.session_id)
         fmt = renderings.format_in(request.format)
         if session_id in self.contexts:  # one header read tells whether it still holds
             header = await self.store.get_session(session_id)
@@ -605,13 +435,13 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     ) -> pb.CompactResponse:
         policy = convert.policy_in(request.policy) if request.HasField("policy") else None
         remaining = context.time_remaining()
-        session_id = _stored(request.session_id)
+        session_id = fields.stored(request.session_id)
         self.contexts.forget(session_id)
         result = await self.engine.compact(
             session_id,
             policy=policy,
             force=request.force,
-            expected_version=_optional_version(request.expected_version),
+            expected_version=fields.optional_version(request.expected_version),
             deadline_s=remaining,
         )
         out = pb.CompactResponse()
@@ -624,7 +454,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     ) -> AsyncIterator[pb.WatchSessionResponse]:
         current_scope.set(self.scope_of(context))
         try:
-            session_id = _stored(request.session_id)
+            session_id = fields.stored(request.session_id)
             await self.store.get_session(session_id)
             peer = self._open_stream(context)
         except Exception as exc:
@@ -664,7 +494,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         self, request: pb.ListCompactionsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.ListCompactionsResponse:
         page = await self.engine.restores.history(
-            _stored(request.session_id),
+            fields.stored(request.session_id),
             page_size=request.page_size,
             page_token=request.page_token,
             max_bytes=self.max_message_bytes // 2,
@@ -678,12 +508,12 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     async def RestoreCompaction(
         self, request: pb.RestoreCompactionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.RestoreCompactionResponse:
-        session_id = _stored(request.session_id)
+        session_id = fields.stored(request.session_id)
         self.contexts.forget(session_id)
         result = await self.engine.restores.restore(
             session_id,
             request.compaction_id,
-            expected_version=_optional_version(request.expected_version),
+            expected_version=fields.optional_version(request.expected_version),
             pause_auto_compaction=request.pause_auto_compaction,
         )
         out = pb.RestoreCompactionResponse()
@@ -696,7 +526,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         self, request: pb.ListEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.ListEventsResponse:
         page = await self.store.list_events(
-            _stored(request.session_id),
+            fields.stored(request.session_id),
             page_size=request.page_size,
             page_token=request.page_token,
             include_archived=not request.active_only,
@@ -716,7 +546,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         scope = current_scope.get()
         query = SearchQuery(
             text=request.query,
-            session_id=_stored(request.session_id) if request.session_id else None,
+            session_id=fields.stored(request.session_id) if request.session_id else None,
             session_prefix=scope.prefix,
             roles=tuple(convert.role_in(r, f"roles[{i}]") for i, r in enumerate(request.roles)),
             include_active=request.include_active,

@@ -1,8 +1,8 @@
 """StreamEvents' plumbing: a stream's read-ahead and its answers, bounded in bytes.
 
 Each stream runs three tasks: ``receive`` reads requests off the call into
-the inbox, ``read`` answers what has arrived as one batch (the servicer's
-``_stream_batch``: folded, sessions side by side) and queues the answers,
+the inbox, ``read`` answers what has arrived as one batch (``stream_batches``:
+folded, sessions together) and queues the answers,
 and the call's own loop writes them out; a forwarder per session appended
 to relays that session's compaction results. What sits between them is
 bounded in bytes as well as in messages:

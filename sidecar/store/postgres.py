@@ -56,6 +56,7 @@ from sidecar.store.protocol import (
     ApplyOutcome,
     CompactionRecord,
     Page,
+    PlainAppend,
     RestoreOutcome,
     SearchHit,
     SearchQuery,
@@ -407,6 +408,29 @@ class PostgresStore:
             ),
             retry=True,
         )
+
+    async def append_many(
+        self, appends: Sequence[PlainAppend], *, policy_json: str | None = None
+    ) -> list[AppendOutcome | Exception]:
+        """Each its own transaction, side by side on the pool: PostgreSQL commits
+        concurrent transactions together itself, and one slow session's row
+        lock holds up only its own append."""
+        settled = await asyncio.gather(
+            *(
+                self.append(
+                    append.session_id,
+                    append.events,
+                    create_if_missing=append.create_if_missing,
+                    policy_json=policy_json,
+                )
+                for append in appends
+            ),
+            return_exceptions=True,
+        )
+        for outcome in settled:
+            if not isinstance(outcome, AppendOutcome | Exception):
+                raise outcome  # a cancellation, not an answer
+        return list(settled)  # type: ignore[arg-type]
 
     async def active_window(self, session_id: str) -> tuple[Session, tuple[Event, ...]]:
         return await self._read(lambda db: reads.active_window(db, session_id, self._decoded))

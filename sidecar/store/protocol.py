@@ -42,6 +42,15 @@ class AppendOutcome:
 
 
 @dataclass(frozen=True, slots=True)
+class PlainAppend:
+    """One session's part of ``Store.append_many``: no version check, usage or label updates."""
+
+    session_id: str
+    events: tuple[Event, ...]
+    create_if_missing: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class ApplyOutcome:
     """A landed compaction: the session after it, the new active window, what it archived."""
 
@@ -209,6 +218,19 @@ class Store(Protocol):
         estimate) is taken into the session's calibration in the same
         transaction, when the batch writes anything.
         """
+
+    async def append_many(
+        self, appends: Sequence[PlainAppend], *, policy_json: str | None = None
+    ) -> list[AppendOutcome | Exception]:
+        """Several sessions' appends, each as ``append`` would store it; an outcome each.
+
+        The session ids are distinct. Each append stands alone: one that
+        fails (its error in its place, an Exception) stores nothing, and the
+        others are stored all the same. The point is cost: one call, and on
+        SQLite a few transactions, where one ``append`` per session would
+        each wait, commit and wake its caller on its own.
+        """
+        ...
 
     async def active_window(self, session_id: str) -> tuple[Session, tuple[Event, ...]]:
         """The session and its active (non-archived) events in log order; O(window).

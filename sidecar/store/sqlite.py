@@ -46,6 +46,7 @@ would give each its own empty database.
 from __future__ import annotations
 
 import asyncio
+import functools
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
@@ -59,13 +60,14 @@ from sidecar.store import sqlite_reads as reads
 from sidecar.store import sqlite_writes as writes
 from sidecar.store.codec import to_micros
 from sidecar.store.event_cache import DEFAULT_MAX_BYTES, DecodedEvents
-from sidecar.store.fair_queue import write_weight
+from sidecar.store.fair_queue import MAX_GROUP_WEIGHT, write_weight
 from sidecar.store.paging import page_size as effective_page_size
 from sidecar.store.protocol import (
     AppendOutcome,
     ApplyOutcome,
     CompactionRecord,
     Page,
+    PlainAppend,
     RestoreOutcome,
     SearchHit,
     SearchQuery,
@@ -81,7 +83,7 @@ from sidecar.store.sqlite_schema import (
 )
 from sidecar.store.sqlite_search import SearchConnections
 from sidecar.store.sqlite_threads import run_in_connection_thread
-from sidecar.store.sqlite_writer import SqliteWriter, in_transaction
+from sidecar.store.sqlite_writer import SqliteWriter, each_in_savepoint, in_transaction
 
 __all__ = ["SqliteStore", "run_in_connection_thread"]
 
@@ -317,6 +319,40 @@ class SqliteStore:
             self._indexer.appended()
         return outcome
 
+    async def append_many(
+        self, appends: Sequence[PlainAppend], *, policy_json: str | None = None
+    ) -> list[AppendOutcome | Exception]:
+        """In writes of at most a group's weight, each session's append in a savepoint.
+
+        Bounded as a group is, a quiet session's write waits behind one of
+        them at most, as behind any group; all are queued before any is
+        awaited, so they cost no task each and commit together.
+        """
+        writer = self._writer
+        if writer is None:
+            raise StoreUnavailable("sqlite store is not open")
+        queued = []
+        for chunk, weight in _chunks(appends):
+            body = functools.partial(_append_each, chunk, policy_json)
+            done = writer.submit(body, session_id=chunk[0].session_id, weight=weight)
+            queued.append((chunk, done))
+        outcomes: list[AppendOutcome | Exception] = []
+        try:
+            for chunk, done in queued:
+                try:
+                    outcomes += [value for _, value in await done]
+                except Exception as exc:  # the write as a whole failed, and each of it
+                    outcomes += [exc] * len(chunk)
+        finally:
+            for _, done in queued:  # a cancelled caller: the writes go ahead, unheard
+                if not done.done():
+                    done.cancel()
+                elif not done.cancelled():
+                    done.exception()
+        if any(isinstance(o, AppendOutcome) and o.written for o in outcomes):
+            self._indexer.appended()
+        return outcomes
+
     async def active_window(self, session_id: str) -> tuple[Session, tuple[Event, ...]]:
         return await self._read(lambda db: reads.active_window(db, session_id, self._decoded))
 
@@ -418,3 +454,38 @@ class SqliteStore:
             ),
             session_id=session_id,
         )
+
+
+def _chunks(appends: Sequence[PlainAppend]) -> list[tuple[list[PlainAppend], int]]:
+    """``appends`` in order, in runs of at most ``MAX_GROUP_WEIGHT`` (a heavier one alone)."""
+    chunks: list[tuple[list[PlainAppend], int]] = []
+    for append in appends:
+        weight = write_weight(len(append.events), sum(e.content_bytes() for e in append.events))
+        if chunks and chunks[-1][1] + weight <= MAX_GROUP_WEIGHT:
+            chunk, total = chunks[-1]
+            chunks[-1] = ([*chunk, append], total + weight)
+        else:
+            chunks.append(([append], weight))
+    return chunks
+
+
+def _append_each(
+    appends: Sequence[PlainAppend], policy_json: str | None, db: sqlite3.Connection
+) -> list[tuple[bool, AppendOutcome | Exception]]:
+    now = utcnow()
+    return each_in_savepoint(
+        db,
+        [
+            functools.partial(
+                writes.append,
+                session_id=append.session_id,
+                events=append.events,
+                expected_version=None,
+                create_if_missing=append.create_if_missing,
+                policy_json=policy_json,
+                now=now,
+            )
+            for append in appends
+        ],
+        "item",
+    )

@@ -72,19 +72,9 @@ def in_group(
     """
 
     def run(db: sqlite3.Connection) -> list[tuple[bool, Any]]:
-        outcomes: list[tuple[bool, Any]] = []
         db.execute("BEGIN IMMEDIATE")
         try:
-            for body in bodies:
-                db.execute("SAVEPOINT write")
-                try:
-                    outcomes.append((True, body(db)))
-                except sqlite3.DatabaseError:
-                    raise
-                except Exception as exc:
-                    db.execute("ROLLBACK TO write")
-                    outcomes.append((False, exc))
-                db.execute("RELEASE write")
+            outcomes = each_in_savepoint(db, bodies, "write")
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
@@ -93,6 +83,25 @@ def in_group(
         return outcomes
 
     return run
+
+
+def each_in_savepoint(
+    db: sqlite3.Connection, bodies: Sequence[Body], name: str
+) -> list[tuple[bool, Any]]:
+    """Run ``bodies`` in the open transaction, each in a savepoint ``name``: ``(ok, result
+    or error)`` each. A domain error rolls back its body alone; a database error propagates."""
+    outcomes: list[tuple[bool, Any]] = []
+    for body in bodies:
+        db.execute(f"SAVEPOINT {name}")
+        try:
+            outcomes.append((True, body(db)))
+        except sqlite3.DatabaseError:
+            raise
+        except Exception as exc:
+            db.execute(f"ROLLBACK TO {name}")
+            outcomes.append((False, exc))
+        db.execute(f"RELEASE {name}")
+    return outcomes
 
 
 def _settle_all(settled: list[tuple[asyncio.Future[Any], tuple[bool, Any]]]) -> None:
@@ -127,6 +136,16 @@ class SqliteWriter:
         goes ahead even if its caller is cancelled meanwhile: it is all or
         nothing either way.
         """
+        return await self.submit(body, session_id=session_id, weight=weight)
+
+    def submit(
+        self, body: Callable[[sqlite3.Connection], T], *, session_id: str = "", weight: int = 1
+    ) -> asyncio.Future[T]:
+        """Queue ``body`` as ``write`` does, now; the future of its result.
+
+        Several writes submitted before their futures are awaited cost no
+        task each, and are settled in the same wake-up when they commit together.
+        """
         loop = asyncio.get_running_loop()
         done: asyncio.Future[T] = loop.create_future()
         with self._ready:
@@ -137,7 +156,7 @@ class SqliteWriter:
             task = asyncio.create_task(run_in_connection_thread(self.connection, self._drain(loop)))
             self._drains.add(task)
             task.add_done_callback(self._drains.discard)
-        return await done
+        return done
 
     async def idle(self) -> None:
         """Wait until every write made so far has committed or failed (the drain stops)."""

@@ -37,6 +37,7 @@ from sidecar.store.protocol import (
     AppendOutcome,
     ApplyOutcome,
     CompactionRecord,
+    PlainAppend,
     SearchQuery,
     SessionFilter,
     Store,
@@ -417,6 +418,60 @@ async def test_conflicting_payload_raises_and_writes_nothing_of_the_batch(store:
     session, window = await store.active_window("s")
     assert session == before
     assert ids(window) == ["u1"]
+
+
+async def test_append_many_stores_each_as_append_would_and_fails_each_alone(
+    store: Store,
+) -> None:
+    await seed(store, "kept", [u("u1", "original")])
+    await seed(store, "retried", [u("r1")])
+    outcomes = await store.append_many(
+        [
+            PlainAppend("new", (u("n1"), a("n2")), create_if_missing=True),
+            PlainAppend("absent", (u("x1"),)),
+            PlainAppend("kept", (a("a1"), u("u1", "changed"))),
+            PlainAppend("retried", (u("r1"), a("r2"))),
+        ],
+        policy_json="p",
+    )
+    new, absent, conflict, retried = outcomes
+    assert isinstance(new, AppendOutcome)
+    assert [(e.id, e.position) for e in new.events] == [("n1", 1), ("n2", 2)]
+    assert (new.written, new.session.version, new.session.policy_json) == (2, 1, "p")
+    assert isinstance(absent, SessionNotFound)
+    assert isinstance(conflict, EventConflict)
+    assert conflict.event_id == "u1"
+    assert isinstance(retried, AppendOutcome)
+    assert (retried.written, retried.session.version) == (1, 2)
+    # What failed stored nothing; what succeeded is stored whole.
+    with pytest.raises(SessionNotFound):
+        await store.get_session("absent")
+    kept, window = await store.active_window("kept")
+    assert (kept.version, ids(window)) == (1, ["u1"])
+    assert ids((await store.active_window("new"))[1]) == ["n1", "n2"]
+    assert await store.get_session("new") == new.session
+    assert ids((await store.active_window("retried"))[1]) == ["r1", "r2"]
+    # A second call is a retry of each: nothing new is written.
+    again = await store.append_many([PlainAppend("new", (u("n1"), a("n2")))])
+    assert isinstance(again[0], AppendOutcome)
+    assert (again[0].written, again[0].events) == (0, new.events)
+
+
+async def test_append_many_over_many_sessions_keeps_each_sessions_counters(store: Store) -> None:
+    appends = [
+        PlainAppend(f"s{n}", (u(f"u{n}", tokens=n), a(f"a{n}", tokens=1)), create_if_missing=True)
+        for n in range(40)
+    ]
+    outcomes = await store.append_many(appends)
+    for n, outcome in enumerate(outcomes):
+        assert isinstance(outcome, AppendOutcome)
+        session = await store.get_session(f"s{n}")
+        assert session == outcome.session
+        assert (session.counters.tokens, session.counters.active_events) == (n + 1, 2)
+    hits = await store.search(
+        SearchQuery("hi", session_id="s7", include_active=True), page_size=10, page_token=""
+    )
+    assert [hit.event.id for hit in hits.items] == ["u7"]
 
 
 async def test_duplicates_within_a_batch_follow_the_retry_rule(store: Store) -> None:

@@ -297,6 +297,44 @@ async def test_writes_queued_together_commit_together_and_fail_alone(
         await store.get_session("missing")
 
 
+async def test_append_many_writes_a_groups_weight_at_a_time_and_a_failed_write_fails_its_own(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sidecar.store import sqlite_writes
+    from sidecar.store.fair_queue import MAX_GROUP_WEIGHT
+    from sidecar.store.protocol import AppendOutcome, PlainAppend
+
+    assert store._writer is not None  # white-box: how the appends are queued
+    writer = store._writer
+    weights: list[int] = []
+    real_submit, real_append = writer.submit, sqlite_writes.append
+
+    def submit(body, *, session_id="", weight=1):  # type: ignore[no-untyped-def]
+        weights.append(weight)
+        return real_submit(body, session_id=session_id, weight=weight)
+
+    def append(db, session_id, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if session_id == "s20":
+            raise sqlite3.OperationalError("disk I/O error")
+        return real_append(db, session_id, *args, **kwargs)
+
+    monkeypatch.setattr(writer, "submit", submit)
+    monkeypatch.setattr(sqlite_writes, "append", append)
+    appends = [PlainAppend(f"s{n}", (u(f"e{n}"),), create_if_missing=True) for n in range(40)]
+    outcomes = await store.append_many(appends)
+    # A quiet session's write waits behind one of these at most, as behind one group.
+    assert weights == [MAX_GROUP_WEIGHT, MAX_GROUP_WEIGHT, 40 - 2 * MAX_GROUP_WEIGHT]
+    failed = [n for n, o in enumerate(outcomes) if not isinstance(o, AppendOutcome)]
+    assert failed == list(range(16, 32))  # the write holding s20, and nothing else
+    assert all(isinstance(outcomes[n], StoreUnavailable) for n in failed)
+    for n in range(40):
+        if n in failed:
+            with pytest.raises(SessionNotFound):
+                await store.get_session(f"s{n}")
+        else:
+            assert [e.id for e in (await store.active_window(f"s{n}"))[1]] == [f"e{n}"]
+
+
 async def test_sequential_writes_reuse_one_drain_and_close_does_not_wait_for_it(
     store: SqliteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:

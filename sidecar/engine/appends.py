@@ -1,0 +1,278 @@
+"""Appends: counting, storing under the session's lock, and the compaction they set off.
+
+An append is counted outside the lock, stored under it, and then the
+session's trigger is checked from the stored counters (O(1)): a window
+strategy runs at once under the same lock and its result comes back with the
+append; a summarizing strategy is scheduled in the background; a pipeline
+lands its leading window steps at once (see ``pipeline_runner``).
+
+``many`` is the same for several sessions at once, for a stream's batch of
+appends to many sessions: one count of all their text, one store call, and
+no task per session. Only sessions nobody holds or waits for are taken that
+way, so an append never waits behind another session's compaction; the
+others go through ``one`` side by side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, cast
+
+from sidecar.compaction.formatting import format_event
+from sidecar.compaction.pipeline import Pipeline
+from sidecar.compaction.policy import CompactionPolicy
+from sidecar.compaction.summarize import Summarize
+from sidecar.compaction.tokens import opaque_tokens
+from sidecar.engine.results import CAUSE, AppendResult
+from sidecar.engine.validation import check_events, check_label_updates, check_stored_session_id
+from sidecar.model import Cause, Event, LabelUpdate, ModelUsage, new_event_id
+from sidecar.store.protocol import AppendOutcome, PlainAppend
+
+if TYPE_CHECKING:
+    from sidecar.engine.engine import SessionEngine
+
+# The engine's logger: log pipelines filter on its name (see sidecar.server.logs).
+log = logging.getLogger("sidecar.engine.engine")
+
+COUNT_IN_THREAD_CHARS = 8_192
+"""A batch with at least this much text is counted on a worker thread.
+
+tiktoken releases the GIL while it encodes, so a big batch (a 100 KB tool
+result, a stream's folded appends) is counted on another core while the event
+loop goes on serving other calls. Below this size the hop to the thread
+(about 60 us) costs more than the counting itself.
+"""
+
+
+class Appends:
+    """The engine's append path; see the module docstring."""
+
+    def __init__(self, engine: SessionEngine) -> None:
+        self._engine = engine
+
+    async def one(
+        self,
+        session_id: str,
+        events: Sequence[Event],
+        *,
+        expected_version: int | None,
+        create_if_missing: bool,
+        label_updates: Sequence[LabelUpdate],
+        usage: ModelUsage | None,
+    ) -> AppendResult:
+        """``SessionEngine.append``."""
+        engine = self._engine
+        check_stored_session_id(session_id)
+        check_events(events, engine.limits)
+        check_label_updates(session_id, label_updates, engine.limits)
+        ratio, ignored = engine.models.usage_ratio(session_id, usage)
+        (counted,) = await self._counted([events])
+        CAUSE.set(Cause.TRIGGER)  # any pass this append sets off (a copy of the caller's context)
+        async with engine.locks.hold(session_id):
+            outcome = await engine.store.append(
+                session_id,
+                counted,
+                expected_version=expected_version,
+                create_if_missing=create_if_missing,
+                policy_json=engine._default_policy_json,
+                label_updates=label_updates,
+                max_labels=engine.limits.max_labels,
+                usage_ratio=ratio,
+            )
+            result = await self._landed(session_id, outcome)
+        engine.models.note(result.session)
+        if ignored or (usage is not None and result.written == 0):
+            reason = ignored or "the append stored nothing new (a retry): not counted again"
+            return replace(result, usage_ignored_reason=reason)
+        return result
+
+    async def many(self, appends: Sequence[PlainAppend]) -> list[AppendResult | Exception]:
+        """``SessionEngine.append_many``."""
+        engine = self._engine
+        if len({append.session_id for append in appends}) != len(appends):
+            raise ValueError("append_many takes one append per session")
+        results: list[AppendResult | Exception | None] = [None] * len(appends)
+        checked: list[int] = []
+        for index, append in enumerate(appends):
+            try:
+                check_stored_session_id(append.session_id)
+                check_events(append.events, engine.limits)
+            except Exception as exc:
+                results[index] = exc
+            else:
+                checked.append(index)
+        counted = await self._counted([appends[index].events for index in checked])
+        CAUSE.set(Cause.TRIGGER)
+        free: list[tuple[int, PlainAppend]] = []
+        busy: list[tuple[int, tuple[Event, ...]]] = []
+        for index, events in zip(checked, counted, strict=True):
+            if await engine.locks.claim(appends[index].session_id):
+                free.append((index, replace(appends[index], events=events)))
+            else:
+                busy.append((index, events))
+        others = [
+            asyncio.ensure_future(self._alone(appends[index], events)) for index, events in busy
+        ]
+        try:
+            await self._many_claimed(free, results)
+        finally:
+            if others:
+                settled = await asyncio.gather(*others, return_exceptions=True)
+                for (index, _), result in zip(busy, settled, strict=True):
+                    if not isinstance(result, AppendResult | Exception):
+                        raise result  # a cancellation, not an answer
+                    results[index] = result
+        return cast(list[AppendResult | Exception], results)  # each has its answer now
+
+    async def _many_claimed(
+        self, claimed: list[tuple[int, PlainAppend]], results: list[AppendResult | Exception | None]
+    ) -> None:
+        """Store the appends whose locks were claimed, land each, and release each lock."""
+        engine = self._engine
+        unreleased = {append.session_id for _, append in claimed}
+
+        def release(session_id: str) -> None:
+            unreleased.discard(session_id)
+            engine.locks.release(session_id)
+
+        try:
+            outcomes = await self._stored([append for _, append in claimed])
+            passes = []
+            for (index, append), outcome in zip(claimed, outcomes, strict=True):
+                if isinstance(outcome, Exception):
+                    results[index] = outcome
+                    release(append.session_id)
+                    continue
+                noted = self._noted(append.session_id, outcome)
+                if isinstance(noted, CompactionPolicy):  # a window pass runs now, under the lock
+                    passes.append((index, append.session_id, noted, outcome))
+                    continue
+                release(append.session_id)
+                engine.models.note(noted.session)
+                results[index] = noted
+            for index, session_id, policy, outcome in passes:
+                try:
+                    result = await self._pass_locked(session_id, policy, outcome)
+                except Exception as exc:
+                    results[index] = exc
+                else:
+                    engine.models.note(result.session)
+                    results[index] = result
+                finally:
+                    release(session_id)
+        finally:
+            for session_id in list(unreleased):
+                release(session_id)
+
+    async def _stored(self, appends: list[PlainAppend]) -> list[AppendOutcome | Exception]:
+        """The store's outcome of each; the store's error for each when the call failed."""
+        if not appends:
+            return []
+        engine = self._engine
+        try:
+            return await engine.store.append_many(appends, policy_json=engine._default_policy_json)
+        except Exception as exc:  # the store as a whole (closed, unreachable): each failed
+            return [exc] * len(appends)
+
+    async def _alone(self, append: PlainAppend, events: tuple[Event, ...]) -> AppendResult:
+        engine = self._engine
+        async with engine.locks.hold(append.session_id):
+            outcome = await engine.store.append(
+                append.session_id,
+                events,
+                create_if_missing=append.create_if_missing,
+                policy_json=engine._default_policy_json,
+                max_labels=engine.limits.max_labels,
+            )
+            result = await self._landed(append.session_id, outcome)
+        engine.models.note(result.session)
+        return result
+
+    async def _landed(self, session_id: str, outcome: AppendOutcome) -> AppendResult:
+        """The append's result, after the pass it sets off (the caller holds the lock)."""
+        noted = self._noted(session_id, outcome)
+        if isinstance(noted, AppendResult):
+            return noted
+        return await self._pass_locked(session_id, noted, outcome)
+
+    def _noted(self, session_id: str, outcome: AppendOutcome) -> AppendResult | CompactionPolicy:
+        """The result of a stored append, or the policy whose window pass runs now."""
+        engine = self._engine
+        session = outcome.session
+        written = outcome.written
+        if written:
+            engine.observer.appended(written)
+            if log.isEnabledFor(logging.DEBUG):
+                self._log(session_id, outcome.events, session.version)
+        policy = engine.policy_of(session)
+        if (
+            written == 0
+            or policy is None
+            or policy.trigger is None
+            or session.auto_compaction_paused  # a restore paused it
+            or not policy.trigger.fires(session.counters)
+        ):
+            return AppendResult(outcome.events, session, written=written)
+        if isinstance(policy.strategy, Summarize):
+            scheduled = engine._schedule_summary(session_id, policy.strategy)
+            return AppendResult(
+                outcome.events, session, compaction_scheduled=scheduled, written=written
+            )
+        return policy
+
+    async def _pass_locked(
+        self, session_id: str, policy: CompactionPolicy, outcome: AppendOutcome
+    ) -> AppendResult:
+        """A window strategy's pass, or a pipeline's leading window steps, now."""
+        engine = self._engine
+        # _noted returns a policy only when its trigger fired, for a strategy that runs now
+        assert policy.trigger is not None
+        assert not isinstance(policy.strategy, Summarize)
+        if isinstance(policy.strategy, Pipeline):
+            return await engine._pipelines.on_append_locked(
+                session_id,
+                policy.strategy,
+                policy.trigger,
+                outcome.events,
+                outcome.session,
+                outcome.written,
+            )
+        result, after = await engine._steps.window_locked(session_id, policy.strategy, None)
+        return AppendResult(outcome.events, after, compaction=result, written=outcome.written)
+
+    async def _counted(self, batches: Sequence[Sequence[Event]]) -> list[tuple[Event, ...]]:
+        """Each batch with its token counts, and ids where events came without one."""
+        texts = [format_event(e) for events in batches for e in events]
+        engine = self._engine
+        if sum(map(len, texts)) < COUNT_IN_THREAD_CHARS:
+            counts = self._count_all(texts)
+        else:
+            loop = asyncio.get_running_loop()
+            counts = await loop.run_in_executor(engine._counters, self._count_all, texts)
+        each = iter(counts)
+        return [
+            tuple(
+                e.evolve(id=e.id or new_event_id(), token_count=next(each) + opaque_tokens(e))
+                for e in events
+            )
+            for events in batches
+        ]
+
+    def _count_all(self, texts: list[str]) -> list[int]:
+        count = self._engine.estimator.count
+        return [count(text) for text in texts]
+
+    def _log(self, session_id: str, events: Sequence[Event], version: int) -> None:
+        """A DEBUG record per append: ids and sizes; the content only if asked for."""
+        fields: dict[str, object] = {
+            "session_id": session_id,
+            "version": version,
+            "event_ids": [e.id for e in events],
+            "tokens": sum(e.token_count for e in events),
+        }
+        if self._engine.log_event_content:
+            fields["content"] = [format_event(e) for e in events]
+        log.debug("appended %d events to %s", len(events), session_id, extra=fields)

@@ -1,0 +1,47 @@
+"""What handlers read off requests, and the status an error answers with.
+
+Session ids are taken into the caller's namespace here (``tenancy``), and an
+error's message is given back in the caller's own ids, so no handler sees or
+shows another tenant's names.
+"""
+
+from __future__ import annotations
+
+from google.rpc import status_pb2
+
+from sidecar.errors import InvalidArgument
+from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
+from sidecar.model import ModelUsage
+from sidecar.server.status import to_status
+from sidecar.server.tenancy import current_scope
+
+
+def status_of(exc: BaseException) -> status_pb2.Status:
+    """The error's status, its message in the caller's own session ids."""
+    status = to_status(exc)
+    status.message = current_scope.get().scrub(status.message)
+    return status
+
+
+def optional_version(value: int) -> int | None:
+    """A request's expected version: 0 (unset) is no check."""
+    return value if value else None
+
+
+def required(value: str, field: str) -> str:
+    """``value``, which ``field`` must carry."""
+    if not value:
+        raise InvalidArgument(field, "is required")
+    return value
+
+
+def stored(session_id: str, field: str = "session_id") -> str:
+    """The stored id of the session a request names, in the caller's namespace."""
+    return current_scope.get().inside(required(session_id, field), field)
+
+
+def usage_in(request: pb.AppendEventsRequest | pb.StreamEventsRequest) -> ModelUsage | None:
+    """The provider's usage report an append carries, if any."""
+    if not request.HasField("usage"):
+        return None
+    return ModelUsage(request.usage.context_version, request.usage.prompt_tokens)

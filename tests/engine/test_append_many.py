@@ -1,0 +1,111 @@
+"""``SessionEngine.append_many``: several sessions' appends in one call, each as ``append``."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from sidecar.engine.engine import SessionEngine
+from sidecar.engine.results import AppendResult
+from sidecar.errors import InvalidArgument, SessionNotFound, StoreUnavailable
+from sidecar.model import Event, Role, ToolCall
+from sidecar.store.protocol import PlainAppend
+from sidecar.store.sqlite import SqliteStore
+from tests.engine.gates import GatedSummarizer
+from tests.engine.test_engine import SUMMARY, WINDOW, ids_of_context, turn
+
+
+def plain(session_id: str, events: list[Event], *, create: bool = False) -> PlainAppend:
+    return PlainAppend(session_id, tuple(events), create_if_missing=create)
+
+
+async def test_each_session_gets_what_its_own_append_would(store: SqliteStore) -> None:
+    summarizer = GatedSummarizer("so far")
+    engine = SessionEngine(store, summarizer=summarizer)
+    await engine.create_session("window", policy=WINDOW)
+    await engine.create_session("summary", policy=SUMMARY)
+    for n in range(3):
+        await engine.append_many([plain("window", turn(n)), plain("summary", turn(n))])
+    results = await engine.append_many(
+        [
+            plain("window", turn(3)),
+            plain("absent", turn(0)),
+            plain("summary", turn(3)),
+            plain(
+                "bad",
+                [Event(id="t", role=Role.USER, tool_calls=(ToolCall("c", "x", "{"),))],
+                create=True,
+            ),
+            plain("new", [Event(id="", role=Role.USER, text="hello world")], create=True),
+        ]
+    )
+    window, absent, summary, bad, new = results
+    assert isinstance(window, AppendResult)
+    assert window.compaction is not None
+    assert window.compaction.compacted  # inline, under the lock, as append does
+    assert await ids_of_context(engine, "window") == ["u2", "a2", "u3", "a3"]
+    assert isinstance(absent, SessionNotFound)
+    assert isinstance(summary, AppendResult)
+    assert summary.compaction_scheduled
+    assert isinstance(bad, InvalidArgument)
+    assert bad.field == "events[0].tool_calls"
+    assert isinstance(new, AppendResult)
+    assert new.events[0].id  # given an id, and counted
+    assert new.events[0].token_count == engine.estimator.count("User: hello world")
+    with pytest.raises(SessionNotFound):
+        await store.get_session("absent")
+    with pytest.raises(SessionNotFound):
+        await store.get_session("bad")
+    assert len(engine.locks) == 0
+    summarizer.gate.set()
+    await engine.wait_idle()
+
+
+async def test_a_session_whose_lock_is_held_waits_alone(store: SqliteStore) -> None:
+    engine = SessionEngine(store)
+    for name in ("busy", "free"):
+        await engine.create_session(name)
+    holding = asyncio.Event()
+    release = asyncio.Event()
+
+    async def hold() -> None:
+        async with engine.locks.hold("busy"):
+            holding.set()
+            await release.wait()
+
+    holder = asyncio.create_task(hold())
+    await holding.wait()
+    call = asyncio.create_task(engine.append_many([plain("busy", turn(0)), plain("free", turn(0))]))
+    for _ in range(200):  # the free session's append lands while busy's lock is held
+        if (await store.get_session("free")).version == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert (await store.get_session("free")).version == 2
+    assert (await store.get_session("busy")).version == 1
+    assert not call.done()
+    release.set()
+    busy, free = await call
+    await holder
+    assert isinstance(busy, AppendResult)
+    assert isinstance(free, AppendResult)
+    assert (busy.session.version, free.session.version) == (2, 2)
+    assert len(engine.locks) == 0
+
+
+async def test_one_append_per_session(store: SqliteStore) -> None:
+    engine = SessionEngine(store)
+    with pytest.raises(ValueError, match="one append per session"):
+        await engine.append_many([plain("s", turn(0)), plain("s", turn(1))])
+
+
+async def test_a_store_that_fails_fails_each_append_and_releases_every_lock(
+    store: SqliteStore,
+) -> None:
+    engine = SessionEngine(store)
+    await engine.create_session("a")
+    await engine.create_session("b")
+    await store.close()
+    results = await engine.append_many([plain("a", turn(0)), plain("b", turn(0))])
+    assert [type(result) for result in results] == [StoreUnavailable, StoreUnavailable]
+    assert len(engine.locks) == 0
