@@ -8,17 +8,21 @@ its events ids first (``with_ids``) and re-send those same events.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from types import TracebackType
+from typing import Any, TypeVar
 
 import grpc
 
 from sidecar.client import decode, requests
-from sidecar.client.errors import error_from_rpc
+from sidecar.client.errors import ClientError, error_from_rpc
 from sidecar.client.results import Missed, StreamMessage
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.model import CompactionResult, Event, ModelUsage
+
+T = TypeVar("T")
 
 
 class EventStream:
@@ -37,6 +41,23 @@ class EventStream:
     ) -> None:
         self._call = call
         self.session_id = session_id
+        self._ended: grpc.aio.AioRpcError | None = None  # the status the call ended with
+        call.add_done_callback(self._on_done)
+
+    def _on_done(self, call: grpc.aio.Call) -> None:
+        """Keep the status the call ended with, as it ends.
+
+        grpc.aio replaces it with ``INTERNAL: Internal error from Core`` when
+        a write was under way as the server ended the call (grpc/grpc#36066),
+        so a stream the server refused (no token, too many streams) would
+        report that instead of the server's own status. Read here, it is
+        still the server's.
+        """
+        if self._ended is None:  # the first: a replaced status ends the call again
+            self._ended = _ended_with(call)
+
+    def _error(self, exc: grpc.RpcError) -> ClientError:
+        return error_from_rpc(self._ended or exc)
 
     async def send(
         self,
@@ -64,7 +85,11 @@ class EventStream:
         try:
             await self._call.write(request)
         except grpc.RpcError as exc:
-            raise error_from_rpc(exc) from exc
+            raise self._error(exc) from exc
+        except asyncio.InvalidStateError as exc:  # the call had ended, or was closed for writing
+            if self._ended is None:
+                raise ClientError(grpc.StatusCode.FAILED_PRECONDITION, str(exc)) from exc
+            raise error_from_rpc(self._ended) from exc
         return rid
 
     async def close(self) -> None:
@@ -78,7 +103,7 @@ class EventStream:
         try:
             message = await self._call.read()
         except grpc.RpcError as exc:
-            raise error_from_rpc(exc) from exc
+            raise self._error(exc) from exc
         if not isinstance(message, pb.StreamEventsResponse):  # end of stream
             raise StopAsyncIteration
         return decode.stream_message(message)
@@ -128,3 +153,35 @@ class Watch:
         if not isinstance(message, pb.WatchSessionResponse):  # end of stream
             raise StopAsyncIteration
         return decode.watch_update(message)
+
+
+def _ended_with(done: grpc.aio.Call) -> grpc.aio.AioRpcError | None:
+    """The error a call that has just ended ended with; None for OK, or if it cannot be read.
+
+    A done call's status is already there, so its accessors return without
+    waiting and are run here to completion, outside the loop.
+    """
+    call: Any = done  # grpc.aio's calls have debug_error_string; its abstract Call does not
+    try:
+        code = _at_once(call.code())
+        if code == grpc.StatusCode.OK:
+            return None
+        return grpc.aio.AioRpcError(
+            code,
+            _at_once(call.initial_metadata()),
+            _at_once(call.trailing_metadata()),
+            _at_once(call.details()),
+            _at_once(call.debug_error_string()),
+        )
+    except Exception:  # a grpc whose accessors wait: keep what the call reports
+        return None
+
+
+def _at_once(coro: Coroutine[Any, Any, T]) -> T:
+    """The result of a coroutine that completes without suspending."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    coro.close()
+    raise RuntimeError("the coroutine suspended")

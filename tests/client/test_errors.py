@@ -99,6 +99,30 @@ async def test_over_a_limit_names_the_limit(tmp_path: Path) -> None:
     assert caught.value.limits == ("max_events_per_append",)
 
 
+async def test_a_refused_stream_reports_the_servers_status_though_writes_were_under_way(
+    tmp_path: Path,
+) -> None:
+    """grpc.aio reports INTERNAL for a write under way as the server ends the call
+    (grpc/grpc#36066), and a write after it raises InvalidStateError: the stream
+    gives the server's own status either way."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text("s3cret\n")
+    big = "x" * 60_000  # writes wait on flow control while the refusal arrives
+
+    async def stream_without_a_token(client: AsyncClient, attempt: int) -> None:
+        async with client.session("s1").stream() as stream:
+            for n in range(20):
+                event = Event(id=f"e{attempt}-{n}", role=Role.USER, text=big)
+                await stream.send([event], create_if_missing=True)
+            await anext(stream)
+
+    async with running(tmp_path, auth_token_file=str(tokens)) as sidecar:
+        async with AsyncClient(address(sidecar)) as anonymous:
+            for attempt in range(10):
+                with pytest.raises(UnauthenticatedError):
+                    await stream_without_a_token(anonymous, attempt)
+
+
 async def test_bearer_token_is_required_and_sent(tmp_path: Path) -> None:
     tokens = tmp_path / "tokens"
     tokens.write_text("# one token a line\ns3cret\n")
