@@ -129,7 +129,8 @@ class RequestFailed:
 
 @dataclass(frozen=True, slots=True)
 class BackgroundCompaction:
-    """A background compaction of a session the stream appended to landed (or failed)."""
+    """A background compaction of a session the stream appended to landed, or ended without
+    landing one (``result.compacted`` false: failed, superseded, nothing to compact)."""
 
     session_id: str
     result: CompactionResult

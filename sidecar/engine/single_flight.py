@@ -67,10 +67,17 @@ class SingleFlight:
     async def in_background(
         self, session_id: str, work: Coroutine[Any, Any, CompactionResult], strategy: str
     ) -> CompactionResult:
-        """A background pass: a failure is logged, counted and published, never raised."""
+        """A background pass: its result is published, and a failure logged and counted,
+        never raised.
+
+        The append that started it answered ``compaction_scheduled``, which
+        promises a result on the session's watchers and streams: a pass that
+        changed nothing (another compaction landed first, nothing to
+        summarize) is published as such. A landed one was published as it landed.
+        """
         CAUSE.set(Cause.BACKGROUND)  # this task's own context: the caller's is untouched
         try:
-            return await work
+            result = await work
         except Exception as exc:  # the pass failed; the session is unchanged
             log.warning(
                 "background compaction of %s failed: %s",
@@ -82,6 +89,9 @@ class SingleFlight:
             self._host.observer.compaction(result)
             self._host.watchers.publish(session_id, result)
             return result
+        if not result.compacted:
+            self._host.watchers.publish(session_id, result)
+        return result
 
     async def wait_idle(self) -> None:
         """Wait until no pass is in flight."""

@@ -177,6 +177,34 @@ async def test_compaction_landing_first_makes_the_summary_a_no_op(store: SqliteS
     assert len(log.items) == 12  # nothing lost, nothing inserted by the loser
 
 
+async def test_a_scheduled_summary_that_is_superseded_still_answers_its_watchers(
+    store: SqliteStore,
+) -> None:
+    """An append that said ``compaction_scheduled`` promised a result on the session's
+    watchers: one that lost its race to another compaction is that result too."""
+    summarizer = GatedSummarizer()
+    engine = SessionEngine(store, summarizer=summarizer)
+    await engine.create_session("s", policy=SUMMARY)
+    watcher = engine.watch("s")
+    for n in range(3):
+        await engine.append("s", turn(n))
+    fired = await engine.append("s", turn(3))
+    assert fired.compaction_scheduled
+    await summarizer.started.wait()
+    # Another replica on the same store compacts while the LLM call runs.
+    other = await SessionEngine(store).compact(
+        "s", force=True, policy=CompactionPolicy(Always(), SlidingWindow(max_events=2))
+    )
+    assert other.compacted
+    summarizer.gate.set()
+    result = await asyncio.wait_for(watcher.next(), 5)
+    assert not isinstance(result, Lagged)
+    assert not result.compacted
+    assert result.skipped_reason is SkipReason.SUPERSEDED
+    assert result.version == other.version
+    watcher.close()
+
+
 async def test_empty_plan_writes_nothing(store: SqliteStore) -> None:
     engine = SessionEngine(store)
     await engine.create_session("s", policy=WINDOW)

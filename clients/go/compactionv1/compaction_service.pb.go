@@ -1460,7 +1460,8 @@ type isWatchSessionResponse_Update interface {
 }
 
 type WatchSessionResponse_Compaction struct {
-	// A compaction landed (or a background pass failed).
+	// A compaction landed, or a background pass ended without landing one
+	// (failed, superseded by another compaction, or nothing to compact).
 	Compaction *CompactionResult `protobuf:"bytes,1,opt,name=compaction,proto3,oneof"`
 }
 

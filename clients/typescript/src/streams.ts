@@ -181,7 +181,10 @@ export interface Missed {
   readonly count: number;
 }
 
-/** A compaction of the watched session landed (or a background pass failed: `result.error`). */
+/**
+ * A compaction of the watched session landed, or a background pass ended without landing one
+ * (`result.compacted` false: failed, with `result.error`; superseded; nothing to compact).
+ */
 export interface Compaction {
   readonly kind: "compaction";
   readonly result: CompactionResult;

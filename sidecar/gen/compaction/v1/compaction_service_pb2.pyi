@@ -808,7 +808,9 @@ class WatchSessionResponse(_message.Message):
     """The watcher fell behind and this many results were dropped for it."""
     @_builtins.property
     def compaction(self) -> _session_pb2.CompactionResult:
-        """A compaction landed (or a background pass failed)."""
+        """A compaction landed, or a background pass ended without landing one
+        (failed, superseded by another compaction, or nothing to compact).
+        """
 
     def __init__(
         self,

@@ -771,7 +771,8 @@ export type WatchSessionResponse = Message<"compaction.v1.WatchSessionResponse">
    */
   update: {
     /**
-     * A compaction landed (or a background pass failed).
+     * A compaction landed, or a background pass ended without landing one
+     * (failed, superseded by another compaction, or nothing to compact).
      *
      * @generated from field: compaction.v1.CompactionResult compaction = 1;
      */

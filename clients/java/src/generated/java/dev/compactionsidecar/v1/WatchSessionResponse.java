@@ -97,7 +97,8 @@ private static final long serialVersionUID = 0L;
   public static final int COMPACTION_FIELD_NUMBER = 1;
   /**
    * <pre>
-   * A compaction landed (or a background pass failed).
+   * A compaction landed, or a background pass ended without landing one
+   * (failed, superseded by another compaction, or nothing to compact).
    * </pre>
    *
    * <code>.compaction.v1.CompactionResult compaction = 1 [json_name = "compaction"];</code>
@@ -109,7 +110,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * A compaction landed (or a background pass failed).
+   * A compaction landed, or a background pass ended without landing one
+   * (failed, superseded by another compaction, or nothing to compact).
    * </pre>
    *
    * <code>.compaction.v1.CompactionResult compaction = 1 [json_name = "compaction"];</code>
@@ -124,7 +126,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * A compaction landed (or a background pass failed).
+   * A compaction landed, or a background pass ended without landing one
+   * (failed, superseded by another compaction, or nothing to compact).
    * </pre>
    *
    * <code>.compaction.v1.CompactionResult compaction = 1 [json_name = "compaction"];</code>
@@ -542,7 +545,8 @@ private static final long serialVersionUID = 0L;
         dev.compactionsidecar.v1.CompactionResult, dev.compactionsidecar.v1.CompactionResult.Builder, dev.compactionsidecar.v1.CompactionResultOrBuilder> compactionBuilder_;
     /**
      * <pre>
-     * A compaction landed (or a background pass failed).
+     * A compaction landed, or a background pass ended without landing one
+     * (failed, superseded by another compaction, or nothing to compact).
      * </pre>
      *
      * <code>.compaction.v1.CompactionResult compaction = 1 [json_name = "compaction"];</code>
@@ -554,7 +558,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * A compaction landed (or a background pass failed).
+     * A compaction landed, or a background pass ended without landing one
+     * (failed, superseded by another compaction, or nothing to compact).
      * </pre>
      *
      * <code>.compaction.v1.CompactionResult compaction = 1 [json_name = "compaction"];</code>
@@ -576,7 +581,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * A compaction landed (or a background pass failed).
+     * A compaction landed, or a background pass ended without landing one
+     * (failed, superseded by another compaction, or nothing to compact).
      * </pre>
      *
      * <code>.compaction.v1.CompactionResult compaction = 1 [json_name = "compaction"];</code>
@@ -594,7 +600,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * A compaction landed (or a background pass failed).
+     * A compaction landed, or a background pass ended without landing one
+     * (failed, superseded by another compaction, or nothing to compact).
      * </pre>
      *
      * <code>.compaction.v1.CompactionResult compaction = 1 [json_name = "compaction"];</code>
@@ -612,7 +619,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * A compaction landed (or a background pass failed).
+     * A compaction landed, or a background pass ended without landing one
+     * (failed, superseded by another compaction, or nothing to compact).
      * </pre>
      *
      * <code>.compaction.v1.CompactionResult compaction = 1 [json_name = "compaction"];</code>
@@ -639,7 +647,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * A compaction landed (or a background pass failed).
+     * A compaction landed, or a background pass ended without landing one
+     * (failed, superseded by another compaction, or nothing to compact).
      * </pre>
      *
      * <code>.compaction.v1.CompactionResult compaction = 1 [json_name = "compaction"];</code>
@@ -662,7 +671,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * A compaction landed (or a background pass failed).
+     * A compaction landed, or a background pass ended without landing one
+     * (failed, superseded by another compaction, or nothing to compact).
      * </pre>
      *
      * <code>.compaction.v1.CompactionResult compaction = 1 [json_name = "compaction"];</code>
@@ -672,7 +682,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * A compaction landed (or a background pass failed).
+     * A compaction landed, or a background pass ended without landing one
+     * (failed, superseded by another compaction, or nothing to compact).
      * </pre>
      *
      * <code>.compaction.v1.CompactionResult compaction = 1 [json_name = "compaction"];</code>
@@ -690,7 +701,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * A compaction landed (or a background pass failed).
+     * A compaction landed, or a background pass ended without landing one
+     * (failed, superseded by another compaction, or nothing to compact).
      * </pre>
      *
      * <code>.compaction.v1.CompactionResult compaction = 1 [json_name = "compaction"];</code>

@@ -12,7 +12,8 @@ public interface WatchSessionResponseOrBuilder extends
 
   /**
    * <pre>
-   * A compaction landed (or a background pass failed).
+   * A compaction landed, or a background pass ended without landing one
+   * (failed, superseded by another compaction, or nothing to compact).
    * </pre>
    *
    * <code>.compaction.v1.CompactionResult compaction = 1 [json_name = "compaction"];</code>
@@ -21,7 +22,8 @@ public interface WatchSessionResponseOrBuilder extends
   boolean hasCompaction();
   /**
    * <pre>
-   * A compaction landed (or a background pass failed).
+   * A compaction landed, or a background pass ended without landing one
+   * (failed, superseded by another compaction, or nothing to compact).
    * </pre>
    *
    * <code>.compaction.v1.CompactionResult compaction = 1 [json_name = "compaction"];</code>
@@ -30,7 +32,8 @@ public interface WatchSessionResponseOrBuilder extends
   dev.compactionsidecar.v1.CompactionResult getCompaction();
   /**
    * <pre>
-   * A compaction landed (or a background pass failed).
+   * A compaction landed, or a background pass ended without landing one
+   * (failed, superseded by another compaction, or nothing to compact).
    * </pre>
    *
    * <code>.compaction.v1.CompactionResult compaction = 1 [json_name = "compaction"];</code>
