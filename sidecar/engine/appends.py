@@ -104,7 +104,12 @@ class Appends:
                 results[index] = exc
             else:
                 checked.append(index)
-        counted = await self._counted([appends[index].events for index in checked])
+        try:
+            counted = await self._counted([appends[index].events for index in checked])
+        except Exception as exc:  # the counter itself failed (shut down): nothing was stored
+            for index in checked:
+                results[index] = exc
+            return cast(list[AppendResult | Exception], results)
         CAUSE.set(Cause.TRIGGER)
         free: list[tuple[int, PlainAppend]] = []
         busy: list[tuple[int, tuple[Event, ...]]] = []
@@ -118,13 +123,18 @@ class Appends:
         ]
         try:
             await self._many_claimed(free, results)
-        finally:
-            if others:
-                settled = await asyncio.gather(*others, return_exceptions=True)
-                for (index, _), result in zip(busy, settled, strict=True):
-                    if not isinstance(result, AppendResult | Exception):
-                        raise result  # a cancellation, not an answer
-                    results[index] = result
+        except BaseException:
+            # Cancelled: the sessions still waiting for their locks append nothing, as
+            # their own cancelled appends would not.
+            for task in others:
+                task.cancel()
+            await asyncio.gather(*others, return_exceptions=True)
+            raise
+        settled = await asyncio.gather(*others, return_exceptions=True)
+        for (index, _), result in zip(busy, settled, strict=True):
+            if not isinstance(result, AppendResult | Exception):
+                raise result  # a cancellation, not an answer
+            results[index] = result
         return cast(list[AppendResult | Exception], results)  # each has its answer now
 
     async def _many_claimed(
@@ -146,7 +156,12 @@ class Appends:
                     results[index] = outcome
                     release(append.session_id)
                     continue
-                noted = self._noted(append.session_id, outcome)
+                try:
+                    noted = self._noted(append.session_id, outcome)
+                except Exception as exc:  # this session's alone, as its own append's would be
+                    results[index] = exc
+                    release(append.session_id)
+                    continue
                 if isinstance(noted, CompactionPolicy):  # a window pass runs now, under the lock
                     passes.append((index, append.session_id, noted, outcome))
                     continue

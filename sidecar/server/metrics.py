@@ -270,6 +270,10 @@ class _EngineCollector(Collector):
             yield calls
 
 
+_EACH_ITS_OWN = frozenset({"append_many"})
+"""Operations that answer a list with each failure in its place."""
+
+
 class TimedStore:
     """A Store that times each operation into ``compaction_store_operation_duration_seconds``.
 
@@ -292,12 +296,17 @@ class TimedStore:
         async def timed(*args: Any, **kwargs: Any) -> Any:
             started = time.perf_counter()
             try:
-                return await attribute(*args, **kwargs)
+                result = await attribute(*args, **kwargs)
             except StoreUnavailable:
                 unavailable.inc()
                 raise
             finally:
                 histogram.observe(time.perf_counter() - started)
+            if name in _EACH_ITS_OWN:  # each failure in its place, not raised: counted each
+                failed = sum(isinstance(outcome, StoreUnavailable) for outcome in result)
+                if failed:
+                    unavailable.inc(failed)
+            return result
 
         setattr(self, name, timed)
         return timed

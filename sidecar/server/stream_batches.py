@@ -5,11 +5,12 @@ one session fold into one append (one transaction, acks split back per
 request). Sessions run side by side:
 
 - sessions whose requests all fold into one unchecked append go to the
-  engine together (``SessionEngine.append_many``): one count of their text,
-  one store call, and on SQLite a write per group of them instead of one
-  each. A stream round-robining over a hundred sessions makes every event
-  its own append, and this is what keeps that from costing a task, a lock
-  wait and a store round trip each;
+  engine together (``SessionEngine.append_many``): one count of their text
+  and one store call (on SQLite each session's write queued fairly under
+  its own session, all at once, and committed in groups). A stream
+  round-robining over a hundred sessions makes every event its own append,
+  and this is what keeps that from costing a task, a lock wait and a store
+  round trip each;
 - the others (a version check, a usage report, several groups) each run
   their groups in order, side by side, and their appends meet in the
   store's group commit.

@@ -427,10 +427,14 @@ class PostgresStore:
             ),
             return_exceptions=True,
         )
-        for outcome in settled:
-            if not isinstance(outcome, AppendOutcome | Exception):
-                raise outcome  # a cancellation, not an answer
-        return list(settled)  # type: ignore[arg-type]
+        # The caller's own cancellation is raised by gather; one append's (nothing here
+        # cancels one alone) is that append's failure, whether or not it committed.
+        return [
+            outcome
+            if isinstance(outcome, AppendOutcome | Exception)
+            else StoreUnavailable(f"the append to {append.session_id!r} was cancelled")
+            for append, outcome in zip(appends, settled, strict=True)
+        ]
 
     async def active_window(self, session_id: str) -> tuple[Session, tuple[Event, ...]]:
         return await self._read(lambda db: reads.active_window(db, session_id, self._decoded))

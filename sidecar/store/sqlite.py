@@ -60,7 +60,7 @@ from sidecar.store import sqlite_reads as reads
 from sidecar.store import sqlite_writes as writes
 from sidecar.store.codec import to_micros
 from sidecar.store.event_cache import DEFAULT_MAX_BYTES, DecodedEvents
-from sidecar.store.fair_queue import MAX_GROUP_WEIGHT, write_weight
+from sidecar.store.fair_queue import write_weight
 from sidecar.store.paging import page_size as effective_page_size
 from sidecar.store.protocol import (
     AppendOutcome,
@@ -83,7 +83,7 @@ from sidecar.store.sqlite_schema import (
 )
 from sidecar.store.sqlite_search import SearchConnections
 from sidecar.store.sqlite_threads import run_in_connection_thread
-from sidecar.store.sqlite_writer import SqliteWriter, each_in_savepoint, in_transaction
+from sidecar.store.sqlite_writer import SqliteWriter, in_transaction
 
 __all__ = ["SqliteStore", "run_in_connection_thread"]
 
@@ -322,29 +322,34 @@ class SqliteStore:
     async def append_many(
         self, appends: Sequence[PlainAppend], *, policy_json: str | None = None
     ) -> list[AppendOutcome | Exception]:
-        """In writes of at most a group's weight, each session's append in a savepoint.
+        """Each session's append queued as its own write, all before any is awaited.
 
-        Bounded as a group is, a quiet session's write waits behind one of
-        them at most, as behind any group; all are queued before any is
-        awaited, so they cost no task each and commit together.
+        So each is queued fairly under its own session, as ``append`` would
+        be, and the writer commits them in groups; they cost no task each,
+        and the group's outcomes come back in one wake-up.
         """
         writer = self._writer
         if writer is None:
             raise StoreUnavailable("sqlite store is not open")
-        queued = []
-        for chunk, weight in _chunks(appends):
-            body = functools.partial(_append_each, chunk, policy_json)
-            done = writer.submit(body, session_id=chunk[0].session_id, weight=weight)
-            queued.append((chunk, done))
+        queued = writer.submit_many(
+            [
+                (
+                    functools.partial(_append_plain, append, policy_json),
+                    append.session_id,
+                    write_weight(len(append.events), sum(e.content_bytes() for e in append.events)),
+                )
+                for append in appends
+            ]
+        )
         outcomes: list[AppendOutcome | Exception] = []
         try:
-            for chunk, done in queued:
+            for done in queued:
                 try:
-                    outcomes += [value for _, value in await done]
-                except Exception as exc:  # the write as a whole failed, and each of it
-                    outcomes += [exc] * len(chunk)
+                    outcomes.append(await done)
+                except Exception as exc:
+                    outcomes.append(exc)
         finally:
-            for _, done in queued:  # a cancelled caller: the writes go ahead, unheard
+            for done in queued:  # a cancelled caller: the writes go ahead, unheard
                 if not done.done():
                     done.cancel()
                 elif not done.cancelled():
@@ -456,36 +461,15 @@ class SqliteStore:
         )
 
 
-def _chunks(appends: Sequence[PlainAppend]) -> list[tuple[list[PlainAppend], int]]:
-    """``appends`` in order, in runs of at most ``MAX_GROUP_WEIGHT`` (a heavier one alone)."""
-    chunks: list[tuple[list[PlainAppend], int]] = []
-    for append in appends:
-        weight = write_weight(len(append.events), sum(e.content_bytes() for e in append.events))
-        if chunks and chunks[-1][1] + weight <= MAX_GROUP_WEIGHT:
-            chunk, total = chunks[-1]
-            chunks[-1] = ([*chunk, append], total + weight)
-        else:
-            chunks.append(([append], weight))
-    return chunks
-
-
-def _append_each(
-    appends: Sequence[PlainAppend], policy_json: str | None, db: sqlite3.Connection
-) -> list[tuple[bool, AppendOutcome | Exception]]:
-    now = utcnow()
-    return each_in_savepoint(
+def _append_plain(
+    append: PlainAppend, policy_json: str | None, db: sqlite3.Connection
+) -> AppendOutcome:
+    return writes.append(
         db,
-        [
-            functools.partial(
-                writes.append,
-                session_id=append.session_id,
-                events=append.events,
-                expected_version=None,
-                create_if_missing=append.create_if_missing,
-                policy_json=policy_json,
-                now=now,
-            )
-            for append in appends
-        ],
-        "item",
+        append.session_id,
+        append.events,
+        expected_version=None,
+        create_if_missing=append.create_if_missing,
+        policy_json=policy_json,
+        now=utcnow(),
     )

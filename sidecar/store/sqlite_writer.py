@@ -141,22 +141,29 @@ class SqliteWriter:
     def submit(
         self, body: Callable[[sqlite3.Connection], T], *, session_id: str = "", weight: int = 1
     ) -> asyncio.Future[T]:
-        """Queue ``body`` as ``write`` does, now; the future of its result.
+        """Queue ``body`` as ``write`` does, now; the future of its result."""
+        (done,) = self.submit_many([(body, session_id, weight)])
+        return done
 
-        Several writes submitted before their futures are awaited cost no
-        task each, and are settled in the same wake-up when they commit together.
+    def submit_many(self, writes: Sequence[tuple[Body, str, int]]) -> list[asyncio.Future[Any]]:
+        """Queue each ``(body, session_id, weight)`` as ``write`` does, now; their futures.
+
+        Each is queued under its own session, so fairly as any write; taken
+        in one turn of the queue's lock, they cost no task each and are
+        settled in one wake-up when they commit together.
         """
         loop = asyncio.get_running_loop()
-        done: asyncio.Future[T] = loop.create_future()
+        futures: list[asyncio.Future[Any]] = [loop.create_future() for _ in writes]
         with self._ready:
-            self._queue.put(session_id, weight, (body, done))
+            for (body, session_id, weight), done in zip(writes, futures, strict=True):
+                self._queue.put(session_id, weight, (body, done))
             start, self._draining = not self._draining, True
             self._ready.notify()
         if start:
             task = asyncio.create_task(run_in_connection_thread(self.connection, self._drain(loop)))
             self._drains.add(task)
             task.add_done_callback(self._drains.discard)
-        return done
+        return futures
 
     async def idle(self) -> None:
         """Wait until every write made so far has committed or failed (the drain stops)."""

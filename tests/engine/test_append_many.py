@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+from typing import Any
 
 import pytest
 
@@ -10,6 +12,8 @@ from sidecar.engine.engine import SessionEngine
 from sidecar.engine.results import AppendResult
 from sidecar.errors import InvalidArgument, SessionNotFound, StoreUnavailable
 from sidecar.model import Event, Role, ToolCall
+from sidecar.server.metrics import Metrics, TimedStore
+from sidecar.store import sqlite_writes
 from sidecar.store.protocol import PlainAppend
 from sidecar.store.sqlite import SqliteStore
 from tests.engine.gates import GatedSummarizer
@@ -109,3 +113,74 @@ async def test_a_store_that_fails_fails_each_append_and_releases_every_lock(
     results = await engine.append_many([plain("a", turn(0)), plain("b", turn(0))])
     assert [type(result) for result in results] == [StoreUnavailable, StoreUnavailable]
     assert len(engine.locks) == 0
+
+
+async def test_a_cancelled_call_appends_nothing_for_sessions_still_waiting_for_their_lock(
+    store: SqliteStore,
+) -> None:
+    engine = SessionEngine(store)
+    for name in ("a", "b", "busy"):
+        await engine.create_session(name)
+    release = asyncio.Event()
+
+    async def hold() -> None:
+        async with engine.locks.hold("busy"):
+            await release.wait()
+
+    holder = asyncio.create_task(hold())
+    await asyncio.sleep(0)
+    call = asyncio.create_task(
+        engine.append_many([plain(name, turn(0)) for name in ("a", "b", "busy")])
+    )
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    call.cancel()
+    # The call ends at once, not when the lock it waits for is free.
+    done, _ = await asyncio.wait([call], timeout=2)
+    assert call in done
+    assert call.cancelled()
+    release.set()
+    await holder
+    assert (await store.get_session("busy")).version == 1  # nothing appended
+    assert len(engine.locks) == 0
+
+
+async def test_a_session_that_fails_after_storing_fails_alone(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = SessionEngine(store)
+    for name in ("a", "broken", "c"):
+        await engine.create_session(name)
+    policy_of = engine.policy_of
+
+    def failing(session: Any, **kwargs: Any) -> Any:
+        if session.session_id == "broken":
+            raise RuntimeError("unreadable stored policy")
+        return policy_of(session, **kwargs)
+
+    monkeypatch.setattr(engine, "policy_of", failing)
+    a, broken, c = await engine.append_many([plain(n, turn(0)) for n in ("a", "broken", "c")])
+    assert isinstance(a, AppendResult)
+    assert isinstance(broken, RuntimeError)
+    assert isinstance(c, AppendResult)
+    assert len(engine.locks) == 0
+
+
+async def test_each_failed_append_is_counted_as_the_store_being_unavailable(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    metrics = Metrics()
+    engine = SessionEngine(TimedStore.wrap(store, metrics), observer=metrics)
+    for name in ("a", "b", "c"):
+        await engine.create_session(name)
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(sqlite_writes, "append", broken)
+    results = await engine.append_many([plain(n, turn(0)) for n in ("a", "b", "c")])
+    assert all(isinstance(result, StoreUnavailable) for result in results)
+    counted = metrics.registry.get_sample_value(
+        "compaction_store_unavailable_total", {"operation": "append_many"}
+    )
+    assert counted == 3

@@ -297,42 +297,52 @@ async def test_writes_queued_together_commit_together_and_fail_alone(
         await store.get_session("missing")
 
 
-async def test_append_many_writes_a_groups_weight_at_a_time_and_a_failed_write_fails_its_own(
+async def test_append_many_queues_each_session_fairly_as_its_own_write(
     store: SqliteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Each append is queued under its own session and weight, as ``append`` would be:
+    a heavy session riding in a batch with quiet ones is charged for itself alone."""
     from sidecar.store import sqlite_writes
-    from sidecar.store.fair_queue import MAX_GROUP_WEIGHT
+    from sidecar.store.fair_queue import write_weight
     from sidecar.store.protocol import AppendOutcome, PlainAppend
 
     assert store._writer is not None  # white-box: how the appends are queued
     writer = store._writer
-    weights: list[int] = []
-    real_submit, real_append = writer.submit, sqlite_writes.append
+    queued: list[tuple[str, int]] = []
+    real_submit_many, real_append = writer.submit_many, sqlite_writes.append
 
-    def submit(body, *, session_id="", weight=1):  # type: ignore[no-untyped-def]
-        weights.append(weight)
-        return real_submit(body, session_id=session_id, weight=weight)
+    def submit_many(writes):  # type: ignore[no-untyped-def]
+        queued.extend((session_id, weight) for _, session_id, weight in writes)
+        return real_submit_many(writes)
 
     def append(db, session_id, *args, **kwargs):  # type: ignore[no-untyped-def]
         if session_id == "s20":
             raise sqlite3.OperationalError("disk I/O error")
         return real_append(db, session_id, *args, **kwargs)
 
-    monkeypatch.setattr(writer, "submit", submit)
+    monkeypatch.setattr(writer, "submit_many", submit_many)
     monkeypatch.setattr(sqlite_writes, "append", append)
-    appends = [PlainAppend(f"s{n}", (u(f"e{n}"),), create_if_missing=True) for n in range(40)]
+    heavy = u("e7", "x" * (100 << 10))
+    appends = [
+        PlainAppend(f"s{n}", (heavy if n == 7 else u(f"e{n}"),), create_if_missing=True)
+        for n in range(40)
+    ]
+    appends.append(PlainAppend("absent", (u("x"),)))  # fails alone, in its savepoint
     outcomes = await store.append_many(appends)
-    # A quiet session's write waits behind one of these at most, as behind one group.
-    assert weights == [MAX_GROUP_WEIGHT, MAX_GROUP_WEIGHT, 40 - 2 * MAX_GROUP_WEIGHT]
-    failed = [n for n, o in enumerate(outcomes) if not isinstance(o, AppendOutcome)]
-    assert failed == list(range(16, 32))  # the write holding s20, and nothing else
-    assert all(isinstance(outcomes[n], StoreUnavailable) for n in failed)
-    for n in range(40):
-        if n in failed:
+    expected = [(f"s{n}", 1) for n in range(40)] + [("absent", 1)]
+    expected[7] = ("s7", write_weight(1, heavy.content_bytes()))
+    assert queued == expected
+    assert isinstance(outcomes[-1], SessionNotFound)
+    # A database error fails the transaction it is in, and no other: each session is
+    # stored whole or answered StoreUnavailable with nothing stored.
+    assert isinstance(outcomes[20], StoreUnavailable)
+    for n, outcome in enumerate(outcomes[:40]):
+        if isinstance(outcome, AppendOutcome):
+            assert [e.id for e in (await store.active_window(f"s{n}"))[1]] == [f"e{n}"]
+        else:
+            assert isinstance(outcome, StoreUnavailable)
             with pytest.raises(SessionNotFound):
                 await store.get_session(f"s{n}")
-        else:
-            assert [e.id for e in (await store.active_window(f"s{n}"))[1]] == [f"e{n}"]
 
 
 async def test_sequential_writes_reuse_one_drain_and_close_does_not_wait_for_it(
