@@ -17,9 +17,9 @@ Each reasoning block is a ``Reasoning`` in message order (the
 function-call signature is its ``ToolCall.signature``. Signatures are kept as
 the provider's bytes: Gemini's base64 decoded, the others' opaque strings as
 UTF-8 (as ADK maps Anthropic's). The message's own form comes back from
-``restored``: a list content and those ``additional_kwargs`` are kept
-verbatim in the event's metadata, and ``with_reasoning`` shows reasoning text
-a clearing changed.
+``restored``: a list content (its text blocks' text only once, in the event's
+text) and those ``additional_kwargs`` are kept in the event's metadata, and
+``with_reasoning`` shows reasoning text a clearing changed.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ from langchain_core.messages import AIMessage
 
 from sidecar.model import Event, Reasoning
 
-META_CONTENT = "lc.content"  # a list content, verbatim JSON
+META_CONTENT = "lc.content"  # a list content, verbatim JSON (when its shape cannot say it)
+META_SHAPE = "lc.content_shape"  # a list content, its text blocks' text left to the event's text
 META_KWARGS = "lc.additional_kwargs"  # the reasoning and signature entries, verbatim JSON
 
 KWARG_REASONING = "reasoning"
@@ -120,7 +121,11 @@ def verbatim(message: AIMessage) -> dict[str, str]:
     """The metadata that gives the message's own form back: its list content, its kwargs."""
     metadata: dict[str, str] = {}
     if isinstance(message.content, list):
-        metadata[META_CONTENT] = json.dumps(message.content, ensure_ascii=False)
+        shape = _shape(message.content)
+        if shape is None:
+            metadata[META_CONTENT] = json.dumps(message.content, ensure_ascii=False)
+        else:
+            metadata[META_SHAPE] = json.dumps(shape, ensure_ascii=False)
     kwargs = {k: message.additional_kwargs[k] for k in _KWARGS if k in message.additional_kwargs}
     if kwargs:
         metadata[META_KWARGS] = json.dumps(kwargs, ensure_ascii=False)
@@ -130,10 +135,59 @@ def verbatim(message: AIMessage) -> dict[str, str]:
 def restored(event: Event) -> tuple[str | list[str | dict[Any, Any]], dict[str, Any]]:
     """The content and ``additional_kwargs`` of the message ``event`` was made from."""
     raw = event.metadata.get(META_CONTENT)
-    content: str | list[str | dict[Any, Any]] = json.loads(raw) if raw is not None else event.text
+    shape = event.metadata.get(META_SHAPE)
+    content: str | list[str | dict[Any, Any]] = event.text
+    if raw is not None:
+        content = json.loads(raw)
+    elif shape is not None:
+        filled = _filled(json.loads(shape), event.text)
+        if filled is not None:
+            content = filled
     kwargs_raw = event.metadata.get(META_KWARGS)
     kwargs: dict[str, Any] = json.loads(kwargs_raw) if kwargs_raw is not None else {}
     return content, kwargs
+
+
+def _shape(content: Sequence[object]) -> list[list[Any]] | None:
+    """A list content with its text left out: the event's text holds it, in block order.
+
+    Each item is ``["s", n]`` (a string block of n characters), ``["t", n,
+    block]`` (a text block, its ``text`` None in its place) or ``["b",
+    block]`` (any other block, verbatim). The text blocks are exactly what
+    the event's text joins, so their texts are not stored twice. None when a
+    text block's text is not a string: the content is then kept verbatim.
+    """
+    shape: list[list[Any]] = []
+    for block in content:
+        if isinstance(block, str):
+            shape.append(["s", len(block)])
+        elif isinstance(block, Mapping) and block.get("type") == "text" and "text" in block:
+            text = block["text"]
+            if not isinstance(text, str):
+                return None
+            without = {k: None if k == "text" else v for k, v in block.items()}
+            shape.append(["t", len(text), without])
+        else:
+            shape.append(["b", block])
+    return shape
+
+
+def _filled(shape: Sequence[list[Any]], text: str) -> list[str | dict[Any, Any]] | None:
+    """The list content ``shape`` describes, its texts cut from ``text``; None when they do
+    not add up to it (then the text is all that can be given back)."""
+    content: list[str | dict[Any, Any]] = []
+    at = 0
+    for item in shape:
+        if item[0] == "s":
+            content.append(text[at : at + item[1]])
+            at += item[1]
+        elif item[0] == "t":
+            piece = text[at : at + item[1]]
+            content.append({k: piece if k == "text" else v for k, v in item[2].items()})
+            at += item[1]
+        else:
+            content.append(item[1])
+    return content if at == len(text) else None
 
 
 def _with_text(block: dict[str, Any], text: str) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from sidecar.adapters.langchain import (
     event_to_message,
     message_to_event,
 )
+from sidecar.adapters.langchain_reasoning import META_CONTENT, META_SHAPE
 from sidecar.client import Client
 from sidecar.model import Event, Reasoning
 from tests.adapters.chat_models import RecordingModel
@@ -245,3 +246,65 @@ def test_older_turns_thinking_is_sent_cleared_with_its_signature(sidecar_address
     # signature as the model gave it.
     assert [b["thinking"] for b in blocks] == ["", "", "", "", "Step 4."]
     assert [b["signature"] for b in blocks] == [f"sig-{n}==" for n in range(5)]
+
+
+MIXED = AIMessage(
+    content=[
+        "Plain string block. ",
+        {"type": "text", "text": "A text block with its own keys.", "annotations": [], "id": "m1"},
+        {"type": "tool_use", "id": "call_9", "name": "lookup", "input": {"q": "x"}},
+        {"type": "text", "text": ""},
+        {"type": "text"},  # no text at all: joins as nothing
+        {"type": "text", "text": " Last, with ünïcode ✓ and\x00a NUL."},
+    ],
+    id="ai-mixed",
+)
+
+
+@pytest.mark.parametrize("message", [*SHAPES, MIXED], ids=lambda m: str(m.id))
+def test_a_list_contents_text_is_stored_once_and_comes_back_in_its_blocks(
+    sidecar_address: str, message: AIMessage
+) -> None:
+    event = message_to_event(message)
+    assert event is not None
+    stored_metadata = json.dumps(event.metadata, ensure_ascii=False)
+    for block in message.content if isinstance(message.content, list) else ():
+        text = block if isinstance(block, str) else block.get("text")
+        if (isinstance(block, str) or block.get("type") == "text") and text:
+            assert text not in stored_metadata  # only in the event's text
+    with Client(sidecar_address) as client:
+        key = f"lc-shape/{message.id}"
+        client.create_session(key, None, {})
+        client.session(key).append([event])
+        (stored,) = client.session(key).context().events
+    back = event_to_message(stored)
+    assert isinstance(back, AIMessage)
+    same_message(back, message)
+
+
+def test_a_text_block_whose_text_is_not_a_string_is_kept_verbatim() -> None:
+    odd = AIMessage(content=[{"type": "text", "text": ["not", "a", "string"]}], id="ai-odd")
+    event = message_to_event(odd)
+    assert event is not None
+    assert META_CONTENT in event.metadata
+    back = event_to_message(event)
+    assert back.content == odd.content
+
+
+def test_an_event_stored_with_the_verbatim_content_still_comes_back() -> None:
+    """Events written before the content's shape was stored carry it verbatim."""
+    event = message_to_event(MIXED)
+    assert event is not None
+    verbatim = {
+        **{k: v for k, v in event.metadata.items() if k != META_SHAPE},
+        META_CONTENT: json.dumps(MIXED.content, ensure_ascii=False),
+    }
+    back = event_to_message(event.evolve(metadata=verbatim))
+    assert back.content == MIXED.content
+
+
+def test_a_text_that_no_longer_adds_up_comes_back_as_the_text() -> None:
+    event = message_to_event(MIXED)
+    assert event is not None
+    back = event_to_message(event.evolve(text="changed"))
+    assert back.content == "changed"
