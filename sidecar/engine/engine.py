@@ -34,7 +34,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from sidecar.compaction.calibration import resolved
-from sidecar.compaction.formatting import format_event
 from sidecar.compaction.pipeline import Pipeline
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.summarize import Summarize
@@ -330,18 +329,6 @@ class SessionEngine:
                 session_id, self._flights.in_background(session_id, work, strategy.name)
             )
         return self._flights.start(session_id, work)
-
-    def _log_append(self, session_id: str, events: Sequence[Event], version: int) -> None:
-        """A DEBUG record per append: ids and sizes; the content only if asked for."""
-        fields: dict[str, object] = {
-            "session_id": session_id,
-            "version": version,
-            "event_ids": [e.id for e in events],
-            "tokens": sum(e.token_count for e in events),
-        }
-        if self.log_event_content:
-            fields["content"] = [format_event(e) for e in events]
-        log.debug("appended %d events to %s", len(events), session_id, extra=fields)
 
     def _observed(self, result: CompactionResult) -> CompactionResult:
         return self._steps.observed(result)

@@ -20,7 +20,7 @@ import contextlib
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import aiosqlite
 
@@ -72,9 +72,19 @@ def in_group(
     """
 
     def run(db: sqlite3.Connection) -> list[tuple[bool, Any]]:
+        outcomes: list[tuple[bool, Any]] = []
         db.execute("BEGIN IMMEDIATE")
         try:
-            outcomes = each_in_savepoint(db, bodies, "write")
+            for body in bodies:
+                db.execute("SAVEPOINT write")
+                try:
+                    outcomes.append((True, body(db)))
+                except sqlite3.DatabaseError:
+                    raise
+                except Exception as exc:
+                    db.execute("ROLLBACK TO write")
+                    outcomes.append((False, exc))
+                db.execute("RELEASE write")
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
@@ -83,25 +93,6 @@ def in_group(
         return outcomes
 
     return run
-
-
-def each_in_savepoint(
-    db: sqlite3.Connection, bodies: Sequence[Body], name: str
-) -> list[tuple[bool, Any]]:
-    """Run ``bodies`` in the open transaction, each in a savepoint ``name``: ``(ok, result
-    or error)`` each. A domain error rolls back its body alone; a database error propagates."""
-    outcomes: list[tuple[bool, Any]] = []
-    for body in bodies:
-        db.execute(f"SAVEPOINT {name}")
-        try:
-            outcomes.append((True, body(db)))
-        except sqlite3.DatabaseError:
-            raise
-        except Exception as exc:
-            db.execute(f"ROLLBACK TO {name}")
-            outcomes.append((False, exc))
-        db.execute(f"RELEASE {name}")
-    return outcomes
 
 
 def _settle_all(settled: list[tuple[asyncio.Future[Any], tuple[bool, Any]]]) -> None:
@@ -136,14 +127,8 @@ class SqliteWriter:
         goes ahead even if its caller is cancelled meanwhile: it is all or
         nothing either way.
         """
-        return await self.submit(body, session_id=session_id, weight=weight)
-
-    def submit(
-        self, body: Callable[[sqlite3.Connection], T], *, session_id: str = "", weight: int = 1
-    ) -> asyncio.Future[T]:
-        """Queue ``body`` as ``write`` does, now; the future of its result."""
         (done,) = self.submit_many([(body, session_id, weight)])
-        return done
+        return cast("T", await done)
 
     def submit_many(self, writes: Sequence[tuple[Body, str, int]]) -> list[asyncio.Future[Any]]:
         """Queue each ``(body, session_id, weight)`` as ``write`` does, now; their futures.
