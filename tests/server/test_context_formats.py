@@ -36,6 +36,7 @@ FORMATS = [
 
 
 SIGNED = b"EqQBsig"  # Anthropic's and OpenAI's signatures are strings, stored as UTF-8
+ENCRYPTED = b"gAAAAAenc"  # OpenAI's reasoning has an id as well
 GEMINI = b"\x00\x01gemini"  # Gemini's are bytes
 
 
@@ -47,7 +48,10 @@ def tool_loop() -> list[event_pb2.Event]:
         event_pb2.Event(
             id="a",
             role=event_pb2.ROLE_ASSISTANT,
-            reasoning=[event_pb2.Reasoning(text="Check the pool.", signature=SIGNED, id="rs_1")],
+            reasoning=[
+                event_pb2.Reasoning(text="Check the pool.", signature=SIGNED),
+                event_pb2.Reasoning(text="Pool first.", signature=ENCRYPTED, id="rs_1"),
+            ],
             tool_calls=[
                 event_pb2.ToolCall(
                     id="c1", name="logs", arguments_json='{"svc":"checkout"}', signature=GEMINI
@@ -94,9 +98,11 @@ async def test_signatures_come_back_as_each_provider_takes_them(stub: Stub) -> N
     assert call["functionCall"]["id"] == "c1"
     assert call["thoughtSignature"] == "AAFnZW1pbmk="  # base64 of b"\x00\x01gemini"
     anthropic = json.loads(await rendered(pb.CONTEXT_FORMAT_ANTHROPIC))
-    assert anthropic["messages"][1]["content"][0]["signature"] == "EqQBsig"
+    thinking = [b for b in anthropic["messages"][1]["content"] if b["type"] == "thinking"]
+    assert [b["signature"] for b in thinking] == ["EqQBsig"]  # OpenAI's is not Anthropic's
     responses = json.loads(await rendered(pb.CONTEXT_FORMAT_OPENAI_RESPONSES))
-    assert responses["input"][1]["encrypted_content"] == "EqQBsig"
+    reasoning = [i for i in responses["input"] if i["type"] == "reasoning"]
+    assert [i["encrypted_content"] for i in reasoning] == ["gAAAAAenc"]
 
 
 async def test_without_a_format_rendered_json_is_empty(stub: Stub) -> None:
