@@ -66,6 +66,7 @@ from langgraph.runtime import Runtime
 from sidecar.adapters.langchain_cache import ANTHROPIC_MIN_TOKENS, CacheHints, with_cache_hints
 from sidecar.adapters.langchain_reasoning import (
     call_signatures,
+    provenance,
     reasoning_of,
     restored,
     verbatim,
@@ -183,6 +184,7 @@ def message_to_event(message: BaseMessage) -> Event | None:
             for i, call in enumerate(message.tool_calls)
         )
         common["metadata"].update(verbatim(message))
+        common["metadata"].update(provenance(message))
         return Event(
             role=Role.ASSISTANT,
             tool_calls=calls,
