@@ -20,9 +20,10 @@ can change:
   content or message). A format whose piece depends on what follows it
   (``Layout.open_ended``: OpenAI Responses drops reasoning that no
   assistant output follows; Gemini signs an unsigned call in the current
-  turn only) is moved back further, to the first such message that no
-  message after it settles (``Layout.settles``: for Responses, any message
-  that is not open-ended itself; for Gemini, one that opens a turn).
+  turn only) is moved back further when a redone message settles them
+  (``Layout.settles``: for Responses, any message that is not open-ended
+  itself; for Gemini, one that opens a turn): to the first open-ended
+  message that nothing settled before.
   Pieces that start before that point are kept as they are; the others
   are laid out again from the messages from there on.
 - framing: the system text (the latest SYSTEM event's) and the joined
@@ -145,23 +146,30 @@ def _grow(kept: _Kept, appended: Sequence[Event], fragments: Fragments, layout: 
         if open_ends[k]:
             earliest = k
         k -= 1
-    if earliest < redo:
-        redo = _piece_start(starts, earliest)
-    from_item = said_from[redo] if redo < unchanged else changed
-    said, came_from = messages(
-        shaping.items,
-        from_item,
-        layout.names,
-        fragments,
-        layout.assistant,
-        layout.user,
-        layout.answer,
-        layout.orphan,
-    )
+    open_ended, settles = layout.open_ended, layout.settles
+
+    def said_from_item(first: int) -> tuple[list[Message], list[int]]:
+        return messages(
+            shaping.items,
+            first,
+            layout.names,
+            fragments,
+            layout.assistant,
+            layout.user,
+            layout.answer,
+            layout.orphan,
+        )
+
+    said, came_from = said_from_item(said_from[redo] if redo < unchanged else changed)
+    made = [open_ended(m) for m in said] if open_ended else [False] * len(said)
+    if earliest < redo:  # their pieces change only if what is new settles them
+        new = range(unchanged - redo, len(said))
+        if any(settles(said[i]) if settles else not made[i] for i in new):
+            redo = _piece_start(starts, earliest)
+            said, came_from = said_from_item(said_from[redo])
+            made = [open_ended(m) for m in said] if open_ended else [False] * len(said)
     del said_from[redo:], open_ends[redo:], settled[redo:]
     said_from += came_from
-    open_ended, settles = layout.open_ended, layout.settles
-    made = [open_ended(m) for m in said] if open_ended else [False] * len(said)
     open_ends += made
     settled += [settles(m) for m in said] if settles else [not m for m in made]
     dropped = bisect_left(starts, redo)

@@ -89,7 +89,7 @@ def windows(draw: st.DrawFn) -> list[Event]:
             made = [
                 ToolCall(draw(call_ids).format(n=n, j=j), "lookup",
                          draw(st.sampled_from(["{}", '{"q":1}', "[1]", "", '{"n":1e999}'])),
-                         draw(_signatures))
+                         draw(st.one_of(st.just(b""), _signatures)))
                 for j in range(draw(st.integers(0, 3)))
             ]  # fmt: skip
             calls += [c.id for c in made]
@@ -366,3 +366,13 @@ KEPT = Fragments(1 << 22)  # shared by every example: blocks kept from earlier w
 def test_kept_blocks_never_change_a_rendering(events: list[Event], fmt: ContextFormat) -> None:
     assert render_json(events, fmt, KEPT) == render_json(events, fmt)
     assert render_json(events[1:], fmt, KEPT) == render_json(events[1:], fmt)
+
+
+@settings(max_examples=100, deadline=None)
+@given(windows(), st.sampled_from(list(ContextFormat)))
+def test_a_window_grown_event_by_event_renders_as_from_scratch(
+    events: list[Event], fmt: ContextFormat
+) -> None:
+    kept = Fragments(1 << 22)  # each read grows the rendering kept from the one before
+    for end in range(1, len(events) + 1):
+        assert render_json(events[:end], fmt, kept) == render_json(events[:end], fmt)
