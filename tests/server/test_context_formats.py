@@ -199,3 +199,49 @@ def test_a_kept_rendering_is_charged_beside_its_answer_and_dropped_with_its_wind
     assert kept.rendered("s", ContextFormat.GEMINI) is None  # of the window before the append
     assert kept.window("s") == [*window, more]
     assert kept.bytes_held < plain + each
+
+
+HOSTILE_RESULTS = ['{"s": "\\ud83d"}', "[" * 3000 + "]" * 3000, '{"a": NaN}', '{"a": 1e999}']
+
+
+async def test_results_that_are_not_strict_json_still_render_strict_json(stub: Stub) -> None:
+    calls = [event_pb2.ToolCall(id=f"c{i}", name="t") for i in range(len(HOSTILE_RESULTS))]
+    results = [
+        event_pb2.ToolResult(call_id=f"c{i}", name="t", content=content)
+        for i, content in enumerate(HOSTILE_RESULTS)
+    ]
+    await _session(
+        stub,
+        [
+            event_pb2.Event(id="u", role=event_pb2.ROLE_USER, text="go"),
+            event_pb2.Event(id="a", role=event_pb2.ROLE_ASSISTANT, tool_calls=calls),
+            event_pb2.Event(id="t", role=event_pb2.ROLE_TOOL, tool_results=results),
+        ],
+    )
+    for value in FORMATS:  # GetContext answered INTERNAL here, on every read
+        reply = await stub.GetContext(pb.GetContextRequest(session_id="s", format=value))
+        body = json.loads(reply.rendered_json, parse_constant=_not_a_number)
+        fmt = format_in(value)
+        assert fmt is not None
+        sdk.parse(fmt, body)
+
+
+def _not_a_number(name: str) -> object:
+    raise AssertionError(f"{name} in rendered_json")
+
+
+async def test_arguments_past_a_double_are_refused_naming_the_field(stub: Stub) -> None:
+    await _session(stub, [event_pb2.Event(id="u", role=event_pb2.ROLE_USER, text="go")])
+    call = event_pb2.ToolCall(id="c1", name="t", arguments_json='{"n": 1e999}')
+    error = await expect(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        stub.AppendEvents(
+            pb.AppendEventsRequest(
+                session_id="s",
+                events=[event_pb2.Event(id="a", role=event_pb2.ROLE_ASSISTANT, tool_calls=[call])],
+            )
+        ),
+    )
+    assert field_violations(error) == ["events[0].tool_calls[0].arguments_json"]
+    log = await stub.ListEvents(pb.ListEventsRequest(session_id="s"))
+    assert [e.id for e in log.events] == ["u"]  # nothing stored
