@@ -8,8 +8,10 @@ LangChain's ``SummarizationMiddleware`` it never removes messages from the
 graph's state — the checkpointed history stays whole, and so does the
 service's log — and the service never keeps a tool result without the call
 that requested it: compaction never makes an orphaned ``ToolMessage``. A
-``ToolMessage`` already orphaned in the state (its call is not there) is
-passed on as it is, as the graph would without this middleware. The system
+``ToolMessage`` already orphaned in the state (no call before it is waiting
+for it), which every provider refuses, reaches the model as the server's
+renderings give it (``orphan_text``: user text that says what it is); the
+state and the log keep it as it is. The system
 prompt is the agent's own, sent first as always; the summary is a
 user/assistant pair after it; a ``SystemMessage`` in the state stays where
 it stands (the latest is never archived).
@@ -64,6 +66,7 @@ from langgraph.runtime import Runtime
 from sidecar.adapters.langchain_cache import ANTHROPIC_MIN_TOKENS, CacheHints, with_cache_hints
 from sidecar.adapters.langchain_reasoning import (
     call_signatures,
+    provenance,
     reasoning_of,
     restored,
     verbatim,
@@ -78,6 +81,7 @@ from sidecar.compaction.sliding_window import SlidingWindow
 from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.triggers import TokenCount
 from sidecar.model import Event, Role, ToolCall, ToolResult
+from sidecar.providers.conversation import orphan_text
 
 _ID = re.compile(r"[A-Za-z0-9._:~@/+=-]{1,128}")
 _SAFE_ID = re.compile(r"[^A-Za-z0-9._~@+=-]")
@@ -180,6 +184,7 @@ def message_to_event(message: BaseMessage) -> Event | None:
             for i, call in enumerate(message.tool_calls)
         )
         common["metadata"].update(verbatim(message))
+        common["metadata"].update(provenance(message))
         return Event(
             role=Role.ASSISTANT,
             tool_calls=calls,
@@ -271,6 +276,31 @@ def compacted_messages(
             own = cleared_message(own, event)
         out.append(own if own is not None else event_to_message(event))
     out.extend(pending)
+    return without_orphans(out)
+
+
+def without_orphans(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
+    """``messages`` with each orphan ``ToolMessage`` (no call before it still waiting for
+    its answer) as a ``HumanMessage`` of its ``orphan_text``, as the renderings have it."""
+    waiting: dict[str, int] = {}
+    out: list[AnyMessage] = []
+    for message in messages:
+        if isinstance(message, AIMessage):
+            for call in message.tool_calls:
+                if call.get("id"):
+                    waiting[str(call["id"])] = waiting.get(str(call["id"]), 0) + 1
+        elif isinstance(message, ToolMessage):
+            if waiting.get(message.tool_call_id, 0) > 0:
+                waiting[message.tool_call_id] -= 1
+            else:
+                result = ToolResult(
+                    call_id=message.tool_call_id,
+                    name=message.name or "",
+                    content=_text(message),
+                    is_error=message.status == "error",
+                )
+                message = HumanMessage(content=orphan_text(result), id=message.id)
+        out.append(message)
     return out
 
 
@@ -492,7 +522,10 @@ class SessionCompactionMiddleware(AgentMiddleware):
         and the version of the window they are."""
         key = self.key(request.runtime)
         context = self._windows.pop(key, None)
-        if context is None:  # before_model did not run for this call: leave it alone
+        if context is None:  # before_model did not run for this call: orphans aside, as it is
+            answered = without_orphans(request.messages)
+            if answered != list(request.messages):
+                request = request.override(messages=answered)
             return request, None
         messages = compacted_messages(context.events, request.messages, self._sent.get(key, set()))
         compacted = request.override(messages=messages)

@@ -33,6 +33,7 @@ from typing import Any
 from langchain_core.messages import AIMessage
 
 from sidecar.model import Event, Reasoning
+from sidecar.providers.wire import PROVIDER_KEY
 
 META_CONTENT = "lc.content"  # a list content, verbatim JSON (when its shape cannot say it)
 META_SHAPE = "lc.content_shape"  # a list content, its text blocks' text left to the event's text
@@ -42,6 +43,7 @@ KWARG_REASONING = "reasoning"
 KWARG_CALL_SIGNATURES = "__gemini_function_call_thought_signatures__"
 _KWARGS = (KWARG_REASONING, KWARG_CALL_SIGNATURES)
 _GEMINI_PROVIDERS = frozenset({"google_genai", "google_vertexai"})
+_PROVIDERS = {"anthropic": "anthropic", "openai": "openai", "azure_openai": "openai"}
 
 
 def _b64(text: str) -> bytes:
@@ -115,6 +117,15 @@ def call_signatures(message: AIMessage) -> dict[str, bytes]:
     if not isinstance(signatures, Mapping):
         return {}
     return {str(k): _b64(v) for k, v in signatures.items() if isinstance(v, str) and v}
+
+
+def provenance(message: AIMessage) -> dict[str, str]:
+    """``reasoning.provider`` for a message with reasoning whose integration says who wrote
+    it (``response_metadata["model_provider"]``), so the renderings send its signatures
+    to that provider only."""
+    provider = message.response_metadata.get("model_provider")
+    name = "gemini" if provider in _GEMINI_PROVIDERS else _PROVIDERS.get(str(provider), "")
+    return {PROVIDER_KEY: name} if name and reasoning_of(message) else {}
 
 
 def verbatim(message: AIMessage) -> dict[str, str]:

@@ -5,14 +5,15 @@ Run before anything is stored, so a rejected batch never changes stored data.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence, Sized
 from dataclasses import dataclass
 from typing import Protocol
 
+from sidecar import strict_json
 from sidecar.errors import InvalidArgument, LimitExceeded
 from sidecar.model import Event, LabelUpdate, Role
+from sidecar.strict_json import MAX_JSON_DEPTH as MAX_JSON_DEPTH
 
 _ID = re.compile(r"[A-Za-z0-9._:~@/+=-]{1,128}")
 # What the engine accepts: a client's id, in a tenant's namespace or not (see tenancy.py).
@@ -116,63 +117,18 @@ def check_label_updates(session_id: str, updates: Sequence[LabelUpdate], limits:
                 raise InvalidArgument(f"{field}.remove", f"label {key[:40]!r} is also in set")
 
 
-MAX_JSON_DEPTH = 100
-"""How deep JSON in an event may nest: protobuf's own bound on a message's nesting.
-
-Far below Python's recursion limit, so every reader in this process (an
-adapter's ``json.loads`` deep in a framework's stack) parses what was stored.
-"""
-
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-
-
-def _refuse_constant(name: str) -> object:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-# One decoder for every check: ``json.loads`` with an option builds one per call.
-_STRICT_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
-
-
-def _nests_deeper(value: object, limit: int) -> bool:
-    """Whether arrays and objects in ``value`` nest more than ``limit`` deep (level by level)."""
-    level = [value]
-    for _ in range(limit):
-        if not level:  # a flat value is done in a level or two, not ``limit``
-            return False
-        level = [
-            child
-            for item in level
-            if isinstance(item, dict | list)
-            for child in (item.values() if isinstance(item, dict) else item)
-        ]
-    return any(isinstance(item, dict | list) for item in level)
-
-
 def check_strict_json(text: str, field: str) -> None:
     """JSON as RFC 8259 has it, which every client's parser reads the same way.
 
-    Python's parser also reads NaN and Infinity and lone surrogate escapes
-    (``"\\ud800"``), which other parsers refuse or mangle; and it nests as
-    deep as the stack allows, which is not the same in every reader.
+    Python's parser also reads NaN and Infinity, numbers past a double
+    (``1e999``) and lone surrogate escapes (``"\\ud800"``), which other parsers
+    refuse or mangle; and it nests as deep as the stack allows, which is not
+    the same in every reader (see ``strict_json``).
     """
     try:
-        value = _STRICT_DECODER.decode(text)
-    except RecursionError:  # past the stack, so past MAX_JSON_DEPTH too
-        raise InvalidArgument(field, f"nests deeper than {MAX_JSON_DEPTH} levels") from None
-    except ValueError as exc:
-        raise InvalidArgument(field, f"is not valid JSON: {exc}") from None
-    # Nesting never goes deeper than the text has brackets (those in strings only add to
-    # the count): counting them is a C loop, walking the value a Python one.
-    brackets = text.count("{") + text.count("[")
-    if brackets > MAX_JSON_DEPTH and _nests_deeper(value, MAX_JSON_DEPTH):
-        raise InvalidArgument(field, f"nests deeper than {MAX_JSON_DEPTH} levels")
-    # A lone surrogate is in the text itself, or made by an escape (paired ones decode whole).
-    if _SURROGATE.search(text) or (
-        _SURROGATE_ESCAPE.search(text) and _SURROGATE.search(json.dumps(value, ensure_ascii=False))
-    ):
-        raise InvalidArgument(field, "holds a lone surrogate (\\ud800-\\udfff)")
+        strict_json.parse(text)
+    except strict_json.NotStrictJson as exc:
+        raise InvalidArgument(field, str(exc)) from None
 
 
 def event_size(event: Event) -> int:

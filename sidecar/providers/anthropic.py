@@ -5,20 +5,29 @@ An assistant message is its thinking blocks, then its text, then a
 (``is_error`` kept) opening the user message right after it, as the API
 requires. A reasoning block is ``thinking`` (text and signature) or, when
 redacted, ``redacted_thinking`` (its data); signatures are the strings the
-API returned, stored as their UTF-8 bytes. A block with text but no
-signature, with a signature but no text (clearing leaves it so), or with a
-signature that is not UTF-8 (another provider's) would be refused: it is
-dropped, which the API allows, since it keeps only the current tool loop's
-thinking anyway. Messages of one role in a row are merged (the roles must
-alternate; a merged assistant message keeps its thinking blocks first) and
-a user message opens the conversation. User content takes images (JPEG,
-PNG, GIF, WebP) and PDFs, inline (base64) or by URL, and inline plain text
-as a document; other parts, and any part of an assistant message, are
-their placeholder text.
+API returned, stored as their UTF-8 bytes. A signed block with no text is
+the API's own when it omits the thinking (``display: "omitted"``, the
+default on the newest models) and goes back as it came, with empty
+``thinking``: the API wants the current tool loop's thinking back
+unchanged. Dropped, which the API allows for earlier turns: a block whose
+text our clearing emptied (the event is ``cleared``; clearing never
+reaches the newest turn), a block without a signature, and a block
+another provider wrote (``wire.origin``), whose signature it would refuse.
+Messages of one role in a row are merged (the roles must alternate; a
+merged assistant message keeps its thinking blocks first) and a user
+message opens the conversation. A text block holds something other than
+whitespace, or is not sent (the API refuses it). Tool ids are sent as they
+are when they match ``^[a-zA-Z0-9_-]+$``, the API's pattern, and otherwise
+as ``tool_id`` maps them (on the call and its result alike). User content
+takes images (JPEG, PNG, GIF, WebP) and PDFs, inline (base64) or by URL,
+and inline plain text as a document; other parts, and any part of an
+assistant message, are their placeholder text.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Sequence
 
 from sidecar.model import Event, Part, Reasoning, ToolResult
@@ -35,6 +44,7 @@ from sidecar.providers.wire import (
     chunk,
     dumps,
     object_of,
+    origin,
     part_placeholder,
     text_with_placeholders,
     utf8,
@@ -42,6 +52,24 @@ from sidecar.providers.wire import (
 
 _IMAGES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 _THINKING = frozenset({"thinking", "redacted_thinking"})
+_TOOL_ID = re.compile(r"[a-zA-Z0-9_-]+")
+_NOT_TOOL_ID = re.compile(r"[^a-zA-Z0-9_-]")
+_KEPT_OF_ID = 64  # of an id that needs mapping, the characters kept before the hash
+
+
+def tool_id(call_id: str) -> str:
+    """``call_id`` as a ``tool_use`` id: itself when the API takes it, else its characters
+    the API takes (the others as ``_``) and 12 hex digits of its SHA-256.
+
+    The same id maps the same way on every read, so a call and its result
+    still pair; two ids that differ map apart (their hashes do), and a
+    mapped id is never one the API takes as it is unless that id was made
+    to look like it.
+    """
+    if _TOOL_ID.fullmatch(call_id):
+        return call_id
+    digest = hashlib.sha256(call_id.encode()).hexdigest()[:12]
+    return f"{_NOT_TOOL_ID.sub('_', call_id[:_KEPT_OF_ID])}_{digest}"
 
 
 def render_json(events: Sequence[Event], fragments: Fragments = NOTHING_KEPT) -> str:
@@ -74,31 +102,37 @@ def _text(text: str) -> Block:
     return block({"type": "text", "text": text}, "text")
 
 
-def _thinking(reasoning: Reasoning) -> JsonObject | None:
+def _thinking(event: Event, reasoning: Reasoning) -> JsonObject | None:
     signature = utf8(reasoning.signature) if reasoning.signature else None
-    if signature is None:
+    if signature is None or origin(event, reasoning) not in ("", "anthropic"):
         return None
     if reasoning.redacted:
         return {"type": "redacted_thinking", "data": signature}
-    if not reasoning.text:
+    if not reasoning.text and event.cleared:  # our clearing emptied it
         return None
     return {"type": "thinking", "thinking": reasoning.text, "signature": signature}
 
 
 def _assistant(event: Event) -> list[Block]:
-    blocks = [b for b in map(_thinking, event.reasoning) if b is not None]
+    blocks = [b for b in (_thinking(event, r) for r in event.reasoning) if b is not None]
     text = text_with_placeholders(event)
-    if text:
+    if text and not text.isspace():
         blocks.append({"type": "text", "text": text})
     blocks += [
-        {"type": "tool_use", "id": c.id, "name": c.name, "input": object_of(c.arguments_json)}
+        {
+            "type": "tool_use",
+            "id": tool_id(c.id),
+            "name": c.name,
+            "input": object_of(c.arguments_json),
+        }
         for c in event.tool_calls
     ]
     return [block(b, str(b["type"])) for b in blocks]
 
 
 def _user(event: Event) -> list[Block]:
-    blocks = [_text(event.text)] if event.text else []
+    text = event.text
+    blocks = [_text(text)] if text and not text.isspace() else []
     blocks += [block(_media(p)) for p in event.parts if p.data or p.uri]
     return blocks
 
@@ -124,8 +158,8 @@ def _orphan(result: ToolResult) -> list[Block]:
 
 
 def _result(answer: Answer) -> list[Block]:
-    result: JsonObject = {"type": "tool_result", "tool_use_id": answer.call.id}
-    if answer.content:
+    result: JsonObject = {"type": "tool_result", "tool_use_id": tool_id(answer.call.id)}
+    if answer.content and not answer.content.isspace():
         result["content"] = answer.content
     if answer.is_error:
         result["is_error"] = True

@@ -19,9 +19,13 @@ can change:
   piece before it (Gemini and Anthropic merge a run of one role into one
   content or message). A format whose piece depends on what follows it
   (``Layout.open_ended``: OpenAI Responses drops reasoning that no
-  assistant output follows) is moved back further, past every such
-  message. Pieces that start before that point are kept as they are;
-  the others are laid out again from the messages from there on.
+  assistant output follows; Gemini signs an unsigned call in the current
+  turn only) is moved back further when a redone message settles them
+  (``Layout.settles``: for Responses, any message that is not open-ended
+  itself; for Gemini, one that opens a turn): to the first open-ended
+  message that nothing settled before.
+  Pieces that start before that point are kept as they are; the others
+  are laid out again from the messages from there on.
 - framing: the system text (the latest SYSTEM event's) and the joined
   pieces are framed anew on every read.
 
@@ -61,7 +65,8 @@ class Layout:
     open the conversation), as pieces; ``frame(system, body)`` is the
     request fragment from the system text and the pieces joined by commas.
     ``open_ended(message)``: whether a message's piece depends on what is
-    laid out after it.
+    laid out after it, up to the next message that ``settles(message)``
+    (by default, the next that is not open-ended).
     """
 
     names: tuple[str, str, str]
@@ -72,6 +77,7 @@ class Layout:
     lay: Callable[[Sequence[Message], int, bool], Pieces]
     frame: Callable[[str, str], str]
     open_ended: Callable[[Message], bool] | None = None
+    settles: Callable[[Message], bool] | None = None
 
 
 @dataclass(slots=True)
@@ -82,6 +88,7 @@ class _Kept:
     shaping: Shaping = field(default_factory=Shaping)
     said_from: list[int] = field(default_factory=list)  # per message: the item it came from
     open_ends: list[bool] = field(default_factory=list)  # per message: Layout.open_ended
+    settled: list[bool] = field(default_factory=list)  # per message: Layout.settles
     starts: list[int] = field(default_factory=list)  # per piece: the message it starts with
     pieces: list[str] = field(default_factory=list)
     piece_bytes: int = 0
@@ -131,25 +138,40 @@ def _grow(kept: _Kept, appended: Sequence[Event], fragments: Fragments, layout: 
     shaping = kept.shaping
     changed = shaping.grow(appended)
     said_from, open_ends, starts, pieces = kept.said_from, kept.open_ends, kept.starts, kept.pieces
+    settled = kept.settled
     unchanged = bisect_left(said_from, changed)  # the messages of the items before ``changed``
     redo = _piece_start(starts, unchanged - 1) if unchanged else 0
-    while redo and open_ends[redo - 1]:
-        redo = _piece_start(starts, redo - 1)
-    from_item = said_from[redo] if redo < unchanged else changed
-    said, came_from = messages(
-        shaping.items,
-        from_item,
-        layout.names,
-        fragments,
-        layout.assistant,
-        layout.user,
-        layout.answer,
-        layout.orphan,
-    )
-    del said_from[redo:], open_ends[redo:]
+    earliest, k = redo, redo - 1
+    while k >= 0 and not settled[k]:  # the open-ended messages nothing settled yet
+        if open_ends[k]:
+            earliest = k
+        k -= 1
+    open_ended, settles = layout.open_ended, layout.settles
+
+    def said_from_item(first: int) -> tuple[list[Message], list[int]]:
+        return messages(
+            shaping.items,
+            first,
+            layout.names,
+            fragments,
+            layout.assistant,
+            layout.user,
+            layout.answer,
+            layout.orphan,
+        )
+
+    said, came_from = said_from_item(said_from[redo] if redo < unchanged else changed)
+    made = [open_ended(m) for m in said] if open_ended else [False] * len(said)
+    if earliest < redo:  # their pieces change only if what is new settles them
+        new = range(unchanged - redo, len(said))
+        if any(settles(said[i]) if settles else not made[i] for i in new):
+            redo = _piece_start(starts, earliest)
+            said, came_from = said_from_item(said_from[redo])
+            made = [open_ended(m) for m in said] if open_ended else [False] * len(said)
+    del said_from[redo:], open_ends[redo:], settled[redo:]
     said_from += came_from
-    open_ended = layout.open_ended
-    open_ends += [open_ended(m) for m in said] if open_ended else [False] * len(said)
+    open_ends += made
+    settled += [settles(m) for m in said] if settles else [not m for m in made]
     dropped = bisect_left(starts, redo)
     kept.piece_bytes -= sum(map(len, pieces[dropped:]))
     del starts[dropped:], pieces[dropped:]
@@ -180,10 +202,14 @@ def flat(said: Sequence[Message], start: int, opens: bool) -> Pieces:
 
 
 def merged(
-    message: Callable[[str, list[Chunk]], str], user: str, lead: Block
+    message: Callable[[str, list[Chunk]], str],
+    user: str,
+    lead: Block,
+    alone: Callable[[Message], bool] | None = None,
 ) -> Callable[[Sequence[Message], int, bool], Pieces]:
     """A layout that merges each run of one role into one piece, ``message(role, chunks)``,
     with a user piece of ``lead`` first when the conversation opens with another role.
+    A message that is ``alone`` is a piece of its own (Gemini's function responses).
 
     Gemini and Anthropic both require the roles to alternate and the
     conversation to open with the user.
@@ -192,12 +218,16 @@ def merged(
     def lay(said: Sequence[Message], start: int, opens: bool) -> Pieces:
         starts: list[int] = []
         runs: list[Message] = []
-        for k, (role, chunks) in enumerate(said, start):
-            if runs and runs[-1][0] == role:
+        last_alone = False
+        for k, msg in enumerate(said, start):
+            role, chunks = msg
+            this_alone = alone is not None and alone(msg)
+            if runs and runs[-1][0] == role and not this_alone and not last_alone:
                 runs[-1][1].extend(chunks)
             else:
                 starts.append(k)
                 runs.append((role, list(chunks)))  # a list of its own: ``chunks`` may be kept
+            last_alone = this_alone
         out = [message(role, chunks) for role, chunks in runs]
         if opens and runs and runs[0][0] != user:
             starts.insert(0, start)

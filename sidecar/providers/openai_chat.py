@@ -5,11 +5,13 @@ its calls as ``tool_calls`` (type ``function``, arguments as the JSON
 string they were), and each answer is a ``tool`` message with its
 ``tool_call_id``, right after it. Reasoning is not part of Chat Completions
 input (the API neither takes it back nor returns it), so it is dropped.
-User content takes images (``image_url``: the URI, or the bytes as a data
-URL), WAV and MP3 audio (``input_audio``) and other inline files (``file``
-with a data URL); a non-image URI, and any part of an assistant message
+User content takes the images OpenAI reads (PNG, JPEG, WebP, GIF:
+``image_url``, the URI or the bytes as a data URL), WAV and MP3 audio
+(``input_audio``) and inline PDFs (``file`` with a data URL), the only
+file type Chat Completions takes; any other part (a URI that is not an
+image's, a file of another type), and any part of an assistant message
 (whose content is text only), is its placeholder text, e.g.
-``[image/png content]``.
+``[application/zip content]``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from sidecar.providers import incremental
 from sidecar.providers.conversation import Answer, orphan_text
 from sidecar.providers.fragments import NOTHING_KEPT, Fragments
 from sidecar.providers.wire import (
+    OPENAI_IMAGES,
     Block,
     JsonObject,
     b64,
@@ -28,6 +31,7 @@ from sidecar.providers.wire import (
     data_url,
     dumps,
     filename,
+    media_type,
     part_placeholder,
     text_with_placeholders,
 )
@@ -82,17 +86,20 @@ def _user(event: Event) -> list[Block]:
 
 
 def _content_part(part: Part, index: int) -> JsonObject:
-    if part.mime_type.startswith("image/"):
+    mime = media_type(part)
+    if mime in OPENAI_IMAGES:
         return {"type": "image_url", "image_url": {"url": part.uri or data_url(part)}}
     if part.uri:
         return {"type": "text", "text": f"{part_placeholder(part)} {part.uri}"}
-    audio = _AUDIO.get(part.mime_type)
+    audio = _AUDIO.get(mime)
     if audio is not None:
         return {"type": "input_audio", "input_audio": {"data": b64(part.data), "format": audio}}
-    return {
-        "type": "file",
-        "file": {"file_data": data_url(part), "filename": filename(part, index)},
-    }
+    if mime == "application/pdf":
+        return {
+            "type": "file",
+            "file": {"file_data": data_url(part), "filename": filename(part, index)},
+        }
+    return {"type": "text", "text": part_placeholder(part)}
 
 
 _LAYOUT = incremental.Layout(

@@ -7,6 +7,13 @@ only). An assistant event is its ``reasoning`` items, then a ``message``
 ``function_call`` item per call; each answer is a ``function_call_output``
 right after (the API has no error flag: an error is its content).
 
+User content takes the images OpenAI reads (PNG, JPEG, WebP, GIF:
+``input_image``) and, as ``input_file`` (by URL or inline), the files
+``input_file`` reads: PDFs, documents, text and code, spreadsheets. Any
+other part (audio, video, archives, other images) is its placeholder
+text, with its URI when it has one; so is any part of an assistant
+message.
+
 A reasoning item carries the block's ``id`` and its text as one
 ``summary_text``; ``encrypted_content`` is the signature as the string the
 API returned, which the sidecar stores as its UTF-8 bytes (so an agent sets
@@ -25,6 +32,7 @@ from sidecar.providers import incremental
 from sidecar.providers.conversation import Answer, orphan_text
 from sidecar.providers.fragments import NOTHING_KEPT, Fragments
 from sidecar.providers.wire import (
+    OPENAI_IMAGES,
     Block,
     Chunk,
     JsonObject,
@@ -34,8 +42,32 @@ from sidecar.providers.wire import (
     data_url,
     dumps,
     filename,
+    media_type,
+    part_placeholder,
     text_with_placeholders,
     utf8,
+)
+
+# What ``input_file`` reads besides text/* (text and code): PDFs, documents, spreadsheets.
+_FILES = frozenset(
+    {
+        "application/pdf",
+        "application/json",
+        "application/xml",
+        "application/javascript",
+        "application/typescript",
+        "application/x-sh",
+        "application/x-python",
+        "application/rtf",
+        "application/msword",
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        "application/vnd.ms-powerpoint",
+        "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+        "application/vnd.oasis.opendocument.text",
+        "application/vnd.ms-excel",
+        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+        "application/vnd.oasis.opendocument.spreadsheet",
+    }
 )
 
 # What may follow a reasoning item: the assistant output it reasoned for.
@@ -115,11 +147,19 @@ def _user(event: Event) -> list[Block]:
 
 
 def _content_part(part: Part, index: int) -> JsonObject:
-    if part.mime_type.startswith("image/"):
+    mime = media_type(part)
+    if mime in OPENAI_IMAGES:
         return {"type": "input_image", "detail": "auto", "image_url": part.uri or data_url(part)}
-    if part.uri:
-        return {"type": "input_file", "file_url": part.uri}
-    return {"type": "input_file", "file_data": data_url(part), "filename": filename(part, index)}
+    if mime in _FILES or mime.startswith("text/"):
+        if part.uri:
+            return {"type": "input_file", "file_url": part.uri}
+        return {
+            "type": "input_file",
+            "file_data": data_url(part),
+            "filename": filename(part, index),
+        }
+    text = f"{part_placeholder(part)} {part.uri}" if part.uri else part_placeholder(part)
+    return {"type": "input_text", "text": text}
 
 
 def _ends_with_reasoning(message: Message) -> bool:

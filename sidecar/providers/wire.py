@@ -9,13 +9,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
+from sidecar import strict_json
 from sidecar.compaction.formatting import part_placeholder
-from sidecar.model import Event, Part
+from sidecar.model import Event, Part, Reasoning
 
 JsonObject: TypeAlias = dict[str, object]
 """A JSON object as the provider's request body has it, bound for ``json.dumps`` at once."""
 
 __all__ = [
+    "OPENAI_IMAGES",
     "Block",
     "Chunk",
     "JsonObject",
@@ -27,7 +29,10 @@ __all__ = [
     "data_url",
     "dumps",
     "filename",
+    "media_type",
     "object_of",
+    "origin",
+    "parsed",
     "part_placeholder",
     "text_with_placeholders",
     "utf8",
@@ -96,6 +101,15 @@ def text_with_placeholders(event: Event) -> str:
     return " ".join([event.text, *media]) if event.text else " ".join(media)
 
 
+OPENAI_IMAGES = frozenset({"image/png", "image/jpeg", "image/webp", "image/gif"})
+"""The image types OpenAI takes as images (both APIs): PNG, JPEG, WebP, GIF."""
+
+
+def media_type(part: Part) -> str:
+    """``part``'s MIME type without parameters, lower case (``text/csv; charset=utf-8``)."""
+    return part.mime_type.split(";", 1)[0].strip().lower()
+
+
 def filename(part: Part, index: int) -> str:
     """A name for the ``index``-th inline file of a message (OpenAI wants one with file data)."""
     return f"part-{index}{mimetypes.guess_extension(part.mime_type) or ''}"
@@ -114,16 +128,57 @@ def utf8(signature: bytes) -> str | None:
         return None
 
 
+def parsed(text: str) -> tuple[bool, object]:
+    """``(True, value)`` for text that is RFC 8259 JSON (see ``strict_json``), else
+    ``(False, None)``: what a rendering parses, so that it is valid JSON itself."""
+    try:
+        return True, strict_json.parse(text)
+    except strict_json.NotStrictJson:
+        return False, None
+
+
 def object_of(arguments_json: str) -> JsonObject:
     """A call's arguments as the JSON object Gemini and Anthropic take.
 
     Arguments are valid JSON (the server checks them); one that is not an
-    object is wrapped as ``{"value": ...}``, and empty ones are ``{}``.
+    object is wrapped as ``{"value": ...}``, and empty ones are ``{}``. Text
+    that is not strict JSON (stored before the check was) is wrapped as it
+    is, a string, rather than parsed into something no provider reads.
     """
     if not arguments_json:
         return {}
-    value = json.loads(arguments_json)
+    ok, value = parsed(arguments_json)
+    if not ok:
+        return {"value": arguments_json}
     return value if isinstance(value, dict) else {"value": value}
+
+
+PROVIDER_KEY = "reasoning.provider"
+"""The event metadata key that names who wrote its reasoning: ``gemini``, ``anthropic``
+or ``openai`` (the adapters set it; an agent may)."""
+
+PROVIDERS = frozenset({"gemini", "anthropic", "openai"})
+
+
+def origin(event: Event, block: Reasoning) -> str:
+    """The provider that wrote ``block`` of ``event``, or ``""`` when nothing says.
+
+    The event's ``reasoning.provider`` metadata when it names one; else the
+    block's shape: only Gemini's signatures are bytes rather than the UTF-8
+    of a string, only OpenAI gives a block an ``id``, and only Anthropic
+    redacts one. A block none of these place is sent to every format
+    that takes its shape.
+    """
+    named = event.metadata.get(PROVIDER_KEY, "") if event.metadata else ""
+    if named in PROVIDERS:
+        return named
+    if block.signature and utf8(block.signature) is None:
+        return "gemini"
+    if block.id:
+        return "openai"
+    if block.redacted:
+        return "anthropic"
+    return ""
 
 
 Message: TypeAlias = tuple[str, list[Chunk]]

@@ -25,7 +25,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from sidecar.adapters.langchain import SessionCompactionMiddleware, compacted_messages
 from sidecar.client import Client
 from sidecar.compaction.policy import policy_from_dict
-from sidecar.model import Event, Role
+from sidecar.model import Event, Role, ToolResult
+from sidecar.providers.conversation import orphan_text
 from sidecar.summarizer.prompts import DEFAULT_SHADOW_PROMPT
 from tests.adapters.chat_models import RecordingModel
 
@@ -132,7 +133,7 @@ def test_a_message_another_middleware_adds_reaches_the_model(sidecar_address: st
     assert texts(seen) == ["Context: the user is in Oslo.", "q1", "a1", "q2"]
 
 
-def test_compaction_never_orphans_a_tool_result_and_passes_an_existing_orphan_as_is() -> None:
+def test_compaction_never_orphans_a_tool_result_and_an_existing_orphan_is_user_text() -> None:
     call = {"id": "c1", "name": "lookup", "args": {}}
     messages: list[AnyMessage] = [
         ToolMessage("stray", tool_call_id="nobody", id="t0"),
@@ -151,15 +152,12 @@ def test_compaction_never_orphans_a_tool_result_and_passes_an_existing_orphan_as
     mirrored = {m.id for m in messages if m.id}
     out = compacted_messages(window, messages, mirrored)
     assert [m.id for m in out] == ["h1", "a1", "t1", "h2"]
-    # Without compaction, an orphan already in the state goes on as the graph would send it.
+    # Without compaction, an orphan already in the state goes on as the renderings give it.
     window = [Event(id="t0", role=Role.TOOL), *window]
-    assert [m.id for m in compacted_messages(window, messages, mirrored)] == [
-        "t0",
-        "h1",
-        "a1",
-        "t1",
-        "h2",
-    ]
+    out = compacted_messages(window, messages, mirrored)
+    assert [m.id for m in out] == ["t0", "h1", "a1", "t1", "h2"]
+    assert isinstance(out[0], HumanMessage)
+    assert out[0].content == orphan_text(ToolResult("nobody", "", "stray"))
 
 
 def test_a_message_removed_from_the_state_is_not_sent_again() -> None:
@@ -181,3 +179,49 @@ def test_a_message_edited_in_place_does_not_wedge_a_restarted_thread(sidecar_add
         restarted.before_model(state, None)  # type: ignore[arg-type]
         log = list(client.session("langchain/edited").events())
         assert [(e.id, e.text) for e in log] == [("h1", "q1"), ("h2", "q2")]
+
+
+def _no_orphan(seen: Sequence[BaseMessage]) -> None:
+    """No ``ToolMessage`` the model gets lacks a call before it that waits for it."""
+    waiting: list[str] = []
+    for message in seen:
+        if isinstance(message, AIMessage):
+            waiting += [str(c["id"]) for c in message.tool_calls]
+        elif isinstance(message, ToolMessage):
+            assert message.tool_call_id in waiting, message
+            waiting.remove(message.tool_call_id)
+
+
+def test_the_model_never_gets_an_orphan_tool_message_with_or_without_a_policy(
+    sidecar_address: str,
+) -> None:
+    call = {"id": "c1", "name": "lookup", "args": {}}
+
+    def state() -> list[AnyMessage]:
+        return [
+            HumanMessage("q1", id="h1"),
+            ToolMessage("stray", tool_call_id="gone", name="lookup", id="t0"),
+            AIMessage("", tool_calls=[call], id="a1"),
+            ToolMessage("found", tool_call_id="c1", id="t1"),
+            ToolMessage("again", tool_call_id="c1", id="t2", status="error"),
+            AIMessage("a1 done", id="a2"),
+            HumanMessage("q2", id="h2"),
+        ]
+
+    for policy in (None, SUMMARIZE_ALL_BUT_LAST):
+        name = f"orphans-{policy is not None}"
+        with Client(sidecar_address) as client:
+            middleware = SessionCompactionMiddleware(
+                client, session_id=name, policy=policy, await_compaction=True
+            )
+            seen = run(state(), [middleware], thread=name)
+            logged = list(client.session(f"langchain/{name}").events())
+        _no_orphan(seen)
+        strays = [m for m in seen if m.id in ("t0", "t2")]
+        assert all(isinstance(m, HumanMessage) for m in strays)
+        if policy is None:  # nothing archived: both reach the model, as user text
+            assert [m.content for m in strays] == [
+                orphan_text(ToolResult("gone", "lookup", "stray")),
+                orphan_text(ToolResult("c1", "", "again", is_error=True)),
+            ]
+        assert {"t0", "t2"} <= {e.id for e in logged}  # the log keeps them as they are

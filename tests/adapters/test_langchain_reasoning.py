@@ -30,7 +30,9 @@ from sidecar.adapters.langchain import (
 )
 from sidecar.adapters.langchain_reasoning import META_CONTENT, META_SHAPE
 from sidecar.client import Client
-from sidecar.model import Event, Reasoning
+from sidecar.model import Event, Reasoning, Role
+from sidecar.providers.render import ContextFormat, render
+from sidecar.providers.wire import PROVIDER_KEY
 from tests.adapters.chat_models import RecordingModel
 
 GEMINI_SIG = b"\x12\x00gemini\xff"
@@ -308,3 +310,45 @@ def test_a_text_that_no_longer_adds_up_comes_back_as_the_text() -> None:
     assert event is not None
     back = event_to_message(event.evolve(text="changed"))
     assert back.content == "changed"
+
+
+def _items(window: list[Event], fmt: ContextFormat, key: str) -> list[Any]:
+    value = render(window, fmt)[key]
+    assert isinstance(value, list)
+    return value
+
+
+@pytest.mark.parametrize(
+    ("message", "provider"),
+    [(ANTHROPIC, "anthropic"), (STANDARD, "anthropic"), (RESPONSES, "openai"), (GEMINI, "gemini")],
+    ids=lambda m: str(getattr(m, "id", m)),
+)
+def test_reasoning_goes_back_to_the_provider_that_wrote_it_only(
+    message: AIMessage, provider: str
+) -> None:
+    event = message_to_event(message)
+    assert event is not None
+    assert event.metadata[PROVIDER_KEY] == provider
+    window = [Event("u", Role.USER, "weather?"), event]
+    signed = {
+        ContextFormat.ANTHROPIC: any(
+            b["type"] in ("thinking", "redacted_thinking")
+            for m in _items(window, ContextFormat.ANTHROPIC, "messages")
+            for b in m["content"]
+        ),
+        ContextFormat.GEMINI: any(
+            p.get("thought")
+            for c in _items(window, ContextFormat.GEMINI, "contents")
+            for p in c["parts"]
+        ),
+        ContextFormat.OPENAI_RESPONSES: any(
+            i["type"] == "reasoning"
+            for i in _items(window, ContextFormat.OPENAI_RESPONSES, "input")
+        ),
+    }
+    wrote = {
+        "anthropic": ContextFormat.ANTHROPIC,
+        "gemini": ContextFormat.GEMINI,
+        "openai": ContextFormat.OPENAI_RESPONSES,
+    }[provider]
+    assert signed == {fmt: fmt is wrote for fmt in signed}

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
+from sidecar.compaction.clear_tool_results import ClearToolResults
+from sidecar.compaction.tokens import count_event, default_estimator
 from sidecar.model import Event
 from sidecar.providers.conversation import LEADING_USER_TEXT, NO_RESULT
 from sidecar.providers.render import ContextFormat, render
@@ -41,10 +44,63 @@ def test_thinking_and_redacted_thinking_come_first_with_their_signatures_as_stri
     ]
 
 
-def test_thinking_without_a_signature_or_text_or_with_a_binary_one_is_dropped() -> None:
-    blocks = [thought("unsigned"), thought(signature=b"cleared"), thought("x", b"\xff")]
+def test_thinking_without_a_signature_with_a_binary_one_or_another_providers_is_dropped() -> None:
+    blocks = [thought("unsigned"), thought("x", b"\xff"), thought("y", b"gAAAA", id="rs_1")]
     body = rendered([u(), a("ok", reasoning=blocks)])
     assert messages(body)[1]["content"] == [{"type": "text", "text": "ok"}]
+
+
+def test_a_signed_block_whose_text_the_provider_omitted_goes_back_on_a_tool_use_turn() -> None:
+    # display: "omitted" -- the API's thinking is empty, the signature carries it
+    omitted = thought(signature=b"EqQBCkYIBxgC")
+    events = [u(), a(reasoning=[omitted], calls=[call("c1")]), t(result("c1"))]
+    assert messages(rendered(events))[1]["content"] == [
+        {"type": "thinking", "thinking": "", "signature": "EqQBCkYIBxgC"},
+        {"type": "tool_use", "id": "c1", "name": "lookup", "input": {"q": 1}},
+    ]
+
+
+def test_only_the_thinking_our_clearing_emptied_is_left_out() -> None:
+    old = a(reasoning=[thought("long reasoning", b"EqOld")], calls=[call("c1")])
+    omitted = a(reasoning=[thought(signature=b"EqOmitted")], calls=[call("c2")])
+    window = [u("one"), old, t(result("c1")), u("two"), omitted, t(result("c2"))]
+    window = [e.evolve(token_count=count_event(e, default_estimator())) for e in window]
+    plan = ClearToolResults(keep_tool_uses=5, keep_reasoning_turns=1).plan(window)
+    clears = {e.id: e for e in plan.clears}
+    assert set(clears) == {old.id}
+    out = messages(rendered([clears.get(e.id, e) for e in window]))
+    thinking = [b for m in out for b in m["content"] if b["type"] == "thinking"]
+    assert thinking == [{"type": "thinking", "thinking": "", "signature": "EqOmitted"}]
+
+
+def test_whitespace_only_text_is_never_a_text_block() -> None:
+    events = [
+        u("  \n"),
+        a("\n\n", calls=[call("c1")]),
+        t(result("c1", " \t ")),
+        u("\u00a0"),
+        a(" ", reasoning=[thought("t", b"sig")]),
+        u("go on"),
+    ]
+    out = messages(rendered(events))
+    blocks = [b for m in out for b in m["content"]]
+    texts = [b["text"] for b in blocks if b["type"] == "text"]
+    assert texts
+    assert all(text.strip() for text in texts)
+    assert all(str(b.get("content", "x")).strip() for b in blocks if b["type"] == "tool_result")
+
+
+def test_tool_ids_the_api_refuses_are_mapped_the_same_way_on_the_call_and_its_result() -> None:
+    ids = ["functions.get_weather:0", "functions.get_weather:1", "a.b", "a:b", "", "call_ok-1"]
+    events = [u(), a(calls=[call(i) for i in ids]), t(*(result(i) for i in ids))]
+    first, again = messages(rendered(events)), messages(rendered(list(events)))
+    assert first == again
+    uses = [b["id"] for b in first[1]["content"] if b["type"] == "tool_use"]
+    answers = [b["tool_use_id"] for b in first[2]["content"]]
+    assert uses == answers
+    assert all(re.fullmatch(r"[a-zA-Z0-9_-]+", i) for i in uses)
+    assert len(set(uses)) == len(ids)
+    assert uses[-1] == "call_ok-1"  # an id the API takes is sent as it is
 
 
 def test_tool_results_open_the_next_user_message_even_when_logged_after_user_text() -> None:

@@ -115,9 +115,9 @@ def test_function_responses_follow_in_a_user_content_even_when_logged_later() ->
         t(result("c2"), result("c1")),
     ]
     _, parsed = sdk.gemini(rendered(events))
-    assert [c.role for c in parsed] == ["user", "model", "user"]
-    first, second, text = parsed_parts(rendered(events))[2]
-    assert [first.function_response.id, second.function_response.id] == ["c1", "c2"]
+    assert [c.role for c in parsed] == ["user", "model", "user", "user"]
+    responses, (text,) = parsed_parts(rendered(events))[2:]
+    assert [p.function_response.id for p in responses] == ["c1", "c2"]
     assert text.text == "hurry"
 
 

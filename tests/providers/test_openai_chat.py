@@ -80,3 +80,21 @@ def test_user_parts_are_images_audio_and_files_and_assistant_parts_placeholders(
     assert kinds == ["text", "image_url", "input_audio", "file", "text"]
     assert user["content"][1]["image_url"]["url"].startswith("data:image/png;base64,")
     assert assistant == {"role": "assistant", "content": "drawn [image/png content]"}
+
+
+def test_only_pdf_is_a_file_part_other_files_are_their_placeholder_and_images_stay() -> None:
+    others = [
+        Part("text/plain", data=b"notes"),
+        Part("text/csv", data=b"a,b"),
+        Part("application/zip", data=b"PK"),
+        Part("video/mp4", data=b"\x00"),
+        Part("audio/ogg", data=b"OggS"),
+    ]
+    pdf = Part("application/pdf; charset=binary", data=b"%PDF")
+    (user,) = messages(rendered([u("look", parts=[*others, pdf, PNG])]))
+    content = user["content"]
+    files = [p for p in content if p["type"] == "file"]
+    assert [f["file"]["file_data"].split(";")[0] for f in files] == ["data:application/pdf"]
+    texts = [p["text"] for p in content if p["type"] == "text"]
+    assert texts == ["look", *(f"[{p.mime_type} content]" for p in others)]
+    assert [p["type"] for p in content][-1] == "image_url"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sidecar.model import Event
+from sidecar.model import Event, Part
 from sidecar.providers.conversation import NO_RESULT
 from sidecar.providers.render import ContextFormat, render
 from sidecar.providers.wire import JsonObject
@@ -86,4 +86,36 @@ def test_user_parts_are_input_images_and_files() -> None:
             "image_url": "data:image/png;base64,iVBORw0KGgo=",
         },
         {"type": "input_file", "file_url": REMOTE_PDF.uri},
+    ]
+
+
+def test_input_file_takes_documents_text_and_spreadsheets_not_audio_or_video() -> None:
+    taken = [
+        Part("application/pdf", data=b"%PDF"),
+        Part("text/plain", data=b"notes"),
+        Part("text/csv", data=b"a,b"),
+        Part("application/vnd.openxmlformats-officedocument.wordprocessingml.document", data=b"PK"),
+        Part("application/vnd.openxmlformats-officedocument.spreadsheetml.sheet", data=b"PK"),
+        Part("application/json", uri="https://example.com/data.json"),
+    ]
+    refused = [
+        Part("audio/wav", data=b"RIFF"),
+        Part("video/mp4", uri="https://example.com/clip.mp4"),
+        Part("application/zip", data=b"PK"),
+        Part("image/tiff", data=b"II*"),
+    ]
+    (message,) = items(rendered([u("see", parts=[*taken, *refused, PNG])]))
+    content = message["content"]
+    assert [p["type"] for p in content] == [
+        "input_text",
+        *(["input_file"] * len(taken)),
+        *(["input_text"] * len(refused)),
+        "input_image",
+    ]
+    texts = [p["text"] for p in content[1 + len(taken) : -1]]
+    assert texts == [
+        "[audio/wav content]",
+        "[video/mp4 content] https://example.com/clip.mp4",
+        "[application/zip content]",
+        "[image/tiff content]",
     ]

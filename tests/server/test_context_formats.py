@@ -36,6 +36,7 @@ FORMATS = [
 
 
 SIGNED = b"EqQBsig"  # Anthropic's and OpenAI's signatures are strings, stored as UTF-8
+ENCRYPTED = b"gAAAAAenc"  # OpenAI's reasoning has an id as well
 GEMINI = b"\x00\x01gemini"  # Gemini's are bytes
 
 
@@ -47,7 +48,10 @@ def tool_loop() -> list[event_pb2.Event]:
         event_pb2.Event(
             id="a",
             role=event_pb2.ROLE_ASSISTANT,
-            reasoning=[event_pb2.Reasoning(text="Check the pool.", signature=SIGNED, id="rs_1")],
+            reasoning=[
+                event_pb2.Reasoning(text="Check the pool.", signature=SIGNED),
+                event_pb2.Reasoning(text="Pool first.", signature=ENCRYPTED, id="rs_1"),
+            ],
             tool_calls=[
                 event_pb2.ToolCall(
                     id="c1", name="logs", arguments_json='{"svc":"checkout"}', signature=GEMINI
@@ -94,9 +98,11 @@ async def test_signatures_come_back_as_each_provider_takes_them(stub: Stub) -> N
     assert call["functionCall"]["id"] == "c1"
     assert call["thoughtSignature"] == "AAFnZW1pbmk="  # base64 of b"\x00\x01gemini"
     anthropic = json.loads(await rendered(pb.CONTEXT_FORMAT_ANTHROPIC))
-    assert anthropic["messages"][1]["content"][0]["signature"] == "EqQBsig"
+    thinking = [b for b in anthropic["messages"][1]["content"] if b["type"] == "thinking"]
+    assert [b["signature"] for b in thinking] == ["EqQBsig"]  # OpenAI's is not Anthropic's
     responses = json.loads(await rendered(pb.CONTEXT_FORMAT_OPENAI_RESPONSES))
-    assert responses["input"][1]["encrypted_content"] == "EqQBsig"
+    reasoning = [i for i in responses["input"] if i["type"] == "reasoning"]
+    assert [i["encrypted_content"] for i in reasoning] == ["gAAAAAenc"]
 
 
 async def test_without_a_format_rendered_json_is_empty(stub: Stub) -> None:
@@ -193,3 +199,49 @@ def test_a_kept_rendering_is_charged_beside_its_answer_and_dropped_with_its_wind
     assert kept.rendered("s", ContextFormat.GEMINI) is None  # of the window before the append
     assert kept.window("s") == [*window, more]
     assert kept.bytes_held < plain + each
+
+
+HOSTILE_RESULTS = ['{"s": "\\ud83d"}', "[" * 3000 + "]" * 3000, '{"a": NaN}', '{"a": 1e999}']
+
+
+async def test_results_that_are_not_strict_json_still_render_strict_json(stub: Stub) -> None:
+    calls = [event_pb2.ToolCall(id=f"c{i}", name="t") for i in range(len(HOSTILE_RESULTS))]
+    results = [
+        event_pb2.ToolResult(call_id=f"c{i}", name="t", content=content)
+        for i, content in enumerate(HOSTILE_RESULTS)
+    ]
+    await _session(
+        stub,
+        [
+            event_pb2.Event(id="u", role=event_pb2.ROLE_USER, text="go"),
+            event_pb2.Event(id="a", role=event_pb2.ROLE_ASSISTANT, tool_calls=calls),
+            event_pb2.Event(id="t", role=event_pb2.ROLE_TOOL, tool_results=results),
+        ],
+    )
+    for value in FORMATS:  # GetContext answered INTERNAL here, on every read
+        reply = await stub.GetContext(pb.GetContextRequest(session_id="s", format=value))
+        body = json.loads(reply.rendered_json, parse_constant=_not_a_number)
+        fmt = format_in(value)
+        assert fmt is not None
+        sdk.parse(fmt, body)
+
+
+def _not_a_number(name: str) -> object:
+    raise AssertionError(f"{name} in rendered_json")
+
+
+async def test_arguments_past_a_double_are_refused_naming_the_field(stub: Stub) -> None:
+    await _session(stub, [event_pb2.Event(id="u", role=event_pb2.ROLE_USER, text="go")])
+    call = event_pb2.ToolCall(id="c1", name="t", arguments_json='{"n": 1e999}')
+    error = await expect(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        stub.AppendEvents(
+            pb.AppendEventsRequest(
+                session_id="s",
+                events=[event_pb2.Event(id="a", role=event_pb2.ROLE_ASSISTANT, tool_calls=[call])],
+            )
+        ),
+    )
+    assert field_violations(error) == ["events[0].tool_calls[0].arguments_json"]
+    log = await stub.ListEvents(pb.ListEventsRequest(session_id="s"))
+    assert [e.id for e in log.events] == ["u"]  # nothing stored
