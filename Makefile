@@ -29,7 +29,8 @@ setup: $(STAMP)
 demo: runtime
 	$(BIN)/compaction-sidecar demo
 
-## Run the server on the embedded defaults (SQLite file ./compaction.db, 127.0.0.1:50051).
+## Run the server on the embedded defaults (SQLite file ./compaction.db, 127.0.0.1:50051,
+## the offline extractive summarizer, or Gemini when GEMINI_API_KEY / GOOGLE_API_KEY is set).
 serve: runtime
 	$(BIN)/compaction-sidecar serve
 

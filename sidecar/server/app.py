@@ -43,6 +43,7 @@ from sidecar.server.streams import TRANSPORT_OPTIONS
 from sidecar.store import paging
 from sidecar.store.protocol import Store
 from sidecar.store.urls import redact
+from sidecar.summarizer import choice
 from sidecar.summarizer.protocol import Summarizer
 
 if TYPE_CHECKING:
@@ -109,15 +110,23 @@ async def open_store_patiently(store: Store, timeout_s: float) -> None:
 def make_summarizer(
     config: ServerConfig, environ: Mapping[str, str] | None = None
 ) -> Summarizer | None:
-    """The configured summarizer; Gemini's key or Vertex project come from the environment."""
-    if config.summarizer == "extractive":
+    """The configured summarizer; Gemini's key or Vertex project come from the environment.
+
+    ``auto`` (the default) is Gemini when a key or Vertex AI is configured,
+    else the offline extractive summarizer (``sidecar.summarizer.choice``).
+    """
+    env = os.environ if environ is None else environ
+    kind = choice.resolve(config.summarizer, env)
+    if config.summarizer == choice.AUTO:
+        log.info("summarizer: %s (auto)", kind)
+    if kind == "extractive":
         from sidecar.summarizer.extractive import ExtractiveSummarizer
 
         return ExtractiveSummarizer()
-    if config.summarizer == "gemini":
+    if kind == "gemini":
         from sidecar.summarizer.gemini import GeminiSettings, GeminiSummarizer
 
-        settings = GeminiSettings.from_env(os.environ if environ is None else environ)
+        settings = GeminiSettings.from_env(env)
         overrides: dict[str, Any] = {
             "timeout_s": config.gemini_timeout_s,
             "max_retries": config.gemini_max_retries,

@@ -22,6 +22,7 @@ from sidecar.errors import InvalidConfig
 from sidecar.providers.profiles import ModelProfiles
 from sidecar.server import settings
 from sidecar.store.urls import is_postgres_url
+from sidecar.summarizer.choice import KINDS
 
 MIN_PAGE_TOKEN_KEY_CHARS = 16
 _LIMITS = Limits()  # the engine's own defaults, so the two cannot differ
@@ -59,7 +60,7 @@ class ServerConfig:
     log_level: str = "INFO"
     log_format: str = "text"
     log_event_content: bool = False
-    summarizer: str = "none"
+    summarizer: str = "auto"
     summary_timeout_s: float = 60.0
     gemini_model: str = ""
     gemini_base_url: str = ""
@@ -183,7 +184,7 @@ _KIND_NAMES = {
 _CHOICES = {
     "log_level": ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
     "log_format": ("text", "json"),
-    "summarizer": ("none", "extractive", "gemini"),
+    "summarizer": KINDS,
     "sqlite_synchronous": ("OFF", "NORMAL", "FULL", "EXTRA"),
 }
 # The lowest value each numeric setting may take.

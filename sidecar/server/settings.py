@@ -125,9 +125,10 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "summarizer",
-        "`none`",
-        "`gemini`, `extractive` (offline, no model) or `none`; with `none` a summarizing policy"
-        " is refused with `FAILED_PRECONDITION`",
+        "`auto`",
+        "`auto` (Gemini when a Gemini key or Vertex AI is configured, else `extractive`),"
+        " `gemini`, `extractive` (offline, no model) or `none`; with `none` a summarizing"
+        " policy is refused with `FAILED_PRECONDITION`",
     ),
     Setting(
         "summary_timeout_s",
