@@ -10,6 +10,7 @@ import argparse
 import difflib
 import json
 import os
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -231,9 +232,11 @@ def load(args: argparse.Namespace, environ: dict[str, str] | None = None) -> Ser
     environ = dict(os.environ) if environ is None else environ
     config = ServerConfig()
     known = {f.name: f for f in fields(ServerConfig)}
+    sources: dict[str, str] = {}  # where each value not a default came from
 
     def put(name: str, value: Any, source: str) -> None:
         kind = _KINDS.get(str(known[name].type), str)
+        sources[name] = source
         try:
             setattr(config, name, kind(value) if not isinstance(value, dict) else json.dumps(value))
         except (TypeError, ValueError):
@@ -264,7 +267,14 @@ def load(args: argparse.Namespace, environ: dict[str, str] | None = None) -> Ser
         value = getattr(args, name, None)
         if value is not None:
             put(name, value, "--" + name.replace("_", "-"))
-    check(config)
+    try:
+        check(config)
+        config.policy()  # a bad default policy fails here, naming where it came from
+    except InvalidConfig as exc:
+        source = sources.get(re.split(r"[.\[]", exc.field)[0])
+        if source is None or exc.description.startswith("from "):
+            raise
+        raise InvalidConfig(exc.field, f"from {source}: {exc.description}") from None
     return config
 
 

@@ -108,8 +108,8 @@ SETTINGS: tuple[Setting, ...] = (
         "model_profiles",
         "built in",
         'a JSON file `{"models": {NAME: {provider, input_window_tokens, max_output_tokens}}}`'
-        " whose profiles override and extend the built-in table (see Model profiles); a session"
-        " may only name a model with a profile",
+        " whose profiles override and extend the built-in table (see The session's model,"
+        " under Semantics); a session may only name a model with a profile",
     ),
     Setting("log_level", "`INFO`", "`DEBUG`, `INFO`, `WARNING`, `ERROR` or `CRITICAL`"),
     Setting(
