@@ -29,7 +29,8 @@ setup: $(STAMP)
 demo: runtime
 	$(BIN)/compaction-sidecar demo
 
-## Run the server on the embedded defaults (SQLite file ./compaction.db, 127.0.0.1:50051).
+## Run the server on the embedded defaults (SQLite file ./compaction.db, 127.0.0.1:50051,
+## the offline extractive summarizer, or Gemini when GEMINI_API_KEY / GOOGLE_API_KEY is set).
 serve: runtime
 	$(BIN)/compaction-sidecar serve
 
@@ -116,8 +117,8 @@ clients-java: setup
 		status=$$?; grep -E 'Tests run:|BUILD|ERROR' $(abspath $(VENV))/mvn-test.log; \
 		[ $$status -eq 0 ] || tail -n 150 $(abspath $(VENV))/mvn-test.log; exit $$status
 
-## Regenerate clients/java/src/generated/java from protos/ (buf; protoc from Maven Central;
-## grpc_java_plugin from Debian, apt-installed by the script when missing).
+## Regenerate clients/java/src/generated/java from protos/ (buf; protoc and grpc-java's
+## protoc-gen-grpc-java from Maven Central, no root needed).
 clients-java-gen: $(NODE_STAMP)
 	clients/java/scripts/gen.sh
 

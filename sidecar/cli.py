@@ -64,8 +64,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--strategy",
-        choices=["sliding_window", "turn_window", "token_budget", "summarize"],
-        help="show one strategy only",
+        choices=[
+            "sliding_window",
+            "turn_window",
+            "token_budget",
+            "summarize",
+            "clear_tool_results",
+            "pipeline",
+        ],
+        help="show one strategy only (pipeline also shows its restore)",
     )
     return parser
 

@@ -90,8 +90,8 @@ def adk_policy(
     The cost check is ADK's: a pass is made when it can shrink the context,
     the new summary expected as long as the previous one (none yet: any
     saving), so one-line turns compact as in ADK; ``max_summary_tokens``
-    caps the summary. Needs a server with a summarizer (``--summarizer
-    gemini`` or ``extractive``).
+    caps the summary. Needs a server with a summarizer (any but
+    ``--summarizer none``; the default is Gemini with a key, else extractive).
 
     ``clear_tool_results`` (beyond ADK) makes the strategy a pipeline that
     clears old tool results first and summarizes only if the trigger still

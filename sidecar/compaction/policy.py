@@ -16,6 +16,17 @@ strategy: {pipeline: {steps: [{clear_tool_results: {keep_tool_uses: 3}},
                               {summarize: {max_events_to_keep: 10}}]}}
 ```
 
+Every name may also be written in proto3 JSON's lowerCamelCase, and a
+trigger list in the proto's own shape, as protobuf's JSON parser reads them:
+the policy GetSession prints is a policy document as it stands:
+
+```json
+{"trigger": {"anyOf": {"triggers": [{"turnCount": 20}, {"tokenCount": 8000}]}},
+ "strategy": {"slidingWindow": {"maxEvents": 20}, "boundary": "BOUNDARY_TURN"}}
+```
+
+Errors name fields in snake_case, as the server's do.
+
 A policy without a trigger never compacts on its own; an explicit forced
 compaction still applies its strategy.
 """
@@ -23,6 +34,7 @@ compaction still applies its strategy.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
@@ -188,9 +200,39 @@ def check_trigger_count(
         level = deeper
 
 
+_UPPER = re.compile(r"(?<=[a-z0-9])([A-Z])")
+
+
+def snake_case(name: Any) -> Any:
+    """A proto3 JSON name (``maxEvents``) as its proto field name (``max_events``).
+
+    A key that is not a string (YAML allows them) is left for the parser to refuse.
+    """
+    return _UPPER.sub(r"_\1", name).lower() if isinstance(name, str) else name
+
+
+def snake_keys(data: Mapping[Any, Any], field: str) -> dict[Any, Any]:
+    """``data`` with its keys in snake_case; one field given in both spellings is refused."""
+    out: dict[Any, Any] = {}
+    for key, value in data.items():
+        name = snake_case(key)
+        if name in out:
+            raise InvalidConfig(f"{field}.{name}", "is given twice (camelCase and snake_case)")
+        out[name] = value
+    return out
+
+
+def _trigger_list(value: Any) -> Any:
+    """An ``any_of``/``all_of`` value as a list: ``[...]``, or the proto's ``{triggers: [...]}``."""
+    if isinstance(value, Mapping) and set(value) == {"triggers"}:
+        return value["triggers"]
+    return value
+
+
 def _nested_in_dict(data: Any) -> tuple[str, Sequence[Any]] | None:
     if isinstance(data, Mapping) and len(data) == 1:
         ((kind, value),) = data.items()
+        kind, value = snake_case(kind), _trigger_list(value)
         if kind in ("any_of", "all_of") and isinstance(value, list):
             return kind, value
     return None  # not a list of triggers (or malformed: trigger_from_dict says how)
@@ -202,7 +244,8 @@ def trigger_from_dict(data: Any, field: str = "trigger", depth: int = 0) -> Trig
         raise InvalidConfig(field, f"triggers nest deeper than {MAX_TRIGGER_DEPTH} levels")
     if not isinstance(data, Mapping) or len(data) != 1:
         raise InvalidConfig(field, "must be an object with exactly one trigger kind")
-    ((kind, value),) = data.items()
+    ((written, value),) = data.items()
+    kind = snake_case(written)
     path = f"{field}.{kind}"
     match kind:
         case "turn_count":
@@ -219,6 +262,7 @@ def trigger_from_dict(data: Any, field: str = "trigger", depth: int = 0) -> Trig
         case "interval_turns":
             return Interval(_count(value, path))
         case "any_of" | "all_of":
+            value = _trigger_list(value)
             if not isinstance(value, list):
                 raise InvalidConfig(path, "must be a list of triggers")
             parts = tuple(
@@ -229,7 +273,7 @@ def trigger_from_dict(data: Any, field: str = "trigger", depth: int = 0) -> Trig
             if value is not True:
                 raise InvalidConfig(path, "must be true")
             return Always()
-    raise InvalidConfig(field, f"unknown trigger kind {kind!r}")
+    raise InvalidConfig(field, f"unknown trigger kind {written!r}")
 
 
 def parse_boundary(value: Any, field: str = "strategy.boundary") -> Boundary:
@@ -239,6 +283,8 @@ def parse_boundary(value: Any, field: str = "strategy.boundary") -> Boundary:
         name = value.upper().removeprefix("BOUNDARY_")
         if name in Boundary.__members__:
             return Boundary[name]
+        if name == "UNSPECIFIED":  # the proto's zero value: the default
+            return Boundary.TURN
     raise InvalidConfig(field, f"must be TURN or TOOL_PAIR, got {value!r}")
 
 
@@ -246,6 +292,7 @@ def strategy_from_dict(data: Any, field: str = "strategy") -> Strategy:
     """Parse a strategy; exactly one kind plus an optional ``boundary``."""
     if not isinstance(data, Mapping):
         raise InvalidConfig(field, "must be an object")
+    data = snake_keys(data, field)
     kinds = [k for k in data if k not in _STRATEGY_LEVEL]
     if len(kinds) != 1:
         raise InvalidConfig(field, f"must name exactly one strategy of {_KINDS}")
@@ -264,6 +311,7 @@ def _pipeline_from_dict(data: Mapping[str, Any], field: str) -> Pipeline:
     config = data[Pipeline.name] or {}
     if not isinstance(config, Mapping):
         raise InvalidConfig(path, "must be an object")
+    config = snake_keys(config, path)
     unknown = set(config) - {"steps"}
     if unknown:
         raise InvalidConfig(f"{path}.{sorted(unknown)[0]}", "unknown field")
@@ -277,7 +325,7 @@ def _pipeline_from_dict(data: Mapping[str, Any], field: str) -> Pipeline:
     parsed: list[Step] = []
     for index, item in enumerate(steps):
         at = f"{path}.steps[{index}]"
-        if isinstance(item, Mapping) and Pipeline.name in item:
+        if isinstance(item, Mapping) and Pipeline.name in map(snake_case, item):
             raise InvalidConfig(f"{at}.{Pipeline.name}", "pipelines do not nest")
         try:
             step = strategy_from_dict(item, at)
@@ -300,6 +348,7 @@ def _step_from_dict(data: Mapping[str, Any], kind: str, field: str) -> Strategy:
     config = data[kind] or {}
     if not isinstance(config, Mapping):
         raise InvalidConfig(f"{field}.{kind}", "must be an object")
+    config = snake_keys(config, f"{field}.{kind}")
     allowed = {f.name: f for f in fields(cls) if f.name not in _STRATEGY_LEVEL}
     for key, value in config.items():
         if key not in allowed:
@@ -338,6 +387,7 @@ def policy_from_dict(data: Any, *, bounded: bool = True) -> CompactionPolicy:
     """
     if not isinstance(data, Mapping):
         raise InvalidConfig("policy", "must be an object")
+    data = snake_keys(data, "policy")
     unknown = set(data) - {"trigger", "strategy"}
     if unknown:
         raise InvalidConfig(f"policy.{sorted(unknown)[0]}", "unknown field")

@@ -31,7 +31,7 @@ from sidecar.engine.engine import SessionEngine
 from sidecar.errors import InvalidConfig, StoreUnavailable
 from sidecar.gen.compaction.v1 import compaction_service_pb2, compaction_service_pb2_grpc
 from sidecar.providers.profiles import ModelProfiles
-from sidecar.server import tracing
+from sidecar.server import addresses, tracing
 from sidecar.server.auth import BearerTokenInterceptor, TokenFile
 from sidecar.server.config import ServerConfig
 from sidecar.server.decoding import DecodeErrorInterceptor
@@ -43,6 +43,7 @@ from sidecar.server.streams import TRANSPORT_OPTIONS
 from sidecar.store import paging
 from sidecar.store.protocol import Store
 from sidecar.store.urls import redact
+from sidecar.summarizer import choice
 from sidecar.summarizer.protocol import Summarizer
 
 if TYPE_CHECKING:
@@ -109,15 +110,21 @@ async def open_store_patiently(store: Store, timeout_s: float) -> None:
 def make_summarizer(
     config: ServerConfig, environ: Mapping[str, str] | None = None
 ) -> Summarizer | None:
-    """The configured summarizer; Gemini's key or Vertex project come from the environment."""
-    if config.summarizer == "extractive":
+    """The configured summarizer; Gemini's key or Vertex project come from the environment.
+
+    ``auto`` (the default) is Gemini when a key or Vertex AI is configured,
+    else the offline extractive summarizer (``sidecar.summarizer.choice``).
+    """
+    env = os.environ if environ is None else environ
+    kind = choice.resolve(config.summarizer, env)
+    if kind == "extractive":
         from sidecar.summarizer.extractive import ExtractiveSummarizer
 
         return ExtractiveSummarizer()
-    if config.summarizer == "gemini":
+    if kind == "gemini":
         from sidecar.summarizer.gemini import GeminiSettings, GeminiSummarizer
 
-        settings = GeminiSettings.from_env(os.environ if environ is None else environ)
+        settings = GeminiSettings.from_env(env)
         overrides: dict[str, Any] = {
             "timeout_s": config.gemini_timeout_s,
             "max_retries": config.gemini_max_retries,
@@ -290,6 +297,10 @@ async def start(
     # default they share a key and a client can page across them; set page_token_key
     # to choose one. A SQLite server's own random key is the default there.
     paging.use_key(config.page_token_key or (config.postgres_url() or ""))
+    for setting in ("listen", "health_listen", "metrics_listen"):
+        if getattr(config, setting):  # before the store: a taken port creates no file
+            addresses.check_bindable(getattr(config, setting), setting)
+    created = _new_sqlite_file(config) if store is None else None
     store = store or open_store(config)
     await open_store_patiently(store, config.store_open_timeout_s)
     undo: list[Callable[[], Awaitable[None]]] = []
@@ -303,7 +314,21 @@ async def start(
                 await step()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(store.close(), timeout=5)
+        if created is not None:  # nothing was ever served from it
+            for leftover in (created, *(created.with_name(created.name + x) for x in _SIDE)):
+                leftover.unlink(missing_ok=True)
         raise
+
+
+_SIDE = ("-wal", "-shm", "-journal")
+
+
+def _new_sqlite_file(config: ServerConfig) -> Path | None:
+    """The SQLite file this start is about to create, or None (it exists, or is not a file)."""
+    path = config.sqlite_path()
+    if path is None or path == ":memory:" or Path(path).exists():
+        return None
+    return Path(path)
 
 
 def _close_http(server: Any) -> None:
@@ -434,5 +459,6 @@ async def serve(config: ServerConfig) -> None:
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(signum, lambda: asyncio.ensure_future(sidecar.stop()))
     print(f"compaction-sidecar listening on {config.listen} (port {sidecar.port})", flush=True)
+    log.info("summarizer: %s", choice.resolve(config.summarizer, os.environ))
     await sidecar.wait()
     log.info("stopped")

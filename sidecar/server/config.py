@@ -10,6 +10,7 @@ import argparse
 import difflib
 import json
 import os
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from sidecar.errors import InvalidConfig
 from sidecar.providers.profiles import ModelProfiles
 from sidecar.server import settings
 from sidecar.store.urls import is_postgres_url
+from sidecar.summarizer.choice import KINDS
 
 MIN_PAGE_TOKEN_KEY_CHARS = 16
 _LIMITS = Limits()  # the engine's own defaults, so the two cannot differ
@@ -59,7 +61,7 @@ class ServerConfig:
     log_level: str = "INFO"
     log_format: str = "text"
     log_event_content: bool = False
-    summarizer: str = "none"
+    summarizer: str = "auto"
     summary_timeout_s: float = 60.0
     gemini_model: str = ""
     gemini_base_url: str = ""
@@ -183,7 +185,7 @@ _KIND_NAMES = {
 _CHOICES = {
     "log_level": ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
     "log_format": ("text", "json"),
-    "summarizer": ("none", "extractive", "gemini"),
+    "summarizer": KINDS,
     "sqlite_synchronous": ("OFF", "NORMAL", "FULL", "EXTRA"),
 }
 # The lowest value each numeric setting may take.
@@ -230,9 +232,11 @@ def load(args: argparse.Namespace, environ: dict[str, str] | None = None) -> Ser
     environ = dict(os.environ) if environ is None else environ
     config = ServerConfig()
     known = {f.name: f for f in fields(ServerConfig)}
+    sources: dict[str, str] = {}  # where each value not a default came from
 
     def put(name: str, value: Any, source: str) -> None:
         kind = _KINDS.get(str(known[name].type), str)
+        sources[name] = source
         try:
             setattr(config, name, kind(value) if not isinstance(value, dict) else json.dumps(value))
         except (TypeError, ValueError):
@@ -263,7 +267,14 @@ def load(args: argparse.Namespace, environ: dict[str, str] | None = None) -> Ser
         value = getattr(args, name, None)
         if value is not None:
             put(name, value, "--" + name.replace("_", "-"))
-    check(config)
+    try:
+        check(config)
+        config.policy()  # a bad default policy fails here, naming where it came from
+    except InvalidConfig as exc:
+        source = sources.get(re.split(r"[.\[]", exc.field)[0])
+        if source is None or exc.description.startswith("from "):
+            raise
+        raise InvalidConfig(exc.field, f"from {source}: {exc.description}") from None
     return config
 
 

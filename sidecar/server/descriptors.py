@@ -5,7 +5,9 @@ reflection servicer copies descriptors in a way that drops it anyway, so
 ``grpcurl describe`` showed no comments. ``scripts/gen_protos.py`` also
 writes the whole API as a descriptor set with source info; the reflection
 servicer here answers with those files, so every field's documentation from
-the ``.proto`` files reaches ``grpcurl describe``.
+the ``.proto`` files reaches ``grpcurl describe``. It also serves the
+``google.rpc`` error details the API's errors carry, which no service names,
+so that a client resolving an ``Any`` by reflection (grpcurl) can print them.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool
 from google.protobuf.descriptor import FileDescriptor
+from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_reflection.v1alpha._async import ReflectionServicer
@@ -33,7 +36,14 @@ class DocumentedReflection(ReflectionServicer):  # type: ignore[misc]
         for file in descriptor_pb2.FileDescriptorSet.FromString(data).file:
             pool.Add(file)
             self._documented[file.name] = file.SerializeToString()
-        for descriptor in (health_pb2.DESCRIPTOR, reflection_pb2.DESCRIPTOR):
+        # The error details every failed call carries (google.rpc.BadRequest, ErrorInfo...):
+        # served too, so that grpcurl decodes them rather than printing base64.
+        for descriptor in (
+            health_pb2.DESCRIPTOR,
+            reflection_pb2.DESCRIPTOR,
+            error_details_pb2.DESCRIPTOR,
+            status_pb2.DESCRIPTOR,
+        ):
             _add(pool, descriptor, self._documented)
         super().__init__(service_names, pool=pool)
 

@@ -108,8 +108,8 @@ SETTINGS: tuple[Setting, ...] = (
         "model_profiles",
         "built in",
         'a JSON file `{"models": {NAME: {provider, input_window_tokens, max_output_tokens}}}`'
-        " whose profiles override and extend the built-in table (see Model profiles); a session"
-        " may only name a model with a profile",
+        " whose profiles override and extend the built-in table (see The session's model,"
+        " under Semantics); a session may only name a model with a profile",
     ),
     Setting("log_level", "`INFO`", "`DEBUG`, `INFO`, `WARNING`, `ERROR` or `CRITICAL`"),
     Setting(
@@ -125,9 +125,10 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "summarizer",
-        "`none`",
-        "`gemini`, `extractive` (offline, no model) or `none`; with `none` a summarizing policy"
-        " is refused with `FAILED_PRECONDITION`",
+        "`auto`",
+        "`auto` (Gemini when a Gemini key or Vertex AI is configured, else `extractive`),"
+        " `gemini`, `extractive` (offline, no model) or `none`; with `none` a summarizing"
+        " policy is refused with `FAILED_PRECONDITION`",
     ),
     Setting(
         "summary_timeout_s",

@@ -30,6 +30,8 @@ from google.protobuf.message import Message
 from sidecar.client import AsyncClient, ClientError
 from sidecar.client.errors import error_from_rpc
 from sidecar.client.requests import FORMATS
+from sidecar.compaction.policy import policy_from_dict
+from sidecar.errors import InvalidConfig
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.server import convert
 
@@ -320,6 +322,13 @@ async def run_step(client: AsyncClient, step: Mapping[str, Any]) -> Outcome:
         return await _stream(client, step["requests"])
     request_type, retry = UNARY[name]
     request = json_format.ParseDict(dict(step.get("request", {})), request_type())
+    if "policy_document" in step:
+        # The client's own policy reader, as a user hands it a document.
+        assert isinstance(request, pb.CreateSessionRequest), "policy_document is for CreateSession"
+        try:
+            convert.policy_out(policy_from_dict(step["policy_document"]), request.policy)
+        except InvalidConfig as exc:
+            return Outcome(code="INVALID_ARGUMENT", message=str(exc))
     if isinstance(request, pb.GetContextRequest):
         return await _context(client, request)
     method = getattr(client._stub, name)

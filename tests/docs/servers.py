@@ -23,6 +23,7 @@ from typing import Any
 from tests.docs.markdown import ROOT
 
 ADDRESS = "127.0.0.1:50051"
+GEMINI_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,13 +51,15 @@ def make_serve(tmp: Path, **settings: str) -> Iterator[PrivateNetwork]:
 
     ``COMPACTION_STORE`` (a setting of the README's table) moves the database
     from the checkout's ./compaction.db to ``tmp``; ``settings`` are more of
-    them, by their ``COMPACTION_*`` variables (``summarizer="extractive"``).
+    them, by their ``COMPACTION_*`` variables (``summarizer="none"``).
     """
     subprocess.run(["make", "-s", "runtime"], cwd=ROOT, check=True, timeout=600)  # may download
     tmp.mkdir(parents=True, exist_ok=True)
     log = tmp / "make-serve.log"
     env = {
-        **os.environ,
+        # Without Gemini's credentials, as on a fresh machine: the default summarizer is then
+        # the offline one, and no example calls a model.
+        **{k: v for k, v in os.environ.items() if k not in GEMINI_VARIABLES},
         "COMPACTION_STORE": f"sqlite:///{tmp / 'compaction.db'}",
         **{f"COMPACTION_{name.upper()}": value for name, value in settings.items()},
     }

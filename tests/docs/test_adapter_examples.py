@@ -2,8 +2,9 @@
 
 Each is the line an existing agent changes; ``tests/docs/adapter_examples.py``
 gives it that agent (a scripted model, a tool) and makes one turn through what
-it built, against ``make serve`` with the offline summarizer (the adapters'
-policies summarize, as the documents say, so the server needs a summarizer).
+it built, against ``make serve`` on its defaults: the adapters' policies
+summarize, as the documents say, and the default summarizer is the offline
+extractive one.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def test_the_adapter_snippets_run_in_the_agents_they_change(tmp_path: Path) -> N
         ("recall-middleware", ADAPTERS_LANGCHAIN_RECALL.text),
     ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    with make_serve(tmp_path, summarizer="extractive") as network:
+    with make_serve(tmp_path) as network:
         done = network.run(
             [sys.executable, "-m", "tests.docs.adapter_examples"],
             input=json.dumps(snippets),

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 import pytest
+from google.protobuf.descriptor_pool import DescriptorPool
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
@@ -159,6 +160,52 @@ async def test_reflection_lists_the_services(sidecar: object, tmp_path: Path) ->
         assert health_file.package == "grpc.health.v1"
     finally:
         channel.close()
+
+
+@pytest.mark.parametrize(
+    "detail", ["google.rpc.BadRequest", "google.rpc.ErrorInfo", "google.rpc.Status"]
+)
+async def test_reflection_serves_the_error_details(sidecar: object, detail: str) -> None:
+    """grpcurl resolves an error's ``Any`` details by reflection; unserved, it prints base64."""
+    from sidecar.server.app import Sidecar
+
+    assert isinstance(sidecar, Sidecar)
+    channel = grpc.insecure_channel(address(sidecar))
+    try:
+        pool = DescriptorPool(ProtoReflectionDescriptorDatabase(channel))
+        message = await asyncio.to_thread(pool.FindMessageTypeByName, detail)
+        assert message.full_name == detail
+    finally:
+        channel.close()
+
+
+GRPCURL = (
+    Path(__file__).resolve().parents[2] / ".tools" / "bin" / "grpcurl"
+)  # make unit installs it
+
+
+async def test_grpcurl_prints_an_errors_field_violations(sidecar: object) -> None:
+    from sidecar.server.app import Sidecar
+
+    assert isinstance(sidecar, Sidecar)
+    request = '{"session_id": "x", "events": [{"text": "hi"}]}'
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [
+            str(GRPCURL),
+            "-plaintext",
+            "-d",
+            request,
+            address(sidecar),
+            "compaction.v1.CompactionService/AppendEvents",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "google.rpc.BadRequest" in done.stderr
+    assert "is not recognized" not in done.stderr
+    assert '"field": "events[0].role"' in done.stderr, done.stderr
 
 
 # -- the serve command ----------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -33,3 +34,13 @@ def test_serve_help_gives_each_settings_meaning_default_and_variable() -> None:
         assert shown == help_text(setting)
         assert setting.env in shown
         assert "default:" in shown
+
+
+def test_every_section_a_setting_points_to_exists() -> None:
+    """``see Observability``, ``see The session's model``: a heading or a paragraph's bold lead."""
+    text = README.read_text()
+    for setting in SETTINGS:
+        for name in re.findall(r"\bsee ([A-Z][^,;)]*)", setting.meaning):
+            assert f"## {name}\n" in text or f"**{name}**" in text or f"**{name}.**" in text, (
+                f"{setting.name}: no section {name!r} in the README"
+            )

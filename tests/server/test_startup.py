@@ -6,6 +6,7 @@ never a traceback. Each case runs the real command in a process of its own.
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -114,3 +115,46 @@ def test_a_config_file_with_a_yaml_error_names_the_config(tmp_path: Path) -> Non
     settings = tmp_path / "settings.yaml"
     settings.write_text("listen: [unclosed\n")
     assert_refused(serve(tmp_path, "--config", str(settings)), "config", "settings.yaml")
+
+
+def test_a_taken_port_is_one_line_naming_listen_and_the_cause(
+    tmp_path: Path, taken_port: int
+) -> None:
+    """No gRPC C-core line before it, no "or" about what went wrong, no SQLite file left."""
+    done = subprocess.run(
+        [BINARY, "serve", "--listen", f"127.0.0.1:{taken_port}", "--store", "sqlite:///s.db"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"compaction-sidecar: listen: cannot listen on '127.0.0.1:{taken_port}': port"
+        f" {taken_port} is taken by another process (choose another with --listen or"
+        " COMPACTION_LISTEN)"
+    ]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_bind_that_fails_late_leaves_no_sqlite_file(tmp_path: Path) -> None:
+    """gRPC refuses the address only once the store is open: the file it made goes again."""
+    code, lines, _ = serve(tmp_path, "--listen", f"unix:{tmp_path}/no/such/dir/s.sock")
+    assert code == 2, lines
+    assert lines[-1].startswith("compaction-sidecar: listen: "), lines
+    assert not (tmp_path / "s.db").exists()
+
+
+def test_a_bad_value_from_the_environment_names_the_variable(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [BINARY, "serve", "--store", f"sqlite:///{tmp_path}/s.db"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "COMPACTION_SHUTDOWN_GRACE_S": "-1"},
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "compaction-sidecar: shutdown_grace_s: from COMPACTION_SHUTDOWN_GRACE_S:"
+        " must be at least 0, got -1.0"
+    ]

@@ -43,6 +43,9 @@ type step struct {
 	// Capture names values of the response (dotted paths) that later
 	// steps send and expect as ${name}.
 	Capture map[string]string `json:"capture"`
+	// PolicyDocument is a CreateSession's policy, read by PolicyFromJSON
+	// as a user hands it a document.
+	PolicyDocument json.RawMessage `json:"policy_document"`
 }
 
 // scenariosPath is $CONFORMANCE_SCENARIOS, else
@@ -170,6 +173,13 @@ func run(c *compaction.Client, st step) (Outcome, error) {
 		req := &pb.CreateSessionRequest{}
 		if err := parse(st.Request, req); err != nil {
 			return Outcome{}, err
+		}
+		if len(st.PolicyDocument) > 0 {
+			policy, perr := compaction.PolicyFromJSON(string(st.PolicyDocument))
+			if perr != nil {
+				return Outcome{Code: "INVALID_ARGUMENT", Message: perr.Error()}, nil
+			}
+			req.Policy = policy
 		}
 		resp, err = c.CreateSession(ctx, req.SessionId, req.Policy, req.Labels, compaction.WithModel(req.Model))
 	case "GetSession":

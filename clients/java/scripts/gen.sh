@@ -3,27 +3,16 @@
 # and clients/java/buf.gen.yaml. With --check, generate into a temporary folder
 # instead and fail when the committed stubs differ (added, removed or stale files).
 #
-# Needs: Maven (fetches protoc from Maven Central into target/codegen), buf
-# (BUF, default: the repository's node_modules/.bin/buf from `npm ci`), and
-# grpc_java_plugin (Debian: protobuf-compiler-grpc-java-plugin, installed here
-# when missing and running as root).
+# Needs: Maven (fetches protoc and grpc-java's protoc-gen-grpc-java from Maven Central
+# into target/codegen) and buf (BUF, default: the repository's node_modules/.bin/buf
+# from `npm ci`). Nothing is installed system-wide, so it runs as any user.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 root="$(cd "$here/../.." && pwd)"
 buf="${BUF:-$root/node_modules/.bin/buf}"
-grpc_plugin_deb="protobuf-compiler-grpc-java-plugin=1.41.3+ds-1"
 
-if ! command -v grpc_java_plugin >/dev/null; then
-  if [ "$(id -u)" = 0 ]; then
-    apt-get install -y -q "$grpc_plugin_deb" >/dev/null \
-      || { apt-get update -q >/dev/null && apt-get install -y -q "$grpc_plugin_deb" >/dev/null; }
-  else
-    echo "gen.sh: grpc_java_plugin missing: apt-get install $grpc_plugin_deb" >&2
-    exit 1
-  fi
-fi
 mvn -B -q -f "$here/pom.xml" -Pcodegen generate-sources
-chmod +x "$here/target/codegen/protoc"
+chmod +x "$here/target/codegen/protoc" "$here/target/codegen/protoc-gen-grpc-java"
 
 cd "$root"
 if [ "${1:-}" = "--check" ]; then

@@ -51,6 +51,7 @@ export * from "./gen/compaction/v1/session_pb.js";
 export type { Compaction as CompactionRecord } from "./gen/compaction/v1/session_pb.js";
 export {
   policy,
+  policyFromJson,
   strategies,
   triggers,
   type ClearToolResultsInit,

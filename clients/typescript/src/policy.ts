@@ -4,12 +4,13 @@
  * instead of spelling out protobuf oneof cases.
  */
 
-import type { MessageInitShape } from "@bufbuild/protobuf";
+import { fromJson, type JsonValue, type MessageInitShape } from "@bufbuild/protobuf";
 
 import {
   Boundary,
   type ClearToolResultsSchema,
-  type CompactionPolicySchema,
+  type CompactionPolicy,
+  CompactionPolicySchema,
   type StrategySchema,
   type SummarizeSchema,
   type TriggerSchema,
@@ -71,4 +72,14 @@ export function policy(
     trigger: options.trigger,
     strategy: { ...strategy, boundary: options.boundary ?? Boundary.UNSPECIFIED },
   };
+}
+
+/**
+ * A policy from its proto3 JSON document (a string or a parsed value): what `GetSession` prints,
+ * e.g. `{"trigger": {"turnCount": 20}, "strategy": {"slidingWindow": {"maxEvents": 20}}}`, with
+ * snake_case names accepted too, as every proto3 JSON parser does. Throws naming the field it
+ * cannot read.
+ */
+export function policyFromJson(document: string | JsonValue): CompactionPolicy {
+  return fromJson(CompactionPolicySchema, typeof document === "string" ? (JSON.parse(document) as JsonValue) : document);
 }

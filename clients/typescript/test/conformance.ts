@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { create, fromJson, toJson, type DescMessage, type JsonValue, type MessageShape } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 
-import { SidecarClient, SidecarError, detailRegistry, type StreamMessage } from "../src/index.js";
+import { SidecarClient, SidecarError, detailRegistry, policyFromJson, type StreamMessage } from "../src/index.js";
 import {
   AppendEventsRequestSchema,
   AppendEventsResponseSchema,
@@ -51,6 +51,8 @@ export interface Step {
   readonly expect?: Expect;
   /** Names for values of the response (dotted paths), sent and expected later as `${name}`. */
   readonly capture?: Record<string, string>;
+  /** A CreateSession's policy, read by `policyFromJson` as a user hands it a document. */
+  readonly policy_document?: JsonValue;
 }
 
 export interface Expect {
@@ -309,7 +311,8 @@ async function call(client: SidecarClient, step: Step): Promise<Json> {
   switch (step.call) {
     case "CreateSession": {
       const r = fromJson(CreateSessionRequestSchema, json);
-      return printed(SessionSchema, await client.createSession(r.sessionId, { policy: r.policy, labels: r.labels, model: r.model }));
+      const policy = step.policy_document === undefined ? r.policy : policyFromJson(step.policy_document);
+      return printed(SessionSchema, await client.createSession(r.sessionId, { policy, labels: r.labels, model: r.model }));
     }
     case "GetSession": {
       const r = fromJson(GetSessionRequestSchema, json);

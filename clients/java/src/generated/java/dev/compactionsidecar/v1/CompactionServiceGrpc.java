@@ -10,7 +10,7 @@ import static io.grpc.MethodDescriptor.generateFullMethodName;
  * </pre>
  */
 @javax.annotation.Generated(
-    value = "by gRPC proto compiler",
+    value = "by gRPC proto compiler (version 1.41.3)",
     comments = "Source: compaction/v1/compaction_service.proto")
 @io.grpc.stub.annotations.GrpcGenerated
 public final class CompactionServiceGrpc {

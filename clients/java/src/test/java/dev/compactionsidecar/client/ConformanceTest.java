@@ -18,6 +18,7 @@ import com.google.rpc.QuotaFailure;
 import dev.compactionsidecar.v1.AppendEventsRequest;
 import dev.compactionsidecar.v1.CompactRequest;
 import dev.compactionsidecar.v1.CompactResponse;
+import dev.compactionsidecar.v1.CompactionPolicy;
 import dev.compactionsidecar.v1.CreateSessionRequest;
 import dev.compactionsidecar.v1.DeleteSessionRequest;
 import dev.compactionsidecar.v1.DeleteSessionResponse;
@@ -137,7 +138,10 @@ class ConformanceTest extends AgainstServer {
   private static Outcome call(Struct step) throws IOException {
     String name = field(step, "call").getStringValue();
     try {
-      Message response = name.equals("StreamEvents") ? null : unary(name, field(step, "request"));
+      Message response =
+          name.equals("StreamEvents")
+              ? null
+              : unary(name, field(step, "request"), step.getFieldsMap().get("policy_document"));
       Value json = response != null ? toValue(response) : stream(list(field(step, "requests")));
       return new Outcome("OK", "", List.of(), json);
     } catch (SidecarException e) {
@@ -147,10 +151,18 @@ class ConformanceTest extends AgainstServer {
     }
   }
 
-  private static Message unary(String name, Value request) throws IOException {
+  /**
+   * One unary call; {@code policyDocument} (a CreateSession's {@code policy_document}, or null) is
+   * read by {@link JsonFormat#parser()}, the reader a Java user hands a policy document to.
+   */
+  private static Message unary(String name, Value request, Value policyDocument) throws IOException {
     switch (name) {
       case "CreateSession":
-        return client.createSession(parse(request, CreateSessionRequest.newBuilder()).build());
+        CreateSessionRequest.Builder create = parse(request, CreateSessionRequest.newBuilder());
+        if (policyDocument != null) {
+          create.setPolicy(parse(policyDocument, CompactionPolicy.newBuilder()));
+        }
+        return client.createSession(create.build());
       case "GetSession":
         return client.getSession(parse(request, GetSessionRequest.newBuilder()).build().getSessionId());
       case "ListSessions":
