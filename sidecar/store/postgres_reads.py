@@ -8,6 +8,7 @@ fixed fragments chosen by which filters are set.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import asyncpg
@@ -124,6 +125,38 @@ async def active_events(db: Db, session_pk: int) -> tuple[Event, ...]:
     return tuple(event_from_row(row) for row in rows)
 
 
+# As on SQLite (``sqlite_reads.window_counters``): summed by the server, nothing decoded.
+_WINDOW_COUNTERS_SQL = """SELECT count(*),
+        count(*) FILTER (WHERE e.role <> 'system' AND NOT e.synthetic),
+        count(*) FILTER (WHERE e.role = 'user' AND NOT e.synthetic),
+        coalesce(sum(coalesce(e.cleared_token_count, e.token_count))
+            FILTER (WHERE e.role <> 'system' OR e.synthetic), 0)
+    FROM events e WHERE e.session = $1 AND NOT e.archived"""
+_LATEST_SYSTEM_SQL = """SELECT coalesce(e.cleared_token_count, e.token_count) FROM events e
+    WHERE e.session = $1 AND NOT e.archived AND e.role = 'system' AND NOT e.synthetic
+    ORDER BY e.sort_key DESC, e.position DESC LIMIT 1"""
+
+
+async def window_counters(db: Db, session_pk: int) -> SessionCounters:
+    """The active window's counters (``rules.window_counters``), summed by PostgreSQL."""
+    row = await db.fetchrow(_WINDOW_COUNTERS_SQL, session_pk)
+    assert row is not None  # an aggregate always has its row
+    system = await db.fetchval(_LATEST_SYSTEM_SQL, session_pk)
+    return rules.window_counters(row[0], row[1], row[2], int(row[3]), system or 0)
+
+
+async def active_with_ids(db: Db, session_pk: int, ids: Sequence[str]) -> tuple[Event, ...]:
+    """The still-active events among ``ids``, as the window shows them, in log order
+    (``sqlite_reads.active_with_ids``): looked up by key, not found in the window."""
+    rows = await db.fetch(
+        f"SELECT {VIEW_COLUMNS} FROM events e WHERE e.session = $1 AND NOT e.archived"
+        " AND e.id = ANY($2::text[]) ORDER BY e.sort_key, e.position",
+        session_pk,
+        list(dict.fromkeys(ids)),
+    )
+    return tuple(event_from_row(row) for row in rows)
+
+
 _ACTIVE_ROWS_SQL = (
     f"SELECT e.pk, {VIEW_COLUMNS} FROM events e"
     " WHERE e.session = $1 AND NOT e.archived ORDER BY e.sort_key, e.position"
@@ -137,10 +170,13 @@ async def active_window(
     pk, session = await get_session(db, session_id)
     if cache is None:
         return session, await active_events(db, pk)
-    rows = await db.fetch(_ACTIVE_ROWS_SQL, pk)
-    return session, tuple(
-        cache.event(row[0], (*row[1:8], to_micros(row[8]), row[9])) for row in rows
-    )
+    return session, await cached_active_events(db, pk, cache)
+
+
+async def cached_active_events(db: Db, session_pk: int, cache: DecodedEvents) -> tuple[Event, ...]:
+    """The active window in log order, unchanged rows taken from ``cache``."""
+    rows = await db.fetch(_ACTIVE_ROWS_SQL, session_pk)
+    return tuple(cache.event(row[0], (*row[1:8], to_micros(row[8]), row[9])) for row in rows)
 
 
 async def list_events(

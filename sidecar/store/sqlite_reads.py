@@ -110,6 +110,51 @@ def active_events(db: sqlite3.Connection, session_pk: int) -> tuple[Event, ...]:
     return tuple(event_from_row(row) for row in rows)
 
 
+# Summed in SQL over the partial index: no row of the window is decoded in Python.
+_WINDOW_COUNTERS_SQL = """SELECT count(*),
+        coalesce(sum(e.role != 'system' AND e.synthetic = 0), 0),
+        coalesce(sum(e.role = 'user' AND e.synthetic = 0), 0),
+        coalesce(sum(CASE WHEN e.role = 'system' AND e.synthetic = 0 THEN 0
+                     ELSE coalesce(e.cleared_token_count, e.token_count) END), 0)
+    FROM events e WHERE e.session = ? AND e.archived = 0"""
+_LATEST_SYSTEM_SQL = """SELECT coalesce(e.cleared_token_count, e.token_count) FROM events e
+    WHERE e.session = ? AND e.archived = 0 AND e.role = 'system' AND e.synthetic = 0
+    ORDER BY e.sort_key DESC, e.position DESC LIMIT 1"""
+
+
+def window_counters(db: sqlite3.Connection, session_pk: int) -> SessionCounters:
+    """The active window's counters (``rules.window_counters``), summed by SQLite.
+
+    Still a walk of the window's index entries, but in C with the GIL released,
+    not a decode of every event: what a write that changes a few events costs.
+    """
+    events, real, turns, other = db.execute(_WINDOW_COUNTERS_SQL, (session_pk,)).fetchone()
+    system = db.execute(_LATEST_SYSTEM_SQL, (session_pk,)).fetchone()
+    return rules.window_counters(events, real, turns, other, system[0] if system else 0)
+
+
+def active_with_ids(
+    db: sqlite3.Connection, session_pk: int, ids: Sequence[str], chunk: int = 500
+) -> tuple[Event, ...]:
+    """The still-active events among ``ids``, as the window shows them, in log order.
+
+    Looked up by the ``(session, id)`` key, so a plan is checked in the time of
+    its own events (``rules.check_plan``), not of the window.
+    """
+    unique = list(dict.fromkeys(ids))
+    found: list[tuple[int, int, Event]] = []
+    for start in range(0, len(unique), chunk):
+        part = unique[start : start + chunk]
+        rows = db.execute(
+            f"SELECT {VIEW_COLUMNS}, e.sort_key FROM events e WHERE e.session = ?"
+            f" AND e.archived = 0 AND e.id IN ({', '.join('?' for _ in part)})",
+            (session_pk, *part),
+        )
+        found.extend((row[_EVENT_WIDTH], row[3], event_from_row(row)) for row in rows)
+    found.sort(key=lambda item: (item[0], item[1]))
+    return tuple(event for _, _, event in found)
+
+
 _ACTIVE_ROWS_SQL = (
     f"SELECT e.pk, {VIEW_COLUMNS} FROM events e"
     " WHERE e.session = ? AND e.archived = 0 ORDER BY e.sort_key, e.position"
