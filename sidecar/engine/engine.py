@@ -54,6 +54,7 @@ from sidecar.engine.validation import (
     check_stored_session_id,
 )
 from sidecar.engine.watchers import Watcher, WatcherHub
+from sidecar.engine.window_work import WindowWork
 from sidecar.errors import VersionConflict
 from sidecar.model import (
     Cause,
@@ -122,6 +123,8 @@ class SessionEngine:
         self._counters = ThreadPoolExecutor(
             max_workers=min(4, os.cpu_count() or 1), thread_name_prefix="token-count"
         )
+        # Planning over a whole window runs on the same threads, never on the loop.
+        self.window_work = WindowWork(self._counters)
 
     # -- sessions ---------------------------------------------------------
 

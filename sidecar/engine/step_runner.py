@@ -44,7 +44,7 @@ class StepRunner:
                 f"session {session_id!r} changed to version {session.version}",
                 current_version=session.version,
             )
-        plan = plan_step(strategy, window, host.estimator)
+        plan = await host.window_work.run(plan_step, strategy, window, host.estimator)
         plan = replace(plan, base_compaction_id=session.last_compaction_id)
         return await self.land(session_id, session, plan)
 
@@ -55,7 +55,7 @@ class StepRunner:
         host = self._host
         async with host.locks.hold(session_id):
             session, window = await host.store.active_window(session_id)
-        job = strategy.prepare(window, host.estimator)
+        job = await host.window_work.run(strategy.prepare, window, host.estimator)
         if isinstance(job, CompactionPlan):
             plan = replace(job, base_compaction_id=session.last_compaction_id)
             async with host.locks.hold(session_id):
@@ -82,7 +82,9 @@ class StepRunner:
         elapsed = time.perf_counter() - started
         host.observer.summarized(elapsed, response.input_tokens, response.output_tokens)
         latency_ms = elapsed * 1000
-        plan = strategy.finish(job, response, host.estimator, latency_ms)
+        plan = await host.window_work.run(
+            strategy.finish, job, response, host.estimator, latency_ms
+        )
         plan = replace(plan, base_compaction_id=session.last_compaction_id)
         async with host.locks.hold(session_id):
             return (await self.land(session_id, session, plan))[0]
