@@ -237,7 +237,7 @@ class SessionEngine:
             expected_version=expected_version,
             deadline_s=deadline_s,
         )
-        if result.compacted:
+        if result.compacted or result.active_events:  # a window step's skip has it already
             return result
         session, window = await self.store.active_window(session_id)
         return replace(result, active_events=window, version=session.version)
@@ -307,7 +307,9 @@ class SessionEngine:
                 )
                 raise
         async with self.locks.hold(session_id):
-            result, _ = await self._steps.window_locked(session_id, strategy, expected_version)
+            result, _ = await self._steps.window_locked(
+                session_id, strategy, expected_version, with_window=True
+            )
             return result
 
     def _schedule_summary(self, session_id: str, strategy: Summarize) -> bool:

@@ -34,9 +34,19 @@ class StepRunner:
         self._host = host
 
     async def window_locked(
-        self, session_id: str, strategy: WindowStep, expected_version: int | None
+        self,
+        session_id: str,
+        strategy: WindowStep,
+        expected_version: int | None,
+        *,
+        with_window: bool = False,
     ) -> tuple[CompactionResult, Session]:
-        """Plan a window step on the active window and land it (caller holds the lock)."""
+        """Plan a window step on the active window and land it (caller holds the lock).
+
+        ``with_window``: a step that changes nothing answers the window it was
+        planned on (unchanged, the lock is held), so a Compact that clears
+        nothing does not read and decode the whole window a second time.
+        """
         host = self._host
         session, window = await host.store.active_window(session_id)
         if expected_version is not None and session.version != expected_version:
@@ -46,7 +56,10 @@ class StepRunner:
             )
         plan = await host.window_work.run(plan_step, strategy, window, host.estimator)
         plan = replace(plan, base_compaction_id=session.last_compaction_id)
-        return await self.land(session_id, session, plan)
+        result, after = await self.land(session_id, session, plan)
+        if with_window and plan.is_empty:
+            result = replace(result, active_events=window)
+        return result, after
 
     async def summary(
         self, session_id: str, strategy: Summarize, timeout_s: float

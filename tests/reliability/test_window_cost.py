@@ -38,7 +38,7 @@ from tests.reliability.serve import ServeProcess
 if TYPE_CHECKING:
     from sidecar.gen.compaction.v1.compaction_service_pb2_grpc import CompactionServiceAsyncStub
 
-WINDOW = 100_000 if LONG else 40_000
+WINDOW = 100_000 if LONG else 30_000
 P99_BOUND_S = 0.5
 T = TypeVar("T")
 
