@@ -19,11 +19,13 @@ from sidecar.store import rules
 from sidecar.store.codec import decode_event, decode_labels, from_micros, to_micros
 from sidecar.store.event_cache import DecodedEvents
 from sidecar.store.paging import (
+    SEARCH_BLOCK,
     decode_int_key,
-    decode_offset,
+    decode_search_place,
     decode_str_key,
     encode_token,
     fingerprint,
+    search_next_token,
 )
 from sidecar.store.protocol import (
     Page,
@@ -274,10 +276,13 @@ def search(
     token: str,
     max_bytes: int | None = None,
 ) -> Page[SearchHit]:
-    """Matches best first (bm25, ties by write order); paged by offset, bounded in bytes.
+    """Matches best first (bm25, ties by write order), a block at a time; bounded in bytes.
 
     Ranked results have no stable sort key (bm25 moves as the corpus grows),
-    so the token carries an offset, bound to the query it was issued for.
+    so the token carries a block and an offset in it (``paging.SEARCH_BLOCK``),
+    bound to the query it was issued for. A page ranks one block: the
+    ``SEARCH_BLOCK`` newest matches past the blocks before it, found newest
+    first through the full-text index's rowid order.
     """
     bound = fingerprint(
         query.text,
@@ -288,7 +293,7 @@ def search(
         query.since.isoformat() if query.since else None,
         query.until.isoformat() if query.until else None,
     )
-    offset = decode_offset(token, kind="search", bound=bound)
+    block, offset = decode_search_place(token, bound=bound)
     match = fts_match(query.text)
     if not match:
         return Page(())
@@ -317,11 +322,15 @@ def search(
            JOIN sessions s ON s.pk = e.session"""
     # First the page's hits in rank order with their stored sizes only: a page of 1,000
     # large events cut to a few by bytes would otherwise decode and snippet every one.
+    candidates = f"""{joins} WHERE {" AND ".join(clauses)}
+           ORDER BY events_fts.rowid DESC LIMIT ? OFFSET ?"""
+    in_block = (*params, SEARCH_BLOCK, block * SEARCH_BLOCK)
     ranked = db.execute(
-        f"""SELECT e.pk, length(CAST(e.content AS BLOB)) + length(s.id) {joins}
-           WHERE {" AND ".join(clauses)}
-           ORDER BY bm25(events_fts), e.pk LIMIT ? OFFSET ?""",
-        (*params, size + 1, offset),
+        f"""SELECT pk, n FROM (
+               SELECT e.pk AS pk, length(CAST(e.content AS BLOB)) + length(s.id) AS n,
+                   bm25(events_fts) AS score {candidates})
+           ORDER BY score, pk LIMIT ? OFFSET ?""",
+        (*in_block, size + 1, offset),
     ).fetchall()
     fit = rules.fitting_sizes([n for _, n in ranked[:size]], max_bytes)
     wanted = [pk for pk, _ in ranked[:fit]]
@@ -349,5 +358,14 @@ def search(
     # A hit carries its whole event: a page also stops before the hits' bytes pass max_bytes.
     kept = rules.fitting_hits(items, max_bytes)
     read = present[kept - 1][0] + 1 if kept else len(wanted)
-    next_token = encode_token("search", bound, (offset + read,)) if len(ranked) > read else ""
+    more_in_block = len(ranked) > read
+    more_blocks = not more_in_block and (
+        db.execute(
+            f"SELECT 1 {joins} WHERE {' AND '.join(clauses)}"
+            " ORDER BY events_fts.rowid DESC LIMIT 1 OFFSET ?",
+            (*params, (block + 1) * SEARCH_BLOCK),
+        ).fetchone()
+        is not None
+    )
+    next_token = search_next_token(bound, block, offset, read, more_in_block, more_blocks)
     return Page(items[:kept], next_token)
