@@ -123,8 +123,12 @@ class SessionEngine:
         self._counters = ThreadPoolExecutor(
             max_workers=min(4, os.cpu_count() or 1), thread_name_prefix="token-count"
         )
-        # Planning over a whole window runs on the same threads, never on the loop.
-        self.window_work = WindowWork(self._counters)
+        # Planning over a whole window runs on threads of its own, never on the loop,
+        # and never in front of another session's token counting.
+        self._window_threads = ThreadPoolExecutor(
+            max_workers=min(4, os.cpu_count() or 1), thread_name_prefix="window-work"
+        )
+        self.window_work = WindowWork(self._window_threads)
 
     # -- sessions ---------------------------------------------------------
 
@@ -394,3 +398,4 @@ class SessionEngine:
         self._replicas.close()
         await self._flights.close(grace_s)
         self._counters.shutdown(wait=False)
+        self._window_threads.shutdown(wait=False)
