@@ -60,7 +60,7 @@ TINY = Scale(
     token_appends=5,
     memory_sessions=(100, 200), memory_idle_s=0.2,
     probe_calls=30,
-    window_sizes=(1_000, 4_000), window_quiet_s=1.0,
+    window_sizes=(500, 2_000), window_quiet_s=0.5,
 )  # fmt: skip
 QUICK = Scale(
     "quick", 2_000, 3, 2_000, 200, 300, 1_000, 10_000, 9,
