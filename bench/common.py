@@ -48,6 +48,9 @@ class Scale:
     # latency under load: probe calls, concurrent streaming clients
     probe_calls: int = 100
     load_clients: int = 8
+    # window cost: active window sizes (smallest is the baseline), seconds of quiet probing
+    window_sizes: tuple[int, ...] = (1_000, 4_000)
+    window_quiet_s: float = 1.0
 
 
 TINY = Scale(
@@ -57,6 +60,7 @@ TINY = Scale(
     token_appends=5,
     memory_sessions=(100, 200), memory_idle_s=0.2,
     probe_calls=30,
+    window_sizes=(500, 2_000), window_quiet_s=0.5,
 )  # fmt: skip
 QUICK = Scale(
     "quick", 2_000, 3, 2_000, 200, 300, 1_000, 10_000, 9,
@@ -65,6 +69,7 @@ QUICK = Scale(
     token_appends=25,
     memory_sessions=(500, 1_000, 2_000), memory_idle_s=1.0,
     probe_calls=100,
+    window_sizes=(2_000, 10_000, 20_000), window_quiet_s=2.0,
 )  # fmt: skip
 FULL = Scale(
     "full", 20_000, 5, 10_000, 200, 2_000, 1_000, 100_000, 21,
@@ -73,6 +78,7 @@ FULL = Scale(
     token_appends=100,
     memory_sessions=(1_000, 2_500, 5_000, 10_000), memory_idle_s=40.0,
     probe_calls=1_000,
+    window_sizes=(10_000, 100_000, 200_000), window_quiet_s=5.0,
 )  # fmt: skip
 
 

@@ -34,6 +34,7 @@ from bench import (
     memory,
     rendering,
     tokens,
+    window_cost,
 )
 from bench.common import FULL, QUICK, TINY, Log, Outcome, Scale, Target
 
@@ -51,6 +52,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "tokens": tokens.run,
     "memory": memory.run,
     "latency": latency.run,
+    "window_cost": window_cost.run,
 }
 
 DEFAULT_JSON = Path(__file__).parent / "results.json"

@@ -33,6 +33,10 @@ TARGETS = (
     "memory_idle_vs_fresh",
     "append_p99_under_load_vs_quiet_p50",
     "append_p99_under_load_vs_quiet_p50_deployed",
+    "window_restore_large_vs_small",
+    "window_noop_clearing_large_vs_small",
+    "window_compact_large_vs_small",
+    "window_ops_context_p99_vs_quiet",
 )
 ADK_TARGETS = (
     "streamed_appends_vs_adk_sqlite",
@@ -59,7 +63,7 @@ def bench(module: str, *args: str) -> str:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=240,  # the whole tiny run: every benchmark, on a loaded machine
         check=False,
     )
     assert done.returncode == 0, done.stderr

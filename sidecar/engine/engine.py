@@ -54,6 +54,7 @@ from sidecar.engine.validation import (
     check_stored_session_id,
 )
 from sidecar.engine.watchers import Watcher, WatcherHub
+from sidecar.engine.window_work import WindowWork
 from sidecar.errors import VersionConflict
 from sidecar.model import (
     Cause,
@@ -122,6 +123,12 @@ class SessionEngine:
         self._counters = ThreadPoolExecutor(
             max_workers=min(4, os.cpu_count() or 1), thread_name_prefix="token-count"
         )
+        # Planning over a whole window runs on threads of its own, never on the loop,
+        # and never in front of another session's token counting.
+        self._window_threads = ThreadPoolExecutor(
+            max_workers=min(4, os.cpu_count() or 1), thread_name_prefix="window-work"
+        )
+        self.window_work = WindowWork(self._window_threads)
 
     # -- sessions ---------------------------------------------------------
 
@@ -234,7 +241,7 @@ class SessionEngine:
             expected_version=expected_version,
             deadline_s=deadline_s,
         )
-        if result.compacted:
+        if result.compacted or result.active_events:  # a window step's skip has it already
             return result
         session, window = await self.store.active_window(session_id)
         return replace(result, active_events=window, version=session.version)
@@ -304,7 +311,9 @@ class SessionEngine:
                 )
                 raise
         async with self.locks.hold(session_id):
-            result, _ = await self._steps.window_locked(session_id, strategy, expected_version)
+            result, _ = await self._steps.window_locked(
+                session_id, strategy, expected_version, with_window=True
+            )
             return result
 
     def _schedule_summary(self, session_id: str, strategy: Summarize) -> bool:
@@ -389,3 +398,4 @@ class SessionEngine:
         self._replicas.close()
         await self._flights.close(grace_s)
         self._counters.shutdown(wait=False)
+        self._window_threads.shutdown(wait=False)

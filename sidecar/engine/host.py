@@ -15,6 +15,7 @@ from sidecar.compaction.tokens import TokenEstimator
 from sidecar.engine.locks import LockRegistry
 from sidecar.engine.observer import EngineObserver
 from sidecar.engine.watchers import WatcherHub
+from sidecar.engine.window_work import WindowWork
 from sidecar.store.protocol import Store
 from sidecar.summarizer.protocol import Summarizer
 
@@ -42,3 +43,6 @@ class EngineHost(Protocol):
 
     @property
     def summary_timeout_s(self) -> float: ...
+
+    @property
+    def window_work(self) -> WindowWork: ...

@@ -34,9 +34,19 @@ class StepRunner:
         self._host = host
 
     async def window_locked(
-        self, session_id: str, strategy: WindowStep, expected_version: int | None
+        self,
+        session_id: str,
+        strategy: WindowStep,
+        expected_version: int | None,
+        *,
+        with_window: bool = False,
     ) -> tuple[CompactionResult, Session]:
-        """Plan a window step on the active window and land it (caller holds the lock)."""
+        """Plan a window step on the active window and land it (caller holds the lock).
+
+        ``with_window``: a step that changes nothing answers the window it was
+        planned on (unchanged, the lock is held), so a Compact that clears
+        nothing does not read and decode the whole window a second time.
+        """
         host = self._host
         session, window = await host.store.active_window(session_id)
         if expected_version is not None and session.version != expected_version:
@@ -44,9 +54,12 @@ class StepRunner:
                 f"session {session_id!r} changed to version {session.version}",
                 current_version=session.version,
             )
-        plan = plan_step(strategy, window, host.estimator)
+        plan = await host.window_work.run(plan_step, strategy, window, host.estimator)
         plan = replace(plan, base_compaction_id=session.last_compaction_id)
-        return await self.land(session_id, session, plan)
+        result, after = await self.land(session_id, session, plan)
+        if with_window and plan.is_empty:
+            result = replace(result, active_events=window)
+        return result, after
 
     async def summary(
         self, session_id: str, strategy: Summarize, timeout_s: float
@@ -55,7 +68,7 @@ class StepRunner:
         host = self._host
         async with host.locks.hold(session_id):
             session, window = await host.store.active_window(session_id)
-        job = strategy.prepare(window, host.estimator)
+        job = await host.window_work.run(strategy.prepare, window, host.estimator)
         if isinstance(job, CompactionPlan):
             plan = replace(job, base_compaction_id=session.last_compaction_id)
             async with host.locks.hold(session_id):
@@ -82,7 +95,9 @@ class StepRunner:
         elapsed = time.perf_counter() - started
         host.observer.summarized(elapsed, response.input_tokens, response.output_tokens)
         latency_ms = elapsed * 1000
-        plan = strategy.finish(job, response, host.estimator, latency_ms)
+        plan = await host.window_work.run(
+            strategy.finish, job, response, host.estimator, latency_ms
+        )
         plan = replace(plan, base_compaction_id=session.last_compaction_id)
         async with host.locks.hold(session_id):
             return (await self.land(session_id, session, plan))[0]

@@ -444,6 +444,10 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             expected_version=fields.optional_version(request.expected_version),
             deadline_s=remaining,
         )
+        # The result carries the whole window: built off the loop (see engine.window_work).
+        return await self.engine.window_work.run(self._compact_answer, result)
+
+    def _compact_answer(self, result: CompactionResult) -> pb.CompactResponse:
         out = pb.CompactResponse()
         convert.result_out(result, out.result)
         answers.fit_result(out.result, out, self.max_message_bytes)
@@ -516,6 +520,9 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             expected_version=fields.optional_version(request.expected_version),
             pause_auto_compaction=request.pause_auto_compaction,
         )
+        return await self.engine.window_work.run(self._restore_answer, result)
+
+    def _restore_answer(self, result: CompactionResult) -> pb.RestoreCompactionResponse:
         out = pb.RestoreCompactionResponse()
         convert.result_out(result, out.result)
         answers.fit_result(out.result, out, self.max_message_bytes)

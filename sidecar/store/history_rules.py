@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from sidecar.errors import CompactionNotFound, RestoreRefused
-from sidecar.model import Cause, Event, Session, SessionCounters
+from sidecar.model import Cause, Session, SessionCounters
 from sidecar.store.protocol import CompactionRecord
 
 RECORD_COLUMNS = """pk, id, version_before, version_after, strategy, archived_ids,
@@ -112,15 +112,16 @@ def choose_target(
 def after_restore(
     session: Session,
     target: Standing,
-    active: Sequence[Event],
+    window: SessionCounters,
     restore_id: str,
     *,
     pause: bool,
     now: datetime,
 ) -> Session:
-    """The header once ``target`` is undone and ``active`` is the window.
+    """The header once ``target`` is undone; ``window`` holds the counters of the window
+    it leaves (``rules.window_counters``).
 
-    Counters are recomputed from the window. ``turns_since_compaction`` goes
+    Counters are those of the window. ``turns_since_compaction`` goes
     back to what it was before the undone pass, plus the turns appended
     since (what it has counted past its value right after the pass); for a
     pass recorded before these counts were kept, it stays as it is.
@@ -128,14 +129,14 @@ def after_restore(
     turns = session.counters.turns_since_compaction
     if target.turns_before is not None and target.turns_after is not None:
         turns = max(0, target.turns_before + turns - target.turns_after)
-    counters = SessionCounters.of_window(active, turns)
+    counters = replace(window, turns_since_compaction=turns)
     return replace(
         session,
         version=session.version + 1,
         update_time=now,
         counters=counters,
         stable_prefix_tokens=counters.tokens,
-        stable_prefix_events=len(active),
+        stable_prefix_events=counters.active_events,
         last_compaction_id=restore_id,
         auto_compaction_paused=pause or session.auto_compaction_paused,
     )

@@ -112,18 +112,38 @@ def decode_int_key(token: str, *, kind: str, bound: str, length: int) -> tuple[i
     return tuple(v for v in after if isinstance(v, int))
 
 
-def decode_offset(token: str, *, kind: str, bound: str) -> int:
-    """The offset ``after`` of a ranked listing's token: "" is the first page, at 0.
+SEARCH_BLOCK = 10_000
+"""How many matches a search ranks for one page: a block of the newest matches.
 
-    A negative offset was never issued: SQLite would read it as 0 (the first
-    page again), PostgreSQL refuses it (an INTERNAL error).
-    """
+Ranking scores every match it orders, so ranking them all before paging made
+a page cost grow with the whole corpus's matches. A search ranks the newest
+``SEARCH_BLOCK`` matches (after its filters), best first, and pages through
+them; then the next older block, and so on. Every match is returned exactly
+once; within a block the order is exact, and a query with no more matches
+than a block is ranked exactly as a whole. A page costs one block, however
+many matches there are.
+"""
+
+
+def decode_search_place(token: str, *, bound: str) -> tuple[int, int]:
+    """Where a search's page starts: its block (0 the newest) and its offset in it."""
     if not token:
-        return 0
-    (offset,) = decode_int_key(token, kind=kind, bound=bound, length=1)
-    if offset < 0:
+        return 0, 0
+    block, offset = decode_int_key(token, kind="search", bound=bound, length=2)
+    if block < 0 or offset < 0:
         raise InvalidArgument(_FIELD, "malformed page token")
-    return offset
+    return block, offset
+
+
+def search_next_token(
+    bound: str, block: int, offset: int, read: int, more_in_block: bool, more_blocks: bool
+) -> str:
+    """The token of the page after one that read ``read`` hits from ``offset`` of ``block``."""
+    if more_in_block:
+        return encode_token("search", bound, (block, offset + read))
+    if more_blocks:
+        return encode_token("search", bound, (block + 1, 0))
+    return ""
 
 
 def decode_str_key(token: str, *, kind: str, bound: str) -> str:

@@ -443,7 +443,9 @@ class PostgresStore:
         if plan.is_empty:
             raise ValueError("an empty compaction plan writes nothing; do not apply it")
         return await self._write(
-            lambda db: writes.apply(db, session_id, plan, now=utcnow(), origin=self.origin)
+            lambda db: writes.apply(
+                db, session_id, plan, now=utcnow(), origin=self.origin, cache=self._decoded
+            )
         )
 
     async def list_events(
@@ -539,5 +541,6 @@ class PostgresStore:
                 pause=pause_auto_compaction,
                 now=utcnow(),
                 origin=self.origin,
+                cache=self._decoded,
             )
         )

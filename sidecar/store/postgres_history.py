@@ -13,8 +13,16 @@ from typing import Any
 
 from sidecar.model import Cause, CompactionResult
 from sidecar.store import history_rules, rules
+from sidecar.store.event_cache import DecodedEvents
 from sidecar.store.paging import decode_int_key, encode_token, fingerprint
-from sidecar.store.postgres_reads import VIEW_COLUMNS, active_events, event_from_row, get_session
+from sidecar.store.postgres_reads import (
+    VIEW_COLUMNS,
+    active_events,
+    cached_active_events,
+    event_from_row,
+    get_session,
+    window_counters,
+)
 from sidecar.store.postgres_schema import Db
 from sidecar.store.postgres_writes import notify, save_header
 from sidecar.store.protocol import RESTORE_STRATEGY, CompactionRecord, Page, RestoreOutcome
@@ -107,6 +115,7 @@ async def restore(
     pause: bool,
     now: datetime,
     origin: str = "",
+    cache: DecodedEvents | None = None,
 ) -> RestoreOutcome:
     """Undo the newest standing compaction (see ``Store.restore``)."""
     session_pk, session = await get_session(db, session_id, for_update=True)
@@ -131,14 +140,15 @@ async def restore(
     target = history_rules.choose_target(session_id, standing, compaction_id, found)
     undone = target.compaction_id
     restore_id = uuid.uuid4().hex
-    back = {
-        r[0]
-        for r in await db.fetch(
-            "SELECT id FROM events WHERE session = $1 AND (archived_by = $2 OR cleared_by = $2)",
-            session_pk,
-            undone,
-        )
-    }
+    # Every lookup and update below goes through the partial indexes on the marks
+    # (migration 8): a restore touches the rows the undone pass marked, not the window.
+    back = await db.fetch(
+        "SELECT id, sort_key, position FROM events WHERE session = $1 AND archived_by = $2"
+        " UNION SELECT id, sort_key, position FROM events WHERE session = $1 AND cleared_by = $2"
+        " ORDER BY 2, 3",
+        session_pk,
+        undone,
+    )
     await db.execute(
         "UPDATE events SET archived = false, archived_by = NULL"
         " WHERE session = $1 AND archived_by = $2",
@@ -158,8 +168,8 @@ async def restore(
         session_pk,
         undone,
     )
-    active = await active_events(db, session_pk)
-    after = history_rules.after_restore(session, target, active, restore_id, pause=pause, now=now)
+    counters = await window_counters(db, session_pk)
+    after = history_rules.after_restore(session, target, counters, restore_id, pause=pause, now=now)
     await save_header(db, session_pk, after, previous_version=session.version)
     archived = tuple(
         event_from_row(r)
@@ -170,7 +180,9 @@ async def restore(
             restore_id,
         )
     )
-    restored = tuple(e.id for e in active if e.id in back)
+    # What the pass had archived is active again, what it had cleared is still active:
+    # all of it is back, in log order.
+    restored = tuple(r[0] for r in back)
     saved = session.counters.tokens - after.counters.tokens
     await db.execute(
         """INSERT INTO compactions (id, session, version_before, version_after, strategy,
@@ -199,4 +211,9 @@ async def restore(
         undone,
     )
     await notify(db, session_id, restore_id, origin)
+    active = (
+        await active_events(db, session_pk)
+        if cache is None
+        else await cached_active_events(db, session_pk, cache)
+    )
     return RestoreOutcome(after, restore_id, active, archived, restored, saved)

@@ -8,6 +8,7 @@ fixed fragments chosen by which filters are set.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import asyncpg
@@ -18,11 +19,13 @@ from sidecar.store import rules
 from sidecar.store.codec import decode_event, to_micros
 from sidecar.store.event_cache import DecodedEvents
 from sidecar.store.paging import (
+    SEARCH_BLOCK,
     decode_int_key,
-    decode_offset,
+    decode_search_place,
     decode_str_key,
     encode_token,
     fingerprint,
+    search_next_token,
 )
 from sidecar.store.postgres_schema import INDEXED_TEXT_CHARS, SEARCH_CONFIG, Db
 from sidecar.store.protocol import (
@@ -124,6 +127,38 @@ async def active_events(db: Db, session_pk: int) -> tuple[Event, ...]:
     return tuple(event_from_row(row) for row in rows)
 
 
+# As on SQLite (``sqlite_reads.window_counters``): summed by the server, nothing decoded.
+_WINDOW_COUNTERS_SQL = """SELECT count(*),
+        count(*) FILTER (WHERE e.role <> 'system' AND NOT e.synthetic),
+        count(*) FILTER (WHERE e.role = 'user' AND NOT e.synthetic),
+        coalesce(sum(coalesce(e.cleared_token_count, e.token_count))
+            FILTER (WHERE e.role <> 'system' OR e.synthetic), 0)
+    FROM events e WHERE e.session = $1 AND NOT e.archived"""
+_LATEST_SYSTEM_SQL = """SELECT coalesce(e.cleared_token_count, e.token_count) FROM events e
+    WHERE e.session = $1 AND NOT e.archived AND e.role = 'system' AND NOT e.synthetic
+    ORDER BY e.sort_key DESC, e.position DESC LIMIT 1"""
+
+
+async def window_counters(db: Db, session_pk: int) -> SessionCounters:
+    """The active window's counters (``rules.window_counters``), summed by PostgreSQL."""
+    row = await db.fetchrow(_WINDOW_COUNTERS_SQL, session_pk)
+    assert row is not None  # an aggregate always has its row
+    system = await db.fetchval(_LATEST_SYSTEM_SQL, session_pk)
+    return rules.window_counters(row[0], row[1], row[2], int(row[3]), system or 0)
+
+
+async def active_with_ids(db: Db, session_pk: int, ids: Sequence[str]) -> tuple[Event, ...]:
+    """The still-active events among ``ids``, as the window shows them, in log order
+    (``sqlite_reads.active_with_ids``): looked up by key, not found in the window."""
+    rows = await db.fetch(
+        f"SELECT {VIEW_COLUMNS} FROM events e WHERE e.session = $1 AND NOT e.archived"
+        " AND e.id = ANY($2::text[]) ORDER BY e.sort_key, e.position",
+        session_pk,
+        list(dict.fromkeys(ids)),
+    )
+    return tuple(event_from_row(row) for row in rows)
+
+
 _ACTIVE_ROWS_SQL = (
     f"SELECT e.pk, {VIEW_COLUMNS} FROM events e"
     " WHERE e.session = $1 AND NOT e.archived ORDER BY e.sort_key, e.position"
@@ -137,10 +172,13 @@ async def active_window(
     pk, session = await get_session(db, session_id)
     if cache is None:
         return session, await active_events(db, pk)
-    rows = await db.fetch(_ACTIVE_ROWS_SQL, pk)
-    return session, tuple(
-        cache.event(row[0], (*row[1:8], to_micros(row[8]), row[9])) for row in rows
-    )
+    return session, await cached_active_events(db, pk, cache)
+
+
+async def cached_active_events(db: Db, session_pk: int, cache: DecodedEvents) -> tuple[Event, ...]:
+    """The active window in log order, unchanged rows taken from ``cache``."""
+    rows = await db.fetch(_ACTIVE_ROWS_SQL, session_pk)
+    return tuple(cache.event(row[0], (*row[1:8], to_micros(row[8]), row[9])) for row in rows)
 
 
 async def list_events(
@@ -226,7 +264,8 @@ def query_words(text: str) -> str:
 async def search(
     db: Db, query: SearchQuery, *, size: int, token: str, max_bytes: int | None = None
 ) -> Page[SearchHit]:
-    """Matches best first (``ts_rank``, ties by write order); paged as SQLite's are."""
+    """Matches best first (``ts_rank``, ties by write order), a block of the newest
+    ``SEARCH_BLOCK`` matches at a time; paged as SQLite's are (``sqlite_reads.search``)."""
     bound = fingerprint(
         query.text,
         query.session_id,
@@ -236,7 +275,7 @@ async def search(
         query.since.isoformat() if query.since else None,
         query.until.isoformat() if query.until else None,
     )
-    offset = decode_offset(token, kind="search", bound=bound)
+    block, offset = decode_search_place(token, bound=bound)
     words = query_words(query.text)
     if not words.strip():
         return Page(())
@@ -260,17 +299,25 @@ async def search(
     if query.until is not None:  # exclusive: [since, until) tiles time without overlap
         params.append(query.until)
         clauses.append(f"e.create_time < ${len(params)}")
-    params += [size + 1, offset]
+    filters = len(params)
+    params += [SEARCH_BLOCK, block * SEARCH_BLOCK, size + 1, offset]
     joins = f"""FROM events e
            JOIN sessions s ON s.pk = e.session
            CROSS JOIN plainto_tsquery('{SEARCH_CONFIG}', $1) AS q(query)"""
     # First the page's hits in rank order with their stored sizes only: a page of 1,000
     # large events cut to a few by bytes would otherwise read and highlight every one.
+    where = " AND ".join(clauses)
+    # The block's keys first, newest first, then only those are ranked: ts_rank reads
+    # each event's tsvector, which for every match would cost the whole result set.
     ranked = await db.fetch(
-        f"""SELECT e.pk, octet_length(e.content) + octet_length(s.id) {joins}
-           WHERE {" AND ".join(clauses)}
+        f"""SELECT e.pk, octet_length(e.content) + octet_length(s.id)
+           FROM (SELECT e.pk {joins} WHERE {where}
+                 ORDER BY e.pk DESC LIMIT ${filters + 1} OFFSET ${filters + 2}) AS block
+           JOIN events e ON e.pk = block.pk
+           JOIN sessions s ON s.pk = e.session
+           CROSS JOIN plainto_tsquery('{SEARCH_CONFIG}', $1) AS q(query)
            ORDER BY ts_rank(e.search, q.query) DESC, e.pk
-           LIMIT ${len(params) - 1} OFFSET ${len(params)}""",
+           LIMIT ${filters + 3} OFFSET ${filters + 4}""",
         *params,
     )
     fit = rules.fitting_sizes([row[1] for row in ranked[:size]], max_bytes)
@@ -300,5 +347,14 @@ async def search(
     # A hit carries its whole event: a page also stops before the hits' bytes pass max_bytes.
     kept = rules.fitting_hits(items, max_bytes)
     read = present[kept - 1][0] + 1 if kept else len(wanted)
-    next_token = encode_token("search", bound, (offset + read,)) if len(ranked) > read else ""
+    more_in_block = len(ranked) > read
+    more_blocks = not more_in_block and (
+        await db.fetchval(
+            f"SELECT 1 {joins} WHERE {where} ORDER BY e.pk DESC LIMIT 1 OFFSET ${filters + 1}",
+            *params[:filters],
+            (block + 1) * SEARCH_BLOCK,
+        )
+        is not None
+    )
+    next_token = search_next_token(bound, block, offset, read, more_in_block, more_blocks)
     return Page(items[:kept], next_token)

@@ -226,6 +226,21 @@ _MIGRATION_7 = Migration(
     ),
 )
 
+_MIGRATION_8 = Migration(
+    8,
+    "the marks a restore follows, indexed: what each compaction archived, cleared and wrote",
+    (
+        # As on SQLite: partial, and ``archived_by = $1`` implies the predicate, so a
+        # restore's lookups and updates touch only the rows the undone pass marked.
+        "CREATE INDEX events_archived_by ON events (session, archived_by)"
+        " WHERE archived_by IS NOT NULL",
+        "CREATE INDEX events_cleared_by ON events (session, cleared_by)"
+        " WHERE cleared_by IS NOT NULL",
+        "CREATE INDEX events_written_by ON events (session, written_by)"
+        " WHERE written_by IS NOT NULL",
+    ),
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     _MIGRATION_1,
     _MIGRATION_2,
@@ -234,6 +249,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _MIGRATION_5,
     _MIGRATION_6,
     _MIGRATION_7,
+    _MIGRATION_8,
 )
 """Every migration, in order; versions are 1, 2, 3, ... with no gap."""
 

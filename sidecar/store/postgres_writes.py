@@ -29,12 +29,16 @@ from sidecar.errors import (
 from sidecar.model import CompactionPlan, Event, LabelUpdate, Session, SessionCounters
 from sidecar.store import rules
 from sidecar.store.codec import encode_content, encode_labels
+from sidecar.store.event_cache import DecodedEvents
 from sidecar.store.postgres_reads import (
     EVENT_COLUMNS,
     active_events,
+    active_with_ids,
+    cached_active_events,
     event_from_row,
     find_session,
     get_session,
+    window_counters,
 )
 from sidecar.store.postgres_schema import Db
 from sidecar.store.protocol import AppendOutcome, ApplyOutcome
@@ -255,13 +259,26 @@ NOTIFY_CHANNEL = "compaction_sidecar"
 
 
 async def apply(
-    db: Db, session_id: str, plan: CompactionPlan, *, now: datetime, origin: str = ""
+    db: Db,
+    session_id: str,
+    plan: CompactionPlan,
+    *,
+    now: datetime,
+    origin: str = "",
+    cache: DecodedEvents | None = None,
 ) -> ApplyOutcome:
-    """Apply a compaction plan (see ``Store.apply`` and ``sqlite_writes.apply``)."""
+    """Apply a compaction plan (see ``Store.apply`` and ``sqlite_writes.apply``).
+
+    The plan's own events are looked up by id and the counters summed by the
+    server; only the window the outcome carries is read whole, through
+    ``cache``, in this transaction (another replica may append right after it).
+    """
     rules.check_plan_shape(plan)
     session_pk, session = await get_session(db, session_id, for_update=True)
-    window = await active_events(db, session_pk)
-    archived, target = rules.check_plan(session, plan, window)
+    own = [*plan.archive_ids, *(e.id for e in plan.clears)]
+    if plan.insert_before is not None:
+        own.append(plan.insert_before)
+    archived, target = rules.check_plan(session, plan, await active_with_ids(db, session_pk, own))
 
     compaction_id = uuid.uuid4().hex
     if plan.inserts:
@@ -298,10 +315,10 @@ async def apply(
         session_pk,
         archived_ids,
     )
-    active = rules.window_after_clearing(window, plan) or await active_events(db, session_pk)
     before = session.version
     turns_before = session.counters.turns_since_compaction
-    session = rules.after_compaction(session, plan, active, compaction_id, now)
+    counters = await window_counters(db, session_pk)
+    session = rules.after_compaction(session, plan, counters, compaction_id, now)
     await save_header(db, session_pk, session, previous_version=before)
     await db.execute(
         """INSERT INTO compactions (id, session, version_before, version_after, strategy,
@@ -327,6 +344,11 @@ async def apply(
         session.counters.turns_since_compaction,
     )
     await notify(db, session_id, compaction_id, origin)
+    active = (
+        await active_events(db, session_pk)
+        if cache is None
+        else await cached_active_events(db, session_pk, cache)
+    )
     return ApplyOutcome(session, compaction_id, active, archived)
 
 

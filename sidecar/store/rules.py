@@ -215,10 +215,13 @@ def check_plan(
 ) -> tuple[tuple[Event, ...], Event | None]:
     """What the plan archives (as archived events) and the event it inserts before.
 
-    Rejected with VersionConflict when another compaction landed since the
-    plan's base, an event it archives or clears is no longer active, or its
-    ``insert_before`` is not. Only the plan's own events are checked, so
-    events appended after the plan was made do not make it fail.
+    ``window`` is the active window, or only the plan's own events that are
+    still active (archived, inserted before, cleared), in log order: the
+    stores look those up by id instead of reading the window. Rejected with
+    VersionConflict when another compaction landed since the plan's base, an
+    event it archives or clears is no longer active, or its ``insert_before``
+    is not. Only the plan's own events are checked, so events appended after
+    the plan was made do not make it fail.
     """
 
     def conflict(reason: str) -> VersionConflict:
@@ -247,22 +250,6 @@ def check_plan(
     return archived, target
 
 
-def window_after_clearing(
-    window: Sequence[Event], plan: CompactionPlan
-) -> tuple[Event, ...] | None:
-    """The active window once a clearing-only plan lands, without reading it again.
-
-    ``window`` is the active window read in the plan's transaction; a plan
-    that only clears leaves every event in place, its cleared ones as the plan
-    holds them (what the window read would decode). None for any other plan:
-    the store reads the window it left.
-    """
-    if plan.archive_ids or plan.inserts or not plan.clears:
-        return None
-    cleared = {e.id: e for e in plan.clears}
-    return tuple(cleared.get(e.id, e) for e in window)
-
-
 def check_insert_slot(target: Event, sort_key: int) -> None:
     """Only an appended event (sort key 2p+1) has a free slot right before it (2p)."""
     if sort_key != 2 * target.position + 1:
@@ -281,19 +268,38 @@ def placed_inserts(
     )
 
 
+def window_counters(
+    events: int, real: int, turns: int, other_tokens: int, system_tokens: int
+) -> SessionCounters:
+    """``SessionCounters.of_window`` of a window the store summed up in SQL, never decoded.
+
+    ``other_tokens`` sums every event's count but the non-synthetic system
+    messages'; ``system_tokens`` is the latest one's (0 without one). Every
+    turn is counted in ``turns_since_compaction``, as ``of_window`` does.
+    """
+    return SessionCounters(
+        active_events=events,
+        real_events=real,
+        turns=turns,
+        tokens=other_tokens + system_tokens,
+        system_tokens=system_tokens,
+        turns_since_compaction=turns,
+    )
+
+
 def after_compaction(
     session: Session,
     plan: CompactionPlan,
-    active: Sequence[Event],
+    window: SessionCounters,
     compaction_id: str,
     now: datetime,
 ) -> Session:
-    """The header after a landed plan; the window it leaves is the new stable prefix."""
-    counters = (
-        SessionCounters.after_compaction(active)
-        if plan.archive_ids or plan.inserts
-        else session.counters.after_clearing(active)
-    )
+    """The header after a landed plan; ``window`` holds the counters of the window it
+    leaves (``window_counters``), which is the new stable prefix."""
+    if plan.archive_ids or plan.inserts:  # as SessionCounters.after_compaction
+        counters = replace(window, turns_since_compaction=1 if window.turns else 0)
+    else:  # as SessionCounters.after_clearing
+        counters = replace(window, turns_since_compaction=session.counters.turns_since_compaction)
     return replace(
         session,
         version=session.version + 1,
@@ -302,5 +308,5 @@ def after_compaction(
         total_events=session.total_events + len(plan.inserts),
         last_compaction_id=compaction_id,
         stable_prefix_tokens=counters.tokens,
-        stable_prefix_events=len(active),
+        stable_prefix_events=counters.active_events,
     )

@@ -24,6 +24,7 @@ from sidecar.store.sqlite_reads import (
     active_events,
     event_from_row,
     get_session,
+    window_counters,
 )
 from sidecar.store.sqlite_writes import save_header
 
@@ -121,7 +122,11 @@ def restore(
     pause: bool,
     now: datetime,
 ) -> RestoreOutcome:
-    """Undo the newest standing compaction (see ``Store.restore``)."""
+    """Undo the newest standing compaction (see ``Store.restore``).
+
+    The outcome's ``active`` is left empty: ``SqliteStore.restore`` reads the
+    window after the commit, on a reader.
+    """
     session_pk, session = get_session(db, session_id)
     rules.check_version(session, expected_version)
     standing = _standing(db, session_pk)
@@ -135,13 +140,14 @@ def restore(
     target = history_rules.choose_target(session_id, standing, compaction_id, found)
     undone = target.compaction_id
     restore_id = uuid.uuid4().hex
-    back = {
-        row[0]
-        for row in db.execute(
-            "SELECT id FROM events WHERE session = ? AND (archived_by = ? OR cleared_by = ?)",
-            (session_pk, undone, undone),
-        )
-    }
+    # Every lookup and update below goes through the partial indexes on the marks
+    # (migration 8): a restore touches the rows the undone pass marked, not the window.
+    back = db.execute(
+        "SELECT id, sort_key, position FROM events WHERE session = ? AND archived_by = ?"
+        " UNION SELECT id, sort_key, position FROM events WHERE session = ? AND cleared_by = ?"
+        " ORDER BY 2, 3",
+        (session_pk, undone, session_pk, undone),
+    ).fetchall()
     db.execute(
         "UPDATE events SET archived = 0, archived_by = NULL WHERE session = ? AND archived_by = ?",
         (session_pk, undone),
@@ -156,8 +162,9 @@ def restore(
         " WHERE session = ? AND written_by = ? AND archived = 0",
         (restore_id, session_pk, undone),
     )
-    active = active_events(db, session_pk)
-    after = history_rules.after_restore(session, target, active, restore_id, pause=pause, now=now)
+    after = history_rules.after_restore(
+        session, target, window_counters(db, session_pk), restore_id, pause=pause, now=now
+    )
     save_header(db, session_pk, after)
     archived = tuple(
         event_from_row(row)
@@ -167,7 +174,9 @@ def restore(
             (session_pk, restore_id),
         )
     )
-    restored = tuple(e.id for e in active if e.id in back)
+    # What the pass had archived is active again, what it had cleared is still active:
+    # all of it is back, in log order.
+    restored = tuple(row[0] for row in back)
     saved = session.counters.tokens - after.counters.tokens
     db.execute(
         """INSERT INTO compactions (id, session, version_before, version_after, strategy,
@@ -195,4 +204,4 @@ def restore(
         "UPDATE compactions SET restored_by = ? WHERE session = ? AND id = ?",
         (restore_id, session_pk, undone),
     )
-    return RestoreOutcome(after, restore_id, active, archived, restored, saved)
+    return RestoreOutcome(after, restore_id, (), archived, restored, saved)

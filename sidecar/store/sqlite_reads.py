@@ -19,11 +19,13 @@ from sidecar.store import rules
 from sidecar.store.codec import decode_event, decode_labels, from_micros, to_micros
 from sidecar.store.event_cache import DecodedEvents
 from sidecar.store.paging import (
+    SEARCH_BLOCK,
     decode_int_key,
-    decode_offset,
+    decode_search_place,
     decode_str_key,
     encode_token,
     fingerprint,
+    search_next_token,
 )
 from sidecar.store.protocol import (
     Page,
@@ -108,6 +110,51 @@ def active_events(db: sqlite3.Connection, session_pk: int) -> tuple[Event, ...]:
     """The active window in log order, read through the partial index ``events_active``."""
     rows = db.execute(ACTIVE_WINDOW_SQL, (session_pk,))
     return tuple(event_from_row(row) for row in rows)
+
+
+# Summed in SQL over the partial index: no row of the window is decoded in Python.
+_WINDOW_COUNTERS_SQL = """SELECT count(*),
+        coalesce(sum(e.role != 'system' AND e.synthetic = 0), 0),
+        coalesce(sum(e.role = 'user' AND e.synthetic = 0), 0),
+        coalesce(sum(CASE WHEN e.role = 'system' AND e.synthetic = 0 THEN 0
+                     ELSE coalesce(e.cleared_token_count, e.token_count) END), 0)
+    FROM events e WHERE e.session = ? AND e.archived = 0"""
+_LATEST_SYSTEM_SQL = """SELECT coalesce(e.cleared_token_count, e.token_count) FROM events e
+    WHERE e.session = ? AND e.archived = 0 AND e.role = 'system' AND e.synthetic = 0
+    ORDER BY e.sort_key DESC, e.position DESC LIMIT 1"""
+
+
+def window_counters(db: sqlite3.Connection, session_pk: int) -> SessionCounters:
+    """The active window's counters (``rules.window_counters``), summed by SQLite.
+
+    Still a walk of the window's index entries, but in C with the GIL released,
+    not a decode of every event: what a write that changes a few events costs.
+    """
+    events, real, turns, other = db.execute(_WINDOW_COUNTERS_SQL, (session_pk,)).fetchone()
+    system = db.execute(_LATEST_SYSTEM_SQL, (session_pk,)).fetchone()
+    return rules.window_counters(events, real, turns, other, system[0] if system else 0)
+
+
+def active_with_ids(
+    db: sqlite3.Connection, session_pk: int, ids: Sequence[str], chunk: int = 500
+) -> tuple[Event, ...]:
+    """The still-active events among ``ids``, as the window shows them, in log order.
+
+    Looked up by the ``(session, id)`` key, so a plan is checked in the time of
+    its own events (``rules.check_plan``), not of the window.
+    """
+    unique = list(dict.fromkeys(ids))
+    found: list[tuple[int, int, Event]] = []
+    for start in range(0, len(unique), chunk):
+        part = unique[start : start + chunk]
+        rows = db.execute(
+            f"SELECT {VIEW_COLUMNS}, e.sort_key FROM events e WHERE e.session = ?"
+            f" AND e.archived = 0 AND e.id IN ({', '.join('?' for _ in part)})",
+            (session_pk, *part),
+        )
+        found.extend((row[_EVENT_WIDTH], row[3], event_from_row(row)) for row in rows)
+    found.sort(key=lambda item: (item[0], item[1]))
+    return tuple(event for _, _, event in found)
 
 
 _ACTIVE_ROWS_SQL = (
@@ -229,10 +276,13 @@ def search(
     token: str,
     max_bytes: int | None = None,
 ) -> Page[SearchHit]:
-    """Matches best first (bm25, ties by write order); paged by offset, bounded in bytes.
+    """Matches best first (bm25, ties by write order), a block at a time; bounded in bytes.
 
     Ranked results have no stable sort key (bm25 moves as the corpus grows),
-    so the token carries an offset, bound to the query it was issued for.
+    so the token carries a block and an offset in it (``paging.SEARCH_BLOCK``),
+    bound to the query it was issued for. A page ranks one block: the
+    ``SEARCH_BLOCK`` newest matches past the blocks before it, found newest
+    first through the full-text index's rowid order.
     """
     bound = fingerprint(
         query.text,
@@ -243,7 +293,7 @@ def search(
         query.since.isoformat() if query.since else None,
         query.until.isoformat() if query.until else None,
     )
-    offset = decode_offset(token, kind="search", bound=bound)
+    block, offset = decode_search_place(token, bound=bound)
     match = fts_match(query.text)
     if not match:
         return Page(())
@@ -272,11 +322,15 @@ def search(
            JOIN sessions s ON s.pk = e.session"""
     # First the page's hits in rank order with their stored sizes only: a page of 1,000
     # large events cut to a few by bytes would otherwise decode and snippet every one.
+    candidates = f"""{joins} WHERE {" AND ".join(clauses)}
+           ORDER BY events_fts.rowid DESC LIMIT ? OFFSET ?"""
+    in_block = (*params, SEARCH_BLOCK, block * SEARCH_BLOCK)
     ranked = db.execute(
-        f"""SELECT e.pk, length(CAST(e.content AS BLOB)) + length(s.id) {joins}
-           WHERE {" AND ".join(clauses)}
-           ORDER BY bm25(events_fts), e.pk LIMIT ? OFFSET ?""",
-        (*params, size + 1, offset),
+        f"""SELECT pk, n FROM (
+               SELECT e.pk AS pk, length(CAST(e.content AS BLOB)) + length(s.id) AS n,
+                   bm25(events_fts) AS score {candidates})
+           ORDER BY score, pk LIMIT ? OFFSET ?""",
+        (*in_block, size + 1, offset),
     ).fetchall()
     fit = rules.fitting_sizes([n for _, n in ranked[:size]], max_bytes)
     wanted = [pk for pk, _ in ranked[:fit]]
@@ -304,5 +358,14 @@ def search(
     # A hit carries its whole event: a page also stops before the hits' bytes pass max_bytes.
     kept = rules.fitting_hits(items, max_bytes)
     read = present[kept - 1][0] + 1 if kept else len(wanted)
-    next_token = encode_token("search", bound, (offset + read,)) if len(ranked) > read else ""
+    more_in_block = len(ranked) > read
+    more_blocks = not more_in_block and (
+        db.execute(
+            f"SELECT 1 {joins} WHERE {' AND '.join(clauses)}"
+            " ORDER BY events_fts.rowid DESC LIMIT 1 OFFSET ?",
+            (*params, (block + 1) * SEARCH_BLOCK),
+        ).fetchone()
+        is not None
+    )
+    next_token = search_next_token(bound, block, offset, read, more_in_block, more_blocks)
     return Page(items[:kept], next_token)

@@ -192,6 +192,22 @@ _MIGRATION_7 = Migration(
     ("CREATE TABLE fts_pending (pk INTEGER PRIMARY KEY)",),
 )
 
+_MIGRATION_8 = Migration(
+    8,
+    "the marks a restore follows, indexed: what each compaction archived, cleared and wrote",
+    (
+        # Partial: most events carry no mark, and ``archived_by = ?`` implies
+        # ``archived_by IS NOT NULL``, so the planner takes these for a restore's
+        # lookups and its updates touch only the rows the undone pass marked.
+        "CREATE INDEX events_archived_by ON events (session, archived_by)"
+        " WHERE archived_by IS NOT NULL",
+        "CREATE INDEX events_cleared_by ON events (session, cleared_by)"
+        " WHERE cleared_by IS NOT NULL",
+        "CREATE INDEX events_written_by ON events (session, written_by)"
+        " WHERE written_by IS NOT NULL",
+    ),
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     _MIGRATION_1,
     _MIGRATION_2,
@@ -200,6 +216,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _MIGRATION_5,
     _MIGRATION_6,
     _MIGRATION_7,
+    _MIGRATION_8,
 )
 """Every migration, in order; versions are 1, 2, 3, ... with no gap."""
 

@@ -27,10 +27,11 @@ from sidecar.store.codec import dump_json, encode_content, encode_labels, to_mic
 from sidecar.store.protocol import AppendOutcome, ApplyOutcome
 from sidecar.store.sqlite_reads import (
     EVENT_COLUMNS,
-    active_events,
+    active_with_ids,
     event_from_row,
     find_session,
     get_session,
+    window_counters,
 )
 
 # Well under SQLite's bound-parameter limit, for ``id IN (...)`` lookups.
@@ -279,13 +280,19 @@ def _update_labels(
 def apply(
     db: sqlite3.Connection, session_id: str, plan: CompactionPlan, *, now: datetime
 ) -> ApplyOutcome:
-    """Apply a compaction plan (see ``Store.apply``); the in-memory reference is ``apply_plan``."""
+    """Apply a compaction plan (see ``Store.apply``); the in-memory reference is ``apply_plan``.
+
+    Costs what the plan changes, not the window: the plan's own events are
+    looked up by id and the counters summed in SQL. The outcome's ``active``
+    is left empty; ``SqliteStore.apply`` reads the window after the commit, on
+    a reader, so the one writer never decodes a window.
+    """
     rules.check_plan_shape(plan)
     session_pk, session = get_session(db, session_id)
-    # The window is read anyway for the counters, and costs O(window): check
-    # the plan against it rather than against ids bound into one huge IN list.
-    window = active_events(db, session_pk)
-    archived, target = rules.check_plan(session, plan, window)
+    own = [*plan.archive_ids, *(e.id for e in plan.clears)]
+    if plan.insert_before is not None:
+        own.append(plan.insert_before)
+    archived, target = rules.check_plan(session, plan, active_with_ids(db, session_pk, own))
 
     compaction_id = uuid.uuid4().hex
     if plan.inserts:
@@ -314,10 +321,11 @@ def apply(
             f" AND id IN ({', '.join('?' for _ in chunk)})",
             (compaction_id, session_pk, *chunk),
         )
-    active = rules.window_after_clearing(window, plan) or active_events(db, session_pk)
     before = session.version
     turns_before = session.counters.turns_since_compaction
-    session = rules.after_compaction(session, plan, active, compaction_id, now)
+    session = rules.after_compaction(
+        session, plan, window_counters(db, session_pk), compaction_id, now
+    )
     save_header(db, session_pk, session)
     db.execute(
         """INSERT INTO compactions (id, session, version_before, version_after, strategy,
@@ -344,7 +352,7 @@ def apply(
             session.counters.turns_since_compaction,
         ),
     )
-    return ApplyOutcome(session, compaction_id, active, archived)
+    return ApplyOutcome(session, compaction_id, (), archived)
 
 
 def update_session(

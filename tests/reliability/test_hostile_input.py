@@ -155,11 +155,12 @@ async def test_an_event_id_with_a_trailing_newline_is_refused(stub: Stub) -> Non
 # -- page tokens ----------------------------------------------------------------------
 
 
-def _forged(offset: int) -> str:
-    """The token of the search below, holding ``offset``: signed with the key of the server,
-    which runs in this process, as if that key had leaked (see paging.py)."""
+def _forged(*place: int) -> str:
+    """The token of the search below, holding ``place`` (its block and offset): signed with
+    the key of the server, which runs in this process, as if that key had leaked (see
+    paging.py)."""
     bound = fingerprint("paris", None, "", [], True, None, None)
-    return encode_token("search", bound, (offset,))
+    return encode_token("search", bound, place)
 
 
 async def test_a_forged_search_page_token_is_refused_by_every_store(
@@ -179,8 +180,9 @@ async def test_a_forged_search_page_token_is_refused_by_every_store(
                 pb.SearchEventsRequest(query="paris", include_active=True, page_size=1)
             )
             issued_token = issued.next_page_token
-            assert _forged(1) == issued_token  # the forgery is made as the server makes tokens
-            for token in (_forged(-1), _forged(-(2**63)), "%%"):
+            assert _forged(0, 1) == issued_token  # the forgery is made as the server makes tokens
+            forgeries = (_forged(0, -1), _forged(-1, 0), _forged(0, -(2**63)), _forged(1), "%%")
+            for token in forgeries:
                 search = stub.SearchEvents(
                     pb.SearchEventsRequest(query="paris", include_active=True, page_token=token)
                 )
