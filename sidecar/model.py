@@ -5,7 +5,6 @@ Plain frozen dataclasses: no gRPC, no SQL. Every layer above speaks these.
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -412,20 +411,8 @@ class Session:
     stable_prefix_tokens: int = 0
     """Tokens of the window as the last compaction (clearing, restore) left it."""
     stable_prefix_events: int = 0
-    """Events of the window as the last compaction (clearing, restore) left it."""
-
-    @property
-    def cache_prefix_id(self) -> str:
-        """An opaque id of the window's stable prefix (GetContext's ``cache_prefix_id``).
-
-        A hash of what only a change before the window's end moves: every
-        compaction, clearing and restore sets ``last_compaction_id``, and an
-        append never does. The create time makes a session deleted and made
-        again under its id a new incarnation, with new ids.
-        """
-        stamp = int(self.create_time.timestamp() * 1_000_000)
-        key = f"{self.session_id}\x00{stamp}\x00{self.last_compaction_id}".encode()
-        return hashlib.sha256(key).hexdigest()[:32]
+    """Events of the window as the last compaction (clearing, restore) left it: its stable
+    prefix (``sidecar.providers.prefix``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,7 @@ from sidecar.gen.compaction.v1 import (
 )
 from sidecar.model import CompactionResult, Event, LabelUpdate, ModelUsage, Session
 from sidecar.providers.fragments import Fragments
+from sidecar.providers.prefix import StablePrefix
 from sidecar.providers.render import ContextFormat
 from sidecar.server import answers, convert, fields, renderings
 from sidecar.server.auth import TokenFile
@@ -391,8 +392,9 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
                     kept if fmt is not None else answers.fit_context(kept, self.max_message_bytes)
                 )
         session, events = await self.engine.context(session_id)
-        out = self.blobs.response(session, events)
-        self.contexts.put(session_id, session, out, events)
+        prefix = StablePrefix(session, events, self.blobs.digest)
+        out = self.blobs.response(session, events, prefix)
+        self.contexts.put(session_id, session, out, events, prefix)
         self.context_reads["built"] += 1
         if fmt is not None:
             return self._rendered(session_id, session, out, events, fmt)

@@ -247,8 +247,8 @@ async def test_the_stable_prefix_is_what_the_last_change_left_and_appends_keep_i
         left.stable_prefix_tokens,
         left.stable_prefix_events,
     )
-    assert grown.cache_prefix_id == left.cache_prefix_id != fresh.cache_prefix_id
+    assert grown.last_compaction_id == left.last_compaction_id != fresh.last_compaction_id
     restored = (await store.restore("s", "")).session
     assert restored.stable_prefix_events == len(await window(store))
-    assert restored.cache_prefix_id not in (left.cache_prefix_id, fresh.cache_prefix_id)
+    assert restored.last_compaction_id not in (left.last_compaction_id, fresh.last_compaction_id)
     assert (await store.get_session("s")).stable_prefix_tokens == restored.counters.tokens
