@@ -341,8 +341,19 @@ class CompactionResult:
     restored_ids: tuple[str, ...] = ()
     """For a restore: the events it made active again or uncleared, in log order."""
 
+    archived_events_omitted: bool = False
+    """``archived_events`` came empty: even their ids would have made the answer too large
+    (the same for the three below); the full lists are in the compaction history."""
+    active_events_omitted: bool = False
+    cleared_ids_omitted: bool = False
+    restored_ids_omitted: bool = False
+    archived_count: int | None = None
+    """How many events it archived, when ``archived_events`` does not list them."""
+
     @property
     def archived_event_count(self) -> int:
+        if self.archived_count is not None:
+            return self.archived_count
         return len(self.archived_events)
 
 

@@ -30,7 +30,7 @@ loop only.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -39,7 +39,7 @@ from sidecar.gen.compaction.v1 import event_pb2
 from sidecar.model import Event, Session, TokenCalibration
 from sidecar.providers.prefix import StablePrefix, item_digest
 from sidecar.providers.render import ContextFormat
-from sidecar.server import convert
+from sidecar.server import answers, convert
 
 DEFAULT_MAX_BYTES = 16 << 20
 
@@ -131,10 +131,21 @@ class EventBlobs:
         self._bytes = 0
 
     def response(
-        self, session: Session, events: Sequence[Event], prefix: StablePrefix
+        self,
+        session: Session,
+        events: Sequence[Event],
+        prefix: StablePrefix,
+        limit: int | None = None,
     ) -> pb.GetContextResponse:
         """The GetContext answer for ``session`` and its active window ``events``, whose
-        stable prefix is ``prefix``."""
+        stable prefix is ``prefix``.
+
+        With ``limit`` (the send limit), building stops once the answer would
+        pass it: the answer is then the window without content
+        (``content_omitted``), or, once that passes it too, without events
+        (``events_omitted``), as ``answers.fit_context`` leaves one; a window
+        of 100,000 events is never built whole to be thrown away.
+        """
         head = pb.GetContextResponse(
             version=session.version,
             token_count=session.counters.tokens,
@@ -143,9 +154,39 @@ class EventBlobs:
             cache_prefix_id=prefix.id,
             stable_prefix_tokens=prefix.tokens,
             stable_prefix_events=prefix.events,
-        ).SerializeToString()
+        )
         framed = self.framed
-        return pb.GetContextResponse.FromString(head + b"".join([framed(e) for e in events]))
+        if limit is None:
+            body = b"".join([framed(e) for e in events])
+            return pb.GetContextResponse.FromString(head.SerializeToString() + body)
+        blobs = _within(head, events, framed, limit)
+        if blobs is not None:
+            return pb.GetContextResponse.FromString(head.SerializeToString() + b"".join(blobs))
+        head.content_omitted = True
+        blobs = _within(head, events, answers.stripped_frame, limit)
+        if blobs is None:
+            head.events_omitted = True
+            return head
+        return pb.GetContextResponse.FromString(head.SerializeToString() + b"".join(blobs))
+
+
+def _within(
+    head: pb.GetContextResponse,
+    events: Sequence[Event],
+    frame: Callable[[Event], bytes],
+    limit: int,
+) -> list[bytes] | None:
+    """``events`` framed, when they fit in ``limit`` behind ``head``; None as soon as they
+    do not."""
+    size = head.ByteSize()
+    out = []
+    for event in events:
+        blob = frame(event)
+        size += len(blob)
+        if not answers.fits_size(size, limit):
+            return None
+        out.append(blob)
+    return out
 
 
 @dataclass(slots=True)

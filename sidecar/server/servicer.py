@@ -38,7 +38,7 @@ from sidecar.model import CompactionResult, Event, LabelUpdate, ModelUsage, Sess
 from sidecar.providers.fragments import Fragments
 from sidecar.providers.prefix import StablePrefix
 from sidecar.providers.render import ContextFormat
-from sidecar.server import answers, convert, fields, renderings
+from sidecar.server import answers, compaction_ids, convert, fields, renderings
 from sidecar.server.auth import TokenFile
 from sidecar.server.context_cache import ContextResponses, EventBlobs
 from sidecar.server.fields import status_of
@@ -393,12 +393,14 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
                 )
         session, events = await self.engine.context(session_id)
         prefix = StablePrefix(session, events, self.blobs.digest)
-        out = self.blobs.response(session, events, prefix)
-        self.contexts.put(session_id, session, out, events, prefix)
+        out = self.blobs.response(session, events, prefix, self.max_message_bytes)
         self.context_reads["built"] += 1
+        if out.content_omitted:  # read in parts by the client: neither kept nor rendered
+            return out
+        self.contexts.put(session_id, session, out, events, prefix)
         if fmt is not None:
             return self._rendered(session_id, session, out, events, fmt)
-        return answers.fit_context(out, self.max_message_bytes)
+        return out
 
     def _kept_rendered(
         self,
@@ -495,15 +497,25 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     async def ListCompactions(
         self, request: pb.ListCompactionsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.ListCompactionsResponse:
+        session_id = fields.stored(request.session_id)
+        budget = self.max_message_bytes // 2
+        if request.ids_of:  # one record's ids, page by page
+            record = await self.engine.restores.record(session_id, request.ids_of)
+            listed, token = compaction_ids.ids_page(
+                record, request.page_size, request.page_token, budget
+            )
+            return pb.ListCompactionsResponse(compactions=[listed], next_page_token=token)
         page = await self.engine.restores.history(
-            fields.stored(request.session_id),
+            session_id,
             page_size=request.page_size,
             page_token=request.page_token,
-            max_bytes=self.max_message_bytes // 2,
+            max_bytes=budget,
         )
         out = pb.ListCompactionsResponse(next_page_token=page.next_page_token)
         for record in page.items:
-            convert.record_out(record, out.compactions.add())
+            added = out.compactions.add()
+            convert.record_out(record, added)
+            answers.fit_record(added, budget)  # a record alone past a page: its ids left out
         return out
 
     @unary

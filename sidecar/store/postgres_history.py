@@ -11,6 +11,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from sidecar.errors import CompactionNotFound
 from sidecar.model import Cause, CompactionResult
 from sidecar.store import history_rules, rules
 from sidecar.store.paging import decode_int_key, encode_token, fingerprint
@@ -200,3 +201,16 @@ async def restore(
     )
     await notify(db, session_id, restore_id, origin)
     return RestoreOutcome(after, restore_id, active, archived, restored, saved)
+
+
+async def compaction_record(db: Db, session_id: str, compaction_id: str) -> CompactionRecord:
+    """One entry of the history, by its id; CompactionNotFound when there is none."""
+    pk, _ = await get_session(db, session_id)
+    row = await db.fetchrow(
+        f"SELECT {history_rules.RECORD_COLUMNS} FROM compactions WHERE session = $1 AND id = $2",
+        pk,
+        compaction_id,
+    )
+    if row is None:
+        raise CompactionNotFound(session_id, compaction_id)
+    return _record(session_id, row)
