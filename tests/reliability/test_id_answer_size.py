@@ -11,12 +11,13 @@ ListCompactions ``ids_of`` and ListEvents.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import grpc
 
-from sidecar.client import AsyncClient
+from sidecar.client import AsyncClient, Client
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
 from sidecar.gen.compaction.v1 import event_pb2, policy_pb2, session_pb2
@@ -179,6 +180,16 @@ async def test_a_window_of_many_ids_is_read_whole_by_the_client(tmp_path: Path) 
             )
             assert shaped.events_omitted
             assert not shaped.rendered_json
+
+        def sync_window() -> list[str]:
+            with Client(address(sidecar)) as sync:
+                return [e.id for e in sync.session("big").context().events]
+
+        def sync_history() -> list[tuple[str, ...]]:
+            with Client(address(sidecar)) as sync:
+                return [r.archived_ids for r in sync.session("big").compactions()]
+
+        assert await asyncio.to_thread(sync_window) == ids
         async with AsyncClient(address(sidecar)) as client:
             session = client.session("big")
             window = await session.context()
@@ -186,6 +197,7 @@ async def test_a_window_of_many_ids_is_read_whole_by_the_client(tmp_path: Path) 
             await session.compact(force=True)
             [record] = [r async for r in session.compactions()]
             assert record.archived_ids == tuple(ids[:-2])  # read in parts by the client
+        assert await asyncio.to_thread(sync_history) == [tuple(ids[:-2])]
 
 
 async def test_paging_a_compactions_ids_refuses_what_is_not_its_page(tmp_path: Path) -> None:
