@@ -12,14 +12,15 @@ archived events first, then the active window, then the echoed events.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from google.protobuf.message import Message
 
 from sidecar.engine.results import AppendResult
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import event_pb2, session_pb2
-from sidecar.model import Event
+from sidecar.model import CompactionResult, Event
 from sidecar.server import convert
 
 # Room for what wraps an answer on a stream (request and session ids, the frame).
@@ -42,6 +43,28 @@ def _strip(events: Iterable[event_pb2.Event]) -> None:
         for part in event.parts:
             part.ClearField("data")
             part.uri = ""
+
+
+def result_out(result: CompactionResult, into: session_pb2.CompactionResult, limit: int) -> None:
+    """``result`` into ``into``, its event lists whose ids alone pass ``limit`` left out
+    before they are converted (``fit_result`` then bounds the rest): a pass over a window of
+    100,000 events never builds 100,000 messages to throw them away."""
+    if not fits_size(least_bytes(result.archived_events), limit):
+        result = replace(
+            result,
+            archived_events=(),
+            archived_count=result.archived_event_count,
+            archived_events_omitted=True,
+        )
+    if not fits_size(least_bytes(result.active_events), limit):
+        result = replace(result, active_events=(), active_events_omitted=True)
+    convert.result_out(result, into)
+
+
+def least_bytes(events: Sequence[Event]) -> int:
+    """Fewer bytes than ``events`` take on the wire even without content: each one's id, its
+    tag and length, and a role."""
+    return sum([len(e.id) for e in events]) + 4 * len(events)
 
 
 def fit_result(result: session_pb2.CompactionResult, outer: Message, limit: int) -> None:
@@ -167,7 +190,7 @@ def ack_out(
     out.usage_ignored_reason = result.usage_ignored_reason
     convert.events_out(result.events, out.events)
     if result.compaction is not None:
-        convert.result_out(result.compaction, out.compaction)
+        result_out(result.compaction, out.compaction, limit)
     fit_ack(out, outer if outer is not None else out, limit)
     return out
 
@@ -186,7 +209,7 @@ def split_ack(
         start += len(request.events)
         if index == len(group) - 1:
             if combined.compaction is not None:
-                convert.result_out(combined.compaction, ack.compaction)
+                result_out(combined.compaction, ack.compaction, limit)
             ack.compaction_scheduled = combined.compaction_scheduled
         fit_ack(ack, out, limit)
         acks.append(out)

@@ -159,7 +159,7 @@ class EventBlobs:
         if limit is None:
             body = b"".join([framed(e) for e in events])
             return pb.GetContextResponse.FromString(head.SerializeToString() + body)
-        if not answers.fits_size(_least_bytes(events), limit):  # not even their ids: none built
+        if not answers.fits_size(answers.least_bytes(events), limit):  # not even their ids
             head.content_omitted = head.events_omitted = True
             return head
         blobs = _within(head, events, framed, limit)
@@ -171,12 +171,6 @@ class EventBlobs:
             head.events_omitted = True
             return head
         return pb.GetContextResponse.FromString(head.SerializeToString() + b"".join(blobs))
-
-
-def _least_bytes(events: Sequence[Event]) -> int:
-    """Fewer bytes than ``events`` take on the wire even without content: each one's id, its
-    tag and length, and a role."""
-    return sum([len(e.id) for e in events]) + 4 * len(events)
 
 
 def _within(

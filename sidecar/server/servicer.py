@@ -449,7 +449,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             deadline_s=remaining,
         )
         out = pb.CompactResponse()
-        convert.result_out(result, out.result)
+        answers.result_out(result, out.result, self.max_message_bytes)
         answers.fit_result(out.result, out, self.max_message_bytes)
         return out
 
@@ -484,7 +484,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
                 if isinstance(update, Lagged):
                     out.missed = update.missed
                 else:
-                    convert.result_out(update, out.compaction)
+                    answers.result_out(update, out.compaction, self.max_message_bytes)
                     answers.fit_result(out.compaction, out, self.max_message_bytes)
                 yield out
         finally:
@@ -531,7 +531,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             pause_auto_compaction=request.pause_auto_compaction,
         )
         out = pb.RestoreCompactionResponse()
-        convert.result_out(result, out.result)
+        answers.result_out(result, out.result, self.max_message_bytes)
         answers.fit_result(out.result, out, self.max_message_bytes)
         return out
 

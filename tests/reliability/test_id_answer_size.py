@@ -104,7 +104,6 @@ async def test_a_compaction_archiving_many_ids_answers_and_its_ids_read_in_parts
             assert answer.ByteSize() <= LIMIT
             result = answer.result
             assert result.compacted
-            assert result.content_omitted
             assert result.archived_event_count == EVENTS - 2
             assert result.archived_events_omitted
             assert not result.archived_events
