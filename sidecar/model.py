@@ -5,7 +5,6 @@ Plain frozen dataclasses: no gRPC, no SQL. Every layer above speaks these.
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -342,8 +341,19 @@ class CompactionResult:
     restored_ids: tuple[str, ...] = ()
     """For a restore: the events it made active again or uncleared, in log order."""
 
+    archived_events_omitted: bool = False
+    """``archived_events`` came empty: even their ids would have made the answer too large
+    (the same for the three below); the full lists are in the compaction history."""
+    active_events_omitted: bool = False
+    cleared_ids_omitted: bool = False
+    restored_ids_omitted: bool = False
+    archived_count: int | None = None
+    """How many events it archived, when ``archived_events`` does not list them."""
+
     @property
     def archived_event_count(self) -> int:
+        if self.archived_count is not None:
+            return self.archived_count
         return len(self.archived_events)
 
 
@@ -412,20 +422,8 @@ class Session:
     stable_prefix_tokens: int = 0
     """Tokens of the window as the last compaction (clearing, restore) left it."""
     stable_prefix_events: int = 0
-    """Events of the window as the last compaction (clearing, restore) left it."""
-
-    @property
-    def cache_prefix_id(self) -> str:
-        """An opaque id of the window's stable prefix (GetContext's ``cache_prefix_id``).
-
-        A hash of what only a change before the window's end moves: every
-        compaction, clearing and restore sets ``last_compaction_id``, and an
-        append never does. The create time makes a session deleted and made
-        again under its id a new incarnation, with new ids.
-        """
-        stamp = int(self.create_time.timestamp() * 1_000_000)
-        key = f"{self.session_id}\x00{stamp}\x00{self.last_compaction_id}".encode()
-        return hashlib.sha256(key).hexdigest()[:32]
+    """Events of the window as the last compaction (clearing, restore) left it: its stable
+    prefix (``sidecar.providers.prefix``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,9 +41,9 @@ _log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class CachePrefix:
-    """A window's cache prefix: ``cache_prefix_id`` stays the same while the window only
-    grows at its end; its first ``stable_prefix_events`` events (``stable_prefix_tokens``
-    tokens) are what every window with that id starts with."""
+    """A window's cache prefix: ``cache_prefix_id`` is new exactly when the bytes a provider
+    caches of its stable prefix change; its first ``stable_prefix_events`` events
+    (``stable_prefix_tokens`` tokens) are what every window with that id starts with."""
 
     cache_prefix_id: str
     stable_prefix_tokens: int

@@ -1,7 +1,7 @@
 """Prompt-cache hints for LangChain model calls, from the session's stable prefix.
 
-The window GetContext returns carries ``cache_prefix_id`` (the same while
-the window only grows at its end) and ``stable_prefix_events`` (the events
+The window GetContext returns carries ``cache_prefix_id`` (new exactly when
+the bytes a provider caches of its stable prefix change) and ``stable_prefix_events`` (the events
 every window with that id starts with). The providers that take a hint take
 it in two forms:
 

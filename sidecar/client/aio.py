@@ -28,6 +28,7 @@ from sidecar.client.streams import EventStream, Watch
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
+from sidecar.gen.compaction.v1 import session_pb2
 from sidecar.model import CompactionResult, Event, LabelUpdate, ModelUsage, Role
 from sidecar.providers.render import ContextFormat
 from sidecar.store.protocol import CompactionRecord
@@ -290,6 +291,15 @@ class SessionHandle:
             window = decode.context(answer)
             if not answer.content_omitted:
                 return window
+            if answer.events_omitted:  # too many to list: nothing to compare the pages with
+                listed = tuple([e async for e in self.events(active_only=True)])
+                again = await client._unary(client._stub.GetContext, request, retry=True)
+                if (again.version, again.cache_prefix_id) == (
+                    answer.version,
+                    answer.cache_prefix_id,
+                ):
+                    break  # no write in between: the pages are that window
+                continue
             listed = tuple([e async for e in self.events(active_only=True)])
             if window.shows(listed):
                 break  # the same window: nothing changed in between
@@ -350,10 +360,25 @@ class SessionHandle:
         async def fetch(token: str) -> tuple[Iterable[CompactionRecord], str]:
             request.page_token = token
             page = await client._unary(client._stub.ListCompactions, request, retry=True)
+            for listed in page.compactions:
+                if decode.ids_omitted(listed):  # too many ids for a page: read in parts
+                    decode.with_ids(listed, await self._ids_of(listed.compaction_id))
             records = [decode.record(self.session_id, c) for c in page.compactions]
             return records, page.next_page_token
 
         return _paged(fetch)
+
+    async def _ids_of(self, compaction_id: str) -> list[session_pb2.Compaction]:
+        """The pages of one compaction's ids (ListCompactions ``ids_of``)."""
+        client = self._client
+        request = pb.ListCompactionsRequest(session_id=self.session_id, ids_of=compaction_id)
+        pages = []
+        while True:
+            page = await client._unary(client._stub.ListCompactions, request, retry=True)
+            pages += list(page.compactions)
+            if not page.next_page_token:
+                return pages
+            request.page_token = page.next_page_token
 
     def watch(self) -> Watch:
         """Every compaction result of the session as it lands, and Missed notices.

@@ -141,6 +141,11 @@ def compaction(msg: session_pb2.CompactionResult) -> CompactionResult:
         content_omitted=msg.content_omitted,
         cleared_ids=tuple(msg.cleared_event_ids),
         restored_ids=tuple(msg.restored_event_ids),
+        archived_events_omitted=msg.archived_events_omitted,
+        active_events_omitted=msg.active_events_omitted,
+        cleared_ids_omitted=msg.cleared_event_ids_omitted,
+        restored_ids_omitted=msg.restored_event_ids_omitted,
+        archived_count=msg.archived_event_count if msg.archived_events_omitted else None,
     )
 
 
@@ -220,6 +225,28 @@ def record(session_id: str, msg: session_pb2.Compaction) -> CompactionRecord:
         restored_by=msg.restored_by,
         restores=msg.restores,
     )
+
+
+def ids_omitted(msg: session_pb2.Compaction) -> bool:
+    """Whether a history record came with any of its id lists left out (too many ids)."""
+    return (
+        msg.archived_event_ids_omitted
+        or msg.cleared_event_ids_omitted
+        or msg.inserted_event_ids_omitted
+    )
+
+
+def with_ids(msg: session_pb2.Compaction, pages: Iterable[session_pb2.Compaction]) -> None:
+    """``msg`` with its id lists whole again, from the pages of ListCompactions ``ids_of``."""
+    for name in ("archived_event_ids", "cleared_event_ids", "inserted_event_ids"):
+        msg.ClearField(name)
+    for page in pages:
+        msg.archived_event_ids.extend(page.archived_event_ids)
+        msg.cleared_event_ids.extend(page.cleared_event_ids)
+        msg.inserted_event_ids.extend(page.inserted_event_ids)
+    msg.archived_event_ids_omitted = False
+    msg.cleared_event_ids_omitted = False
+    msg.inserted_event_ids_omitted = False
 
 
 def watch_update(msg: pb.WatchSessionResponse) -> CompactionResult | Missed:

@@ -61,9 +61,10 @@ class SessionContext:
     large for one answer, which ``context()`` reads in parts, is rendered by
     the client with the server's renderer, so it reads the same.
 
-    ``cache_prefix_id`` stays the same while the window only grows at its
-    end and changes when a compaction, clearing or restore changes it before
-    its end (use it as OpenAI's ``prompt_cache_key``); the first
+    ``cache_prefix_id`` changes exactly when the bytes a provider caches of
+    the window's stable prefix change: a compaction, clearing or restore, a
+    new system message, a late result for a call in the prefix (use it as
+    OpenAI's ``prompt_cache_key``); the first
     ``stable_prefix_events`` events (``stable_prefix_tokens`` tokens) are
     what every window with that id starts with: where a cache breakpoint
     that lasts until the next change goes.

@@ -81,6 +81,11 @@ class Restorer:
         host.watchers.publish(session_id, result)
         return result
 
+    async def record(self, session_id: str, compaction_id: str) -> CompactionRecord:
+        """One compaction of the session's history, its id lists whole."""
+        check_stored_session_id(session_id)
+        return await self._host.store.compaction_record(session_id, compaction_id)
+
     async def history(
         self, session_id: str, *, page_size: int, page_token: str, max_bytes: int | None
     ) -> Page[CompactionRecord]:

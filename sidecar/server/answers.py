@@ -12,13 +12,15 @@ archived events first, then the active window, then the echoed events.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from google.protobuf.message import Message
 
 from sidecar.engine.results import AppendResult
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import event_pb2, session_pb2
+from sidecar.model import CompactionResult, Event
 from sidecar.server import convert
 
 # Room for what wraps an answer on a stream (request and session ids, the frame).
@@ -43,13 +45,74 @@ def _strip(events: Iterable[event_pb2.Event]) -> None:
             part.uri = ""
 
 
+def result_out(result: CompactionResult, into: session_pb2.CompactionResult, limit: int) -> None:
+    """``result`` into ``into``, its event lists whose ids alone pass ``limit`` left out
+    before they are converted (``fit_result`` then bounds the rest): a pass over a window of
+    100,000 events never builds 100,000 messages to throw them away."""
+    if not fits_size(least_bytes(result.archived_events), limit):
+        result = replace(
+            result,
+            archived_events=(),
+            archived_count=result.archived_event_count,
+            archived_events_omitted=True,
+        )
+    if not fits_size(least_bytes(result.active_events), limit):
+        result = replace(result, active_events=(), active_events_omitted=True)
+    convert.result_out(result, into)
+
+
+def least_bytes(events: Sequence[Event]) -> int:
+    """Fewer bytes than ``events`` take on the wire even without content: each one's id, its
+    tag and length, and a role."""
+    return sum([len(e.id) for e in events]) + 4 * len(events)
+
+
 def fit_result(result: session_pb2.CompactionResult, outer: Message, limit: int) -> None:
-    """Strip ``result``'s events, archived first, while ``outer`` is over ``limit`` bytes."""
+    """``result`` within ``limit`` bytes while ``outer`` (the message it travels in) is not.
+
+    First its events lose their content, archived first; then, when their
+    ids alone are too many (a pass over a window of 100,000 events), its
+    lists are left out whole, each with its ``*_omitted`` flag: archived
+    events, cleared ids, restored ids, the active window. The counts stay.
+    """
     for events in (result.archived_events, result.active_events):
-        if outer.ByteSize() + _MARGIN <= limit:
+        if fits(outer, limit):
             return
         _strip(events)
         result.content_omitted = True
+    for name, flag in _RESULT_LISTS:
+        if fits(outer, limit):
+            return
+        if len(getattr(result, name)):
+            result.ClearField(name)  # type: ignore[arg-type]
+            setattr(result, flag, True)
+
+
+# A result's lists, in the order they are left out when even their ids do not fit.
+_RESULT_LISTS = (
+    ("archived_events", "archived_events_omitted"),
+    ("cleared_event_ids", "cleared_event_ids_omitted"),
+    ("restored_event_ids", "restored_event_ids_omitted"),
+    ("active_events", "active_events_omitted"),
+)
+
+# A history record's lists, in the order they are left out (``fit_record``).
+_RECORD_LISTS = (
+    ("archived_event_ids", "archived_event_ids_omitted"),
+    ("cleared_event_ids", "cleared_event_ids_omitted"),
+    ("inserted_event_ids", "inserted_event_ids_omitted"),
+)
+
+
+def fit_record(record: session_pb2.Compaction, budget: int) -> None:
+    """``record`` within ``budget`` bytes: its id lists left out whole, largest share first,
+    each with its ``*_omitted`` flag (ListCompactions ``ids_of`` pages through them)."""
+    for name, flag in _RECORD_LISTS:
+        if record.ByteSize() <= budget:
+            return
+        if len(getattr(record, name)):
+            record.ClearField(name)  # type: ignore[arg-type]
+            setattr(record, flag, True)
 
 
 def fit_ack(ack: pb.AppendEventsResponse, outer: Message, limit: int) -> None:
@@ -78,7 +141,9 @@ def fit_context(answer: pb.GetContextResponse, limit: int) -> pb.GetContextRespo
     fires and a forced compaction may not shrink it; such a session must still
     be readable. Its content is then read in parts with ListEvents, whose
     pages are bounded in bytes. A rendering (``rendered_json``) goes with the
-    content: the client renders the events it reads in parts.
+    content: the client renders the events it reads in parts. When even the
+    events without content pass the limit (very many of them), they are left
+    out too (``events_omitted``) and the whole window is read in parts.
     """
     if fits(answer, limit):
         return answer
@@ -87,7 +152,32 @@ def fit_context(answer: pb.GetContextResponse, limit: int) -> pb.GetContextRespo
     _strip(stripped.events)
     stripped.rendered_json = ""
     stripped.content_omitted = True
+    if not fits(stripped, limit):
+        del stripped.events[:]
+        stripped.events_omitted = True
     return stripped
+
+
+def stripped_frame(event: Event) -> bytes:
+    """``event`` as one element of ``GetContextResponse.events`` on the wire, without its
+    content (as ``fit_context`` leaves it)."""
+    message = event_pb2.Event()
+    convert.event_out(event, message)
+    _strip((message,))
+    body = message.SerializeToString()
+    return _EVENTS_TAG + _varint(len(body)) + body
+
+
+_EVENTS_TAG = b"\x0a"  # GetContextResponse.events: field 1, length-delimited
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def ack_out(
@@ -100,7 +190,7 @@ def ack_out(
     out.usage_ignored_reason = result.usage_ignored_reason
     convert.events_out(result.events, out.events)
     if result.compaction is not None:
-        convert.result_out(result.compaction, out.compaction)
+        result_out(result.compaction, out.compaction, limit)
     fit_ack(out, outer if outer is not None else out, limit)
     return out
 
@@ -119,7 +209,7 @@ def split_ack(
         start += len(request.events)
         if index == len(group) - 1:
             if combined.compaction is not None:
-                convert.result_out(combined.compaction, ack.compaction)
+                result_out(combined.compaction, ack.compaction, limit)
             ack.compaction_scheduled = combined.compaction_scheduled
         fit_ack(ack, out, limit)
         acks.append(out)

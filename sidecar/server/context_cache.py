@@ -10,6 +10,8 @@ matters. Two caches take the protobuf work off it:
   read after an append converts only the new events; the response is then
   one parse of the joined bytes, done in C, instead of a field-by-field copy
   of every event in Python (0.2 ms instead of 0.8 ms for 200 events).
+  Beside them, each event's digest for the window's stable prefix
+  (``sidecar.providers.prefix``), for the same reason.
 - ``ContextResponses``: the last response per session, reused while the
   session's header shows the same incarnation and version (every write bumps
   the version, and a deleted and re-created session has a new create time),
@@ -28,15 +30,16 @@ loop only.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import event_pb2
 from sidecar.model import Event, Session, TokenCalibration
+from sidecar.providers.prefix import StablePrefix, item_digest
 from sidecar.providers.render import ContextFormat
-from sidecar.server import convert
+from sidecar.server import answers, convert
 
 DEFAULT_MAX_BYTES = 16 << 20
 
@@ -83,6 +86,7 @@ class EventBlobs:
     def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.max_bytes = max_bytes
         self._by_id: dict[int, tuple[Event, bytes]] = {}
+        self._digests: dict[int, tuple[Event, bytes]] = {}
         self._bytes = 0
 
     def __len__(self) -> int:
@@ -106,25 +110,86 @@ class EventBlobs:
         self._bytes += charge
         return blob
 
+    def digest(self, event: Event) -> bytes:
+        """``event``'s digest for a stable prefix (``prefix.item_digest``), kept beside its
+        wire bytes: a window read again digests only its new events."""
+        known = self._digests.get(id(event))
+        if known is not None and known[0] is event:
+            return known[1]
+        made = item_digest(event)
+        if self.max_bytes < ENTRY_OVERHEAD:
+            return made
+        if self._bytes + ENTRY_OVERHEAD > self.max_bytes:
+            self.clear()
+        self._digests[id(event)] = (event, made)
+        self._bytes += ENTRY_OVERHEAD
+        return made
+
     def clear(self) -> None:
         self._by_id = {}
+        self._digests = {}
         self._bytes = 0
 
-    def response(self, session: Session, events: Sequence[Event]) -> pb.GetContextResponse:
-        """The GetContext answer for ``session`` and its active window ``events``."""
+    def response(
+        self,
+        session: Session,
+        events: Sequence[Event],
+        prefix: StablePrefix,
+        limit: int | None = None,
+    ) -> pb.GetContextResponse:
+        """The GetContext answer for ``session`` and its active window ``events``, whose
+        stable prefix is ``prefix``.
+
+        With ``limit`` (the send limit), building stops once the answer would
+        pass it: the answer is then the window without content
+        (``content_omitted``), or, once that passes it too, without events
+        (``events_omitted``), as ``answers.fit_context`` leaves one; a window
+        of 100,000 events is never built whole to be thrown away.
+        """
         head = pb.GetContextResponse(
             version=session.version,
             token_count=session.counters.tokens,
             turn_count=session.counters.turns,
             estimated_prompt_tokens=session.calibration.scaled(session.counters.tokens),
-            # Moved only by a compaction, clearing or restore, which drop this answer from
-            # the cache: an append carries them over unchanged (``ContextResponses.appended``).
-            cache_prefix_id=session.cache_prefix_id,
-            stable_prefix_tokens=session.stable_prefix_tokens,
-            stable_prefix_events=session.stable_prefix_events,
-        ).SerializeToString()
+            cache_prefix_id=prefix.id,
+            stable_prefix_tokens=prefix.tokens,
+            stable_prefix_events=prefix.events,
+        )
         framed = self.framed
-        return pb.GetContextResponse.FromString(head + b"".join([framed(e) for e in events]))
+        if limit is None:
+            body = b"".join([framed(e) for e in events])
+            return pb.GetContextResponse.FromString(head.SerializeToString() + body)
+        if not answers.fits_size(answers.least_bytes(events), limit):  # not even their ids
+            head.content_omitted = head.events_omitted = True
+            return head
+        blobs = _within(head, events, framed, limit)
+        if blobs is not None:
+            return pb.GetContextResponse.FromString(head.SerializeToString() + b"".join(blobs))
+        head.content_omitted = True
+        blobs = _within(head, events, answers.stripped_frame, limit)
+        if blobs is None:
+            head.events_omitted = True
+            return head
+        return pb.GetContextResponse.FromString(head.SerializeToString() + b"".join(blobs))
+
+
+def _within(
+    head: pb.GetContextResponse,
+    events: Sequence[Event],
+    frame: Callable[[Event], bytes],
+    limit: int,
+) -> list[bytes] | None:
+    """``events`` framed, when they fit in ``limit`` behind ``head``; None as soon as they
+    do not."""
+    size = head.ByteSize()
+    out = []
+    for event in events:
+        blob = frame(event)
+        size += len(blob)
+        if not answers.fits_size(size, limit):
+            return None
+        out.append(blob)
+    return out
 
 
 @dataclass(slots=True)
@@ -148,6 +213,7 @@ class _Kept:
     calibration: TokenCalibration = field(default_factory=TokenCalibration)
     """The session's: ``estimated_prompt_tokens`` is ``calibration.scaled(tokens)``."""
     window: list[Event] | None = None  # the events of the response, pending ones included
+    prefix: StablePrefix | None = None  # its stable prefix, grown by the pending events
     rendered: dict[ContextFormat, tuple[pb.GetContextResponse, int]] = field(default_factory=dict)
     """The answer with ``rendered_json`` set and what it is charged, by format: for this
     very state (none pending)."""
@@ -165,6 +231,10 @@ class _Kept:
             extended.token_count = self.tokens
             extended.turn_count = self.turns
             extended.estimated_prompt_tokens = self.calibration.scaled(self.tokens)
+            if self.prefix is not None:
+                extended.cache_prefix_id = self.prefix.id
+                extended.stable_prefix_tokens = self.prefix.tokens
+                extended.stable_prefix_events = self.prefix.events
             self.response, self.pending = extended, []
         return self.response
 
@@ -204,18 +274,22 @@ class ContextResponses:
         session: Session,
         response: pb.GetContextResponse,
         window: Sequence[Event] | None = None,
+        prefix: StablePrefix | None = None,
     ) -> None:
         """Keep ``response``; never mutate it afterwards (it is handed to every reader).
 
         ``window``, the events it was built from, is kept with it (they are
-        pinned by the event blobs anyway) for a rendering asked later. An
-        entry already kept for this very state stays, with its renderings.
+        pinned by the event blobs anyway) for a rendering asked later, and
+        ``prefix``, its stable prefix, to follow the appends queued onto it
+        (without it, an append drops the entry). An entry already kept for
+        this very state stays, with its renderings.
         """
         kept = self._entries.get(session_id)
         if kept is not None and not kept.pending and kept.built_from(session):
             return
         self.forget(session_id)
         size = RESPONSE_MEMORY * response.ByteSize() + ENTRY_OVERHEAD
+        size += 0 if prefix is None else prefix.charge()
         if self._make_room(size):
             c = session.counters
             self._entries[session_id] = _Kept(
@@ -229,6 +303,7 @@ class ContextResponses:
                 size,
                 session.calibration,
                 None if window is None else list(window),
+                prefix,
             )
             self._bytes += size
 
@@ -254,6 +329,7 @@ class ContextResponses:
         new = [blobs.framed(e) for e in stored]
         if (
             not new
+            or kept.prefix is None
             or kept.create_time != session.create_time
             or kept.version + 1 != session.version
         ):
@@ -272,6 +348,10 @@ class ContextResponses:
         kept.pending += new
         if kept.window is not None:
             kept.window += stored
+        # A system message, or a result answering a call of the prefix, changes it.
+        charge = kept.prefix.charge()
+        kept.prefix.grow(stored)
+        grown += kept.prefix.charge() - charge
         kept.size -= sum(charge for _, charge in kept.rendered.values())
         kept.rendered = {}  # of the window before the append
         kept.size += grown

@@ -301,6 +301,10 @@ def result_out(result: CompactionResult, into: session_pb2.CompactionResult) -> 
     into.error = result.error
     into.cleared_event_ids.extend(result.cleared_ids)
     into.restored_event_ids.extend(result.restored_ids)
+    into.archived_events_omitted = result.archived_events_omitted
+    into.active_events_omitted = result.active_events_omitted
+    into.cleared_event_ids_omitted = result.cleared_ids_omitted
+    into.restored_event_ids_omitted = result.restored_ids_omitted
 
 
 _CAUSE_OUT = {

@@ -61,6 +61,7 @@ STORE_OPERATIONS = frozenset(
         "search",
         "list_compactions",
         "compaction_result",
+        "compaction_record",
         "restore",
         "ping",
     }

@@ -36,8 +36,9 @@ from sidecar.gen.compaction.v1 import (
 )
 from sidecar.model import CompactionResult, Event, LabelUpdate, ModelUsage, Session
 from sidecar.providers.fragments import Fragments
+from sidecar.providers.prefix import StablePrefix
 from sidecar.providers.render import ContextFormat
-from sidecar.server import answers, convert, fields, renderings
+from sidecar.server import answers, compaction_ids, convert, fields, renderings
 from sidecar.server.auth import TokenFile
 from sidecar.server.context_cache import ContextResponses, EventBlobs
 from sidecar.server.fields import status_of
@@ -391,12 +392,15 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
                     kept if fmt is not None else answers.fit_context(kept, self.max_message_bytes)
                 )
         session, events = await self.engine.context(session_id)
-        out = self.blobs.response(session, events)
-        self.contexts.put(session_id, session, out, events)
+        prefix = StablePrefix(session, events, self.blobs.digest)
+        out = self.blobs.response(session, events, prefix, self.max_message_bytes)
         self.context_reads["built"] += 1
+        if out.content_omitted:  # read in parts by the client: neither kept nor rendered
+            return out
+        self.contexts.put(session_id, session, out, events, prefix)
         if fmt is not None:
             return self._rendered(session_id, session, out, events, fmt)
-        return answers.fit_context(out, self.max_message_bytes)
+        return out
 
     def _kept_rendered(
         self,
@@ -449,7 +453,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
 
     def _compact_answer(self, result: CompactionResult) -> pb.CompactResponse:
         out = pb.CompactResponse()
-        convert.result_out(result, out.result)
+        answers.result_out(result, out.result, self.max_message_bytes)
         answers.fit_result(out.result, out, self.max_message_bytes)
         return out
 
@@ -484,7 +488,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
                 if isinstance(update, Lagged):
                     out.missed = update.missed
                 else:
-                    convert.result_out(update, out.compaction)
+                    answers.result_out(update, out.compaction, self.max_message_bytes)
                     answers.fit_result(out.compaction, out, self.max_message_bytes)
                 yield out
         finally:
@@ -497,15 +501,25 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     async def ListCompactions(
         self, request: pb.ListCompactionsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.ListCompactionsResponse:
+        session_id = fields.stored(request.session_id)
+        budget = self.max_message_bytes // 2
+        if request.ids_of:  # one record's ids, page by page
+            record = await self.engine.restores.record(session_id, request.ids_of)
+            listed, token = compaction_ids.ids_page(
+                record, request.page_size, request.page_token, budget
+            )
+            return pb.ListCompactionsResponse(compactions=[listed], next_page_token=token)
         page = await self.engine.restores.history(
-            fields.stored(request.session_id),
+            session_id,
             page_size=request.page_size,
             page_token=request.page_token,
-            max_bytes=self.max_message_bytes // 2,
+            max_bytes=budget,
         )
         out = pb.ListCompactionsResponse(next_page_token=page.next_page_token)
         for record in page.items:
-            convert.record_out(record, out.compactions.add())
+            added = out.compactions.add()
+            convert.record_out(record, added)
+            answers.fit_record(added, budget)  # a record alone past a page: its ids left out
         return out
 
     @unary
@@ -524,7 +538,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
 
     def _restore_answer(self, result: CompactionResult) -> pb.RestoreCompactionResponse:
         out = pb.RestoreCompactionResponse()
-        convert.result_out(result, out.result)
+        answers.result_out(result, out.result, self.max_message_bytes)
         answers.fit_result(out.result, out, self.max_message_bytes)
         return out
 

@@ -59,7 +59,7 @@ SETTINGS: tuple[Setting, ...] = (
         "max_message_bytes",
         "16 MiB",
         "the largest request and answer; an answer over it goes out without its events' content"
-        " (`content_omitted`), never as an error",
+        " (`content_omitted`), then without its id lists (`*_omitted`), never as an error",
     ),
     Setting("max_events_per_append", "1000", "events one append may carry"),
     Setting(

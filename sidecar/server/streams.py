@@ -34,7 +34,7 @@ from typing import Generic, TypeVar
 
 from sidecar.engine.watchers import Lagged, Watcher
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
-from sidecar.server import answers, convert
+from sidecar.server import answers
 from sidecar.server.decoding import Undecodable
 from sidecar.server.inflight import InflightBudget
 
@@ -289,7 +289,7 @@ class EventStream:
             if isinstance(update, Lagged):
                 continue  # a stream only relays results; WatchSession reports lag
             out = pb.StreamEventsResponse(session_id=session_id)
-            convert.result_out(update, out.compaction)
+            answers.result_out(update, out.compaction, self._max_message_bytes)
             answers.fit_result(out.compaction, out, self._max_message_bytes)
             size = out.ByteSize()
             self._count(size)

@@ -503,6 +503,9 @@ class PostgresStore:
     async def compaction_result(self, session_id: str, compaction_id: str) -> CompactionResult:
         return await self._read(lambda db: history.compaction_result(db, session_id, compaction_id))
 
+    async def compaction_record(self, session_id: str, compaction_id: str) -> CompactionRecord:
+        return await self._read(lambda db: history.compaction_record(db, session_id, compaction_id))
+
     async def list_compactions(
         self,
         session_id: str,

@@ -11,6 +11,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from sidecar.errors import CompactionNotFound
 from sidecar.model import Cause, CompactionResult
 from sidecar.store import history_rules, rules
 from sidecar.store.event_cache import DecodedEvents
@@ -217,3 +218,16 @@ async def restore(
         else await cached_active_events(db, session_pk, cache)
     )
     return RestoreOutcome(after, restore_id, active, archived, restored, saved)
+
+
+async def compaction_record(db: Db, session_id: str, compaction_id: str) -> CompactionRecord:
+    """One entry of the history, by its id; CompactionNotFound when there is none."""
+    pk, _ = await get_session(db, session_id)
+    row = await db.fetchrow(
+        f"SELECT {history_rules.RECORD_COLUMNS} FROM compactions WHERE session = $1 AND id = $2",
+        pk,
+        compaction_id,
+    )
+    if row is None:
+        raise CompactionNotFound(session_id, compaction_id)
+    return _record(session_id, row)

@@ -326,6 +326,10 @@ class Store(Protocol):
         before the undone compaction, plus the turns appended since.
         """
 
+    async def compaction_record(self, session_id: str, compaction_id: str) -> CompactionRecord:
+        """One entry of the history, by its id, its id lists whole (ListCompactions reads
+        them page by page); CompactionNotFound when there is none."""
+
     async def compaction_result(self, session_id: str, compaction_id: str) -> CompactionResult:
         """A landed compaction as a result: what it archived, and the active window now.
 

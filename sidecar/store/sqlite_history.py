@@ -14,6 +14,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from sidecar.errors import CompactionNotFound
 from sidecar.model import Cause, CompactionResult
 from sidecar.store import history_rules, rules
 from sidecar.store.codec import dump_json, from_micros, to_micros
@@ -205,3 +206,17 @@ def restore(
         (restore_id, session_pk, undone),
     )
     return RestoreOutcome(after, restore_id, (), archived, restored, saved)
+
+
+def compaction_record(
+    db: sqlite3.Connection, session_id: str, compaction_id: str
+) -> CompactionRecord:
+    """One entry of the history, by its id; CompactionNotFound when there is none."""
+    session_pk, _ = get_session(db, session_id)
+    row = db.execute(
+        f"SELECT {history_rules.RECORD_COLUMNS} FROM compactions WHERE session = ? AND id = ?",
+        (session_pk, compaction_id),
+    ).fetchone()
+    if row is None:
+        raise CompactionNotFound(session_id, compaction_id)
+    return _record(session_id, row)

@@ -315,6 +315,18 @@ async def _context(client: AsyncClient, request: pb.GetContextRequest) -> Outcom
     return Outcome(code="OK", response=_to_json(answer))
 
 
+async def _compactions(client: AsyncClient, session_id: str) -> Outcome:
+    """ListCompactions through ``compactions()``, every page collected into one response; a
+    record whose ids were left out (too many for a page) comes with them read in parts."""
+    out = pb.ListCompactionsResponse()
+    try:
+        async for record in client.session(session_id).compactions():
+            convert.record_out(record, out.compactions.add())
+    except ClientError as exc:
+        return _failure(exc)
+    return Outcome(code="OK", response=_to_json(out))
+
+
 async def run_step(client: AsyncClient, step: Mapping[str, Any]) -> Outcome:
     """One step through the client's call path; failures become their status code name."""
     name = step["call"]
@@ -331,6 +343,10 @@ async def run_step(client: AsyncClient, step: Mapping[str, Any]) -> Outcome:
             return Outcome(code="INVALID_ARGUMENT", message=str(exc))
     if isinstance(request, pb.GetContextRequest):
         return await _context(client, request)
+    if isinstance(request, pb.ListCompactionsRequest) and not (
+        request.page_size or request.page_token or request.ids_of
+    ):
+        return await _compactions(client, request.session_id)
     method = getattr(client._stub, name)
     try:
         response = await client._unary(method, request, retry=retry)

@@ -81,6 +81,7 @@ def measured(key: str, value: float) -> None:
 LABELS = {
     "open_calls_ended_by_revocation": "open streams and watches ended by a token's removal",
     "oversized_answers_sent_without_content": "answers past the size limit, sent without content",
+    "id_lists_sent_in_parts": "answers whose id lists passed the limit, sent and read in parts",
     "search_pages_bounded_in_bytes": "search pages of hits on large events, each within the limit",
     "requests_fuzzed": "requests fuzzed (every RPC; valid, boundary, malformed)",
     "garbage_connections": "connections of raw garbage bytes",

@@ -135,3 +135,42 @@ async def test_the_python_client_reads_the_prefix_even_from_a_window_read_in_par
     assert len(window.cache_prefix_id) == 32
     assert window.stable_prefix_events == 4
     assert window.stable_prefix_tokens == sum(e.token_count for e in window.events[:4])
+
+
+async def test_a_late_result_for_a_call_in_the_prefix_moves_it(stub: Stub) -> None:
+    # The call c1 waits for its result when the window is compacted: the prefix renders
+    # the placeholder. The result logged later replaces it, inside the prefix.
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="s", policy=WINDOW))
+    await append(stub, turn(0))
+    pending = turn(1, tool=True)[:2]  # the question and the call, no result yet
+    await append(stub, pending)
+    compacted = await stub.Compact(pb.CompactRequest(session_id="s", force=True))
+    assert compacted.result.compacted
+    before = await context(stub)
+    assert [e.id for e in before.events] == ["u1", "c1"]
+    assert before.stable_prefix_events == 2
+    await append(stub, [turn(1, tool=True)[2]])  # t1, answering c1
+    after = await context(stub)
+    assert after.cache_prefix_id != before.cache_prefix_id
+    assert after.stable_prefix_events == 2
+    await append(stub, [event_pb2.Event(id="a1", role=event_pb2.ROLE_ASSISTANT, text="ok")])
+    assert (await context(stub)).cache_prefix_id == after.cache_prefix_id
+
+
+async def test_a_new_system_message_moves_it_and_the_prefix_never_outcounts_the_window(
+    stub: Stub,
+) -> None:
+    long_system = event_pb2.Event(id="sys0", role=event_pb2.ROLE_SYSTEM, text="rule " * 200)
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="s", policy=WINDOW))
+    await append(stub, [long_system, *turn(0), *turn(1)])
+    await stub.Compact(pb.CompactRequest(session_id="s", force=True))
+    before = await context(stub)
+    assert before.stable_prefix_tokens == before.token_count
+    short = event_pb2.Event(id="sys1", role=event_pb2.ROLE_SYSTEM, text="be brief")
+    await append(stub, [short])
+    after = await context(stub)
+    assert after.cache_prefix_id != before.cache_prefix_id
+    assert after.token_count < before.token_count  # the long one no longer counts
+    assert after.stable_prefix_tokens <= after.token_count
+    await append(stub, [event_pb2.Event(id="sys2", role=event_pb2.ROLE_SYSTEM, text="be brief")])
+    assert (await context(stub)).cache_prefix_id == after.cache_prefix_id  # the same bytes

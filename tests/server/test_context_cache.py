@@ -16,6 +16,7 @@ from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
 from sidecar.gen.compaction.v1 import event_pb2
 from sidecar.model import Event, Role, Session, SessionCounters, utcnow
+from sidecar.providers.prefix import StablePrefix
 from sidecar.server import convert
 from sidecar.server.app import Sidecar
 from sidecar.server.context_cache import (
@@ -125,12 +126,13 @@ def test_assembled_response_equals_the_field_by_field_one() -> None:
         version=7,
         token_count=session.counters.tokens,
         turn_count=session.counters.turns,
-        cache_prefix_id=session.cache_prefix_id,
+        cache_prefix_id=StablePrefix(session, events).id,
     )
     convert.events_out(events, expected.events)
     blobs = EventBlobs()
-    assert blobs.response(session, events) == expected
-    assert blobs.response(session, events) == expected  # from the kept bytes
+    assert blobs.response(session, events, StablePrefix(session, events)) == expected
+    # from the kept bytes
+    assert blobs.response(session, events, StablePrefix(session, events)) == expected
     assert len(blobs) == 50
 
 
@@ -140,7 +142,8 @@ def test_event_blobs_start_over_past_their_bound() -> None:
     for event in events:
         blobs.framed(event)
     assert len(blobs) < 10
-    assert blobs.response(_session(1), events).events[9].text == "x" * 60
+    prefix = StablePrefix(_session(1), events)
+    assert blobs.response(_session(1), events, prefix).events[9].text == "x" * 60
 
 
 def test_context_responses_stay_under_their_bound() -> None:
@@ -184,7 +187,7 @@ async def test_with_no_read_cache_every_answer_is_built_afresh(tmp_path: Path) -
 async def _fresh(sidecar: Sidecar, session_id: str = "s") -> pb.GetContextResponse:
     """The answer built from the store, bypassing every kept response."""
     session, events = await sidecar.engine.context(session_id)
-    return EventBlobs().response(session, events)
+    return EventBlobs().response(session, events, StablePrefix(session, events))
 
 
 async def test_an_append_extends_the_kept_response(stub: Stub, sidecar: Sidecar) -> None:

@@ -13,6 +13,7 @@ from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
 from sidecar.gen.compaction.v1 import event_pb2
 from sidecar.model import Event, Role, Session, SessionCounters, utcnow
+from sidecar.providers.prefix import StablePrefix
 from sidecar.providers.render import ContextFormat, render
 from sidecar.server import convert
 from sidecar.server.app import Sidecar
@@ -186,7 +187,8 @@ CREATED = utcnow()
 def test_a_kept_rendering_is_charged_beside_its_answer_and_dropped_with_its_window() -> None:
     kept = ContextResponses(max_bytes=1 << 20)
     window = [Event(id="u1", role=Role.USER, text="hi", position=1)]
-    kept.put("s", _header(1, 1), pb.GetContextResponse(version=1), window)
+    prefix = StablePrefix(_header(1, 1), window)
+    kept.put("s", _header(1, 1), pb.GetContextResponse(version=1), window, prefix)
     plain = kept.bytes_held
     rendered = pb.GetContextResponse(version=1, rendered_json='{"contents":[]}')
     kept.keep_rendered("s", _header(1, 1), ContextFormat.GEMINI, rendered, 15)

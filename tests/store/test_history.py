@@ -247,8 +247,18 @@ async def test_the_stable_prefix_is_what_the_last_change_left_and_appends_keep_i
         left.stable_prefix_tokens,
         left.stable_prefix_events,
     )
-    assert grown.cache_prefix_id == left.cache_prefix_id != fresh.cache_prefix_id
+    assert grown.last_compaction_id == left.last_compaction_id != fresh.last_compaction_id
     restored = (await store.restore("s", "")).session
     assert restored.stable_prefix_events == len(await window(store))
-    assert restored.cache_prefix_id not in (left.cache_prefix_id, fresh.cache_prefix_id)
+    assert restored.last_compaction_id not in (left.last_compaction_id, fresh.last_compaction_id)
     assert (await store.get_session("s")).stable_prefix_tokens == restored.counters.tokens
+
+
+async def test_one_record_is_read_by_its_id_with_its_ids_whole(store: Store) -> None:
+    await turns_session(store)
+    landed = await compact(store, "s", ["u1", "a1"])
+    record = await store.compaction_record("s", landed.compaction_id)
+    assert record.compaction_id == landed.compaction_id
+    assert record.archived_ids == ("u1", "a1")
+    with pytest.raises(CompactionNotFound):
+        await store.compaction_record("s", "absent")

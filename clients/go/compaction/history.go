@@ -63,6 +63,43 @@ func (s *Session) Compactions(ctx context.Context, opts *CompactionsOptions) ite
 		page, err := unary(ctx, c, true, func(ctx context.Context) (*pb.ListCompactionsResponse, error) {
 			return c.stub.ListCompactions(ctx, req)
 		})
-		return page.GetCompactions(), page.GetNextPageToken(), err
+		if err != nil {
+			return nil, "", err
+		}
+		for _, record := range page.GetCompactions() {
+			if record.GetArchivedEventIdsOmitted() || record.GetClearedEventIdsOmitted() || record.GetInsertedEventIdsOmitted() {
+				if err := s.fillIds(ctx, record); err != nil {
+					return nil, "", err
+				}
+			}
+		}
+		return page.GetCompactions(), page.GetNextPageToken(), nil
 	})
+}
+
+// fillIds puts record's id lists back whole when the server left them out (too
+// many ids for one page), reading them page by page with ListCompactions ids_of.
+func (s *Session) fillIds(ctx context.Context, record *pb.Compaction) error {
+	c := s.client
+	req := &pb.ListCompactionsRequest{SessionId: s.ID, IdsOf: record.GetCompactionId()}
+	record.ArchivedEventIds, record.ClearedEventIds, record.InsertedEventIds = nil, nil, nil
+	for {
+		page, err := unary(ctx, c, true, func(ctx context.Context) (*pb.ListCompactionsResponse, error) {
+			return c.stub.ListCompactions(ctx, req)
+		})
+		if err != nil {
+			return err
+		}
+		for _, part := range page.GetCompactions() {
+			record.ArchivedEventIds = append(record.ArchivedEventIds, part.GetArchivedEventIds()...)
+			record.ClearedEventIds = append(record.ClearedEventIds, part.GetClearedEventIds()...)
+			record.InsertedEventIds = append(record.InsertedEventIds, part.GetInsertedEventIds()...)
+		}
+		if page.GetNextPageToken() == "" {
+			break
+		}
+		req.PageToken = page.GetNextPageToken()
+	}
+	record.ArchivedEventIdsOmitted, record.ClearedEventIdsOmitted, record.InsertedEventIdsOmitted = false, false, false
+	return nil
 }

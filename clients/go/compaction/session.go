@@ -104,9 +104,22 @@ func (s *Session) ContextAs(ctx context.Context, format pb.ContextFormat) (*pb.G
 			}
 			listed = append(listed, event)
 		}
-		if attempt >= wholeWindowTries || sameWindow(listed, answer.GetEvents()) {
+		same := sameWindow(listed, answer.GetEvents())
+		if answer.GetEventsOmitted() {
+			// Too many events to list even without content: nothing to compare the
+			// pages with, so a second answer tells whether a write came in between.
+			again, err := unary(ctx, c, true, func(ctx context.Context) (*pb.GetContextResponse, error) {
+				return c.stub.GetContext(ctx, req)
+			})
+			if err != nil {
+				return nil, err
+			}
+			same = again.GetVersion() == answer.GetVersion() && again.GetCachePrefixId() == answer.GetCachePrefixId()
+		}
+		if attempt >= wholeWindowTries || same {
 			answer.Events = listed
 			answer.ContentOmitted = false
+			answer.EventsOmitted = false
 			return answer, nil
 		}
 	}

@@ -1090,6 +1090,12 @@ type GetContextResponse struct {
 	// with ListEvents(active_only), whose pages are bounded in bytes; every
 	// client's context() (Python, TypeScript, Go, Java) does this for you.
 	ContentOmitted bool `protobuf:"varint,5,opt,name=content_omitted,json=contentOmitted,proto3" json:"content_omitted,omitempty"`
+	// True when even without content the window's events would pass the
+	// limit (a window of very many events): events is left empty, and
+	// content_omitted is set too. Read the window in parts with
+	// ListEvents(active_only); every client's context() does this for you,
+	// checking with a second GetContext that the version did not move.
+	EventsOmitted bool `protobuf:"varint,11,opt,name=events_omitted,json=eventsOmitted,proto3" json:"events_omitted,omitempty"`
 	// The window rendered in the requested format (GetContextRequest.format),
 	// as JSON: the fields of the provider's request body that carry the
 	// conversation, ready to merge into it. Empty when no format was asked, and
@@ -1099,22 +1105,27 @@ type GetContextResponse struct {
 	// token_count times the session's calibration factor: the prompt tokens
 	// the provider is expected to report for this window.
 	EstimatedPromptTokens int32 `protobuf:"varint,7,opt,name=estimated_prompt_tokens,json=estimatedPromptTokens,proto3" json:"estimated_prompt_tokens,omitempty"`
-	// An opaque id of the window's stable prefix: the same on every answer
-	// while the window only grows at its end (appends), and a new one exactly
-	// when a compaction, a clearing or a restore changes the window before its
-	// end. Use it as OpenAI's prompt_cache_key, to know when Anthropic
-	// cache_control breakpoints past the prefix moved, or when a Gemini
-	// explicit cache must be rebuilt. Unique per session incarnation: a session
-	// deleted and created again under its id gets new ones.
+	// An opaque id of the bytes a provider caches of the window's stable
+	// prefix: the system instruction (the latest system message), then the
+	// prefix's events (stable_prefix_events), each call answered as the window
+	// answers it. It changes exactly when those bytes change in any format: a
+	// compaction, clearing or restore, a new system message, a result logged
+	// late for a call inside the prefix (it replaces the placeholder). An
+	// append past the prefix keeps it; equal prefixes get equal ids. Use it as
+	// OpenAI's prompt_cache_key, to know when Anthropic cache_control
+	// breakpoints past the prefix moved, or when a Gemini explicit cache must
+	// be rebuilt. Unique per session incarnation: a session deleted and
+	// created again under its id gets new ones.
 	CachePrefixId string `protobuf:"bytes,8,opt,name=cache_prefix_id,json=cachePrefixId,proto3" json:"cache_prefix_id,omitempty"`
-	// Tokens (as token_count counts them) of the window's leading part that
-	// every answer with this cache_prefix_id starts with: the window as the
-	// last compaction, clearing or restore left it; the events appended since
-	// follow it. 0 for a session never compacted (its windows share only the
-	// empty one they grew from, and its cache_prefix_id never changes).
+	// Tokens (as token_count counts them) of that prefix: the latest system
+	// message and the prefix's other events (a late result's tokens stay where
+	// it was logged); never more than token_count. Just the system message for
+	// a session never compacted (its windows share only the empty one they
+	// grew from).
 	StablePrefixTokens int32 `protobuf:"varint,9,opt,name=stable_prefix_tokens,json=stablePrefixTokens,proto3" json:"stable_prefix_tokens,omitempty"`
-	// How many of the window's leading events make up that prefix: where a
-	// cache breakpoint that lasts until the next change goes.
+	// How many of the window's leading events make up that prefix: the window
+	// as the last compaction, clearing or restore left it, where a cache
+	// breakpoint that lasts until the next change goes.
 	StablePrefixEvents int32 `protobuf:"varint,10,opt,name=stable_prefix_events,json=stablePrefixEvents,proto3" json:"stable_prefix_events,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
@@ -1181,6 +1192,13 @@ func (x *GetContextResponse) GetTurnCount() int32 {
 func (x *GetContextResponse) GetContentOmitted() bool {
 	if x != nil {
 		return x.ContentOmitted
+	}
+	return false
+}
+
+func (x *GetContextResponse) GetEventsOmitted() bool {
+	if x != nil {
+		return x.EventsOmitted
 	}
 	return false
 }
@@ -1863,7 +1881,15 @@ type ListCompactionsRequest struct {
 	// always holds at least one).
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// From a previous response's next_page_token.
-	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// When set, the ids of this one compaction instead of the history, page
+	// by page: each page holds one Compaction, this one, with the next part of
+	// its archived_event_ids, then of its cleared_event_ids, then of its
+	// inserted_event_ids (page_size ids at most, default 1000, at most 10000,
+	// and within half the server's message size limit). Its other fields are
+	// on every page; next_page_token is empty on the last one. An absent id is
+	// NOT_FOUND.
+	IdsOf         string `protobuf:"bytes,4,opt,name=ids_of,json=idsOf,proto3" json:"ids_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1915,6 +1941,13 @@ func (x *ListCompactionsRequest) GetPageSize() int32 {
 func (x *ListCompactionsRequest) GetPageToken() string {
 	if x != nil {
 		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListCompactionsRequest) GetIdsOf() string {
+	if x != nil {
+		return x.IdsOf
 	}
 	return ""
 }
@@ -2191,7 +2224,7 @@ const file_compaction_v1_compaction_service_proto_rawDesc = "" +
 	"\x11GetContextRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x124\n" +
-	"\x06format\x18\x02 \x01(\x0e2\x1c.compaction.v1.ContextFormatR\x06format\"\xae\x03\n" +
+	"\x06format\x18\x02 \x01(\x0e2\x1c.compaction.v1.ContextFormatR\x06format\"\xd5\x03\n" +
 	"\x12GetContextResponse\x12,\n" +
 	"\x06events\x18\x01 \x03(\v2\x14.compaction.v1.EventR\x06events\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\x12\x1f\n" +
@@ -2199,7 +2232,8 @@ const file_compaction_v1_compaction_service_proto_rawDesc = "" +
 	"tokenCount\x12\x1d\n" +
 	"\n" +
 	"turn_count\x18\x04 \x01(\x05R\tturnCount\x12'\n" +
-	"\x0fcontent_omitted\x18\x05 \x01(\bR\x0econtentOmitted\x12#\n" +
+	"\x0fcontent_omitted\x18\x05 \x01(\bR\x0econtentOmitted\x12%\n" +
+	"\x0eevents_omitted\x18\v \x01(\bR\reventsOmitted\x12#\n" +
 	"\rrendered_json\x18\x06 \x01(\tR\frenderedJson\x126\n" +
 	"\x17estimated_prompt_tokens\x18\a \x01(\x05R\x15estimatedPromptTokens\x12&\n" +
 	"\x0fcache_prefix_id\x18\b \x01(\tR\rcachePrefixId\x120\n" +
@@ -2255,13 +2289,14 @@ const file_compaction_v1_compaction_service_proto_rawDesc = "" +
 	"archivedBy\"l\n" +
 	"\x14SearchEventsResponse\x12,\n" +
 	"\x04hits\x18\x01 \x03(\v2\x18.compaction.v1.SearchHitR\x04hits\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"s\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8a\x01\n" +
 	"\x16ListCompactionsRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"~\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x15\n" +
+	"\x06ids_of\x18\x04 \x01(\tR\x05idsOf\"~\n" +
 	"\x17ListCompactionsResponse\x12;\n" +
 	"\vcompactions\x18\x01 \x03(\v2\x19.compaction.v1.CompactionR\vcompactions\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xbd\x01\n" +

@@ -440,8 +440,23 @@ type CompactionResult struct {
 	// For a restore (strategy "restore"): the events it made active again or
 	// uncleared, in log order.
 	RestoredEventIds []string `protobuf:"bytes,13,rep,name=restored_event_ids,json=restoredEventIds,proto3" json:"restored_event_ids,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// True when archived_events is left empty although the pass archived
+	// events (archived_event_count of them), because even without content the
+	// answer would pass the server's message size limit. The same for the
+	// three lists below. Like content_omitted, it never stands for an error:
+	// the change was stored. Read the full lists with ListCompactions
+	// (ListCompactionsRequest.ids_of names this compaction_id) and the window
+	// with GetContext or ListEvents; every client's compaction history does
+	// the former for you.
+	ArchivedEventsOmitted bool `protobuf:"varint,14,opt,name=archived_events_omitted,json=archivedEventsOmitted,proto3" json:"archived_events_omitted,omitempty"`
+	// active_events is left empty (see archived_events_omitted).
+	ActiveEventsOmitted bool `protobuf:"varint,15,opt,name=active_events_omitted,json=activeEventsOmitted,proto3" json:"active_events_omitted,omitempty"`
+	// cleared_event_ids is left empty (see archived_events_omitted).
+	ClearedEventIdsOmitted bool `protobuf:"varint,16,opt,name=cleared_event_ids_omitted,json=clearedEventIdsOmitted,proto3" json:"cleared_event_ids_omitted,omitempty"`
+	// restored_event_ids is left empty (see archived_events_omitted).
+	RestoredEventIdsOmitted bool `protobuf:"varint,17,opt,name=restored_event_ids_omitted,json=restoredEventIdsOmitted,proto3" json:"restored_event_ids_omitted,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *CompactionResult) Reset() {
@@ -565,6 +580,34 @@ func (x *CompactionResult) GetRestoredEventIds() []string {
 	return nil
 }
 
+func (x *CompactionResult) GetArchivedEventsOmitted() bool {
+	if x != nil {
+		return x.ArchivedEventsOmitted
+	}
+	return false
+}
+
+func (x *CompactionResult) GetActiveEventsOmitted() bool {
+	if x != nil {
+		return x.ActiveEventsOmitted
+	}
+	return false
+}
+
+func (x *CompactionResult) GetClearedEventIdsOmitted() bool {
+	if x != nil {
+		return x.ClearedEventIdsOmitted
+	}
+	return false
+}
+
+func (x *CompactionResult) GetRestoredEventIdsOmitted() bool {
+	if x != nil {
+		return x.RestoredEventIdsOmitted
+	}
+	return false
+}
+
 // One entry of a session's compaction history (ListCompactions).
 type Compaction struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -595,9 +638,19 @@ type Compaction struct {
 	// The restore that undid it; empty while it stands.
 	RestoredBy string `protobuf:"bytes,14,opt,name=restored_by,json=restoredBy,proto3" json:"restored_by,omitempty"`
 	// For a restore: the compaction it undid.
-	Restores      string `protobuf:"bytes,15,opt,name=restores,proto3" json:"restores,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Restores string `protobuf:"bytes,15,opt,name=restores,proto3" json:"restores,omitempty"`
+	// True when archived_event_ids is left empty because this one record's
+	// ids pass what one page may hold (half the server's message size limit).
+	// The same for the two lists below. Read them page by page with
+	// ListCompactionsRequest.ids_of set to compaction_id; every client's
+	// compaction history does this for you.
+	ArchivedEventIdsOmitted bool `protobuf:"varint,16,opt,name=archived_event_ids_omitted,json=archivedEventIdsOmitted,proto3" json:"archived_event_ids_omitted,omitempty"`
+	// cleared_event_ids is left empty (see archived_event_ids_omitted).
+	ClearedEventIdsOmitted bool `protobuf:"varint,17,opt,name=cleared_event_ids_omitted,json=clearedEventIdsOmitted,proto3" json:"cleared_event_ids_omitted,omitempty"`
+	// inserted_event_ids is left empty (see archived_event_ids_omitted).
+	InsertedEventIdsOmitted bool `protobuf:"varint,18,opt,name=inserted_event_ids_omitted,json=insertedEventIdsOmitted,proto3" json:"inserted_event_ids_omitted,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *Compaction) Reset() {
@@ -735,6 +788,27 @@ func (x *Compaction) GetRestores() string {
 	return ""
 }
 
+func (x *Compaction) GetArchivedEventIdsOmitted() bool {
+	if x != nil {
+		return x.ArchivedEventIdsOmitted
+	}
+	return false
+}
+
+func (x *Compaction) GetClearedEventIdsOmitted() bool {
+	if x != nil {
+		return x.ClearedEventIdsOmitted
+	}
+	return false
+}
+
+func (x *Compaction) GetInsertedEventIdsOmitted() bool {
+	if x != nil {
+		return x.InsertedEventIdsOmitted
+	}
+	return false
+}
+
 var File_compaction_v1_session_proto protoreflect.FileDescriptor
 
 const file_compaction_v1_session_proto_rawDesc = "" +
@@ -771,7 +845,7 @@ const file_compaction_v1_session_proto_rawDesc = "" +
 	"\x11max_output_tokens\x18\x04 \x01(\x05R\x0fmaxOutputTokens\"D\n" +
 	"\x10TokenCalibration\x12\x16\n" +
 	"\x06factor\x18\x01 \x01(\x01R\x06factor\x12\x18\n" +
-	"\asamples\x18\x02 \x01(\x03R\asamples\"\xad\x04\n" +
+	"\asamples\x18\x02 \x01(\x03R\asamples\"\x91\x06\n" +
 	"\x10CompactionResult\x12\x1c\n" +
 	"\tcompacted\x18\x01 \x01(\bR\tcompacted\x12%\n" +
 	"\x0eskipped_reason\x18\x02 \x01(\tR\rskippedReason\x129\n" +
@@ -786,7 +860,11 @@ const file_compaction_v1_session_proto_rawDesc = "" +
 	" \x01(\tR\x05error\x12'\n" +
 	"\x0fcontent_omitted\x18\v \x01(\bR\x0econtentOmitted\x12*\n" +
 	"\x11cleared_event_ids\x18\f \x03(\tR\x0fclearedEventIds\x12,\n" +
-	"\x12restored_event_ids\x18\r \x03(\tR\x10restoredEventIds\"\x8e\x05\n" +
+	"\x12restored_event_ids\x18\r \x03(\tR\x10restoredEventIds\x126\n" +
+	"\x17archived_events_omitted\x18\x0e \x01(\bR\x15archivedEventsOmitted\x122\n" +
+	"\x15active_events_omitted\x18\x0f \x01(\bR\x13activeEventsOmitted\x129\n" +
+	"\x19cleared_event_ids_omitted\x18\x10 \x01(\bR\x16clearedEventIdsOmitted\x12;\n" +
+	"\x1arestored_event_ids_omitted\x18\x11 \x01(\bR\x17restoredEventIdsOmitted\"\xc3\x06\n" +
 	"\n" +
 	"Compaction\x12#\n" +
 	"\rcompaction_id\x18\x01 \x01(\tR\fcompactionId\x12;\n" +
@@ -806,7 +884,10 @@ const file_compaction_v1_session_proto_rawDesc = "" +
 	"\rversion_after\x18\r \x01(\x03R\fversionAfter\x12\x1f\n" +
 	"\vrestored_by\x18\x0e \x01(\tR\n" +
 	"restoredBy\x12\x1a\n" +
-	"\brestores\x18\x0f \x01(\tR\brestores*\xac\x01\n" +
+	"\brestores\x18\x0f \x01(\tR\brestores\x12;\n" +
+	"\x1aarchived_event_ids_omitted\x18\x10 \x01(\bR\x17archivedEventIdsOmitted\x129\n" +
+	"\x19cleared_event_ids_omitted\x18\x11 \x01(\bR\x16clearedEventIdsOmitted\x12;\n" +
+	"\x1ainserted_event_ids_omitted\x18\x12 \x01(\bR\x17insertedEventIdsOmitted*\xac\x01\n" +
 	"\x0fCompactionCause\x12 \n" +
 	"\x1cCOMPACTION_CAUSE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18COMPACTION_CAUSE_TRIGGER\x10\x01\x12\x1a\n" +

@@ -185,8 +185,15 @@ export class SessionHandle {
       for await (const event of this.events({ timeoutMs: options.timeoutMs, signal: options.signal, activeOnly: true })) {
         listed.push(event);
       }
-      if (attempt >= WHOLE_WINDOW_TRIES || sameWindow(listed, answer.events)) {
-        return create(GetContextResponseSchema, { ...answer, events: listed, contentOmitted: false });
+      let same = sameWindow(listed, answer.events);
+      if (answer.eventsOmitted) {
+        // Too many events to list even without content: nothing to compare the pages with, so a
+        // second answer tells whether a write came in between.
+        const again = await this.client.unary((o) => this.client.raw.getContext(request, o), true, options);
+        same = again.version === answer.version && again.cachePrefixId === answer.cachePrefixId;
+      }
+      if (attempt >= WHOLE_WINDOW_TRIES || same) {
+        return create(GetContextResponseSchema, { ...answer, events: listed, contentOmitted: false, eventsOmitted: false });
       }
     }
   }
@@ -245,8 +252,44 @@ export class SessionHandle {
         true,
         options,
       );
-      return [page.compactions, page.nextPageToken];
+      const records: CompactionRecord[] = [];
+      for (const record of page.compactions) {
+        const omitted = record.archivedEventIdsOmitted || record.clearedEventIdsOmitted || record.insertedEventIdsOmitted;
+        records.push(omitted ? await this.withAllIds(record, options) : record);
+      }
+      return [records, page.nextPageToken];
     });
+  }
+
+  /**
+   * `record` with its id lists whole again, when the server left them out (too many ids for one
+   * page): read page by page with ListCompactions `idsOf`.
+   */
+  private async withAllIds(record: CompactionRecord, options: CallOptions): Promise<CompactionRecord> {
+    const whole: CompactionRecord = {
+      ...record,
+      archivedEventIds: [],
+      clearedEventIds: [],
+      insertedEventIds: [],
+      archivedEventIdsOmitted: false,
+      clearedEventIdsOmitted: false,
+      insertedEventIdsOmitted: false,
+    };
+    let pageToken = "";
+    do {
+      const page = await this.client.unary(
+        (o) => this.client.raw.listCompactions({ sessionId: this.sessionId, idsOf: record.compactionId, pageToken }, o),
+        true,
+        options,
+      );
+      for (const part of page.compactions) {
+        whole.archivedEventIds.push(...part.archivedEventIds);
+        whole.clearedEventIds.push(...part.clearedEventIds);
+        whole.insertedEventIds.push(...part.insertedEventIds);
+      }
+      pageToken = page.nextPageToken;
+    } while (pageToken);
+    return whole;
   }
 
   /**

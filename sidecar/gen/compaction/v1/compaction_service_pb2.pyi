@@ -637,6 +637,7 @@ class GetContextResponse(_message.Message):
     TOKEN_COUNT_FIELD_NUMBER: _builtins.int
     TURN_COUNT_FIELD_NUMBER: _builtins.int
     CONTENT_OMITTED_FIELD_NUMBER: _builtins.int
+    EVENTS_OMITTED_FIELD_NUMBER: _builtins.int
     RENDERED_JSON_FIELD_NUMBER: _builtins.int
     ESTIMATED_PROMPT_TOKENS_FIELD_NUMBER: _builtins.int
     CACHE_PREFIX_ID_FIELD_NUMBER: _builtins.int
@@ -655,6 +656,13 @@ class GetContextResponse(_message.Message):
     with ListEvents(active_only), whose pages are bounded in bytes; every
     client's context() (Python, TypeScript, Go, Java) does this for you.
     """
+    events_omitted: _builtins.bool
+    """True when even without content the window's events would pass the
+    limit (a window of very many events): events is left empty, and
+    content_omitted is set too. Read the window in parts with
+    ListEvents(active_only); every client's context() does this for you,
+    checking with a second GetContext that the version did not move.
+    """
     rendered_json: _builtins.str
     """The window rendered in the requested format (GetContextRequest.format),
     as JSON: the fields of the provider's request body that carry the
@@ -667,24 +675,29 @@ class GetContextResponse(_message.Message):
     the provider is expected to report for this window.
     """
     cache_prefix_id: _builtins.str
-    """An opaque id of the window's stable prefix: the same on every answer
-    while the window only grows at its end (appends), and a new one exactly
-    when a compaction, a clearing or a restore changes the window before its
-    end. Use it as OpenAI's prompt_cache_key, to know when Anthropic
-    cache_control breakpoints past the prefix moved, or when a Gemini
-    explicit cache must be rebuilt. Unique per session incarnation: a session
-    deleted and created again under its id gets new ones.
+    """An opaque id of the bytes a provider caches of the window's stable
+    prefix: the system instruction (the latest system message), then the
+    prefix's events (stable_prefix_events), each call answered as the window
+    answers it. It changes exactly when those bytes change in any format: a
+    compaction, clearing or restore, a new system message, a result logged
+    late for a call inside the prefix (it replaces the placeholder). An
+    append past the prefix keeps it; equal prefixes get equal ids. Use it as
+    OpenAI's prompt_cache_key, to know when Anthropic cache_control
+    breakpoints past the prefix moved, or when a Gemini explicit cache must
+    be rebuilt. Unique per session incarnation: a session deleted and
+    created again under its id gets new ones.
     """
     stable_prefix_tokens: _builtins.int
-    """Tokens (as token_count counts them) of the window's leading part that
-    every answer with this cache_prefix_id starts with: the window as the
-    last compaction, clearing or restore left it; the events appended since
-    follow it. 0 for a session never compacted (its windows share only the
-    empty one they grew from, and its cache_prefix_id never changes).
+    """Tokens (as token_count counts them) of that prefix: the latest system
+    message and the prefix's other events (a late result's tokens stay where
+    it was logged); never more than token_count. Just the system message for
+    a session never compacted (its windows share only the empty one they
+    grew from).
     """
     stable_prefix_events: _builtins.int
-    """How many of the window's leading events make up that prefix: where a
-    cache breakpoint that lasts until the next change goes.
+    """How many of the window's leading events make up that prefix: the window
+    as the last compaction, clearing or restore left it, where a cache
+    breakpoint that lasts until the next change goes.
     """
     @_builtins.property
     def events(self) -> _containers.RepeatedCompositeFieldContainer[_event_pb2.Event]:
@@ -698,6 +711,7 @@ class GetContextResponse(_message.Message):
         token_count: _builtins.int = ...,
         turn_count: _builtins.int = ...,
         content_omitted: _builtins.bool = ...,
+        events_omitted: _builtins.bool = ...,
         rendered_json: _builtins.str = ...,
         estimated_prompt_tokens: _builtins.int = ...,
         cache_prefix_id: _builtins.str = ...,
@@ -706,7 +720,7 @@ class GetContextResponse(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cache_prefix_id", b"cache_prefix_id", "content_omitted", b"content_omitted", "estimated_prompt_tokens", b"estimated_prompt_tokens", "events", b"events", "rendered_json", b"rendered_json", "stable_prefix_events", b"stable_prefix_events", "stable_prefix_tokens", b"stable_prefix_tokens", "token_count", b"token_count", "turn_count", b"turn_count", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cache_prefix_id", b"cache_prefix_id", "content_omitted", b"content_omitted", "estimated_prompt_tokens", b"estimated_prompt_tokens", "events", b"events", "events_omitted", b"events_omitted", "rendered_json", b"rendered_json", "stable_prefix_events", b"stable_prefix_events", "stable_prefix_tokens", b"stable_prefix_tokens", "token_count", b"token_count", "turn_count", b"turn_count", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1031,6 +1045,7 @@ class ListCompactionsRequest(_message.Message):
     SESSION_ID_FIELD_NUMBER: _builtins.int
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    IDS_OF_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """Required."""
     page_size: _builtins.int
@@ -1040,16 +1055,26 @@ class ListCompactionsRequest(_message.Message):
     """
     page_token: _builtins.str
     """From a previous response's next_page_token."""
+    ids_of: _builtins.str
+    """When set, the ids of this one compaction instead of the history, page
+    by page: each page holds one Compaction, this one, with the next part of
+    its archived_event_ids, then of its cleared_event_ids, then of its
+    inserted_event_ids (page_size ids at most, default 1000, at most 10000,
+    and within half the server's message size limit). Its other fields are
+    on every page; next_page_token is empty on the last one. An absent id is
+    NOT_FOUND.
+    """
     def __init__(
         self,
         *,
         session_id: _builtins.str = ...,
         page_size: _builtins.int = ...,
         page_token: _builtins.str = ...,
+        ids_of: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ids_of", b"ids_of", "page_size", b"page_size", "page_token", b"page_token", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

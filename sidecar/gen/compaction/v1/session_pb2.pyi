@@ -279,6 +279,10 @@ class CompactionResult(_message.Message):
     CONTENT_OMITTED_FIELD_NUMBER: _builtins.int
     CLEARED_EVENT_IDS_FIELD_NUMBER: _builtins.int
     RESTORED_EVENT_IDS_FIELD_NUMBER: _builtins.int
+    ARCHIVED_EVENTS_OMITTED_FIELD_NUMBER: _builtins.int
+    ACTIVE_EVENTS_OMITTED_FIELD_NUMBER: _builtins.int
+    CLEARED_EVENT_IDS_OMITTED_FIELD_NUMBER: _builtins.int
+    RESTORED_EVENT_IDS_OMITTED_FIELD_NUMBER: _builtins.int
     compacted: _builtins.bool
     """True when the pass archived, inserted or cleared anything."""
     skipped_reason: _builtins.str
@@ -308,6 +312,22 @@ class CompactionResult(_message.Message):
     read the content with GetContext or ListEvents. An answer is never
     refused for its size after the change it reports was stored.
     """
+    archived_events_omitted: _builtins.bool
+    """True when archived_events is left empty although the pass archived
+    events (archived_event_count of them), because even without content the
+    answer would pass the server's message size limit. The same for the
+    three lists below. Like content_omitted, it never stands for an error:
+    the change was stored. Read the full lists with ListCompactions
+    (ListCompactionsRequest.ids_of names this compaction_id; for a restore's
+    restored ids, the compaction it undid) and the window with GetContext or
+    ListEvents; every client's compaction history reads ids_of for you.
+    """
+    active_events_omitted: _builtins.bool
+    """active_events is left empty (see archived_events_omitted)."""
+    cleared_event_ids_omitted: _builtins.bool
+    """cleared_event_ids is left empty (see archived_events_omitted)."""
+    restored_event_ids_omitted: _builtins.bool
+    """restored_event_ids is left empty (see archived_events_omitted)."""
     @_builtins.property
     def active_events(self) -> _containers.RepeatedCompositeFieldContainer[_event_pb2.Event]:
         """The new active window, in log order."""
@@ -344,10 +364,14 @@ class CompactionResult(_message.Message):
         content_omitted: _builtins.bool = ...,
         cleared_event_ids: _abc.Iterable[_builtins.str] | None = ...,
         restored_event_ids: _abc.Iterable[_builtins.str] | None = ...,
+        archived_events_omitted: _builtins.bool = ...,
+        active_events_omitted: _builtins.bool = ...,
+        cleared_event_ids_omitted: _builtins.bool = ...,
+        restored_event_ids_omitted: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_events", b"active_events", "archived_event_count", b"archived_event_count", "archived_events", b"archived_events", "cleared_event_ids", b"cleared_event_ids", "compacted", b"compacted", "compaction_id", b"compaction_id", "content_omitted", b"content_omitted", "error", b"error", "restored_event_ids", b"restored_event_ids", "skipped_reason", b"skipped_reason", "strategy", b"strategy", "tokens_estimated_saved", b"tokens_estimated_saved", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_events", b"active_events", "active_events_omitted", b"active_events_omitted", "archived_event_count", b"archived_event_count", "archived_events", b"archived_events", "archived_events_omitted", b"archived_events_omitted", "cleared_event_ids", b"cleared_event_ids", "cleared_event_ids_omitted", b"cleared_event_ids_omitted", "compacted", b"compacted", "compaction_id", b"compaction_id", "content_omitted", b"content_omitted", "error", b"error", "restored_event_ids", b"restored_event_ids", "restored_event_ids_omitted", b"restored_event_ids_omitted", "skipped_reason", b"skipped_reason", "strategy", b"strategy", "tokens_estimated_saved", b"tokens_estimated_saved", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -374,6 +398,9 @@ class Compaction(_message.Message):
     VERSION_AFTER_FIELD_NUMBER: _builtins.int
     RESTORED_BY_FIELD_NUMBER: _builtins.int
     RESTORES_FIELD_NUMBER: _builtins.int
+    ARCHIVED_EVENT_IDS_OMITTED_FIELD_NUMBER: _builtins.int
+    CLEARED_EVENT_IDS_OMITTED_FIELD_NUMBER: _builtins.int
+    INSERTED_EVENT_IDS_OMITTED_FIELD_NUMBER: _builtins.int
     compaction_id: _builtins.str
     """Its id, as in CompactionResult.compaction_id."""
     strategy: _builtins.str
@@ -393,6 +420,17 @@ class Compaction(_message.Message):
     """The restore that undid it; empty while it stands."""
     restores: _builtins.str
     """For a restore: the compaction it undid."""
+    archived_event_ids_omitted: _builtins.bool
+    """True when archived_event_ids is left empty because this one record's
+    ids pass what one page may hold (half the server's message size limit).
+    The same for the two lists below. Read them page by page with
+    ListCompactionsRequest.ids_of set to compaction_id; every client's
+    compaction history does this for you.
+    """
+    cleared_event_ids_omitted: _builtins.bool
+    """cleared_event_ids is left empty (see archived_event_ids_omitted)."""
+    inserted_event_ids_omitted: _builtins.bool
+    """inserted_event_ids is left empty (see archived_event_ids_omitted)."""
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp:
         """When it landed."""
@@ -429,10 +467,13 @@ class Compaction(_message.Message):
         version_after: _builtins.int = ...,
         restored_by: _builtins.str = ...,
         restores: _builtins.str = ...,
+        archived_event_ids_omitted: _builtins.bool = ...,
+        cleared_event_ids_omitted: _builtins.bool = ...,
+        inserted_event_ids_omitted: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["archived_event_ids", b"archived_event_ids", "cause", b"cause", "cleared_event_ids", b"cleared_event_ids", "compaction_id", b"compaction_id", "create_time", b"create_time", "inserted_event_ids", b"inserted_event_ids", "restored_by", b"restored_by", "restores", b"restores", "strategy", b"strategy", "summarizer_latency_ms", b"summarizer_latency_ms", "summary_input_tokens", b"summary_input_tokens", "summary_output_tokens", b"summary_output_tokens", "tokens_saved", b"tokens_saved", "version_after", b"version_after", "version_before", b"version_before"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archived_event_ids", b"archived_event_ids", "archived_event_ids_omitted", b"archived_event_ids_omitted", "cause", b"cause", "cleared_event_ids", b"cleared_event_ids", "cleared_event_ids_omitted", b"cleared_event_ids_omitted", "compaction_id", b"compaction_id", "create_time", b"create_time", "inserted_event_ids", b"inserted_event_ids", "inserted_event_ids_omitted", b"inserted_event_ids_omitted", "restored_by", b"restored_by", "restores", b"restores", "strategy", b"strategy", "summarizer_latency_ms", b"summarizer_latency_ms", "summary_input_tokens", b"summary_input_tokens", "summary_output_tokens", b"summary_output_tokens", "tokens_saved", b"tokens_saved", "version_after", b"version_after", "version_before", b"version_before"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file compaction/v1/session.proto.
  */
 export const file_compaction_v1_session: GenFile = /*@__PURE__*/
-  fileDesc("Chtjb21wYWN0aW9uL3YxL3Nlc3Npb24ucHJvdG8SDWNvbXBhY3Rpb24udjEiuwQKB1Nlc3Npb24SEgoKc2Vzc2lvbl9pZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgDEi8KBnBvbGljeRgDIAEoCzIfLmNvbXBhY3Rpb24udjEuQ29tcGFjdGlvblBvbGljeRIyCgZsYWJlbHMYBCADKAsyIi5jb21wYWN0aW9uLnYxLlNlc3Npb24uTGFiZWxzRW50cnkSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIaChJhY3RpdmVfZXZlbnRfY291bnQYByABKAUSEgoKdHVybl9jb3VudBgIIAEoBRIVCg1hY3RpdmVfdG9rZW5zGAkgASgFEhkKEXRvdGFsX2V2ZW50X2NvdW50GAogASgDEhoKEmxhc3RfY29tcGFjdGlvbl9pZBgLIAEoCRINCgVtb2RlbBgMIAEoCRIyCg1tb2RlbF9wcm9maWxlGA0gASgLMhsuY29tcGFjdGlvbi52MS5Nb2RlbFByb2ZpbGUSNAoLY2FsaWJyYXRpb24YDiABKAsyHy5jb21wYWN0aW9uLnYxLlRva2VuQ2FsaWJyYXRpb24SHgoWYXV0b19jb21wYWN0aW9uX3BhdXNlZBgPIAEoCBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBImcKDE1vZGVsUHJvZmlsZRINCgVtb2RlbBgBIAEoCRIQCghwcm92aWRlchgCIAEoCRIbChNpbnB1dF93aW5kb3dfdG9rZW5zGAMgASgFEhkKEW1heF9vdXRwdXRfdG9rZW5zGAQgASgFIjMKEFRva2VuQ2FsaWJyYXRpb24SDgoGZmFjdG9yGAEgASgBEg8KB3NhbXBsZXMYAiABKAMi8AIKEENvbXBhY3Rpb25SZXN1bHQSEQoJY29tcGFjdGVkGAEgASgIEhYKDnNraXBwZWRfcmVhc29uGAIgASgJEisKDWFjdGl2ZV9ldmVudHMYAyADKAsyFC5jb21wYWN0aW9uLnYxLkV2ZW50Ei0KD2FyY2hpdmVkX2V2ZW50cxgEIAMoCzIULmNvbXBhY3Rpb24udjEuRXZlbnQSHAoUYXJjaGl2ZWRfZXZlbnRfY291bnQYBSABKAUSHgoWdG9rZW5zX2VzdGltYXRlZF9zYXZlZBgGIAEoBRIPCgd2ZXJzaW9uGAcgASgDEhUKDWNvbXBhY3Rpb25faWQYCCABKAkSEAoIc3RyYXRlZ3kYCSABKAkSDQoFZXJyb3IYCiABKAkSFwoPY29udGVudF9vbWl0dGVkGAsgASgIEhkKEWNsZWFyZWRfZXZlbnRfaWRzGAwgAygJEhoKEnJlc3RvcmVkX2V2ZW50X2lkcxgNIAMoCSKwAwoKQ29tcGFjdGlvbhIVCg1jb21wYWN0aW9uX2lkGAEgASgJEi8KC2NyZWF0ZV90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghzdHJhdGVneRgDIAEoCRItCgVjYXVzZRgEIAEoDjIeLmNvbXBhY3Rpb24udjEuQ29tcGFjdGlvbkNhdXNlEhoKEmFyY2hpdmVkX2V2ZW50X2lkcxgFIAMoCRIZChFjbGVhcmVkX2V2ZW50X2lkcxgGIAMoCRIaChJpbnNlcnRlZF9ldmVudF9pZHMYByADKAkSFAoMdG9rZW5zX3NhdmVkGAggASgFEhwKFHN1bW1hcnlfaW5wdXRfdG9rZW5zGAkgASgFEh0KFXN1bW1hcnlfb3V0cHV0X3Rva2VucxgKIAEoBRIdChVzdW1tYXJpemVyX2xhdGVuY3lfbXMYCyABKAESFgoOdmVyc2lvbl9iZWZvcmUYDCABKAMSFQoNdmVyc2lvbl9hZnRlchgNIAEoAxITCgtyZXN0b3JlZF9ieRgOIAEoCRIQCghyZXN0b3JlcxgPIAEoCSqsAQoPQ29tcGFjdGlvbkNhdXNlEiAKHENPTVBBQ1RJT05fQ0FVU0VfVU5TUEVDSUZJRUQQABIcChhDT01QQUNUSU9OX0NBVVNFX1RSSUdHRVIQARIaChZDT01QQUNUSU9OX0NBVVNFX0ZPUkNFEAISHwobQ09NUEFDVElPTl9DQVVTRV9CQUNLR1JPVU5EEAMSHAoYQ09NUEFDVElPTl9DQVVTRV9SRVNUT1JFEARCgQEKGGRldi5jb21wYWN0aW9uc2lkZWNhci52MUIMU2Vzc2lvblByb3RvUAFaVWdpdGh1Yi5jb20vY29tcGFjdGlvbi1zaWRlY2FyL2NvbXBhY3Rpb24tc2lkZWNhci9jbGllbnRzL2dvL2NvbXBhY3Rpb252MTtjb21wYWN0aW9udjFiBnByb3RvMw", [file_compaction_v1_event, file_compaction_v1_policy, file_google_protobuf_timestamp]);
+  fileDesc("Chtjb21wYWN0aW9uL3YxL3Nlc3Npb24ucHJvdG8SDWNvbXBhY3Rpb24udjEiuwQKB1Nlc3Npb24SEgoKc2Vzc2lvbl9pZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgDEi8KBnBvbGljeRgDIAEoCzIfLmNvbXBhY3Rpb24udjEuQ29tcGFjdGlvblBvbGljeRIyCgZsYWJlbHMYBCADKAsyIi5jb21wYWN0aW9uLnYxLlNlc3Npb24uTGFiZWxzRW50cnkSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIaChJhY3RpdmVfZXZlbnRfY291bnQYByABKAUSEgoKdHVybl9jb3VudBgIIAEoBRIVCg1hY3RpdmVfdG9rZW5zGAkgASgFEhkKEXRvdGFsX2V2ZW50X2NvdW50GAogASgDEhoKEmxhc3RfY29tcGFjdGlvbl9pZBgLIAEoCRINCgVtb2RlbBgMIAEoCRIyCg1tb2RlbF9wcm9maWxlGA0gASgLMhsuY29tcGFjdGlvbi52MS5Nb2RlbFByb2ZpbGUSNAoLY2FsaWJyYXRpb24YDiABKAsyHy5jb21wYWN0aW9uLnYxLlRva2VuQ2FsaWJyYXRpb24SHgoWYXV0b19jb21wYWN0aW9uX3BhdXNlZBgPIAEoCBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBImcKDE1vZGVsUHJvZmlsZRINCgVtb2RlbBgBIAEoCRIQCghwcm92aWRlchgCIAEoCRIbChNpbnB1dF93aW5kb3dfdG9rZW5zGAMgASgFEhkKEW1heF9vdXRwdXRfdG9rZW5zGAQgASgFIjMKEFRva2VuQ2FsaWJyYXRpb24SDgoGZmFjdG9yGAEgASgBEg8KB3NhbXBsZXMYAiABKAMi9wMKEENvbXBhY3Rpb25SZXN1bHQSEQoJY29tcGFjdGVkGAEgASgIEhYKDnNraXBwZWRfcmVhc29uGAIgASgJEisKDWFjdGl2ZV9ldmVudHMYAyADKAsyFC5jb21wYWN0aW9uLnYxLkV2ZW50Ei0KD2FyY2hpdmVkX2V2ZW50cxgEIAMoCzIULmNvbXBhY3Rpb24udjEuRXZlbnQSHAoUYXJjaGl2ZWRfZXZlbnRfY291bnQYBSABKAUSHgoWdG9rZW5zX2VzdGltYXRlZF9zYXZlZBgGIAEoBRIPCgd2ZXJzaW9uGAcgASgDEhUKDWNvbXBhY3Rpb25faWQYCCABKAkSEAoIc3RyYXRlZ3kYCSABKAkSDQoFZXJyb3IYCiABKAkSFwoPY29udGVudF9vbWl0dGVkGAsgASgIEhkKEWNsZWFyZWRfZXZlbnRfaWRzGAwgAygJEhoKEnJlc3RvcmVkX2V2ZW50X2lkcxgNIAMoCRIfChdhcmNoaXZlZF9ldmVudHNfb21pdHRlZBgOIAEoCBIdChVhY3RpdmVfZXZlbnRzX29taXR0ZWQYDyABKAgSIQoZY2xlYXJlZF9ldmVudF9pZHNfb21pdHRlZBgQIAEoCBIiChpyZXN0b3JlZF9ldmVudF9pZHNfb21pdHRlZBgRIAEoCCKbBAoKQ29tcGFjdGlvbhIVCg1jb21wYWN0aW9uX2lkGAEgASgJEi8KC2NyZWF0ZV90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghzdHJhdGVneRgDIAEoCRItCgVjYXVzZRgEIAEoDjIeLmNvbXBhY3Rpb24udjEuQ29tcGFjdGlvbkNhdXNlEhoKEmFyY2hpdmVkX2V2ZW50X2lkcxgFIAMoCRIZChFjbGVhcmVkX2V2ZW50X2lkcxgGIAMoCRIaChJpbnNlcnRlZF9ldmVudF9pZHMYByADKAkSFAoMdG9rZW5zX3NhdmVkGAggASgFEhwKFHN1bW1hcnlfaW5wdXRfdG9rZW5zGAkgASgFEh0KFXN1bW1hcnlfb3V0cHV0X3Rva2VucxgKIAEoBRIdChVzdW1tYXJpemVyX2xhdGVuY3lfbXMYCyABKAESFgoOdmVyc2lvbl9iZWZvcmUYDCABKAMSFQoNdmVyc2lvbl9hZnRlchgNIAEoAxITCgtyZXN0b3JlZF9ieRgOIAEoCRIQCghyZXN0b3JlcxgPIAEoCRIiChphcmNoaXZlZF9ldmVudF9pZHNfb21pdHRlZBgQIAEoCBIhChljbGVhcmVkX2V2ZW50X2lkc19vbWl0dGVkGBEgASgIEiIKGmluc2VydGVkX2V2ZW50X2lkc19vbWl0dGVkGBIgASgIKqwBCg9Db21wYWN0aW9uQ2F1c2USIAocQ09NUEFDVElPTl9DQVVTRV9VTlNQRUNJRklFRBAAEhwKGENPTVBBQ1RJT05fQ0FVU0VfVFJJR0dFUhABEhoKFkNPTVBBQ1RJT05fQ0FVU0VfRk9SQ0UQAhIfChtDT01QQUNUSU9OX0NBVVNFX0JBQ0tHUk9VTkQQAxIcChhDT01QQUNUSU9OX0NBVVNFX1JFU1RPUkUQBEKBAQoYZGV2LmNvbXBhY3Rpb25zaWRlY2FyLnYxQgxTZXNzaW9uUHJvdG9QAVpVZ2l0aHViLmNvbS9jb21wYWN0aW9uLXNpZGVjYXIvY29tcGFjdGlvbi1zaWRlY2FyL2NsaWVudHMvZ28vY29tcGFjdGlvbnYxO2NvbXBhY3Rpb252MWIGcHJvdG8z", [file_compaction_v1_event, file_compaction_v1_policy, file_google_protobuf_timestamp]);
 
 /**
  * A session's header: identity, version, policy and running counters.
@@ -329,6 +329,41 @@ export type CompactionResult = Message<"compaction.v1.CompactionResult"> & {
    * @generated from field: repeated string restored_event_ids = 13;
    */
   restoredEventIds: string[];
+
+  /**
+   * True when archived_events is left empty although the pass archived
+   * events (archived_event_count of them), because even without content the
+   * answer would pass the server's message size limit. The same for the
+   * three lists below. Like content_omitted, it never stands for an error:
+   * the change was stored. Read the full lists with ListCompactions
+   * (ListCompactionsRequest.ids_of names this compaction_id) and the window
+   * with GetContext or ListEvents; every client's compaction history does
+   * the former for you.
+   *
+   * @generated from field: bool archived_events_omitted = 14;
+   */
+  archivedEventsOmitted: boolean;
+
+  /**
+   * active_events is left empty (see archived_events_omitted).
+   *
+   * @generated from field: bool active_events_omitted = 15;
+   */
+  activeEventsOmitted: boolean;
+
+  /**
+   * cleared_event_ids is left empty (see archived_events_omitted).
+   *
+   * @generated from field: bool cleared_event_ids_omitted = 16;
+   */
+  clearedEventIdsOmitted: boolean;
+
+  /**
+   * restored_event_ids is left empty (see archived_events_omitted).
+   *
+   * @generated from field: bool restored_event_ids_omitted = 17;
+   */
+  restoredEventIdsOmitted: boolean;
 };
 
 /**
@@ -443,6 +478,31 @@ export type Compaction = Message<"compaction.v1.Compaction"> & {
    * @generated from field: string restores = 15;
    */
   restores: string;
+
+  /**
+   * True when archived_event_ids is left empty because this one record's
+   * ids pass what one page may hold (half the server's message size limit).
+   * The same for the two lists below. Read them page by page with
+   * ListCompactionsRequest.ids_of set to compaction_id; every client's
+   * compaction history does this for you.
+   *
+   * @generated from field: bool archived_event_ids_omitted = 16;
+   */
+  archivedEventIdsOmitted: boolean;
+
+  /**
+   * cleared_event_ids is left empty (see archived_event_ids_omitted).
+   *
+   * @generated from field: bool cleared_event_ids_omitted = 17;
+   */
+  clearedEventIdsOmitted: boolean;
+
+  /**
+   * inserted_event_ids is left empty (see archived_event_ids_omitted).
+   *
+   * @generated from field: bool inserted_event_ids_omitted = 18;
+   */
+  insertedEventIdsOmitted: boolean;
 };
 
 /**

@@ -557,6 +557,55 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int ARCHIVED_EVENT_IDS_OMITTED_FIELD_NUMBER = 16;
+  private boolean archivedEventIdsOmitted_ = false;
+  /**
+   * <pre>
+   * True when archived_event_ids is left empty because this one record's
+   * ids pass what one page may hold (half the server's message size limit).
+   * The same for the two lists below. Read them page by page with
+   * ListCompactionsRequest.ids_of set to compaction_id; every client's
+   * compaction history does this for you.
+   * </pre>
+   *
+   * <code>bool archived_event_ids_omitted = 16 [json_name = "archivedEventIdsOmitted"];</code>
+   * @return The archivedEventIdsOmitted.
+   */
+  @java.lang.Override
+  public boolean getArchivedEventIdsOmitted() {
+    return archivedEventIdsOmitted_;
+  }
+
+  public static final int CLEARED_EVENT_IDS_OMITTED_FIELD_NUMBER = 17;
+  private boolean clearedEventIdsOmitted_ = false;
+  /**
+   * <pre>
+   * cleared_event_ids is left empty (see archived_event_ids_omitted).
+   * </pre>
+   *
+   * <code>bool cleared_event_ids_omitted = 17 [json_name = "clearedEventIdsOmitted"];</code>
+   * @return The clearedEventIdsOmitted.
+   */
+  @java.lang.Override
+  public boolean getClearedEventIdsOmitted() {
+    return clearedEventIdsOmitted_;
+  }
+
+  public static final int INSERTED_EVENT_IDS_OMITTED_FIELD_NUMBER = 18;
+  private boolean insertedEventIdsOmitted_ = false;
+  /**
+   * <pre>
+   * inserted_event_ids is left empty (see archived_event_ids_omitted).
+   * </pre>
+   *
+   * <code>bool inserted_event_ids_omitted = 18 [json_name = "insertedEventIdsOmitted"];</code>
+   * @return The insertedEventIdsOmitted.
+   */
+  @java.lang.Override
+  public boolean getInsertedEventIdsOmitted() {
+    return insertedEventIdsOmitted_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -615,6 +664,15 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(restores_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 15, restores_);
+    }
+    if (archivedEventIdsOmitted_ != false) {
+      output.writeBool(16, archivedEventIdsOmitted_);
+    }
+    if (clearedEventIdsOmitted_ != false) {
+      output.writeBool(17, clearedEventIdsOmitted_);
+    }
+    if (insertedEventIdsOmitted_ != false) {
+      output.writeBool(18, insertedEventIdsOmitted_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -688,6 +746,18 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(restores_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(15, restores_);
     }
+    if (archivedEventIdsOmitted_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(16, archivedEventIdsOmitted_);
+    }
+    if (clearedEventIdsOmitted_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(17, clearedEventIdsOmitted_);
+    }
+    if (insertedEventIdsOmitted_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(18, insertedEventIdsOmitted_);
+    }
     return size;
   }
   @java.lang.Override
@@ -745,6 +815,12 @@ private static final long serialVersionUID = 0L;
         .equals(other.getRestoredBy())) return false;
     if (!getRestores()
         .equals(other.getRestores())) return false;
+    if (getArchivedEventIdsOmitted()
+        != other.getArchivedEventIdsOmitted()) return false;
+    if (getClearedEventIdsOmitted()
+        != other.getClearedEventIdsOmitted()) return false;
+    if (getInsertedEventIdsOmitted()
+        != other.getInsertedEventIdsOmitted()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -797,6 +873,15 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getRestoredBy().hashCode();
     hash = (37 * hash) + RESTORES_FIELD_NUMBER;
     hash = (53 * hash) + getRestores().hashCode();
+    hash = (37 * hash) + ARCHIVED_EVENT_IDS_OMITTED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getArchivedEventIdsOmitted());
+    hash = (37 * hash) + CLEARED_EVENT_IDS_OMITTED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getClearedEventIdsOmitted());
+    hash = (37 * hash) + INSERTED_EVENT_IDS_OMITTED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getInsertedEventIdsOmitted());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -960,6 +1045,9 @@ private static final long serialVersionUID = 0L;
       versionAfter_ = 0L;
       restoredBy_ = "";
       restores_ = "";
+      archivedEventIdsOmitted_ = false;
+      clearedEventIdsOmitted_ = false;
+      insertedEventIdsOmitted_ = false;
       return this;
     }
 
@@ -1044,6 +1132,15 @@ private static final long serialVersionUID = 0L;
       }
       if (((from_bitField0_ & 0x00004000) != 0)) {
         result.restores_ = restores_;
+      }
+      if (((from_bitField0_ & 0x00008000) != 0)) {
+        result.archivedEventIdsOmitted_ = archivedEventIdsOmitted_;
+      }
+      if (((from_bitField0_ & 0x00010000) != 0)) {
+        result.clearedEventIdsOmitted_ = clearedEventIdsOmitted_;
+      }
+      if (((from_bitField0_ & 0x00020000) != 0)) {
+        result.insertedEventIdsOmitted_ = insertedEventIdsOmitted_;
       }
       result.bitField0_ |= to_bitField0_;
     }
@@ -1133,6 +1230,15 @@ private static final long serialVersionUID = 0L;
         restores_ = other.restores_;
         bitField0_ |= 0x00004000;
         onChanged();
+      }
+      if (other.getArchivedEventIdsOmitted() != false) {
+        setArchivedEventIdsOmitted(other.getArchivedEventIdsOmitted());
+      }
+      if (other.getClearedEventIdsOmitted() != false) {
+        setClearedEventIdsOmitted(other.getClearedEventIdsOmitted());
+      }
+      if (other.getInsertedEventIdsOmitted() != false) {
+        setInsertedEventIdsOmitted(other.getInsertedEventIdsOmitted());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -1235,6 +1341,21 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00004000;
               break;
             } // case 122
+            case 128: {
+              archivedEventIdsOmitted_ = input.readBool();
+              bitField0_ |= 0x00008000;
+              break;
+            } // case 128
+            case 136: {
+              clearedEventIdsOmitted_ = input.readBool();
+              bitField0_ |= 0x00010000;
+              break;
+            } // case 136
+            case 144: {
+              insertedEventIdsOmitted_ = input.readBool();
+              bitField0_ |= 0x00020000;
+              break;
+            } // case 144
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2521,6 +2642,150 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       restores_ = value;
       bitField0_ |= 0x00004000;
+      onChanged();
+      return this;
+    }
+
+    private boolean archivedEventIdsOmitted_ ;
+    /**
+     * <pre>
+     * True when archived_event_ids is left empty because this one record's
+     * ids pass what one page may hold (half the server's message size limit).
+     * The same for the two lists below. Read them page by page with
+     * ListCompactionsRequest.ids_of set to compaction_id; every client's
+     * compaction history does this for you.
+     * </pre>
+     *
+     * <code>bool archived_event_ids_omitted = 16 [json_name = "archivedEventIdsOmitted"];</code>
+     * @return The archivedEventIdsOmitted.
+     */
+    @java.lang.Override
+    public boolean getArchivedEventIdsOmitted() {
+      return archivedEventIdsOmitted_;
+    }
+    /**
+     * <pre>
+     * True when archived_event_ids is left empty because this one record's
+     * ids pass what one page may hold (half the server's message size limit).
+     * The same for the two lists below. Read them page by page with
+     * ListCompactionsRequest.ids_of set to compaction_id; every client's
+     * compaction history does this for you.
+     * </pre>
+     *
+     * <code>bool archived_event_ids_omitted = 16 [json_name = "archivedEventIdsOmitted"];</code>
+     * @param value The archivedEventIdsOmitted to set.
+     * @return This builder for chaining.
+     */
+    public Builder setArchivedEventIdsOmitted(boolean value) {
+
+      archivedEventIdsOmitted_ = value;
+      bitField0_ |= 0x00008000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * True when archived_event_ids is left empty because this one record's
+     * ids pass what one page may hold (half the server's message size limit).
+     * The same for the two lists below. Read them page by page with
+     * ListCompactionsRequest.ids_of set to compaction_id; every client's
+     * compaction history does this for you.
+     * </pre>
+     *
+     * <code>bool archived_event_ids_omitted = 16 [json_name = "archivedEventIdsOmitted"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearArchivedEventIdsOmitted() {
+      bitField0_ = (bitField0_ & ~0x00008000);
+      archivedEventIdsOmitted_ = false;
+      onChanged();
+      return this;
+    }
+
+    private boolean clearedEventIdsOmitted_ ;
+    /**
+     * <pre>
+     * cleared_event_ids is left empty (see archived_event_ids_omitted).
+     * </pre>
+     *
+     * <code>bool cleared_event_ids_omitted = 17 [json_name = "clearedEventIdsOmitted"];</code>
+     * @return The clearedEventIdsOmitted.
+     */
+    @java.lang.Override
+    public boolean getClearedEventIdsOmitted() {
+      return clearedEventIdsOmitted_;
+    }
+    /**
+     * <pre>
+     * cleared_event_ids is left empty (see archived_event_ids_omitted).
+     * </pre>
+     *
+     * <code>bool cleared_event_ids_omitted = 17 [json_name = "clearedEventIdsOmitted"];</code>
+     * @param value The clearedEventIdsOmitted to set.
+     * @return This builder for chaining.
+     */
+    public Builder setClearedEventIdsOmitted(boolean value) {
+
+      clearedEventIdsOmitted_ = value;
+      bitField0_ |= 0x00010000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * cleared_event_ids is left empty (see archived_event_ids_omitted).
+     * </pre>
+     *
+     * <code>bool cleared_event_ids_omitted = 17 [json_name = "clearedEventIdsOmitted"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearClearedEventIdsOmitted() {
+      bitField0_ = (bitField0_ & ~0x00010000);
+      clearedEventIdsOmitted_ = false;
+      onChanged();
+      return this;
+    }
+
+    private boolean insertedEventIdsOmitted_ ;
+    /**
+     * <pre>
+     * inserted_event_ids is left empty (see archived_event_ids_omitted).
+     * </pre>
+     *
+     * <code>bool inserted_event_ids_omitted = 18 [json_name = "insertedEventIdsOmitted"];</code>
+     * @return The insertedEventIdsOmitted.
+     */
+    @java.lang.Override
+    public boolean getInsertedEventIdsOmitted() {
+      return insertedEventIdsOmitted_;
+    }
+    /**
+     * <pre>
+     * inserted_event_ids is left empty (see archived_event_ids_omitted).
+     * </pre>
+     *
+     * <code>bool inserted_event_ids_omitted = 18 [json_name = "insertedEventIdsOmitted"];</code>
+     * @param value The insertedEventIdsOmitted to set.
+     * @return This builder for chaining.
+     */
+    public Builder setInsertedEventIdsOmitted(boolean value) {
+
+      insertedEventIdsOmitted_ = value;
+      bitField0_ |= 0x00020000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * inserted_event_ids is left empty (see archived_event_ids_omitted).
+     * </pre>
+     *
+     * <code>bool inserted_event_ids_omitted = 18 [json_name = "insertedEventIdsOmitted"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearInsertedEventIdsOmitted() {
+      bitField0_ = (bitField0_ & ~0x00020000);
+      insertedEventIdsOmitted_ = false;
       onChanged();
       return this;
     }

@@ -310,4 +310,38 @@ public interface CompactionOrBuilder extends
    */
   com.google.protobuf.ByteString
       getRestoresBytes();
+
+  /**
+   * <pre>
+   * True when archived_event_ids is left empty because this one record's
+   * ids pass what one page may hold (half the server's message size limit).
+   * The same for the two lists below. Read them page by page with
+   * ListCompactionsRequest.ids_of set to compaction_id; every client's
+   * compaction history does this for you.
+   * </pre>
+   *
+   * <code>bool archived_event_ids_omitted = 16 [json_name = "archivedEventIdsOmitted"];</code>
+   * @return The archivedEventIdsOmitted.
+   */
+  boolean getArchivedEventIdsOmitted();
+
+  /**
+   * <pre>
+   * cleared_event_ids is left empty (see archived_event_ids_omitted).
+   * </pre>
+   *
+   * <code>bool cleared_event_ids_omitted = 17 [json_name = "clearedEventIdsOmitted"];</code>
+   * @return The clearedEventIdsOmitted.
+   */
+  boolean getClearedEventIdsOmitted();
+
+  /**
+   * <pre>
+   * inserted_event_ids is left empty (see archived_event_ids_omitted).
+   * </pre>
+   *
+   * <code>bool inserted_event_ids_omitted = 18 [json_name = "insertedEventIdsOmitted"];</code>
+   * @return The insertedEventIdsOmitted.
+   */
+  boolean getInsertedEventIdsOmitted();
 }

@@ -572,6 +572,73 @@ private static final long serialVersionUID = 0L;
     return restoredEventIds_.getByteString(index);
   }
 
+  public static final int ARCHIVED_EVENTS_OMITTED_FIELD_NUMBER = 14;
+  private boolean archivedEventsOmitted_ = false;
+  /**
+   * <pre>
+   * True when archived_events is left empty although the pass archived
+   * events (archived_event_count of them), because even without content the
+   * answer would pass the server's message size limit. The same for the
+   * three lists below. Like content_omitted, it never stands for an error:
+   * the change was stored. Read the full lists with ListCompactions
+   * (ListCompactionsRequest.ids_of names this compaction_id) and the window
+   * with GetContext or ListEvents; every client's compaction history does
+   * the former for you.
+   * </pre>
+   *
+   * <code>bool archived_events_omitted = 14 [json_name = "archivedEventsOmitted"];</code>
+   * @return The archivedEventsOmitted.
+   */
+  @java.lang.Override
+  public boolean getArchivedEventsOmitted() {
+    return archivedEventsOmitted_;
+  }
+
+  public static final int ACTIVE_EVENTS_OMITTED_FIELD_NUMBER = 15;
+  private boolean activeEventsOmitted_ = false;
+  /**
+   * <pre>
+   * active_events is left empty (see archived_events_omitted).
+   * </pre>
+   *
+   * <code>bool active_events_omitted = 15 [json_name = "activeEventsOmitted"];</code>
+   * @return The activeEventsOmitted.
+   */
+  @java.lang.Override
+  public boolean getActiveEventsOmitted() {
+    return activeEventsOmitted_;
+  }
+
+  public static final int CLEARED_EVENT_IDS_OMITTED_FIELD_NUMBER = 16;
+  private boolean clearedEventIdsOmitted_ = false;
+  /**
+   * <pre>
+   * cleared_event_ids is left empty (see archived_events_omitted).
+   * </pre>
+   *
+   * <code>bool cleared_event_ids_omitted = 16 [json_name = "clearedEventIdsOmitted"];</code>
+   * @return The clearedEventIdsOmitted.
+   */
+  @java.lang.Override
+  public boolean getClearedEventIdsOmitted() {
+    return clearedEventIdsOmitted_;
+  }
+
+  public static final int RESTORED_EVENT_IDS_OMITTED_FIELD_NUMBER = 17;
+  private boolean restoredEventIdsOmitted_ = false;
+  /**
+   * <pre>
+   * restored_event_ids is left empty (see archived_events_omitted).
+   * </pre>
+   *
+   * <code>bool restored_event_ids_omitted = 17 [json_name = "restoredEventIdsOmitted"];</code>
+   * @return The restoredEventIdsOmitted.
+   */
+  @java.lang.Override
+  public boolean getRestoredEventIdsOmitted() {
+    return restoredEventIdsOmitted_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -624,6 +691,18 @@ private static final long serialVersionUID = 0L;
     }
     for (int i = 0; i < restoredEventIds_.size(); i++) {
       com.google.protobuf.GeneratedMessage.writeString(output, 13, restoredEventIds_.getRaw(i));
+    }
+    if (archivedEventsOmitted_ != false) {
+      output.writeBool(14, archivedEventsOmitted_);
+    }
+    if (activeEventsOmitted_ != false) {
+      output.writeBool(15, activeEventsOmitted_);
+    }
+    if (clearedEventIdsOmitted_ != false) {
+      output.writeBool(16, clearedEventIdsOmitted_);
+    }
+    if (restoredEventIdsOmitted_ != false) {
+      output.writeBool(17, restoredEventIdsOmitted_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -695,6 +774,22 @@ private static final long serialVersionUID = 0L;
       size += dataSize;
       size += 1 * getRestoredEventIdsList().size();
     }
+    if (archivedEventsOmitted_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(14, archivedEventsOmitted_);
+    }
+    if (activeEventsOmitted_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(15, activeEventsOmitted_);
+    }
+    if (clearedEventIdsOmitted_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(16, clearedEventIdsOmitted_);
+    }
+    if (restoredEventIdsOmitted_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(17, restoredEventIdsOmitted_);
+    }
     return size;
   }
   @java.lang.Override
@@ -745,6 +840,14 @@ private static final long serialVersionUID = 0L;
         .equals(other.getClearedEventIdsList())) return false;
     if (!getRestoredEventIdsList()
         .equals(other.getRestoredEventIdsList())) return false;
+    if (getArchivedEventsOmitted()
+        != other.getArchivedEventsOmitted()) return false;
+    if (getActiveEventsOmitted()
+        != other.getActiveEventsOmitted()) return false;
+    if (getClearedEventIdsOmitted()
+        != other.getClearedEventIdsOmitted()) return false;
+    if (getRestoredEventIdsOmitted()
+        != other.getRestoredEventIdsOmitted()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -793,6 +896,18 @@ private static final long serialVersionUID = 0L;
       hash = (37 * hash) + RESTORED_EVENT_IDS_FIELD_NUMBER;
       hash = (53 * hash) + getRestoredEventIdsList().hashCode();
     }
+    hash = (37 * hash) + ARCHIVED_EVENTS_OMITTED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getArchivedEventsOmitted());
+    hash = (37 * hash) + ACTIVE_EVENTS_OMITTED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getActiveEventsOmitted());
+    hash = (37 * hash) + CLEARED_EVENT_IDS_OMITTED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getClearedEventIdsOmitted());
+    hash = (37 * hash) + RESTORED_EVENT_IDS_OMITTED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getRestoredEventIdsOmitted());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -955,6 +1070,10 @@ private static final long serialVersionUID = 0L;
           com.google.protobuf.LazyStringArrayList.emptyList();
       restoredEventIds_ =
           com.google.protobuf.LazyStringArrayList.emptyList();
+      archivedEventsOmitted_ = false;
+      activeEventsOmitted_ = false;
+      clearedEventIdsOmitted_ = false;
+      restoredEventIdsOmitted_ = false;
       return this;
     }
 
@@ -1044,6 +1163,18 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00001000) != 0)) {
         restoredEventIds_.makeImmutable();
         result.restoredEventIds_ = restoredEventIds_;
+      }
+      if (((from_bitField0_ & 0x00002000) != 0)) {
+        result.archivedEventsOmitted_ = archivedEventsOmitted_;
+      }
+      if (((from_bitField0_ & 0x00004000) != 0)) {
+        result.activeEventsOmitted_ = activeEventsOmitted_;
+      }
+      if (((from_bitField0_ & 0x00008000) != 0)) {
+        result.clearedEventIdsOmitted_ = clearedEventIdsOmitted_;
+      }
+      if (((from_bitField0_ & 0x00010000) != 0)) {
+        result.restoredEventIdsOmitted_ = restoredEventIdsOmitted_;
       }
     }
 
@@ -1166,6 +1297,18 @@ private static final long serialVersionUID = 0L;
         }
         onChanged();
       }
+      if (other.getArchivedEventsOmitted() != false) {
+        setArchivedEventsOmitted(other.getArchivedEventsOmitted());
+      }
+      if (other.getActiveEventsOmitted() != false) {
+        setActiveEventsOmitted(other.getActiveEventsOmitted());
+      }
+      if (other.getClearedEventIdsOmitted() != false) {
+        setClearedEventIdsOmitted(other.getClearedEventIdsOmitted());
+      }
+      if (other.getRestoredEventIdsOmitted() != false) {
+        setRestoredEventIdsOmitted(other.getRestoredEventIdsOmitted());
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -1271,6 +1414,26 @@ private static final long serialVersionUID = 0L;
               restoredEventIds_.add(input.readStringRequireUtf8());
               break;
             } // case 106
+            case 112: {
+              archivedEventsOmitted_ = input.readBool();
+              bitField0_ |= 0x00002000;
+              break;
+            } // case 112
+            case 120: {
+              activeEventsOmitted_ = input.readBool();
+              bitField0_ |= 0x00004000;
+              break;
+            } // case 120
+            case 128: {
+              clearedEventIdsOmitted_ = input.readBool();
+              bitField0_ |= 0x00008000;
+              break;
+            } // case 128
+            case 136: {
+              restoredEventIdsOmitted_ = input.readBool();
+              bitField0_ |= 0x00010000;
+              break;
+            } // case 136
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2826,6 +2989,203 @@ private static final long serialVersionUID = 0L;
       ensureRestoredEventIdsIsMutable();
       restoredEventIds_.add(value);
       bitField0_ |= 0x00001000;
+      onChanged();
+      return this;
+    }
+
+    private boolean archivedEventsOmitted_ ;
+    /**
+     * <pre>
+     * True when archived_events is left empty although the pass archived
+     * events (archived_event_count of them), because even without content the
+     * answer would pass the server's message size limit. The same for the
+     * three lists below. Like content_omitted, it never stands for an error:
+     * the change was stored. Read the full lists with ListCompactions
+     * (ListCompactionsRequest.ids_of names this compaction_id) and the window
+     * with GetContext or ListEvents; every client's compaction history does
+     * the former for you.
+     * </pre>
+     *
+     * <code>bool archived_events_omitted = 14 [json_name = "archivedEventsOmitted"];</code>
+     * @return The archivedEventsOmitted.
+     */
+    @java.lang.Override
+    public boolean getArchivedEventsOmitted() {
+      return archivedEventsOmitted_;
+    }
+    /**
+     * <pre>
+     * True when archived_events is left empty although the pass archived
+     * events (archived_event_count of them), because even without content the
+     * answer would pass the server's message size limit. The same for the
+     * three lists below. Like content_omitted, it never stands for an error:
+     * the change was stored. Read the full lists with ListCompactions
+     * (ListCompactionsRequest.ids_of names this compaction_id) and the window
+     * with GetContext or ListEvents; every client's compaction history does
+     * the former for you.
+     * </pre>
+     *
+     * <code>bool archived_events_omitted = 14 [json_name = "archivedEventsOmitted"];</code>
+     * @param value The archivedEventsOmitted to set.
+     * @return This builder for chaining.
+     */
+    public Builder setArchivedEventsOmitted(boolean value) {
+
+      archivedEventsOmitted_ = value;
+      bitField0_ |= 0x00002000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * True when archived_events is left empty although the pass archived
+     * events (archived_event_count of them), because even without content the
+     * answer would pass the server's message size limit. The same for the
+     * three lists below. Like content_omitted, it never stands for an error:
+     * the change was stored. Read the full lists with ListCompactions
+     * (ListCompactionsRequest.ids_of names this compaction_id) and the window
+     * with GetContext or ListEvents; every client's compaction history does
+     * the former for you.
+     * </pre>
+     *
+     * <code>bool archived_events_omitted = 14 [json_name = "archivedEventsOmitted"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearArchivedEventsOmitted() {
+      bitField0_ = (bitField0_ & ~0x00002000);
+      archivedEventsOmitted_ = false;
+      onChanged();
+      return this;
+    }
+
+    private boolean activeEventsOmitted_ ;
+    /**
+     * <pre>
+     * active_events is left empty (see archived_events_omitted).
+     * </pre>
+     *
+     * <code>bool active_events_omitted = 15 [json_name = "activeEventsOmitted"];</code>
+     * @return The activeEventsOmitted.
+     */
+    @java.lang.Override
+    public boolean getActiveEventsOmitted() {
+      return activeEventsOmitted_;
+    }
+    /**
+     * <pre>
+     * active_events is left empty (see archived_events_omitted).
+     * </pre>
+     *
+     * <code>bool active_events_omitted = 15 [json_name = "activeEventsOmitted"];</code>
+     * @param value The activeEventsOmitted to set.
+     * @return This builder for chaining.
+     */
+    public Builder setActiveEventsOmitted(boolean value) {
+
+      activeEventsOmitted_ = value;
+      bitField0_ |= 0x00004000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * active_events is left empty (see archived_events_omitted).
+     * </pre>
+     *
+     * <code>bool active_events_omitted = 15 [json_name = "activeEventsOmitted"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearActiveEventsOmitted() {
+      bitField0_ = (bitField0_ & ~0x00004000);
+      activeEventsOmitted_ = false;
+      onChanged();
+      return this;
+    }
+
+    private boolean clearedEventIdsOmitted_ ;
+    /**
+     * <pre>
+     * cleared_event_ids is left empty (see archived_events_omitted).
+     * </pre>
+     *
+     * <code>bool cleared_event_ids_omitted = 16 [json_name = "clearedEventIdsOmitted"];</code>
+     * @return The clearedEventIdsOmitted.
+     */
+    @java.lang.Override
+    public boolean getClearedEventIdsOmitted() {
+      return clearedEventIdsOmitted_;
+    }
+    /**
+     * <pre>
+     * cleared_event_ids is left empty (see archived_events_omitted).
+     * </pre>
+     *
+     * <code>bool cleared_event_ids_omitted = 16 [json_name = "clearedEventIdsOmitted"];</code>
+     * @param value The clearedEventIdsOmitted to set.
+     * @return This builder for chaining.
+     */
+    public Builder setClearedEventIdsOmitted(boolean value) {
+
+      clearedEventIdsOmitted_ = value;
+      bitField0_ |= 0x00008000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * cleared_event_ids is left empty (see archived_events_omitted).
+     * </pre>
+     *
+     * <code>bool cleared_event_ids_omitted = 16 [json_name = "clearedEventIdsOmitted"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearClearedEventIdsOmitted() {
+      bitField0_ = (bitField0_ & ~0x00008000);
+      clearedEventIdsOmitted_ = false;
+      onChanged();
+      return this;
+    }
+
+    private boolean restoredEventIdsOmitted_ ;
+    /**
+     * <pre>
+     * restored_event_ids is left empty (see archived_events_omitted).
+     * </pre>
+     *
+     * <code>bool restored_event_ids_omitted = 17 [json_name = "restoredEventIdsOmitted"];</code>
+     * @return The restoredEventIdsOmitted.
+     */
+    @java.lang.Override
+    public boolean getRestoredEventIdsOmitted() {
+      return restoredEventIdsOmitted_;
+    }
+    /**
+     * <pre>
+     * restored_event_ids is left empty (see archived_events_omitted).
+     * </pre>
+     *
+     * <code>bool restored_event_ids_omitted = 17 [json_name = "restoredEventIdsOmitted"];</code>
+     * @param value The restoredEventIdsOmitted to set.
+     * @return This builder for chaining.
+     */
+    public Builder setRestoredEventIdsOmitted(boolean value) {
+
+      restoredEventIdsOmitted_ = value;
+      bitField0_ |= 0x00010000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * restored_event_ids is left empty (see archived_events_omitted).
+     * </pre>
+     *
+     * <code>bool restored_event_ids_omitted = 17 [json_name = "restoredEventIdsOmitted"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearRestoredEventIdsOmitted() {
+      bitField0_ = (bitField0_ & ~0x00010000);
+      restoredEventIdsOmitted_ = false;
       onChanged();
       return this;
     }

@@ -328,4 +328,51 @@ public interface CompactionResultOrBuilder extends
    */
   com.google.protobuf.ByteString
       getRestoredEventIdsBytes(int index);
+
+  /**
+   * <pre>
+   * True when archived_events is left empty although the pass archived
+   * events (archived_event_count of them), because even without content the
+   * answer would pass the server's message size limit. The same for the
+   * three lists below. Like content_omitted, it never stands for an error:
+   * the change was stored. Read the full lists with ListCompactions
+   * (ListCompactionsRequest.ids_of names this compaction_id) and the window
+   * with GetContext or ListEvents; every client's compaction history does
+   * the former for you.
+   * </pre>
+   *
+   * <code>bool archived_events_omitted = 14 [json_name = "archivedEventsOmitted"];</code>
+   * @return The archivedEventsOmitted.
+   */
+  boolean getArchivedEventsOmitted();
+
+  /**
+   * <pre>
+   * active_events is left empty (see archived_events_omitted).
+   * </pre>
+   *
+   * <code>bool active_events_omitted = 15 [json_name = "activeEventsOmitted"];</code>
+   * @return The activeEventsOmitted.
+   */
+  boolean getActiveEventsOmitted();
+
+  /**
+   * <pre>
+   * cleared_event_ids is left empty (see archived_events_omitted).
+   * </pre>
+   *
+   * <code>bool cleared_event_ids_omitted = 16 [json_name = "clearedEventIdsOmitted"];</code>
+   * @return The clearedEventIdsOmitted.
+   */
+  boolean getClearedEventIdsOmitted();
+
+  /**
+   * <pre>
+   * restored_event_ids is left empty (see archived_events_omitted).
+   * </pre>
+   *
+   * <code>bool restored_event_ids_omitted = 17 [json_name = "restoredEventIdsOmitted"];</code>
+   * @return The restoredEventIdsOmitted.
+   */
+  boolean getRestoredEventIdsOmitted();
 }

@@ -180,6 +180,25 @@ private static final long serialVersionUID = 0L;
     return contentOmitted_;
   }
 
+  public static final int EVENTS_OMITTED_FIELD_NUMBER = 11;
+  private boolean eventsOmitted_ = false;
+  /**
+   * <pre>
+   * True when even without content the window's events would pass the
+   * limit (a window of very many events): events is left empty, and
+   * content_omitted is set too. Read the window in parts with
+   * ListEvents(active_only); every client's context() does this for you,
+   * checking with a second GetContext that the version did not move.
+   * </pre>
+   *
+   * <code>bool events_omitted = 11 [json_name = "eventsOmitted"];</code>
+   * @return The eventsOmitted.
+   */
+  @java.lang.Override
+  public boolean getEventsOmitted() {
+    return eventsOmitted_;
+  }
+
   public static final int RENDERED_JSON_FIELD_NUMBER = 6;
   @SuppressWarnings("serial")
   private volatile java.lang.Object renderedJson_ = "";
@@ -256,13 +275,17 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object cachePrefixId_ = "";
   /**
    * <pre>
-   * An opaque id of the window's stable prefix: the same on every answer
-   * while the window only grows at its end (appends), and a new one exactly
-   * when a compaction, a clearing or a restore changes the window before its
-   * end. Use it as OpenAI's prompt_cache_key, to know when Anthropic
-   * cache_control breakpoints past the prefix moved, or when a Gemini
-   * explicit cache must be rebuilt. Unique per session incarnation: a session
-   * deleted and created again under its id gets new ones.
+   * An opaque id of the bytes a provider caches of the window's stable
+   * prefix: the system instruction (the latest system message), then the
+   * prefix's events (stable_prefix_events), each call answered as the window
+   * answers it. It changes exactly when those bytes change in any format: a
+   * compaction, clearing or restore, a new system message, a result logged
+   * late for a call inside the prefix (it replaces the placeholder). An
+   * append past the prefix keeps it; equal prefixes get equal ids. Use it as
+   * OpenAI's prompt_cache_key, to know when Anthropic cache_control
+   * breakpoints past the prefix moved, or when a Gemini explicit cache must
+   * be rebuilt. Unique per session incarnation: a session deleted and
+   * created again under its id gets new ones.
    * </pre>
    *
    * <code>string cache_prefix_id = 8 [json_name = "cachePrefixId"];</code>
@@ -283,13 +306,17 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * An opaque id of the window's stable prefix: the same on every answer
-   * while the window only grows at its end (appends), and a new one exactly
-   * when a compaction, a clearing or a restore changes the window before its
-   * end. Use it as OpenAI's prompt_cache_key, to know when Anthropic
-   * cache_control breakpoints past the prefix moved, or when a Gemini
-   * explicit cache must be rebuilt. Unique per session incarnation: a session
-   * deleted and created again under its id gets new ones.
+   * An opaque id of the bytes a provider caches of the window's stable
+   * prefix: the system instruction (the latest system message), then the
+   * prefix's events (stable_prefix_events), each call answered as the window
+   * answers it. It changes exactly when those bytes change in any format: a
+   * compaction, clearing or restore, a new system message, a result logged
+   * late for a call inside the prefix (it replaces the placeholder). An
+   * append past the prefix keeps it; equal prefixes get equal ids. Use it as
+   * OpenAI's prompt_cache_key, to know when Anthropic cache_control
+   * breakpoints past the prefix moved, or when a Gemini explicit cache must
+   * be rebuilt. Unique per session incarnation: a session deleted and
+   * created again under its id gets new ones.
    * </pre>
    *
    * <code>string cache_prefix_id = 8 [json_name = "cachePrefixId"];</code>
@@ -314,11 +341,11 @@ private static final long serialVersionUID = 0L;
   private int stablePrefixTokens_ = 0;
   /**
    * <pre>
-   * Tokens (as token_count counts them) of the window's leading part that
-   * every answer with this cache_prefix_id starts with: the window as the
-   * last compaction, clearing or restore left it; the events appended since
-   * follow it. 0 for a session never compacted (its windows share only the
-   * empty one they grew from, and its cache_prefix_id never changes).
+   * Tokens (as token_count counts them) of that prefix: the latest system
+   * message and the prefix's other events (a late result's tokens stay where
+   * it was logged); never more than token_count. Just the system message for
+   * a session never compacted (its windows share only the empty one they
+   * grew from).
    * </pre>
    *
    * <code>int32 stable_prefix_tokens = 9 [json_name = "stablePrefixTokens"];</code>
@@ -333,8 +360,9 @@ private static final long serialVersionUID = 0L;
   private int stablePrefixEvents_ = 0;
   /**
    * <pre>
-   * How many of the window's leading events make up that prefix: where a
-   * cache breakpoint that lasts until the next change goes.
+   * How many of the window's leading events make up that prefix: the window
+   * as the last compaction, clearing or restore left it, where a cache
+   * breakpoint that lasts until the next change goes.
    * </pre>
    *
    * <code>int32 stable_prefix_events = 10 [json_name = "stablePrefixEvents"];</code>
@@ -389,6 +417,9 @@ private static final long serialVersionUID = 0L;
     if (stablePrefixEvents_ != 0) {
       output.writeInt32(10, stablePrefixEvents_);
     }
+    if (eventsOmitted_ != false) {
+      output.writeBool(11, eventsOmitted_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -436,6 +467,10 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeInt32Size(10, stablePrefixEvents_);
     }
+    if (eventsOmitted_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(11, eventsOmitted_);
+    }
     return size;
   }
   @java.lang.Override
@@ -470,6 +505,8 @@ private static final long serialVersionUID = 0L;
         != other.getTurnCount()) return false;
     if (getContentOmitted()
         != other.getContentOmitted()) return false;
+    if (getEventsOmitted()
+        != other.getEventsOmitted()) return false;
     if (!getRenderedJson()
         .equals(other.getRenderedJson())) return false;
     if (getEstimatedPromptTokens()
@@ -505,6 +542,9 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + CONTENT_OMITTED_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getContentOmitted());
+    hash = (37 * hash) + EVENTS_OMITTED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getEventsOmitted());
     hash = (37 * hash) + RENDERED_JSON_FIELD_NUMBER;
     hash = (53 * hash) + getRenderedJson().hashCode();
     hash = (37 * hash) + ESTIMATED_PROMPT_TOKENS_FIELD_NUMBER;
@@ -661,6 +701,7 @@ private static final long serialVersionUID = 0L;
       tokenCount_ = 0;
       turnCount_ = 0;
       contentOmitted_ = false;
+      eventsOmitted_ = false;
       renderedJson_ = "";
       estimatedPromptTokens_ = 0;
       cachePrefixId_ = "";
@@ -725,18 +766,21 @@ private static final long serialVersionUID = 0L;
         result.contentOmitted_ = contentOmitted_;
       }
       if (((from_bitField0_ & 0x00000020) != 0)) {
-        result.renderedJson_ = renderedJson_;
+        result.eventsOmitted_ = eventsOmitted_;
       }
       if (((from_bitField0_ & 0x00000040) != 0)) {
-        result.estimatedPromptTokens_ = estimatedPromptTokens_;
+        result.renderedJson_ = renderedJson_;
       }
       if (((from_bitField0_ & 0x00000080) != 0)) {
-        result.cachePrefixId_ = cachePrefixId_;
+        result.estimatedPromptTokens_ = estimatedPromptTokens_;
       }
       if (((from_bitField0_ & 0x00000100) != 0)) {
-        result.stablePrefixTokens_ = stablePrefixTokens_;
+        result.cachePrefixId_ = cachePrefixId_;
       }
       if (((from_bitField0_ & 0x00000200) != 0)) {
+        result.stablePrefixTokens_ = stablePrefixTokens_;
+      }
+      if (((from_bitField0_ & 0x00000400) != 0)) {
         result.stablePrefixEvents_ = stablePrefixEvents_;
       }
     }
@@ -791,9 +835,12 @@ private static final long serialVersionUID = 0L;
       if (other.getContentOmitted() != false) {
         setContentOmitted(other.getContentOmitted());
       }
+      if (other.getEventsOmitted() != false) {
+        setEventsOmitted(other.getEventsOmitted());
+      }
       if (!other.getRenderedJson().isEmpty()) {
         renderedJson_ = other.renderedJson_;
-        bitField0_ |= 0x00000020;
+        bitField0_ |= 0x00000040;
         onChanged();
       }
       if (other.getEstimatedPromptTokens() != 0) {
@@ -801,7 +848,7 @@ private static final long serialVersionUID = 0L;
       }
       if (!other.getCachePrefixId().isEmpty()) {
         cachePrefixId_ = other.cachePrefixId_;
-        bitField0_ |= 0x00000080;
+        bitField0_ |= 0x00000100;
         onChanged();
       }
       if (other.getStablePrefixTokens() != 0) {
@@ -869,29 +916,34 @@ private static final long serialVersionUID = 0L;
             } // case 40
             case 50: {
               renderedJson_ = input.readStringRequireUtf8();
-              bitField0_ |= 0x00000020;
+              bitField0_ |= 0x00000040;
               break;
             } // case 50
             case 56: {
               estimatedPromptTokens_ = input.readInt32();
-              bitField0_ |= 0x00000040;
+              bitField0_ |= 0x00000080;
               break;
             } // case 56
             case 66: {
               cachePrefixId_ = input.readStringRequireUtf8();
-              bitField0_ |= 0x00000080;
+              bitField0_ |= 0x00000100;
               break;
             } // case 66
             case 72: {
               stablePrefixTokens_ = input.readInt32();
-              bitField0_ |= 0x00000100;
+              bitField0_ |= 0x00000200;
               break;
             } // case 72
             case 80: {
               stablePrefixEvents_ = input.readInt32();
-              bitField0_ |= 0x00000200;
+              bitField0_ |= 0x00000400;
               break;
             } // case 80
+            case 88: {
+              eventsOmitted_ = input.readBool();
+              bitField0_ |= 0x00000020;
+              break;
+            } // case 88
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1403,6 +1455,62 @@ private static final long serialVersionUID = 0L;
       return this;
     }
 
+    private boolean eventsOmitted_ ;
+    /**
+     * <pre>
+     * True when even without content the window's events would pass the
+     * limit (a window of very many events): events is left empty, and
+     * content_omitted is set too. Read the window in parts with
+     * ListEvents(active_only); every client's context() does this for you,
+     * checking with a second GetContext that the version did not move.
+     * </pre>
+     *
+     * <code>bool events_omitted = 11 [json_name = "eventsOmitted"];</code>
+     * @return The eventsOmitted.
+     */
+    @java.lang.Override
+    public boolean getEventsOmitted() {
+      return eventsOmitted_;
+    }
+    /**
+     * <pre>
+     * True when even without content the window's events would pass the
+     * limit (a window of very many events): events is left empty, and
+     * content_omitted is set too. Read the window in parts with
+     * ListEvents(active_only); every client's context() does this for you,
+     * checking with a second GetContext that the version did not move.
+     * </pre>
+     *
+     * <code>bool events_omitted = 11 [json_name = "eventsOmitted"];</code>
+     * @param value The eventsOmitted to set.
+     * @return This builder for chaining.
+     */
+    public Builder setEventsOmitted(boolean value) {
+
+      eventsOmitted_ = value;
+      bitField0_ |= 0x00000020;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * True when even without content the window's events would pass the
+     * limit (a window of very many events): events is left empty, and
+     * content_omitted is set too. Read the window in parts with
+     * ListEvents(active_only); every client's context() does this for you,
+     * checking with a second GetContext that the version did not move.
+     * </pre>
+     *
+     * <code>bool events_omitted = 11 [json_name = "eventsOmitted"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearEventsOmitted() {
+      bitField0_ = (bitField0_ & ~0x00000020);
+      eventsOmitted_ = false;
+      onChanged();
+      return this;
+    }
+
     private java.lang.Object renderedJson_ = "";
     /**
      * <pre>
@@ -1470,7 +1578,7 @@ private static final long serialVersionUID = 0L;
         java.lang.String value) {
       java.util.Objects.requireNonNull(value);
       renderedJson_ = value;
-      bitField0_ |= 0x00000020;
+      bitField0_ |= 0x00000040;
       onChanged();
       return this;
     }
@@ -1488,7 +1596,7 @@ private static final long serialVersionUID = 0L;
      */
     public Builder clearRenderedJson() {
       renderedJson_ = getDefaultInstance().getRenderedJson();
-      bitField0_ = (bitField0_ & ~0x00000020);
+      bitField0_ = (bitField0_ & ~0x00000040);
       onChanged();
       return this;
     }
@@ -1510,7 +1618,7 @@ private static final long serialVersionUID = 0L;
       java.util.Objects.requireNonNull(value);
       checkByteStringIsUtf8(value);
       renderedJson_ = value;
-      bitField0_ |= 0x00000020;
+      bitField0_ |= 0x00000040;
       onChanged();
       return this;
     }
@@ -1542,7 +1650,7 @@ private static final long serialVersionUID = 0L;
     public Builder setEstimatedPromptTokens(int value) {
 
       estimatedPromptTokens_ = value;
-      bitField0_ |= 0x00000040;
+      bitField0_ |= 0x00000080;
       onChanged();
       return this;
     }
@@ -1556,7 +1664,7 @@ private static final long serialVersionUID = 0L;
      * @return This builder for chaining.
      */
     public Builder clearEstimatedPromptTokens() {
-      bitField0_ = (bitField0_ & ~0x00000040);
+      bitField0_ = (bitField0_ & ~0x00000080);
       estimatedPromptTokens_ = 0;
       onChanged();
       return this;
@@ -1565,13 +1673,17 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object cachePrefixId_ = "";
     /**
      * <pre>
-     * An opaque id of the window's stable prefix: the same on every answer
-     * while the window only grows at its end (appends), and a new one exactly
-     * when a compaction, a clearing or a restore changes the window before its
-     * end. Use it as OpenAI's prompt_cache_key, to know when Anthropic
-     * cache_control breakpoints past the prefix moved, or when a Gemini
-     * explicit cache must be rebuilt. Unique per session incarnation: a session
-     * deleted and created again under its id gets new ones.
+     * An opaque id of the bytes a provider caches of the window's stable
+     * prefix: the system instruction (the latest system message), then the
+     * prefix's events (stable_prefix_events), each call answered as the window
+     * answers it. It changes exactly when those bytes change in any format: a
+     * compaction, clearing or restore, a new system message, a result logged
+     * late for a call inside the prefix (it replaces the placeholder). An
+     * append past the prefix keeps it; equal prefixes get equal ids. Use it as
+     * OpenAI's prompt_cache_key, to know when Anthropic cache_control
+     * breakpoints past the prefix moved, or when a Gemini explicit cache must
+     * be rebuilt. Unique per session incarnation: a session deleted and
+     * created again under its id gets new ones.
      * </pre>
      *
      * <code>string cache_prefix_id = 8 [json_name = "cachePrefixId"];</code>
@@ -1591,13 +1703,17 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * An opaque id of the window's stable prefix: the same on every answer
-     * while the window only grows at its end (appends), and a new one exactly
-     * when a compaction, a clearing or a restore changes the window before its
-     * end. Use it as OpenAI's prompt_cache_key, to know when Anthropic
-     * cache_control breakpoints past the prefix moved, or when a Gemini
-     * explicit cache must be rebuilt. Unique per session incarnation: a session
-     * deleted and created again under its id gets new ones.
+     * An opaque id of the bytes a provider caches of the window's stable
+     * prefix: the system instruction (the latest system message), then the
+     * prefix's events (stable_prefix_events), each call answered as the window
+     * answers it. It changes exactly when those bytes change in any format: a
+     * compaction, clearing or restore, a new system message, a result logged
+     * late for a call inside the prefix (it replaces the placeholder). An
+     * append past the prefix keeps it; equal prefixes get equal ids. Use it as
+     * OpenAI's prompt_cache_key, to know when Anthropic cache_control
+     * breakpoints past the prefix moved, or when a Gemini explicit cache must
+     * be rebuilt. Unique per session incarnation: a session deleted and
+     * created again under its id gets new ones.
      * </pre>
      *
      * <code>string cache_prefix_id = 8 [json_name = "cachePrefixId"];</code>
@@ -1618,13 +1734,17 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * An opaque id of the window's stable prefix: the same on every answer
-     * while the window only grows at its end (appends), and a new one exactly
-     * when a compaction, a clearing or a restore changes the window before its
-     * end. Use it as OpenAI's prompt_cache_key, to know when Anthropic
-     * cache_control breakpoints past the prefix moved, or when a Gemini
-     * explicit cache must be rebuilt. Unique per session incarnation: a session
-     * deleted and created again under its id gets new ones.
+     * An opaque id of the bytes a provider caches of the window's stable
+     * prefix: the system instruction (the latest system message), then the
+     * prefix's events (stable_prefix_events), each call answered as the window
+     * answers it. It changes exactly when those bytes change in any format: a
+     * compaction, clearing or restore, a new system message, a result logged
+     * late for a call inside the prefix (it replaces the placeholder). An
+     * append past the prefix keeps it; equal prefixes get equal ids. Use it as
+     * OpenAI's prompt_cache_key, to know when Anthropic cache_control
+     * breakpoints past the prefix moved, or when a Gemini explicit cache must
+     * be rebuilt. Unique per session incarnation: a session deleted and
+     * created again under its id gets new ones.
      * </pre>
      *
      * <code>string cache_prefix_id = 8 [json_name = "cachePrefixId"];</code>
@@ -1635,19 +1755,23 @@ private static final long serialVersionUID = 0L;
         java.lang.String value) {
       java.util.Objects.requireNonNull(value);
       cachePrefixId_ = value;
-      bitField0_ |= 0x00000080;
+      bitField0_ |= 0x00000100;
       onChanged();
       return this;
     }
     /**
      * <pre>
-     * An opaque id of the window's stable prefix: the same on every answer
-     * while the window only grows at its end (appends), and a new one exactly
-     * when a compaction, a clearing or a restore changes the window before its
-     * end. Use it as OpenAI's prompt_cache_key, to know when Anthropic
-     * cache_control breakpoints past the prefix moved, or when a Gemini
-     * explicit cache must be rebuilt. Unique per session incarnation: a session
-     * deleted and created again under its id gets new ones.
+     * An opaque id of the bytes a provider caches of the window's stable
+     * prefix: the system instruction (the latest system message), then the
+     * prefix's events (stable_prefix_events), each call answered as the window
+     * answers it. It changes exactly when those bytes change in any format: a
+     * compaction, clearing or restore, a new system message, a result logged
+     * late for a call inside the prefix (it replaces the placeholder). An
+     * append past the prefix keeps it; equal prefixes get equal ids. Use it as
+     * OpenAI's prompt_cache_key, to know when Anthropic cache_control
+     * breakpoints past the prefix moved, or when a Gemini explicit cache must
+     * be rebuilt. Unique per session incarnation: a session deleted and
+     * created again under its id gets new ones.
      * </pre>
      *
      * <code>string cache_prefix_id = 8 [json_name = "cachePrefixId"];</code>
@@ -1655,19 +1779,23 @@ private static final long serialVersionUID = 0L;
      */
     public Builder clearCachePrefixId() {
       cachePrefixId_ = getDefaultInstance().getCachePrefixId();
-      bitField0_ = (bitField0_ & ~0x00000080);
+      bitField0_ = (bitField0_ & ~0x00000100);
       onChanged();
       return this;
     }
     /**
      * <pre>
-     * An opaque id of the window's stable prefix: the same on every answer
-     * while the window only grows at its end (appends), and a new one exactly
-     * when a compaction, a clearing or a restore changes the window before its
-     * end. Use it as OpenAI's prompt_cache_key, to know when Anthropic
-     * cache_control breakpoints past the prefix moved, or when a Gemini
-     * explicit cache must be rebuilt. Unique per session incarnation: a session
-     * deleted and created again under its id gets new ones.
+     * An opaque id of the bytes a provider caches of the window's stable
+     * prefix: the system instruction (the latest system message), then the
+     * prefix's events (stable_prefix_events), each call answered as the window
+     * answers it. It changes exactly when those bytes change in any format: a
+     * compaction, clearing or restore, a new system message, a result logged
+     * late for a call inside the prefix (it replaces the placeholder). An
+     * append past the prefix keeps it; equal prefixes get equal ids. Use it as
+     * OpenAI's prompt_cache_key, to know when Anthropic cache_control
+     * breakpoints past the prefix moved, or when a Gemini explicit cache must
+     * be rebuilt. Unique per session incarnation: a session deleted and
+     * created again under its id gets new ones.
      * </pre>
      *
      * <code>string cache_prefix_id = 8 [json_name = "cachePrefixId"];</code>
@@ -1679,7 +1807,7 @@ private static final long serialVersionUID = 0L;
       java.util.Objects.requireNonNull(value);
       checkByteStringIsUtf8(value);
       cachePrefixId_ = value;
-      bitField0_ |= 0x00000080;
+      bitField0_ |= 0x00000100;
       onChanged();
       return this;
     }
@@ -1687,11 +1815,11 @@ private static final long serialVersionUID = 0L;
     private int stablePrefixTokens_ ;
     /**
      * <pre>
-     * Tokens (as token_count counts them) of the window's leading part that
-     * every answer with this cache_prefix_id starts with: the window as the
-     * last compaction, clearing or restore left it; the events appended since
-     * follow it. 0 for a session never compacted (its windows share only the
-     * empty one they grew from, and its cache_prefix_id never changes).
+     * Tokens (as token_count counts them) of that prefix: the latest system
+     * message and the prefix's other events (a late result's tokens stay where
+     * it was logged); never more than token_count. Just the system message for
+     * a session never compacted (its windows share only the empty one they
+     * grew from).
      * </pre>
      *
      * <code>int32 stable_prefix_tokens = 9 [json_name = "stablePrefixTokens"];</code>
@@ -1703,11 +1831,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Tokens (as token_count counts them) of the window's leading part that
-     * every answer with this cache_prefix_id starts with: the window as the
-     * last compaction, clearing or restore left it; the events appended since
-     * follow it. 0 for a session never compacted (its windows share only the
-     * empty one they grew from, and its cache_prefix_id never changes).
+     * Tokens (as token_count counts them) of that prefix: the latest system
+     * message and the prefix's other events (a late result's tokens stay where
+     * it was logged); never more than token_count. Just the system message for
+     * a session never compacted (its windows share only the empty one they
+     * grew from).
      * </pre>
      *
      * <code>int32 stable_prefix_tokens = 9 [json_name = "stablePrefixTokens"];</code>
@@ -1717,24 +1845,24 @@ private static final long serialVersionUID = 0L;
     public Builder setStablePrefixTokens(int value) {
 
       stablePrefixTokens_ = value;
-      bitField0_ |= 0x00000100;
+      bitField0_ |= 0x00000200;
       onChanged();
       return this;
     }
     /**
      * <pre>
-     * Tokens (as token_count counts them) of the window's leading part that
-     * every answer with this cache_prefix_id starts with: the window as the
-     * last compaction, clearing or restore left it; the events appended since
-     * follow it. 0 for a session never compacted (its windows share only the
-     * empty one they grew from, and its cache_prefix_id never changes).
+     * Tokens (as token_count counts them) of that prefix: the latest system
+     * message and the prefix's other events (a late result's tokens stay where
+     * it was logged); never more than token_count. Just the system message for
+     * a session never compacted (its windows share only the empty one they
+     * grew from).
      * </pre>
      *
      * <code>int32 stable_prefix_tokens = 9 [json_name = "stablePrefixTokens"];</code>
      * @return This builder for chaining.
      */
     public Builder clearStablePrefixTokens() {
-      bitField0_ = (bitField0_ & ~0x00000100);
+      bitField0_ = (bitField0_ & ~0x00000200);
       stablePrefixTokens_ = 0;
       onChanged();
       return this;
@@ -1743,8 +1871,9 @@ private static final long serialVersionUID = 0L;
     private int stablePrefixEvents_ ;
     /**
      * <pre>
-     * How many of the window's leading events make up that prefix: where a
-     * cache breakpoint that lasts until the next change goes.
+     * How many of the window's leading events make up that prefix: the window
+     * as the last compaction, clearing or restore left it, where a cache
+     * breakpoint that lasts until the next change goes.
      * </pre>
      *
      * <code>int32 stable_prefix_events = 10 [json_name = "stablePrefixEvents"];</code>
@@ -1756,8 +1885,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * How many of the window's leading events make up that prefix: where a
-     * cache breakpoint that lasts until the next change goes.
+     * How many of the window's leading events make up that prefix: the window
+     * as the last compaction, clearing or restore left it, where a cache
+     * breakpoint that lasts until the next change goes.
      * </pre>
      *
      * <code>int32 stable_prefix_events = 10 [json_name = "stablePrefixEvents"];</code>
@@ -1767,21 +1897,22 @@ private static final long serialVersionUID = 0L;
     public Builder setStablePrefixEvents(int value) {
 
       stablePrefixEvents_ = value;
-      bitField0_ |= 0x00000200;
+      bitField0_ |= 0x00000400;
       onChanged();
       return this;
     }
     /**
      * <pre>
-     * How many of the window's leading events make up that prefix: where a
-     * cache breakpoint that lasts until the next change goes.
+     * How many of the window's leading events make up that prefix: the window
+     * as the last compaction, clearing or restore left it, where a cache
+     * breakpoint that lasts until the next change goes.
      * </pre>
      *
      * <code>int32 stable_prefix_events = 10 [json_name = "stablePrefixEvents"];</code>
      * @return This builder for chaining.
      */
     public Builder clearStablePrefixEvents() {
-      bitField0_ = (bitField0_ & ~0x00000200);
+      bitField0_ = (bitField0_ & ~0x00000400);
       stablePrefixEvents_ = 0;
       onChanged();
       return this;

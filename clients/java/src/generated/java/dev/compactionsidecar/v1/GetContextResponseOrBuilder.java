@@ -100,6 +100,20 @@ public interface GetContextResponseOrBuilder extends
 
   /**
    * <pre>
+   * True when even without content the window's events would pass the
+   * limit (a window of very many events): events is left empty, and
+   * content_omitted is set too. Read the window in parts with
+   * ListEvents(active_only); every client's context() does this for you,
+   * checking with a second GetContext that the version did not move.
+   * </pre>
+   *
+   * <code>bool events_omitted = 11 [json_name = "eventsOmitted"];</code>
+   * @return The eventsOmitted.
+   */
+  boolean getEventsOmitted();
+
+  /**
+   * <pre>
    * The window rendered in the requested format (GetContextRequest.format),
    * as JSON: the fields of the provider's request body that carry the
    * conversation, ready to merge into it. Empty when no format was asked, and
@@ -139,13 +153,17 @@ public interface GetContextResponseOrBuilder extends
 
   /**
    * <pre>
-   * An opaque id of the window's stable prefix: the same on every answer
-   * while the window only grows at its end (appends), and a new one exactly
-   * when a compaction, a clearing or a restore changes the window before its
-   * end. Use it as OpenAI's prompt_cache_key, to know when Anthropic
-   * cache_control breakpoints past the prefix moved, or when a Gemini
-   * explicit cache must be rebuilt. Unique per session incarnation: a session
-   * deleted and created again under its id gets new ones.
+   * An opaque id of the bytes a provider caches of the window's stable
+   * prefix: the system instruction (the latest system message), then the
+   * prefix's events (stable_prefix_events), each call answered as the window
+   * answers it. It changes exactly when those bytes change in any format: a
+   * compaction, clearing or restore, a new system message, a result logged
+   * late for a call inside the prefix (it replaces the placeholder). An
+   * append past the prefix keeps it; equal prefixes get equal ids. Use it as
+   * OpenAI's prompt_cache_key, to know when Anthropic cache_control
+   * breakpoints past the prefix moved, or when a Gemini explicit cache must
+   * be rebuilt. Unique per session incarnation: a session deleted and
+   * created again under its id gets new ones.
    * </pre>
    *
    * <code>string cache_prefix_id = 8 [json_name = "cachePrefixId"];</code>
@@ -154,13 +172,17 @@ public interface GetContextResponseOrBuilder extends
   java.lang.String getCachePrefixId();
   /**
    * <pre>
-   * An opaque id of the window's stable prefix: the same on every answer
-   * while the window only grows at its end (appends), and a new one exactly
-   * when a compaction, a clearing or a restore changes the window before its
-   * end. Use it as OpenAI's prompt_cache_key, to know when Anthropic
-   * cache_control breakpoints past the prefix moved, or when a Gemini
-   * explicit cache must be rebuilt. Unique per session incarnation: a session
-   * deleted and created again under its id gets new ones.
+   * An opaque id of the bytes a provider caches of the window's stable
+   * prefix: the system instruction (the latest system message), then the
+   * prefix's events (stable_prefix_events), each call answered as the window
+   * answers it. It changes exactly when those bytes change in any format: a
+   * compaction, clearing or restore, a new system message, a result logged
+   * late for a call inside the prefix (it replaces the placeholder). An
+   * append past the prefix keeps it; equal prefixes get equal ids. Use it as
+   * OpenAI's prompt_cache_key, to know when Anthropic cache_control
+   * breakpoints past the prefix moved, or when a Gemini explicit cache must
+   * be rebuilt. Unique per session incarnation: a session deleted and
+   * created again under its id gets new ones.
    * </pre>
    *
    * <code>string cache_prefix_id = 8 [json_name = "cachePrefixId"];</code>
@@ -171,11 +193,11 @@ public interface GetContextResponseOrBuilder extends
 
   /**
    * <pre>
-   * Tokens (as token_count counts them) of the window's leading part that
-   * every answer with this cache_prefix_id starts with: the window as the
-   * last compaction, clearing or restore left it; the events appended since
-   * follow it. 0 for a session never compacted (its windows share only the
-   * empty one they grew from, and its cache_prefix_id never changes).
+   * Tokens (as token_count counts them) of that prefix: the latest system
+   * message and the prefix's other events (a late result's tokens stay where
+   * it was logged); never more than token_count. Just the system message for
+   * a session never compacted (its windows share only the empty one they
+   * grew from).
    * </pre>
    *
    * <code>int32 stable_prefix_tokens = 9 [json_name = "stablePrefixTokens"];</code>
@@ -185,8 +207,9 @@ public interface GetContextResponseOrBuilder extends
 
   /**
    * <pre>
-   * How many of the window's leading events make up that prefix: where a
-   * cache breakpoint that lasts until the next change goes.
+   * How many of the window's leading events make up that prefix: the window
+   * as the last compaction, clearing or restore left it, where a cache
+   * breakpoint that lasts until the next change goes.
    * </pre>
    *
    * <code>int32 stable_prefix_events = 10 [json_name = "stablePrefixEvents"];</code>

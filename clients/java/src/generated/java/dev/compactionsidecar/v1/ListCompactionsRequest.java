@@ -34,6 +34,7 @@ private static final long serialVersionUID = 0L;
   private ListCompactionsRequest() {
     sessionId_ = "";
     pageToken_ = "";
+    idsOf_ = "";
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -165,6 +166,65 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int IDS_OF_FIELD_NUMBER = 4;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object idsOf_ = "";
+  /**
+   * <pre>
+   * When set, the ids of this one compaction instead of the history, page
+   * by page: each page holds one Compaction, this one, with the next part of
+   * its archived_event_ids, then of its cleared_event_ids, then of its
+   * inserted_event_ids (page_size ids at most, default 1000, at most 10000,
+   * and within half the server's message size limit). Its other fields are
+   * on every page; next_page_token is empty on the last one. An absent id is
+   * NOT_FOUND.
+   * </pre>
+   *
+   * <code>string ids_of = 4 [json_name = "idsOf"];</code>
+   * @return The idsOf.
+   */
+  @java.lang.Override
+  public java.lang.String getIdsOf() {
+    java.lang.Object ref = idsOf_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      idsOf_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * When set, the ids of this one compaction instead of the history, page
+   * by page: each page holds one Compaction, this one, with the next part of
+   * its archived_event_ids, then of its cleared_event_ids, then of its
+   * inserted_event_ids (page_size ids at most, default 1000, at most 10000,
+   * and within half the server's message size limit). Its other fields are
+   * on every page; next_page_token is empty on the last one. An absent id is
+   * NOT_FOUND.
+   * </pre>
+   *
+   * <code>string ids_of = 4 [json_name = "idsOf"];</code>
+   * @return The bytes for idsOf.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getIdsOfBytes() {
+    java.lang.Object ref = idsOf_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      idsOf_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -188,6 +248,9 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(pageToken_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 3, pageToken_);
     }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(idsOf_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 4, idsOf_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -201,6 +264,9 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(pageToken_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(3, pageToken_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(idsOf_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(4, idsOf_);
     }
     return size;
   }
@@ -232,6 +298,8 @@ private static final long serialVersionUID = 0L;
         != other.getPageSize()) return false;
     if (!getPageToken()
         .equals(other.getPageToken())) return false;
+    if (!getIdsOf()
+        .equals(other.getIdsOf())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -249,6 +317,8 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getPageSize();
     hash = (37 * hash) + PAGE_TOKEN_FIELD_NUMBER;
     hash = (53 * hash) + getPageToken().hashCode();
+    hash = (37 * hash) + IDS_OF_FIELD_NUMBER;
+    hash = (53 * hash) + getIdsOf().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -387,6 +457,7 @@ private static final long serialVersionUID = 0L;
       sessionId_ = "";
       pageSize_ = 0;
       pageToken_ = "";
+      idsOf_ = "";
       return this;
     }
 
@@ -429,6 +500,9 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000004) != 0)) {
         result.pageToken_ = pageToken_;
       }
+      if (((from_bitField0_ & 0x00000008) != 0)) {
+        result.idsOf_ = idsOf_;
+      }
     }
 
     @java.lang.Override
@@ -454,6 +528,11 @@ private static final long serialVersionUID = 0L;
       if (!other.getPageToken().isEmpty()) {
         pageToken_ = other.pageToken_;
         bitField0_ |= 0x00000004;
+        onChanged();
+      }
+      if (!other.getIdsOf().isEmpty()) {
+        idsOf_ = other.idsOf_;
+        bitField0_ |= 0x00000008;
         onChanged();
       }
       this.mergeUnknownFields(other.getUnknownFields());
@@ -495,6 +574,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000004;
               break;
             } // case 26
+            case 34: {
+              idsOf_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000008;
+              break;
+            } // case 34
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -742,6 +826,128 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       pageToken_ = value;
       bitField0_ |= 0x00000004;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object idsOf_ = "";
+    /**
+     * <pre>
+     * When set, the ids of this one compaction instead of the history, page
+     * by page: each page holds one Compaction, this one, with the next part of
+     * its archived_event_ids, then of its cleared_event_ids, then of its
+     * inserted_event_ids (page_size ids at most, default 1000, at most 10000,
+     * and within half the server's message size limit). Its other fields are
+     * on every page; next_page_token is empty on the last one. An absent id is
+     * NOT_FOUND.
+     * </pre>
+     *
+     * <code>string ids_of = 4 [json_name = "idsOf"];</code>
+     * @return The idsOf.
+     */
+    public java.lang.String getIdsOf() {
+      java.lang.Object ref = idsOf_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        idsOf_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * When set, the ids of this one compaction instead of the history, page
+     * by page: each page holds one Compaction, this one, with the next part of
+     * its archived_event_ids, then of its cleared_event_ids, then of its
+     * inserted_event_ids (page_size ids at most, default 1000, at most 10000,
+     * and within half the server's message size limit). Its other fields are
+     * on every page; next_page_token is empty on the last one. An absent id is
+     * NOT_FOUND.
+     * </pre>
+     *
+     * <code>string ids_of = 4 [json_name = "idsOf"];</code>
+     * @return The bytes for idsOf.
+     */
+    public com.google.protobuf.ByteString
+        getIdsOfBytes() {
+      java.lang.Object ref = idsOf_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        idsOf_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * When set, the ids of this one compaction instead of the history, page
+     * by page: each page holds one Compaction, this one, with the next part of
+     * its archived_event_ids, then of its cleared_event_ids, then of its
+     * inserted_event_ids (page_size ids at most, default 1000, at most 10000,
+     * and within half the server's message size limit). Its other fields are
+     * on every page; next_page_token is empty on the last one. An absent id is
+     * NOT_FOUND.
+     * </pre>
+     *
+     * <code>string ids_of = 4 [json_name = "idsOf"];</code>
+     * @param value The idsOf to set.
+     * @return This builder for chaining.
+     */
+    public Builder setIdsOf(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      idsOf_ = value;
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * When set, the ids of this one compaction instead of the history, page
+     * by page: each page holds one Compaction, this one, with the next part of
+     * its archived_event_ids, then of its cleared_event_ids, then of its
+     * inserted_event_ids (page_size ids at most, default 1000, at most 10000,
+     * and within half the server's message size limit). Its other fields are
+     * on every page; next_page_token is empty on the last one. An absent id is
+     * NOT_FOUND.
+     * </pre>
+     *
+     * <code>string ids_of = 4 [json_name = "idsOf"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearIdsOf() {
+      idsOf_ = getDefaultInstance().getIdsOf();
+      bitField0_ = (bitField0_ & ~0x00000008);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * When set, the ids of this one compaction instead of the history, page
+     * by page: each page holds one Compaction, this one, with the next part of
+     * its archived_event_ids, then of its cleared_event_ids, then of its
+     * inserted_event_ids (page_size ids at most, default 1000, at most 10000,
+     * and within half the server's message size limit). Its other fields are
+     * on every page; next_page_token is empty on the last one. An absent id is
+     * NOT_FOUND.
+     * </pre>
+     *
+     * <code>string ids_of = 4 [json_name = "idsOf"];</code>
+     * @param value The bytes for idsOf to set.
+     * @return This builder for chaining.
+     */
+    public Builder setIdsOfBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      idsOf_ = value;
+      bitField0_ |= 0x00000008;
       onChanged();
       return this;
     }

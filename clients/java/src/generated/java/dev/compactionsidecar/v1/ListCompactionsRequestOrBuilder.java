@@ -61,4 +61,36 @@ public interface ListCompactionsRequestOrBuilder extends
    */
   com.google.protobuf.ByteString
       getPageTokenBytes();
+
+  /**
+   * <pre>
+   * When set, the ids of this one compaction instead of the history, page
+   * by page: each page holds one Compaction, this one, with the next part of
+   * its archived_event_ids, then of its cleared_event_ids, then of its
+   * inserted_event_ids (page_size ids at most, default 1000, at most 10000,
+   * and within half the server's message size limit). Its other fields are
+   * on every page; next_page_token is empty on the last one. An absent id is
+   * NOT_FOUND.
+   * </pre>
+   *
+   * <code>string ids_of = 4 [json_name = "idsOf"];</code>
+   * @return The idsOf.
+   */
+  java.lang.String getIdsOf();
+  /**
+   * <pre>
+   * When set, the ids of this one compaction instead of the history, page
+   * by page: each page holds one Compaction, this one, with the next part of
+   * its archived_event_ids, then of its cleared_event_ids, then of its
+   * inserted_event_ids (page_size ids at most, default 1000, at most 10000,
+   * and within half the server's message size limit). Its other fields are
+   * on every page; next_page_token is empty on the last one. An absent id is
+   * NOT_FOUND.
+   * </pre>
+   *
+   * <code>string ids_of = 4 [json_name = "idsOf"];</code>
+   * @return The bytes for idsOf.
+   */
+  com.google.protobuf.ByteString
+      getIdsOfBytes();
 }

@@ -18,6 +18,7 @@ import dev.compactionsidecar.v1.SearchEventsRequest;
 import dev.compactionsidecar.v1.SearchHit;
 import dev.compactionsidecar.v1.Session;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.stream.Stream;
 
@@ -126,8 +127,22 @@ public final class SessionHandle {
       try (Stream<Event> events = events(true)) {
         listed = events.toList();
       }
-      if (attempt >= WHOLE_WINDOW_TRIES || sameWindow(listed, answer.getEventsList())) {
-        return answer.toBuilder().clearEvents().addAllEvents(listed).setContentOmitted(false).build();
+      boolean same = sameWindow(listed, answer.getEventsList());
+      if (answer.getEventsOmitted()) {
+        // Too many events to list even without content: nothing to compare the pages with, so a
+        // second answer tells whether a write came in between.
+        GetContextResponse again = client.unary(stub -> stub.getContext(request), true);
+        same =
+            again.getVersion() == answer.getVersion()
+                && again.getCachePrefixId().equals(answer.getCachePrefixId());
+      }
+      if (attempt >= WHOLE_WINDOW_TRIES || same) {
+        return answer.toBuilder()
+            .clearEvents()
+            .addAllEvents(listed)
+            .setContentOmitted(false)
+            .setEventsOmitted(false)
+            .build();
       }
     }
   }
@@ -229,8 +244,48 @@ public final class SessionHandle {
                   .setPageToken(token)
                   .build();
           ListCompactionsResponse page = client.unary(stub -> stub.listCompactions(request), true);
-          return new Pages.Page<>(page.getCompactionsList(), page.getNextPageToken());
+          List<Compaction> records = new ArrayList<>();
+          for (Compaction record : page.getCompactionsList()) {
+            boolean omitted =
+                record.getArchivedEventIdsOmitted()
+                    || record.getClearedEventIdsOmitted()
+                    || record.getInsertedEventIdsOmitted();
+            records.add(omitted ? withIds(record) : record);
+          }
+          return new Pages.Page<>(records, page.getNextPageToken());
         });
+  }
+
+  /**
+   * {@code record} with its id lists whole again, when the server left them out (too many ids for
+   * one page): read page by page with ListCompactions {@code ids_of}.
+   */
+  private Compaction withIds(Compaction record) {
+    Compaction.Builder whole =
+        record.toBuilder()
+            .clearArchivedEventIds()
+            .clearClearedEventIds()
+            .clearInsertedEventIds()
+            .setArchivedEventIdsOmitted(false)
+            .setClearedEventIdsOmitted(false)
+            .setInsertedEventIdsOmitted(false);
+    String token = "";
+    do {
+      ListCompactionsRequest request =
+          ListCompactionsRequest.newBuilder()
+              .setSessionId(sessionId)
+              .setIdsOf(record.getCompactionId())
+              .setPageToken(token)
+              .build();
+      ListCompactionsResponse page = client.unary(stub -> stub.listCompactions(request), true);
+      for (Compaction part : page.getCompactionsList()) {
+        whole.addAllArchivedEventIds(part.getArchivedEventIdsList());
+        whole.addAllClearedEventIds(part.getClearedEventIdsList());
+        whole.addAllInsertedEventIds(part.getInsertedEventIdsList());
+      }
+      token = page.getNextPageToken();
+    } while (!token.isEmpty());
+    return whole.build();
   }
 
   /** Watch the session's compaction results; no deadline. Close it to stop. */
