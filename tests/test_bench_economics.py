@@ -13,7 +13,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from bench.economics.anthropic_edit import PLACEHOLDER, edit
+from bench.economics.anthropic_edit import PLACEHOLDER, edit, replay_edited
+from bench.economics.langchain_peer import replay_langchain
 from bench.economics.long_task import coding_task
 from bench.economics.measure import replay_trace, server_config
 from bench.economics.policies import peers
@@ -138,8 +139,7 @@ def test_anthropic_clearing_edits_the_whole_history_past_the_trigger_keeping_3_u
     assert cleared == ["t0", "t1", "t2"]
     assert all(r.content == PLACEHOLDER for e in edited if e.cleared for r in e.tool_results)
     assert edited[-1] == history[-1]
-    (peer,) = [p for p in peers() if p.edit]
-    assert peer.name == "anthropic_clear"
+    (peer,) = [p for p in peers() if p.edit == "anthropic_clear"]
     assert peer.policy is None
 
 
@@ -215,7 +215,9 @@ def test_quick_run_prints_every_target_and_writes_json_and_plot(tmp_path: Path) 
     assert set(results["traces"]) == {"tau-airline", "coding-task", "synthetic-chat"}
     assert printed == expected == set(results["targets"]), done.stdout
     for family in results["traces"].values():
-        assert {"none", "adk_interval", "langchain", "anthropic_clear"} <= set(family["test"])
+        assert {"none", "adk_interval", "langchain_summarization", "anthropic_clear"} <= set(
+            family["test"]
+        )
         assert set(family["chosen"]) <= set(family["dev"])
         for policy in family["test"].values():
             assert 0.0 <= policy["retention"] <= 1.0
@@ -223,6 +225,28 @@ def test_quick_run_prints_every_target_and_writes_json_and_plot(tmp_path: Path) 
                 assert 0.0 <= bill_["cache_hit_ratio"] <= 1.0
     assert all(p["source"].startswith("https://") for p in results["price_models"].values())
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_langchain_peers_run_create_agent_and_bill_the_requests_it_really_sent() -> None:
+    """SummarizationMiddleware (4,000 tokens, keep 20 messages) summarizes a long tool loop: its
+    later requests carry the summary and the last 20 messages, and its summary calls are billed;
+    ContextEditingMiddleware under its 100,000-token trigger sends the whole history."""
+    task = coding_task(0, 20)
+    assistants = [e for e in task.events if e.role is Role.ASSISTANT]
+    summarized = replay_langchain(task, "langchain_summarization")
+    whole = replay_langchain(task, "langchain_clear")
+    assert len(summarized.calls) == len(whole.calls) == len(assistants)
+    assert summarized.passes["summarization"] >= 1
+    assert summarized.summary_input_tokens > summarized.summary_output_tokens > 0
+    assert sum(c.summary_input for c in summarized.calls) == summarized.summary_input_tokens
+    last = summarized.calls[-1].window
+    assert len(last) <= 21  # the summary and the 20 kept messages
+    sent = replay_edited(task, trigger=10**9).calls  # the whole history, nothing cleared
+    assert [[k[1:] for k in c.window] for c in whole.calls] == [
+        [k[1:] for k in c.window] for c in sent
+    ]
+    assert summarized.retention.used == whole.retention.used
+    assert whole.retention.ratio == 1.0
 
 
 def test_price_models_name_their_source_and_date() -> None:

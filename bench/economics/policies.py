@@ -14,9 +14,10 @@ The peers run their documented defaults, never tuned:
   its token mode as ADK's docs configure it (``token_threshold=4000,
   event_retention_size=5``), emulated through our server by
   ``adk_mapping.adk_policy``;
-- LangChain ``SummarizationMiddleware`` as its docs configure it
-  (``trigger=("tokens", 4000)``, ``keep=("messages", 20)``, summarizer input
-  trimmed to 4,000 tokens), emulated through our server;
+- LangChain's own ``SummarizationMiddleware`` as its docs configure it
+  (``trigger=("tokens", 4000)``, ``keep=("messages", 20)``) and
+  ``ContextEditingMiddleware(ClearToolUsesEdit())`` with its defaults, run
+  for real through ``create_agent`` (``bench.economics.langchain_peer``);
 - Anthropic's ``clear_tool_uses_20250919`` defaults (trigger 100,000 input
   tokens, keep 3 tool uses), re-applied to the whole history on every
   request as the API does (``bench.economics.anthropic_edit``): no policy on
@@ -121,13 +122,6 @@ def grid(
 
 def peers() -> list[Entry]:
     """The peers' documented defaults."""
-    langchain = Summarize(
-        max_events_to_keep=20,
-        overlap=0,
-        max_summary_tokens=SUMMARY_TOKENS,
-        max_input_tokens=4000,
-        min_saved_tokens=1,
-    )
     return [
         Entry(
             "adk_interval",
@@ -146,7 +140,14 @@ def peers() -> list[Entry]:
             "emulated",
         ),
         Entry(
-            "langchain", "peer", CompactionPolicy(TokenCount(PEER_TOKENS), langchain), "emulated"
+            "langchain_summarization",
+            "peer",
+            None,
+            "LangChain's own middleware",
+            edit="langchain_summarization",
+        ),
+        Entry(
+            "langchain_clear", "peer", None, "LangChain's own middleware", edit="langchain_clear"
         ),
         Entry("anthropic_clear", "peer", None, "API semantics", edit="anthropic_clear"),
     ]

@@ -34,6 +34,8 @@ from typing import Any
 
 from bench.common import Target
 from bench.economics.anthropic_edit import replay_edited
+from bench.economics.langchain_peer import PEERS as LANGCHAIN_PEERS
+from bench.economics.langchain_peer import replay_langchain
 from bench.economics.long_task import coding_tasks
 from bench.economics.measure import Replayed, replay_all, server_config
 from bench.economics.policies import SUMMARY_TOKENS, TRIGGERS, Entry, grid, peers
@@ -97,9 +99,9 @@ def _synthetic(name: str, quick: bool) -> Family:
     return Family(f"synthetic-{name}", about, split(1000), split(0), int(window * 0.15), (1.0,))
 
 
-def families(quick: bool) -> list[Family]:
-    """The trace families, at full size or the quick mode's."""
-    trials = (0,) if quick else (0, 1)
+def families(quick: bool, trials: tuple[int, ...] = (0, 1)) -> list[Family]:
+    """The trace families, at full size or the quick mode's; τ-bench's ``trials`` of each task."""
+    trials = (0,) if quick else trials
 
     def tau(split: str) -> Callable[[], list[Trace]]:
         def traces() -> list[Trace]:
@@ -139,6 +141,8 @@ def cheap_for(entry: Entry) -> tuple[float, float] | None:
 async def _runs(client: AsyncClient, traces: list[Trace], entry: Entry, tag: str) -> list[Replayed]:
     if entry.edit == "anthropic_clear":
         return [replay_edited(t) for t in traces]
+    if entry.edit in LANGCHAIN_PEERS:
+        return [replay_langchain(t, entry.edit) for t in traces]
     return await replay_all(client, traces, entry.policy, f"{tag}/{entry.name}/{next(_SESSIONS)}")
 
 
@@ -244,7 +248,7 @@ def targets(name: str, fam: dict[str, Any], prices: Sequence[PriceModel]) -> lis
 
 
 async def run_all(
-    quick: bool, workdir: Path, only: Sequence[str] = ()
+    quick: bool, workdir: Path, only: Sequence[str] = (), trials: tuple[int, ...] = (0, 1)
 ) -> tuple[dict[str, Any], list[Target]]:
     prices = QUICK_PRICE_MODELS if quick else PRICE_MODELS
     sidecar = await start(server_config(workdir / "economics.db"))
@@ -252,7 +256,7 @@ async def run_all(
     found: list[Target] = []
     try:
         async with AsyncClient(f"127.0.0.1:{sidecar.port}", default_timeout=120.0) as client:
-            for fam in families(quick):
+            for fam in families(quick, trials):
                 if only and fam.name not in only:
                     continue
                 figures[fam.name] = await run_family(client, fam, prices, quick)
@@ -283,6 +287,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="where to write results")
     parser.add_argument("--plot", type=Path, help="also draw the retention-vs-bill plot here")
     parser.add_argument(
+        "--trials", default="0,1", help="τ-bench trials of each task, comma-separated (0-3)"
+    )
+    parser.add_argument(
         "--only", action="append", default=[], help="run only this trace family (repeatable)"
     )
     args = parser.parse_args(argv)
@@ -290,7 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     say(f"mode: {'quick' if args.quick else 'full'}; {NOTE}")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-economics-") as tmp:
-        figures, found = asyncio.run(run_all(args.quick, Path(tmp), args.only))
+        figures, found = asyncio.run(
+            run_all(args.quick, Path(tmp), args.only, tuple(int(t) for t in args.trials.split(",")))
+        )
     for target in found:
         say(target.line())
     total = time.perf_counter() - started
