@@ -46,7 +46,7 @@ from bench.economics.pricing import (
     QUICK_PRICE_MODELS,
     PriceModel,
 )
-from bench.economics.score import score
+from bench.economics.score import pinned_bill, score
 from bench.economics.traces import Trace, from_transcript, tau_airline
 from bench.economics.transcripts import TRANSCRIPTS
 from sidecar.client import AsyncClient
@@ -162,12 +162,16 @@ def choose(dev: dict[str, list[dict[str, Any]]], peer_retention: float) -> dict[
 
 
 async def run_family(
-    client: AsyncClient, fam: Family, prices: Sequence[PriceModel], quick: bool
+    client: AsyncClient,
+    fam: Family,
+    prices: Sequence[PriceModel],
+    quick: bool,
+    triggers: tuple[float, ...] | None = None,
 ) -> dict[str, Any]:
     started = time.perf_counter()
     dev_traces, test_traces = fam.dev(), fam.test()
     say(f"{fam.name}: {fam.about}; dev {len(dev_traces)} traces, test {len(test_traces)}")
-    options = grid(fam.scale, (1.0,) if quick else fam.triggers, quick)
+    options = grid(fam.scale, (1.0,) if quick else triggers or fam.triggers, quick)
     the_peers = peers()
     dev_peer: dict[str, float] = {}
     for entry in the_peers:
@@ -197,6 +201,10 @@ async def run_family(
         s = score(test_traces, runs, prices, cheap_for(entry))
         test[entry.name] = {"kind": entry.kind, "setting": entry.setting, **s}
     none = test["none"]
+    pinned = {
+        name: billed / none["prices"][name]["billed"]
+        for name, billed in pinned_bill(test_traces, prices).items()
+    }
     for f in test.values():
         f["conversation_vs_none"] = f["conversation_tokens"] / max(1, none["conversation_tokens"])
         for p in prices:
@@ -212,6 +220,7 @@ async def run_family(
         "dev": dev,
         "chosen": {f: options[f][i].setting for f, i in chosen.items()},
         "test": test,
+        "pinned_share": pinned,
         "elapsed_s": time.perf_counter() - started,
     }
 
@@ -248,7 +257,11 @@ def targets(name: str, fam: dict[str, Any], prices: Sequence[PriceModel]) -> lis
 
 
 async def run_all(
-    quick: bool, workdir: Path, only: Sequence[str] = (), trials: tuple[int, ...] = (0, 1)
+    quick: bool,
+    workdir: Path,
+    only: Sequence[str] = (),
+    trials: tuple[int, ...] = (0, 1),
+    triggers: tuple[float, ...] | None = None,
 ) -> tuple[dict[str, Any], list[Target]]:
     prices = QUICK_PRICE_MODELS if quick else PRICE_MODELS
     sidecar = await start(server_config(workdir / "economics.db"))
@@ -259,7 +272,7 @@ async def run_all(
             for fam in families(quick, trials):
                 if only and fam.name not in only:
                     continue
-                figures[fam.name] = await run_family(client, fam, prices, quick)
+                figures[fam.name] = await run_family(client, fam, prices, quick, triggers)
                 report(fam.name, figures[fam.name], prices)
                 for target in targets(fam.name, figures[fam.name], prices):
                     say(f"  {target.description}")
@@ -287,6 +300,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="where to write results")
     parser.add_argument("--plot", type=Path, help="also draw the retention-vs-bill plot here")
     parser.add_argument(
+        "--triggers",
+        help="our triggers as multiples of each family's scale, comma-separated (default 0.5,1,2)",
+    )
+    parser.add_argument(
         "--trials", default="0,1", help="τ-bench trials of each task, comma-separated (0-3)"
     )
     parser.add_argument(
@@ -298,7 +315,13 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-economics-") as tmp:
         figures, found = asyncio.run(
-            run_all(args.quick, Path(tmp), args.only, tuple(int(t) for t in args.trials.split(",")))
+            run_all(
+                args.quick,
+                Path(tmp),
+                args.only,
+                tuple(int(t) for t in args.trials.split(",")),
+                tuple(float(t) for t in args.triggers.split(",")) if args.triggers else None,
+            )
         )
     for target in found:
         say(target.line())
@@ -307,6 +330,9 @@ def main(argv: list[str] | None = None) -> int:
     prices = QUICK_PRICE_MODELS if args.quick else PRICE_MODELS
     result = {
         "mode": "quick" if args.quick else "full",
+        "command": " ".join(
+            ["python -m bench.economics", *(argv if argv is not None else sys.argv[1:])]
+        ),
         "note": NOTE,
         "price_models": {p.name: _price_json(p) for p in prices},
         "total_s": total,

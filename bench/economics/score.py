@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.economics.measure import Replayed, as_policy, replay_all, server_config
-from bench.economics.pricing import PRICE_MODELS, PriceModel, bill
+from bench.economics.pricing import PRICE_MODELS, Call, PriceModel, bill
 from bench.economics.retention import Retention
 from bench.economics.traces import Trace, tau_airline
 from sidecar.client import AsyncClient
 from sidecar.compaction.policy import CompactionPolicy
+from sidecar.model import Role
 from sidecar.server.app import start
 
 
@@ -111,3 +112,19 @@ def measure_policy(
     chosen = list(traces) if traces is not None else tau_airline(split)
     runs = asyncio.run(_replay_on_fresh_server(chosen, as_policy(policy)))
     return score(chosen, runs, prices)
+
+
+def pinned_bill(traces: Sequence[Trace], prices: Sequence[PriceModel]) -> dict[str, float]:
+    """Per price model, the bill of the pinned system prompt and tools alone (every call of
+    every trace with an empty window): what no policy can compact away."""
+    out = {}
+    for p in prices:
+        total = 0.0
+        for t in traces:
+            calls = [
+                Call(n * t.call_gap_s, ())
+                for n in range(sum(e.role is Role.ASSISTANT for e in t.events))
+            ]
+            total += sum(b.billed for b in bill(calls, p, t.overhead_tokens))
+        out[p.name] = total
+    return out

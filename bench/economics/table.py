@@ -56,6 +56,12 @@ def tables(result: dict[str, Any]) -> str:
                 f"| `{policy}`{kind} | {f['setting'] or '—'} | {f['retention']:.3f} |"
                 f" {f['conversation_vs_none']:.2f} | " + " | ".join(cells) + " |"
             )
+        if "pinned_share" in fam:
+            lines.append(
+                "| the pinned prompt alone (no policy can cut it) | | | 0 | "
+                + " | ".join(f"{fam['pinned_share'][p]:.2f}" for p in prices)
+                + " |"
+            )
         lines.append("")
     lines += ["| target (ours ÷ the best-retention peer, billed) | ratio | verdict | compared |",
               "|---|---|---|---|"]  # fmt: skip
