@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.economics.measure import Replayed, as_policy, replay_all, server_config
-from bench.economics.pricing import PRICE_MODELS, Call, PriceModel, bill
+from bench.economics.pricing import PRICE_MODELS, PriceModel, bill
 from bench.economics.retention import Retention
 from bench.economics.traces import Trace, tau_airline
 from sidecar.client import AsyncClient
@@ -115,16 +115,15 @@ def measure_policy(
 
 
 def pinned_bill(traces: Sequence[Trace], prices: Sequence[PriceModel]) -> dict[str, float]:
-    """Per price model, the bill of the pinned system prompt and tools alone (every call of
-    every trace with an empty window): what no policy can compact away."""
+    """Per price model, the least the pinned system prompt and tools can be billed: written
+    once (at the write premium, if any), then read from the cache on every later call, as if
+    no minimum or TTL applied. No policy can cut this part."""
     out = {}
     for p in prices:
         total = 0.0
         for t in traces:
-            calls = [
-                Call(n * t.call_gap_s, ())
-                for n in range(sum(e.role is Role.ASSISTANT for e in t.events))
-            ]
-            total += sum(b.billed for b in bill(calls, p, t.overhead_tokens))
+            calls = sum(e.role is Role.ASSISTANT for e in t.events)
+            if calls:
+                total += t.overhead_tokens * (max(1.0, p.write) + p.read * (calls - 1))
         out[p.name] = total
     return out

@@ -58,7 +58,7 @@ def tables(result: dict[str, Any]) -> str:
             )
         if "pinned_share" in fam:
             lines.append(
-                "| the pinned prompt alone (no policy can cut it) | | | 0 | "
+                "| pinned prompt at best (written once, then cached; no policy cuts it) | | | 0 | "
                 + " | ".join(f"{fam['pinned_share'][p]:.2f}" for p in prices)
                 + " |"
             )
