@@ -13,6 +13,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from bench.economics.anthropic_edit import PLACEHOLDER, edit, replay_edited
 from bench.economics.langchain_peer import replay_langchain
 from bench.economics.long_task import coding_task
@@ -264,3 +266,25 @@ def test_price_models_name_their_source_and_date() -> None:
         assert isinstance(p, PriceModel)
         assert p.source.startswith("https://")
         assert p.checked
+
+
+def test_the_readme_tables_are_the_committed_results_and_need_their_markers(
+    tmp_path: Path,
+) -> None:
+    from bench.economics import table
+
+    results = ROOT / "bench" / "results-economics.json"
+    assert table.main([str(results), "--readme", str(ROOT / "README.md"), "--check"]) == 0
+    bare = tmp_path / "README.md"
+    bare.write_text("# no markers\n")
+    with pytest.raises(ValueError, match="markers not found"):
+        table.main([str(results), "--readme", str(bare)])
+    marked = tmp_path / "MARKED.md"
+    marked.write_text(f"head\n{table.START}\nold\n{table.END}\ntail\n")
+    assert table.main([str(results), "--readme", str(marked), "--check"]) == 1
+    assert table.main([str(results), "--readme", str(marked)]) == 0
+    text = marked.read_text()
+    assert text.startswith(f"head\n{table.START}\n")
+    assert text.endswith(f"{table.END}\ntail\n")
+    assert "old" not in text
+    assert "| `none` |" in text
