@@ -22,7 +22,7 @@ from bench.economics.measure import replay_trace, server_config
 from bench.economics.policies import peers
 from bench.economics.pricing import GPT_4O, GPT_56, SONNET_45, Call, PriceModel, bill
 from bench.economics.run import QUICK_STEPS
-from bench.economics.score import score
+from bench.economics.score import measure_policy, score
 from bench.economics.traces import SPLITS, Trace, tau_airline
 from sidecar.client import AsyncClient
 from sidecar.compaction.policy import CompactionPolicy
@@ -288,3 +288,20 @@ def test_the_readme_tables_are_the_committed_results_and_need_their_markers(
     assert text.endswith(f"{table.END}\ntail\n")
     assert "old" not in text
     assert "| `none` |" in text
+
+
+def test_measure_policy_takes_a_policy_dict_and_answers_retention_and_bills() -> None:
+    """The entry point other work measures its policies with: a dict as CompactionPolicy.to_dict
+    gives, any traces, a fresh server; a policy that cuts reports less retention than none."""
+    task = coding_task(1, 12)
+    cut = CompactionPolicy(
+        TokenCount(3000), TokenBudget(max_tokens=500, boundary=Boundary.TOOL_PAIR)
+    )
+    kept = measure_policy(None, [task], prices=(SONNET_45,))
+    measured = measure_policy(cut.to_dict(), [task], prices=(SONNET_45,))
+    assert kept["retention"] == 1.0
+    assert measured["identifiers_used"] == kept["identifiers_used"] > 0
+    assert measured["retention"] < 1.0
+    assert measured["passes"]["token_budget"] >= 1
+    assert measured["conversation_tokens"] < kept["conversation_tokens"]
+    assert set(measured["prices"]) == {SONNET_45.name}
