@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.economics.adk_peer import replay_adk
 from bench.economics.anthropic_edit import PLACEHOLDER, edit, replay_edited
 from bench.economics.langchain_peer import replay_langchain
 from bench.economics.long_task import coding_task
@@ -305,3 +306,18 @@ def test_measure_policy_takes_a_policy_dict_and_answers_retention_and_bills() ->
     assert measured["passes"]["token_budget"] >= 1
     assert measured["conversation_tokens"] < kept["conversation_tokens"]
     assert set(measured["prices"]) == {SONNET_45.name}
+
+
+async def test_adk_peer_runs_adk_own_runner_and_bills_the_requests_it_really_sent() -> None:
+    """ADK's Runner with EventsCompactionConfig(compaction_interval=3, overlap_size=1) in its own
+    venv: one call per assistant step, its summaries made after invocations (side by side in
+    later requests, as ADK keeps them) and billed."""
+    (trace,) = tau_airline("dev", (0,))[:1]
+    assistants = [e for e in trace.events if e.role is Role.ASSISTANT]
+    (done,) = await replay_adk([trace], "adk_interval")
+    assert len(done.calls) == len(assistants)
+    assert done.passes["adk_compaction"] >= 2
+    assert done.summary_input_tokens > done.summary_output_tokens > 0
+    assert sum(c.summary_input for c in done.calls) == done.summary_input_tokens
+    assert done.calls[-1].window_tokens < sum(count_event(e) for e in trace.events[:-1])
+    assert done.retention.used > 0

@@ -12,8 +12,9 @@ The peers run their documented defaults, never tuned:
 
 - ADK ``EventsCompactionConfig(compaction_interval=3, overlap_size=1)`` and
   its token mode as ADK's docs configure it (``token_threshold=4000,
-  event_retention_size=5``), emulated through our server by
-  ``adk_mapping.adk_policy``;
+  event_retention_size=5``): in full runs ADK's own ``Runner`` in its venv
+  (``bench.economics.adk_peer``), in the quick mode the emulation through
+  our server by ``adk_mapping.adk_policy`` (no worker start);
 - LangChain's own ``SummarizationMiddleware`` as its docs configure it
   (``trigger=("tokens", 4000)``, ``keep=("messages", 20)``) and
   ``ContextEditingMiddleware(ClearToolUsesEdit())`` with its defaults, run
@@ -120,8 +121,16 @@ def grid(
     return out
 
 
-def peers() -> list[Entry]:
-    """The peers' documented defaults."""
+def peers(real_adk: bool = False) -> list[Entry]:
+    """The peers' documented defaults; ADK's own Runner if ``real_adk``, else its emulation."""
+    adk = [
+        Entry("adk_interval", "peer", None, "ADK's own Runner", edit="adk_interval"),
+        Entry("adk_tokens", "peer", None, "ADK's own Runner", edit="adk_tokens"),
+    ]
+    return [*(adk if real_adk else _adk_emulated()), *_others()]
+
+
+def _adk_emulated() -> list[Entry]:
     return [
         Entry(
             "adk_interval",
@@ -139,6 +148,11 @@ def peers() -> list[Entry]:
             ),
             "emulated",
         ),
+    ]
+
+
+def _others() -> list[Entry]:
+    return [
         Entry(
             "langchain_summarization",
             "peer",

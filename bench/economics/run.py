@@ -33,6 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import Target
+from bench.economics.adk_peer import PEERS as ADK_PEERS
+from bench.economics.adk_peer import available as adk_available
+from bench.economics.adk_peer import replay_adk
 from bench.economics.anthropic_edit import replay_edited
 from bench.economics.langchain_peer import PEERS as LANGCHAIN_PEERS
 from bench.economics.langchain_peer import replay_langchain
@@ -141,6 +144,8 @@ def cheap_for(entry: Entry) -> tuple[float, float] | None:
 async def _runs(client: AsyncClient, traces: list[Trace], entry: Entry, tag: str) -> list[Replayed]:
     if entry.edit == "anthropic_clear":
         return [replay_edited(t) for t in traces]
+    if entry.edit in ADK_PEERS:
+        return await replay_adk(traces, entry.edit)
     if entry.edit in LANGCHAIN_PEERS:
         return [replay_langchain(t, entry.edit) for t in traces]
     return await replay_all(client, traces, entry.policy, f"{tag}/{entry.name}/{next(_SESSIONS)}")
@@ -172,7 +177,8 @@ async def run_family(
     dev_traces, test_traces = fam.dev(), fam.test()
     say(f"{fam.name}: {fam.about}; dev {len(dev_traces)} traces, test {len(test_traces)}")
     options = grid(fam.scale, (1.0,) if quick else triggers or fam.triggers, quick)
-    the_peers = peers()
+    # ADK's own Runner (its venv) in full runs; its emulation in the quick mode, for time.
+    the_peers = peers(real_adk=not quick and adk_available())
     dev_peer: dict[str, float] = {}
     for entry in the_peers:
         runs = await _runs(client, dev_traces, entry, f"{fam.name}-dev")
