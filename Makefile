@@ -55,13 +55,14 @@ bench: setup bench-adk-venv
 bench-quick: setup bench-adk-venv
 	$(BIN)/python -m bench.run --quick --json bench/results-quick.json
 
-## Context economics: three long transcripts through the real server under each policy, every
-## model call priced under Anthropic, Gemini and OpenAI cache rules, against the peers' defaults
-## (about 35 minutes on a loaded 2-core machine; JSON in bench/results-economics.json, the plot
-## in docs/economics.png).
+## Context economics: τ-bench's airline runs, a long coding task and three synthetic transcripts
+## through the real server under each policy (settings chosen on dev, reported on test), retention
+## beside the bill under seven dated price models, against the peers (JSON in
+## bench/results-economics.json, the plot in docs/economics.png, the README's tables regenerated).
 ## make test runs its --quick mode (tests/test_bench_economics.py).
 bench-economics: setup
 	$(BIN)/python -m bench.economics --json bench/results-economics.json --plot docs/economics.png
+	$(BIN)/python -m bench.economics.table bench/results-economics.json --readme README.md
 
 ## Every check: lint, types, the proto contract, tests.
 test: lint typecheck proto-check unit clients-ts clients-go clients-java-gen-check clients-java

@@ -1,7 +1,7 @@
-"""The context-economics benchmark: its cache rules, its transcripts, and a quick run end to end.
+"""The context-economics benchmark: its cache rules, its traces, its replay, a quick run end to end.
 
 The run's figures are not checked (they are the benchmark's to report); its
-shape is: one TARGET line per transcript and price model, the JSON, the plot.
+shape is: one TARGET line per trace family and price model, the JSON, the plot.
 """
 
 from __future__ import annotations
@@ -10,35 +10,42 @@ import json
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
-from bench.economics.policies import Entry
-from bench.economics.pricing import ANTHROPIC, GEMINI, OPENAI, Call, PriceModel, bill
-from bench.economics.replay import ReplayedSession, cache_key, replay
-from bench.economics.run import server_config
-from bench.economics.transcripts import TRANSCRIPTS, chat, coding, ops
+import pytest
+
+from bench.economics.adk_peer import replay_adk
+from bench.economics.anthropic_edit import PLACEHOLDER, edit, replay_edited
+from bench.economics.langchain_peer import replay_langchain
+from bench.economics.long_task import coding_task
+from bench.economics.measure import replay_trace, server_config
+from bench.economics.policies import peers
+from bench.economics.pricing import GPT_4O, GPT_56, SONNET_45, Call, PriceModel, bill
+from bench.economics.run import QUICK_STEPS
+from bench.economics.score import measure_policy, score
+from bench.economics.traces import SPLITS, Trace, tau_airline
 from sidecar.client import AsyncClient
-from sidecar.compaction.clear_tool_results import ClearToolResults
 from sidecar.compaction.policy import CompactionPolicy
-from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.token_budget import TokenBudget
+from sidecar.compaction.tokens import count_event
 from sidecar.compaction.triggers import TokenCount
-from sidecar.model import Role
+from sidecar.model import Boundary, Event, Role, ToolCall, ToolResult
 from sidecar.server.app import start
 
 ROOT = Path(__file__).resolve().parent.parent
 LINE = re.compile(
     r"^TARGET (economics_\w+): measured ratio (\d+\.\d\d|inf) \(target <= 0.5\) (PASS|MISS)$"
 )
-PLAIN = PriceModel("plain", read=0.1, write=1.0, output=4.0, min_prefix=1024, ttl_s=300)
+AUTO = replace(GPT_4O, name="auto", read=0.1, increment=1)
 
 
 def window(*sizes: int, cleared: int = -1) -> tuple[tuple[str, bool, int], ...]:
     return tuple((f"e{i}", i == cleared, size) for i, size in enumerate(sizes))
 
 
-def test_a_grown_window_reads_its_old_prefix_from_the_cache() -> None:
-    first, second = bill([Call(0, window(2000)), Call(10, window(2000, 500))], PLAIN, 0)
+def test_automatic_caching_reads_the_prefix_shared_with_an_earlier_call() -> None:
+    first, second = bill([Call(0, window(2000)), Call(10, window(2000, 500))], AUTO, 0)
     assert (first.cached, first.uncached) == (0, 2000)
     assert (second.cached, second.uncached) == (2000, 500)
     assert second.billed == 2000 * 0.1 + 500
@@ -46,48 +53,138 @@ def test_a_grown_window_reads_its_old_prefix_from_the_cache() -> None:
 
 def test_a_change_inside_the_window_invalidates_the_cache_from_there_on() -> None:
     calls = [Call(0, window(2000, 700, 300)), Call(10, window(2000, 700, 300, cleared=1))]
-    assert bill(calls, PLAIN, overhead=100)[1].cached == 2100
+    assert bill(calls, AUTO, overhead=100)[1].cached == 2100
 
 
 def test_a_prefix_under_the_minimum_or_past_the_ttl_is_not_cached() -> None:
-    short = bill([Call(0, window(500)), Call(10, window(500, 900))], PLAIN, 0)
-    late = bill([Call(0, window(2000)), Call(301, window(2000, 10))], PLAIN, 0)
+    short = bill([Call(0, window(500)), Call(10, window(500, 900))], AUTO, 0)
+    late = bill([Call(0, window(2000)), Call(301, window(2000, 10))], AUTO, 0)
     assert short[1].cached == 0
     assert late[1].cached == 0
+    # gpt-5.6 keeps its cache 30 minutes.
+    assert bill([Call(0, window(2000)), Call(1000, window(2000, 10))], GPT_56, 0)[1].cached
 
 
-def test_writes_pay_the_premium_and_hits_come_in_increments() -> None:
-    anthropic = bill([Call(0, window(3000)), Call(5, window(3000, 100))], ANTHROPIC, 0)
-    assert (anthropic[0].written, anthropic[0].uncached) == (3000, 0)
-    assert anthropic[1].billed == 3000 * 0.1 + 100 * 1.25
-    openai = bill([Call(0, window(1100)), Call(5, window(1100, 100))], OPENAI, 0)
+def test_openai_hits_come_in_128_token_steps_and_gpt_5_6_pays_for_writes() -> None:
+    openai = bill([Call(0, window(1100)), Call(5, window(1100, 100))], GPT_4O, 0)
     assert openai[1].cached == 1024  # 1,100 shared: 1,024 and no whole 128 more
+    first = bill([Call(0, window(3000))], GPT_56, 0)[0]
+    assert (first.written, first.billed) == (3000, 3000 * 1.25)
 
 
-def test_the_summarizer_is_billed_input_at_full_price_and_output_at_the_output_price() -> None:
-    (only,) = bill([Call(0, window(100), summary_input=1000, summary_output=100)], GEMINI, 0)
-    assert only.billed == 100 + 1000 + 100 * GEMINI.output
+def test_anthropic_reads_only_entries_an_earlier_breakpoint_wrote_within_20_blocks() -> None:
+    """The system prompt's entry survives a change in the window; a grown window hits the last
+    call's entry unless more than 20 blocks were added since."""
+    sizes = [100] * 30
+    grown = bill([Call(0, window(*sizes[:5])), Call(5, window(*sizes[:8]))], SONNET_45, 2000)
+    assert grown[1].cached == 2000 + 500
+    assert grown[1].written == 300
+    far = bill([Call(0, window(*sizes[:5])), Call(5, window(*sizes[:30]))], SONNET_45, 2000)
+    assert far[1].cached == 2000  # the old entry is 25 blocks back: only the system prompt hits
+    changed = bill([Call(0, window(*sizes[:5])), Call(5, window(*sizes[:5], cleared=0))],
+                   SONNET_45, 2000)  # fmt: skip
+    assert changed[1].cached == 2000
+    small = bill([Call(0, window(100)), Call(5, window(100, 100))], SONNET_45, 500)
+    assert small[1].cached == 0
+    assert small[1].written == 0
 
 
-def test_output_a_policy_adds_is_billed_at_the_output_price() -> None:
-    plain, asked = bill([Call(0, window(100)), Call(0, window(100), output=30)], OPENAI, 0)
-    assert asked.billed - plain.billed == 30 * OPENAI.output
+def test_a_cheap_summarizer_is_priced_at_its_own_list_prices() -> None:
+    call = Call(0, window(100), summary_input=1000, summary_output=100)
+    (agent,) = bill([call], AUTO, 0)
+    (cheap,) = bill([call], AUTO, 0, summarizer_usd=(0.25, 1.0))
+    assert agent.summarizer == 1000 + 100 * AUTO.output
+    assert cheap.summarizer == 1000 * 0.25 / AUTO.input_usd + 100 * 1.0 / AUTO.input_usd
 
 
-def test_transcripts_are_long_deterministic_and_need_what_they_planted() -> None:
-    sizes = {"ops": 300, "coding": 200, "chat": 150}
-    for name, (_, turns, _) in TRANSCRIPTS.items():
-        assert turns >= sizes[name]
-    small = [ops(40, 20_000), coding(30, 20_000), chat(40, 6_000)]
-    assert [t.turns for t in small] == [t.turns for t in (ops(40, 20_000), coding(30, 20_000),
-                                                          chat(40, 6_000))]  # fmt: skip
-    for t in small:
-        assert all(turn[0].role is Role.USER for turn in t.turns)
-        for fact in t.facts:
-            assert fact.planted_turn < fact.needed_turn < len(t.turns)
-            planted = " ".join(e.text for e in t.turns[fact.planted_turn])
-            assert fact.value in planted
-            assert fact.value not in " ".join(e.text for e in t.turns[fact.needed_turn])
+def test_tau_bench_splits_are_disjoint_tasks_with_tool_results_answering_their_calls() -> None:
+    dev, test = tau_airline("dev", (0,)), tau_airline("test", (0,))
+    assert len(dev) == len(test) == 25
+    assert {t.name.split("-")[1] for t in dev} == {str(i) for i in SPLITS["dev"]}
+    for t in dev + test:
+        assert t.system.startswith("# Airline Agent Policy")
+        assert t.overhead_tokens > 2000  # the policy and the 14 tool schemas
+        calls = [c.id for e in t.events for c in e.tool_calls]
+        assert len(calls) == len(set(calls))
+        made = set(calls)
+        assert all(r.call_id in made for e in t.events for r in e.tool_results)
+
+
+def test_the_coding_task_is_one_long_deterministic_turn_with_heavy_reads() -> None:
+    task = coding_task(3)
+    assert task == coding_task(3)
+    assert [e.role for e in task.events].count(Role.USER) == 1
+    steps = sum(bool(e.tool_calls) for e in task.events)
+    assert 40 <= steps <= 80
+    assert 5_000 <= task.overhead_tokens <= 16_000
+    reads = [count_event(e) for e in task.events if e.tool_results and
+             e.tool_results[0].name == "read_file"]  # fmt: skip
+    assert min(reads) >= 900
+    assert max(reads) <= 9_000
+    assert len(coding_task(3, QUICK_STEPS).events) == 2 + 2 * QUICK_STEPS
+
+
+def _tool_loop(n: int, size: int) -> list[Event]:
+    events: list[Event] = [Event(id="u", role=Role.USER, text="go")]
+    for i in range(n):
+        call = ToolCall(f"c{i}", "read", "{}")
+        events.append(Event(id=f"a{i}", role=Role.ASSISTANT, tool_calls=(call,)))
+        result = ToolResult(call.id, "read", "x " * size)
+        events.append(replace(Event(id=f"t{i}", role=Role.TOOL, tool_results=(result,))))
+    return [replace(e, token_count=count_event(e)) for e in events]
+
+
+def test_anthropic_clearing_edits_the_whole_history_past_the_trigger_keeping_3_uses() -> None:
+    history = _tool_loop(6, 1000)
+    assert edit(history, 0, trigger=100_000) == history
+    edited = edit(history, 0, trigger=1000)
+    cleared = [e.id for e in edited if e.cleared]
+    assert cleared == ["t0", "t1", "t2"]
+    assert all(r.content == PLACEHOLDER for e in edited if e.cleared for r in e.tool_results)
+    assert edited[-1] == history[-1]
+    (peer,) = [p for p in peers() if p.edit == "anthropic_clear"]
+    assert peer.policy is None
+
+
+async def test_the_judge_sees_the_window_getcontext_answers(tmp_path: Path) -> None:
+    """An id from an early tool result, used by the last step: held with no compaction, missing
+    once a token budget has dropped that result, and every call's window is GetContext's."""
+    events = [
+        Event(id="u", role=Role.USER, text="find reservation"),
+        Event(id="a0", role=Role.ASSISTANT, tool_calls=(ToolCall("c0", "find", "{}"),)),
+        Event(id="t0", role=Role.TOOL, tool_results=(ToolResult("c0", "find", "ZFA04Y"),)),
+    ]
+    for i in range(1, 6):
+        events.append(Event(id=f"a{i}", role=Role.ASSISTANT,
+                            tool_calls=(ToolCall(f"c{i}", "read", "{}"),)))  # fmt: skip
+        events.append(Event(id=f"t{i}", role=Role.TOOL,
+                            tool_results=(ToolResult(f"c{i}", "read", "w " * 300),)))  # fmt: skip
+    events.append(Event(id="a9", role=Role.ASSISTANT,
+                        tool_calls=(ToolCall("c9", "cancel", '{"id": "ZFA04Y"}'),)))  # fmt: skip
+    trace = Trace("t", "", "", tuple(events), 0)
+    tight = CompactionPolicy(
+        TokenCount(600), TokenBudget(max_tokens=400, boundary=Boundary.TOOL_PAIR)
+    )
+    sidecar = await start(server_config(tmp_path / "e.db"))
+    try:
+        async with AsyncClient(f"127.0.0.1:{sidecar.port}") as client:
+            kept = await replay_trace(client, "kept", trace, None)
+            cut = await replay_trace(client, "cut", trace, tight)
+            served = await client.session("cut").context()
+    finally:
+        await sidecar.stop(0.5)
+    assert kept.steps[-1].used == {"zfa04y"}
+    assert kept.steps[-1].held == {"zfa04y"}
+    assert cut.steps[-1].used == {"zfa04y"}
+    assert cut.steps[-1].held == set()
+    assert cut.passes
+    assert sum(cut.passes.values()) >= 1
+    assert len(cut.calls) == len(kept.calls) == 7
+    assert cut.calls[-1].window_tokens < kept.calls[-1].window_tokens
+    # The last call's window is what GetContext answered before the last event was appended.
+    assert [k[0] for k in cut.calls[-1].window] == [e.id for e in served.events][:-1]
+    figures = score([trace, trace], [kept, cut], (SONNET_45,))
+    assert (figures["identifiers_used"], figures["identifiers_held"]) == (2, 1)
 
 
 def test_quick_run_prints_every_target_and_writes_json_and_plot(tmp_path: Path) -> None:
@@ -106,83 +203,121 @@ def test_quick_run_prints_every_target_and_writes_json_and_plot(tmp_path: Path) 
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=300,
         check=False,
     )
     assert done.returncode == 0, done.stderr
     printed = {m.group(1) for line in done.stdout.splitlines() if (m := LINE.match(line))}
-    expected = {
-        f"economics_{t}_{p}" for t in TRANSCRIPTS for p in ("anthropic", "gemini", "openai")
-    }
-    assert printed == expected, done.stdout
-    assert "does not judge summary quality" in done.stdout
     results = json.loads(out.read_text())
     assert results["mode"] == "quick"
-    assert set(results["targets"]) == expected
-    for transcript in results["transcripts"].values():
-        assert {"none", "adk_interval", "langchain", "anthropic_clear"} <= set(
-            transcript["policies"]
+    expected = {
+        f"economics_{f}_{p}".replace("-", "_").replace(".", "_")
+        for f in results["traces"]
+        for p in results["price_models"]
+    }
+    assert set(results["traces"]) == {"tau-airline", "coding-task", "synthetic-chat"}
+    assert printed == expected == set(results["targets"]), done.stdout
+    for family in results["traces"].values():
+        assert {"none", "adk_interval", "langchain_summarization", "anthropic_clear"} <= set(
+            family["test"]
         )
-        for policy in transcript["policies"].values():
-            assert 0.0 <= policy["prices"]["anthropic"]["cache_hit_ratio"] <= 1.0
-            assert 0.0 <= policy["recall"] <= 1.0
+        assert set(family["chosen"]) <= set(family["dev"])
+        for policy in family["test"].values():
+            assert 0.0 <= policy["retention"] <= 1.0
+            for bill_ in policy["prices"].values():
+                assert 0.0 <= bill_["cache_hit_ratio"] <= 1.0
+    assert all(p["source"].startswith("https://") for p in results["price_models"].values())
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-async def test_the_replayed_window_is_the_one_getcontext_answers(tmp_path: Path) -> None:
-    """Appends extend the window the replay keeps; a pass (inline or in the background) makes
-    it wait for the pass and read GetContext again."""
-    sidecar = await start(server_config(tmp_path / "e.db"))
-    t = ops(12, 20_000)
-    policies = {
-        "plain": None,
-        "clearing": CompactionPolicy(TokenCount(6_000), ClearToolResults(keep_tool_uses=3)),
-        "summary": CompactionPolicy(TokenCount(6_000), Summarize(max_events_to_keep=6)),
-    }
-    try:
-        async with AsyncClient(f"127.0.0.1:{sidecar.port}") as client:
-            for name, chosen in policies.items():
-                info = await client.create_session(name, policy=chosen)
-                session = ReplayedSession(client.session(name), info.version)
-                for turn in t.turns:
-                    await session.append(list(turn))
-                    served = await client.session(name).context()
-                    assert [cache_key(e) for e in session.window] == [
-                        cache_key(e) for e in served.events
-                    ]
-                    assert sum(k[2] for k in map(cache_key, session.window)) == served.token_count
-                passes = [c async for c in client.session(name).compactions()]
-                assert (len(passes) > 0) is (chosen is not None)
-    finally:
-        await sidecar.stop(0.5)
+def test_langchain_peers_run_create_agent_and_bill_the_requests_it_really_sent() -> None:
+    """SummarizationMiddleware (4,000 tokens, keep 20 messages) summarizes a long tool loop: its
+    later requests carry the summary and the last 20 messages, and its summary calls are billed;
+    ContextEditingMiddleware under its 100,000-token trigger sends the whole history."""
+    task = coding_task(0, 20)
+    assistants = [e for e in task.events if e.role is Role.ASSISTANT]
+    summarized = replay_langchain(task, "langchain_summarization")
+    whole = replay_langchain(task, "langchain_clear")
+    assert len(summarized.calls) == len(whole.calls) == len(assistants)
+    assert summarized.passes["summarization"] >= 1
+    assert summarized.summary_input_tokens > summarized.summary_output_tokens > 0
+    assert sum(c.summary_input for c in summarized.calls) == summarized.summary_input_tokens
+    last = summarized.calls[-1].window
+    assert len(last) <= 21  # the summary and the 20 kept messages
+    sent = replay_edited(task, trigger=10**9).calls  # the whole history, nothing cleared
+    assert [[k[1:] for k in c.window] for c in whole.calls] == [
+        [k[1:] for k in c.window] for c in sent
+    ]
+    assert summarized.retention.used == whole.retention.used
+    assert whole.retention.ratio == 1.0
 
 
-async def test_a_fact_out_of_the_window_comes_back_through_the_recall_tool_and_is_paid_for(
+def test_price_models_name_their_source_and_date() -> None:
+    from bench.economics.pricing import PRICE_MODELS
+
+    names = {p.name for p in PRICE_MODELS}
+    assert {
+        "claude-sonnet-4.5",
+        "claude-opus-4.5",
+        "gpt-4o",
+        "gpt-5.6",
+        "gemini-2.5-flash",
+    } <= names
+    for p in PRICE_MODELS:
+        assert isinstance(p, PriceModel)
+        assert p.source.startswith("https://")
+        assert p.checked
+
+
+def test_the_readme_tables_are_the_committed_results_and_need_their_markers(
     tmp_path: Path,
 ) -> None:
-    """With only the newest turn kept, every needed fact is searched for with the recall tool:
-    found when the model would read its value in the tool's answer, and each search adds a
-    call reading that answer (the window, the tool call and its result), its call billed."""
-    sidecar = await start(server_config(tmp_path / "e.db"))
-    t = ops(40, 20_000)
-    tight = CompactionPolicy(TokenCount(400), TokenBudget(max_tokens=1))
-    try:
-        async with AsyncClient(f"127.0.0.1:{sidecar.port}") as client:
-            kept = await replay(client, "kept", t, Entry("kept", "baseline", None))
-            done = await replay(client, "tight", t, Entry("tight", "ours", tight))
-    finally:
-        await sidecar.stop(0.5)
-    needed = [f for f in t.facts if f.needed_turn < len(t.turns)]
-    assert needed
-    assert len(done.recalls) == len(needed)
-    assert all(r.in_context and not r.searched for r in kept.recalls)
-    assert not any(r.in_context for r in done.recalls)
-    assert all(r.found_by_search for r in done.recalls)
-    assert len(done.calls) == len(kept.calls) + len(done.recalls)
-    searches = [i for i, c in enumerate(done.calls) if c.output]
-    assert len(searches) == len(done.recalls)
-    for i, recalled in zip(searches, done.recalls, strict=True):
-        asked, answered = recalled.searched
-        assert done.calls[i].window == done.calls[i - 1].window + recalled.searched
-        assert done.calls[i].output == asked[2] > 0
-        assert answered[2] > asked[2]
+    from bench.economics import table
+
+    results = ROOT / "bench" / "results-economics.json"
+    assert table.main([str(results), "--readme", str(ROOT / "README.md"), "--check"]) == 0
+    bare = tmp_path / "README.md"
+    bare.write_text("# no markers\n")
+    with pytest.raises(ValueError, match="markers not found"):
+        table.main([str(results), "--readme", str(bare)])
+    marked = tmp_path / "MARKED.md"
+    marked.write_text(f"head\n{table.START}\nold\n{table.END}\ntail\n")
+    assert table.main([str(results), "--readme", str(marked), "--check"]) == 1
+    assert table.main([str(results), "--readme", str(marked)]) == 0
+    text = marked.read_text()
+    assert text.startswith(f"head\n{table.START}\n")
+    assert text.endswith(f"{table.END}\ntail\n")
+    assert "old" not in text
+    assert "| `none` |" in text
+
+
+def test_measure_policy_takes_a_policy_dict_and_answers_retention_and_bills() -> None:
+    """The entry point other work measures its policies with: a dict as CompactionPolicy.to_dict
+    gives, any traces, a fresh server; a policy that cuts reports less retention than none."""
+    task = coding_task(1, 12)
+    cut = CompactionPolicy(
+        TokenCount(3000), TokenBudget(max_tokens=500, boundary=Boundary.TOOL_PAIR)
+    )
+    kept = measure_policy(None, [task], prices=(SONNET_45,))
+    measured = measure_policy(cut.to_dict(), [task], prices=(SONNET_45,))
+    assert kept["retention"] == 1.0
+    assert measured["identifiers_used"] == kept["identifiers_used"] > 0
+    assert measured["retention"] < 1.0
+    assert measured["passes"]["token_budget"] >= 1
+    assert measured["conversation_tokens"] < kept["conversation_tokens"]
+    assert set(measured["prices"]) == {SONNET_45.name}
+
+
+async def test_adk_peer_runs_adk_own_runner_and_bills_the_requests_it_really_sent() -> None:
+    """ADK's Runner with EventsCompactionConfig(compaction_interval=3, overlap_size=1) in its own
+    venv: one call per assistant step, its summaries made after invocations (side by side in
+    later requests, as ADK keeps them) and billed."""
+    (trace,) = tau_airline("dev", (0,))[:1]
+    assistants = [e for e in trace.events if e.role is Role.ASSISTANT]
+    (done,) = await replay_adk([trace], "adk_interval")
+    assert len(done.calls) == len(assistants)
+    assert done.passes["adk_compaction"] >= 2
+    assert done.summary_input_tokens > done.summary_output_tokens > 0
+    assert sum(c.summary_input for c in done.calls) == done.summary_input_tokens
+    assert done.calls[-1].window_tokens < sum(count_event(e) for e in trace.events[:-1])
+    assert done.retention.used > 0

@@ -1,11 +1,11 @@
-"""Draw ``docs/economics.png``: billed input tokens over the session, per policy.
+"""Draw ``docs/economics.png``: retention against billed tokens, per policy and peer.
 
-One panel per transcript and price model, from the results ``bench.economics``
-wrote: the running total of billed input tokens (in units of one uncached
-input token) after each model call. Ours are solid, the peers' defaults
-dashed, no compaction grey; a policy whose prompts outgrew the window is
-marked in the legend. matplotlib is a bench-only dependency (the ``bench``
-extra).
+One panel per trace family (rows) and price model (columns), from the
+results ``bench.economics`` wrote, test split only: x is the policy's billed
+input tokens ÷ no compaction's, y its retention. Ours are circles, the
+peers squares, no compaction a black cross; the shaded corner is where the
+target lies (retention at least the best peer's, billed at most half its).
+matplotlib is a bench-only dependency (the ``bench`` extra).
 """
 
 from __future__ import annotations
@@ -25,45 +25,43 @@ import matplotlib.pyplot as plt
 ROOT = Path(__file__).resolve().parent.parent.parent
 DEFAULT_RESULTS = ROOT / "bench" / "results-economics.json"
 DEFAULT_OUT = ROOT / "docs" / "economics.png"
-_STYLE = {"ours": "-", "peer": "--", "baseline": ":"}
+_MARK = {"ours": "o", "peer": "s", "baseline": "x"}
 
 
 def draw(result: dict[str, Any], out: Path) -> None:
     """Write the plot of ``result`` (what ``bench.economics`` wrote) to ``out``."""
-    transcripts: dict[str, Any] = result["transcripts"]
+    traces: dict[str, Any] = result["traces"]
     prices = list(result["price_models"])
     fig, axes = plt.subplots(
-        len(transcripts), len(prices), figsize=(6 * len(prices), 4.5 * len(transcripts)),
-        squeeze=False,
-    )  # fmt: skip
-    for row, (name, data) in enumerate(transcripts.items()):
+        len(traces), len(prices), figsize=(3.6 * len(prices), 3.2 * len(traces)), squeeze=False
+    )
+    for row, (name, fam) in enumerate(traces.items()):
+        test = fam["test"]
         for col, price in enumerate(prices):
             ax = axes[row][col]
-            for policy, f in data["policies"].items():
-                curve = f["prices"][price]["curve"]
-                label = policy + (" (over window)" if f["over_window_calls"] else "")
-                ax.plot(
-                    [p[0] for p in curve],
-                    [p[1] / 1e6 for p in curve],
-                    _STYLE[f["kind"]],
-                    color="grey" if f["kind"] == "baseline" else None,
-                    label=label,
-                    linewidth=1.2,
-                )
-            ax.set_title(f"{name}: {data['turns']} turns, {price} prices")
-            ax.set_xlabel("model call")
-            ax.set_ylabel("billed input tokens (M, cumulative)")
-            ax.set_yscale("log")
+            peers = [f for f in test.values() if f["kind"] == "peer"]
+            best = max(peers, key=lambda f: (f["retention"], -f["prices"][price]["billed"]))
+            x0 = 0.5 * best["prices"][price]["vs_none"]
+            ax.fill_between([0, x0], best["retention"], 1.02, color="green", alpha=0.12)
+            for policy, f in test.items():
+                x, y = f["prices"][price]["vs_none"], f["retention"]
+                color = "black" if f["kind"] == "baseline" else None
+                ax.scatter([x], [y], marker=_MARK[f["kind"]], color=color, s=22)
+                ax.annotate(policy, (x, y), fontsize=5, xytext=(2, 2), textcoords="offset points")
+            ax.set_title(f"{name}, {price}", fontsize=7)
+            ax.set_xlabel("billed ÷ no compaction", fontsize=6)
+            ax.set_ylabel("retention", fontsize=6)
+            ax.tick_params(labelsize=5)
+            ax.set_ylim(0, 1.02)
+            ax.set_xlim(0, None)
             ax.grid(True, alpha=0.3)
-            if col == 0:
-                ax.legend(fontsize=6, ncol=2)
     fig.suptitle(
-        f"Billed input tokens over the session ({result['mode']} run). {result['note']}",
-        fontsize=10,
+        f"Retention vs billed input tokens, test split ({result['mode']} run); {result['note']}",
+        fontsize=8,
     )
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=90)
+    fig.savefig(out, dpi=80)
     plt.close(fig)
 
 

@@ -1,34 +1,36 @@
-"""The policies a transcript is replayed under: none, ours, and the peers' defaults.
+"""The policies replayed: none, ours (each family with the settings dev may choose from), peers.
 
-Ours follow the README's guidance (Performance: Context economics): a
-high-water trigger at ``HIGH`` of the model's window and a deep pass down
-to ``LOW`` of it, so passes are rare and each one frees a lot; the
-``+min_saved`` variants also refuse a pass that would free less than
-``MIN_SAVED`` of the window (``Strategy.min_saved_tokens``). One more,
-``recall_first``, keeps about the newest turn (a trigger at ``RECALL_HIGH``,
-a budget of ``RECALL_LOW``) and leaves everything older to the ``recall``
-tool, as a Letta-style agent pages its archive in: the replay bills each of
-its searches.
+Ours are families with a small grid of settings, scaled to the trace
+family's ``scale`` (about the conversation size where compaction starts to
+matter: 3,000 tokens on τ-bench, 40,000 on the long coding task, a
+fraction of the window on the synthetic transcripts). Settings are chosen
+on the dev split (``bench.economics.select``) and only the chosen one is
+replayed on test. Our strategies cut at tool pairs, not turns, so a single
+long turn can be compacted.
 
-The peers are emulated through our server with their documented defaults:
+The peers run their documented defaults, never tuned:
 
 - ADK ``EventsCompactionConfig(compaction_interval=3, overlap_size=1)`` and
   its token mode as ADK's docs configure it (``token_threshold=4000,
-  event_retention_size=5``), both by ``adk_mapping.adk_policy``;
-- LangChain ``SummarizationMiddleware`` as its docs configure it
-  (``trigger=("tokens", 4000)``, ``keep=("messages", 20)``, summarizer input
-  trimmed to ``trim_tokens_to_summarize=4000``), summarizing whenever it
-  fires;
-- Anthropic's ``clear_tool_uses_20250919`` defaults: trigger at 100,000
-  input tokens of a 200,000-token window (scaled here to the transcript's
-  window), keep the last 3 tool uses, no ``clear_at_least``.
+  event_retention_size=5``): in full runs ADK's own ``Runner`` in its venv
+  (``bench.economics.adk_peer``), in the quick mode the emulation through
+  our server by ``adk_mapping.adk_policy`` (no worker start);
+- LangChain's own ``SummarizationMiddleware`` as its docs configure it
+  (``trigger=("tokens", 4000)``, ``keep=("messages", 20)``) and
+  ``ContextEditingMiddleware(ClearToolUsesEdit())`` with its defaults, run
+  for real through ``create_agent`` (``bench.economics.langchain_peer``);
+- Anthropic's ``clear_tool_uses_20250919`` defaults (trigger 100,000 input
+  tokens, keep 3 tool uses), re-applied to the whole history on every
+  request as the API does (``bench.economics.anthropic_edit``): no policy on
+  our server.
 
-Every summarizing policy caps its summary at the same ``SUMMARY_TOKENS``:
-the benchmark prices contexts; it does not judge summary quality.
+Every summarizing policy, ours and peers', caps its summary at
+``SUMMARY_TOKENS`` (the extractive summarizer fills it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sidecar.adapters.adk_mapping import adk_policy
@@ -38,76 +40,103 @@ from sidecar.compaction.policy import CompactionPolicy, Strategy
 from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.token_budget import TokenBudget
 from sidecar.compaction.triggers import TokenCount
+from sidecar.compaction.turn_window import TurnWindow
+from sidecar.model import Boundary
 
-HIGH = 0.15
-"""Our trigger: this fraction of the model's input window."""
-LOW = 0.03
-"""Our passes keep about this fraction of the window."""
-MIN_SAVED = 0.05
-"""The ``+min_saved`` variants: a pass must free at least this fraction of the window."""
-RECALL_HIGH = 0.02
-"""``recall_first``'s trigger: this fraction of the window."""
-RECALL_LOW = 0.005
-"""``recall_first``'s budget: about the newest turn (token_budget always keeps that whole)."""
-SUMMARY_TOKENS = 1024
-"""``max_summary_tokens`` of every summarizing policy (the server's default)."""
+SUMMARY_TOKENS = 512
 KEEP_TOOL_USES = 3
 PEER_TOKENS = 4000
 """The token threshold ADK's and LangChain's docs configure."""
+TRIGGERS = (0.5, 1.0, 2.0)
+"""Our triggers: these multiples of the trace family's scale."""
+ANTHROPIC_TRIGGER = 100_000
 
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """A policy under test: its name, its kind ("baseline", "ours", "peer"), the policy."""
+    """A policy under test: name, kind ("baseline", "ours", "peer"), policy, setting label.
+
+    ``edit``: the peer whose requests are rebuilt from the whole history on
+    every call rather than read from our server (``anthropic_clear``).
+    """
 
     name: str
     kind: str
     policy: CompactionPolicy | None
+    setting: str = ""
+    edit: str = ""
 
 
-def ours(window: int, *, keep_events: int) -> list[Entry]:
-    """Our four strategies under one high-water trigger, each with and without min_saved."""
-    trigger = TokenCount(int(window * HIGH))
-    saved = int(window * MIN_SAVED)
-    entries = []
-    for suffix, minimum in (("", None), ("+min_saved", saved)):
-        summarize = Summarize(
-            max_events_to_keep=keep_events,
-            max_summary_tokens=SUMMARY_TOKENS,
-            min_saved_tokens=minimum,
-        )
-        clear = ClearToolResults(keep_tool_uses=KEEP_TOOL_USES, min_saved_tokens=minimum)
-        budget = TokenBudget(max_tokens=int(window * LOW), min_saved_tokens=minimum)
-        strategies: dict[str, Strategy] = {
-            "token_budget": budget,
-            "summarize": summarize,
-            "clear_tool_results": clear,
-            "clear_then_summarize": Pipeline((clear, summarize)),
-        }
-        entries += [
-            Entry(f"{name}{suffix}", "ours", CompactionPolicy(trigger, strategy))
-            for name, strategy in strategies.items()
+_P = Boundary.TOOL_PAIR
+
+
+def _summarize(events: int) -> Summarize:
+    return Summarize(max_events_to_keep=events, max_summary_tokens=SUMMARY_TOKENS, boundary=_P)
+
+
+def _clear(uses: int = KEEP_TOOL_USES) -> ClearToolResults:
+    return ClearToolResults(keep_tool_uses=uses, boundary=_P)
+
+
+# Each family: what a pass keeps (its own unit) -> the strategy, for a trigger of t tokens.
+_FAMILIES: dict[str, tuple[str, tuple[float, ...], Callable[[int, float], Strategy]]] = {
+    "token_budget": ("budget x trigger", (0.25, 0.5),
+                     lambda t, k: TokenBudget(max_tokens=int(t * k), boundary=_P)),
+    "turn_window": ("turns", (1, 3), lambda t, k: TurnWindow(max_turns=int(k))),
+    "summarize": ("events kept", (4, 10), lambda t, k: _summarize(int(k))),
+    "clear_tool_results": ("tool uses kept", (1, 3), lambda t, k: _clear(int(k))),
+    "clear_then_budget": ("budget x trigger", (0.25, 0.5),
+                          lambda t, k: Pipeline((_clear(), TokenBudget(max_tokens=int(t * k),
+                                                                       boundary=_P)))),
+    "clear_then_summarize": ("events kept", (4, 10),
+                             lambda t, k: Pipeline((_clear(), _summarize(int(k))))),
+}  # fmt: skip
+
+
+def grid(
+    scale: int, triggers: tuple[float, ...] = TRIGGERS, first_only: bool = False
+) -> dict[str, list[Entry]]:
+    """Each family of ours with every setting dev chooses from, plus ``recall_first`` (one);
+    ``first_only``: the first keep setting of each family (the quick mode's)."""
+    out: dict[str, list[Entry]] = {}
+    for family, (unit, keeps, make) in _FAMILIES.items():
+        out[family] = [
+            Entry(
+                family,
+                "ours",
+                CompactionPolicy(TokenCount(int(scale * t)), make(int(scale * t), k)),
+                f"trigger {int(scale * t)} tokens, {unit} {k:g}",
+            )
+            for t in triggers
+            for k in (keeps[:1] if first_only else keeps)
         ]
-    recall_first = CompactionPolicy(
-        TokenCount(int(window * RECALL_HIGH)), TokenBudget(max_tokens=int(window * RECALL_LOW))
+    # Letta-style: about the newest exchange in the window, the rest left to a search.
+    tight = CompactionPolicy(
+        TokenCount(max(200, scale // 4)), TokenBudget(max_tokens=max(100, scale // 20), boundary=_P)
     )
-    return [*entries, Entry("recall_first", "ours", recall_first)]
+    out["recall_first"] = [
+        Entry("recall_first", "ours", tight, f"trigger {max(200, scale // 4)}, budget"
+              f" {max(100, scale // 20)} tokens")
+    ]  # fmt: skip
+    return out
 
 
-def peers(window: int) -> list[Entry]:
-    """The peers' documented defaults, emulated through our server."""
-    langchain = Summarize(
-        max_events_to_keep=20,
-        overlap=0,
-        max_summary_tokens=SUMMARY_TOKENS,
-        max_input_tokens=4000,
-        min_saved_tokens=1,
-    )
+def peers(real_adk: bool = False) -> list[Entry]:
+    """The peers' documented defaults; ADK's own Runner if ``real_adk``, else its emulation."""
+    adk = [
+        Entry("adk_interval", "peer", None, "ADK's own Runner", edit="adk_interval"),
+        Entry("adk_tokens", "peer", None, "ADK's own Runner", edit="adk_tokens"),
+    ]
+    return [*(adk if real_adk else _adk_emulated()), *_others()]
+
+
+def _adk_emulated() -> list[Entry]:
     return [
         Entry(
             "adk_interval",
             "peer",
             adk_policy(compaction_interval=3, overlap_size=1, max_summary_tokens=SUMMARY_TOKENS),
+            "emulated",
         ),
         Entry(
             "adk_tokens",
@@ -117,19 +146,22 @@ def peers(window: int) -> list[Entry]:
                 event_retention_size=5,
                 max_summary_tokens=SUMMARY_TOKENS,
             ),
-        ),
-        Entry("langchain", "peer", CompactionPolicy(TokenCount(PEER_TOKENS), langchain)),
-        Entry(
-            "anthropic_clear",
-            "peer",
-            CompactionPolicy(
-                TokenCount(window * 100_000 // 200_000),
-                ClearToolResults(keep_tool_uses=KEEP_TOOL_USES),
-            ),
+            "emulated",
         ),
     ]
 
 
-def entries(window: int, *, keep_events: int) -> list[Entry]:
-    """Every policy a transcript is replayed under, no compaction first."""
-    return [Entry("none", "baseline", None), *ours(window, keep_events=keep_events), *peers(window)]
+def _others() -> list[Entry]:
+    return [
+        Entry(
+            "langchain_summarization",
+            "peer",
+            None,
+            "LangChain's own middleware",
+            edit="langchain_summarization",
+        ),
+        Entry(
+            "langchain_clear", "peer", None, "LangChain's own middleware", edit="langchain_clear"
+        ),
+        Entry("anthropic_clear", "peer", None, "API semantics", edit="anthropic_clear"),
+    ]

@@ -1,315 +1,348 @@
 """Context economics: ``python -m bench.economics [--quick] [--json OUT] [--plot PNG]``.
 
-Replays the three transcripts of ``bench.economics.transcripts`` through the
-real server (in process, SQLite, ``--summarizer extractive``) under no
-compaction, our policies and the peers' defaults (``bench.economics.policies``),
-prices every model call under each provider's cache rules
-(``bench.economics.pricing``) and measures recall of the planted facts.
+Replays each trace family through the real server (in process, SQLite,
+``--summarizer extractive``), one event per append, GetContext before each
+assistant step, under no compaction, our policy families and the peers'
+defaults (``bench.economics.policies``). Per family of traces:
 
-Targets, one per transcript and price model, as ratios in one run: our best
-policy's billed input tokens <= 0.5 x the best peer default's, among the
-policies whose prompts fit the model's window, ours taken only with recall at
-least that peer's. The benchmark prices contexts; it does not judge summary
-quality: the summarizer is the offline extractive one, every summary capped
-at the same ``max_summary_tokens``. ``--quick`` replays a tenth or less of
-each transcript against a fifth of its window (the smoke test runs it).
+1. dev split: every setting of each of our families; the setting kept is the
+   cheapest in conversation tokens whose retention is at least the best
+   peer's on dev (else the one with the highest retention);
+2. test split: none, each family at its chosen setting, the peers; every
+   reported figure is from here.
+
+Quality is the binding constraint: retention (``bench.economics.retention``).
+Target, per trace family and price model: the peer with the highest test
+retention (the cheaper of equals) is the one compared; our cheapest policy
+with retention at least that peer's must bill <= 0.5 x it.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import logging
 import sys
 import tempfile
 import time
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench.common import Target
-from bench.economics.policies import HIGH, LOW, MIN_SAVED, SUMMARY_TOKENS, Entry, entries
-from bench.economics.pricing import PRICE_MODELS, Bill, Key, PriceModel, bill, shared_prefix_tokens
-from bench.economics.replay import Replay, replay
-from bench.economics.report import Verdict, explain, report
-from bench.economics.sweep import SWEEP_TRANSCRIPT, depth_sweep
-from bench.economics.transcripts import TRANSCRIPTS, Transcript
+from bench.economics.adk_peer import PEERS as ADK_PEERS
+from bench.economics.adk_peer import available as adk_available
+from bench.economics.adk_peer import replay_adk
+from bench.economics.anthropic_edit import replay_edited
+from bench.economics.langchain_peer import PEERS as LANGCHAIN_PEERS
+from bench.economics.langchain_peer import replay_langchain
+from bench.economics.long_task import coding_tasks
+from bench.economics.measure import Replayed, replay_all, server_config
+from bench.economics.policies import SUMMARY_TOKENS, TRIGGERS, Entry, grid, peers
+from bench.economics.pricing import (
+    GEMINI_FLASH_USD,
+    GPT_4O_MINI_USD,
+    PRICE_MODELS,
+    QUICK_PRICE_MODELS,
+    PriceModel,
+)
+from bench.economics.score import pinned_bill, score
+from bench.economics.traces import Trace, from_transcript, tau_airline
+from bench.economics.transcripts import TRANSCRIPTS
 from sidecar.client import AsyncClient
-from sidecar.compaction.tokens import count_event
 from sidecar.server.app import start
-from sidecar.server.config import ServerConfig
 
 TARGET_RATIO = 0.5
-QUICK = {"ops": (16, 25_600), "coding": (6, 25_600), "chat": (24, 6_400)}
-"""--quick: each transcript's turns and window (the smoke test's size, well under a minute)."""
+QUICK_STEPS = 10
+"""--quick: the coding task's tool steps (and one task, three τ-bench runs, one setting each)."""
 DEFAULT_JSON = Path(__file__).parent.parent / "results-economics.json"
 NOTE = (
-    "prices contexts, does not judge summary quality (extractive summarizer, "
-    f"max_summary_tokens {SUMMARY_TOKENS})"
+    "retention = share of the identifiers each step used (first seen in an earlier user message"
+    " or tool result) still in the context it was sent; extractive summarizer, summaries capped"
+    f" at {SUMMARY_TOKENS} tokens"
 )
-_POINTS = 200  # points per cumulative curve kept for the plot
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    """A family of traces: its dev and test splits, what they are, and our settings' scale."""
+
+    name: str
+    about: str
+    dev: Callable[[], list[Trace]]
+    test: Callable[[], list[Trace]]
+    scale: int
+    triggers: tuple[float, ...] = TRIGGERS
+
+
+_SESSIONS = itertools.count()
+"""Each replay's sessions get a fresh prefix (a setting's label is not a valid id)."""
+_SEEDS = {"ops": 301, "coding": 202, "chat": 150}
+"""The synthetic transcripts' shipped seeds (their test split); dev is each seed + 1000."""
 
 
 def say(line: str) -> None:
     print(line, flush=True)
 
 
-def transcripts(quick: bool) -> list[Transcript]:
-    """The transcripts at full size, or at their ``QUICK`` size."""
-    return [
-        make(*(QUICK[name] if quick else (turns, window)))
-        for name, (make, turns, window) in TRANSCRIPTS.items()
-    ]
+def _synthetic(name: str, quick: bool) -> Family:
+    make, turns, window = TRANSCRIPTS[name]
+    turns = 10 if quick else turns
+    window = window // 5 if quick else window
+
+    seed = _SEEDS[name]
+
+    def split(offset: int) -> Callable[[], list[Trace]]:
+        return lambda: [from_transcript(make(turns, window, seed + offset))]
+
+    about = f"synthetic {name} transcript, {turns} turns (dev: seed {seed + 1000}, test: {seed})"
+    return Family(f"synthetic-{name}", about, split(1000), split(0), int(window * 0.15), (1.0,))
 
 
-def _keep_events(t: Transcript) -> int:
-    """Our summaries keep about LOW of the window: that many events at the session's mean size."""
-    tokens = sum(count_event(e) for turn in t.turns for e in turn)
-    mean = max(1, tokens // max(1, t.events))
-    return max(4, int(t.window_tokens * LOW) // mean)
+def families(quick: bool, trials: tuple[int, ...] = (0, 1)) -> list[Family]:
+    """The trace families, at full size or the quick mode's; τ-bench's ``trials`` of each task."""
+    trials = (0,) if quick else trials
 
+    def tau(split: str) -> Callable[[], list[Trace]]:
+        def traces() -> list[Trace]:
+            found = tau_airline(split, trials)
+            return found[:3] if quick else found
 
-def floor(none: Replay, prices: PriceModel, overhead: int) -> float:
-    """A lower bound for any policy: each token shown once, the overhead always cached.
+        return traces
 
-    Every call pays for what was appended since the call before it, at the
-    uncached price, and reads the overhead from the cache; the rest of the
-    window is taken as free.
-    """
-    total = 0.0
-    previous: tuple[Key, ...] = ()
-    for call in none.calls:
-        new = call.window_tokens - shared_prefix_tokens(previous, call.window)
-        total += overhead * prices.read + new
-        previous = call.window
-    return total
+    def coding(split: str) -> Callable[[], list[Trace]]:
+        return lambda: coding_tasks(split, QUICK_STEPS)[:1] if quick else coding_tasks(split)
 
-
-def _figures(t: Transcript, entry: Entry, done: Replay) -> dict[str, Any]:
-    prompts = [t.overhead_tokens + c.window_tokens for c in done.calls]
-    needed = len(done.recalls)
-    recalled = sum(r.in_context or r.found_by_search for r in done.recalls)
-    figures: dict[str, Any] = {
-        "kind": entry.kind,
-        "calls": len(done.calls),
-        "prompt_tokens": sum(prompts),
-        "max_prompt_tokens": max(prompts),
-        "over_window_calls": sum(p > t.window_tokens for p in prompts),
-        "passes": done.passes,
-        "summary_input_tokens": done.summary_input_tokens,
-        "summary_output_tokens": done.summary_output_tokens,
-        "recall": recalled / needed if needed else 1.0,
-        "in_context": sum(r.in_context for r in done.recalls) / needed if needed else 1.0,
-        "facts": {
-            r.fact.name: "context" if r.in_context else "search" if r.found_by_search else "lost"
-            for r in done.recalls
-        },
-        "prices": {},
-    }
-    for prices in PRICE_MODELS:
-        bills = bill(done.calls, prices, t.overhead_tokens)
-        figures["prices"][prices.name] = _priced(bills)
-    return figures
-
-
-def _priced(bills: list[Bill]) -> dict[str, Any]:
-    prompt = sum(b.prompt for b in bills)
-    running = 0.0
-    curve = []
-    step = max(1, len(bills) // _POINTS)
-    for i, b in enumerate(bills):
-        running += b.billed
-        if i % step == 0 or i == len(bills) - 1:
-            curve.append([i + 1, round(running)])
-    return {
-        "billed": running,
-        "cached": sum(b.cached for b in bills),
-        "written": sum(b.written for b in bills),
-        "uncached": sum(b.uncached for b in bills),
-        "summarizer": sum(b.summarizer for b in bills),
-        "cache_hit_ratio": sum(b.cached for b in bills) / prompt if prompt else 0.0,
-        "curve": curve,
-    }
-
-
-def _best(
-    policies: dict[str, Any], kind: str, price: str, recall: float = 0.0, in_context: float = 0.0
-) -> str | None:
-    """The cheapest policy of ``kind`` that fits the window, with at least ``recall`` (in
-    context or through the recall tool) and ``in_context`` (in context alone)."""
-    fits = [
-        (f["prices"][price]["billed"], name)
-        for name, f in policies.items()
-        if f["kind"] == kind
-        and f["over_window_calls"] == 0
-        and f["recall"] >= recall
-        and f["in_context"] >= in_context
-    ]
-    return min(fits)[1] if fits else None
-
-
-def in_context_comparison(policies: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Per price model, a stricter comparison than the target's (reported, not a target): our
-    cheapest policy keeping at least the best peer's in-context recall, ÷ that peer."""
-    out = {}
-    for prices in PRICE_MODELS:
-        peer = _best(policies, "peer", prices.name)
-        if peer is None:
-            continue
-        f = policies[peer]
-        ours = _best(policies, "ours", prices.name, f["recall"], f["in_context"])
-        billed = f["prices"][prices.name]["billed"]
-        out[prices.name] = {
-            "ours": ours,
-            "peer": peer,
-            "peer_in_context": f["in_context"],
-            "ratio": (
-                policies[ours]["prices"][prices.name]["billed"] / billed
-                if ours is not None
-                else None
-            ),
-        }
-    return out
-
-
-def targets(
-    t: Transcript, policies: dict[str, Any], floors: dict[str, float]
-) -> list[tuple[Target, Verdict]]:
-    """One target per price model: our cheapest policy (recall at least the peer's) ÷ the peer's."""
-    out = []
-    for prices in PRICE_MODELS:
-        peer = _best(policies, "peer", prices.name)
-        if peer is None:
-            continue
-        ours = _best(policies, "ours", prices.name, policies[peer]["recall"])
-        peer_billed = policies[peer]["prices"][prices.name]["billed"]
-        ratio = (
-            policies[ours]["prices"][prices.name]["billed"] / peer_billed
-            if ours is not None
-            else float("inf")
-        )
-        target = Target(
-            f"economics_{t.name}_{prices.name}",
-            ratio,
-            TARGET_RATIO,
-            False,
-            f"{ours} / {peer} billed input tokens ({prices.name} prices);"
-            f" floor / {peer}: {floors[prices.name] / peer_billed:.2f}",
-        )
-        out.append((target, Verdict(ours, peer, prices.name)))
-    return out
-
-
-def server_config(db: Path) -> ServerConfig:
-    """The real server on a free loopback port over SQLite file ``db``, with the extractive
-    summarizer and no default policy (a session without one never compacts)."""
-    return replace(
-        ServerConfig(),
-        listen="127.0.0.1:0",
-        store=f"sqlite:///{db}",
-        default_policy="none",
-        summarizer="extractive",
-        shutdown_grace_s=1.0,
-        log_level="WARNING",
+    tau_about = (
+        f"τ-bench airline, GPT-4o, trials {', '.join(map(str, trials))} of each task"
+        f" (dev: tasks 0-24, test: 25-49){'; quick: 3 runs' if quick else ''}"
     )
+    out = [
+        Family("tau-airline", tau_about, tau("dev"), tau("test"), 3000),
+        Family(
+            "coding-task",
+            "generated single-task coding agent, 40-80 tool steps (dev: seeds 0-4, test: 5-9)"
+            + (f"; quick: 1 task of {QUICK_STEPS} steps" if quick else ""),
+            coding("dev"),
+            coding("test"),
+            6_000 if quick else 40_000,
+        ),
+    ]
+    return [*out, *(_synthetic(n, quick) for n in (["chat"] if quick else TRANSCRIPTS))]
 
 
-async def run_all(quick: bool, workdir: Path) -> tuple[dict[str, Any], list[Target]]:
+def cheap_for(entry: Entry) -> tuple[float, float] | None:
+    """The cheap summarizer model a policy's docs use: Gemini Flash (ours, ADK), gpt-4o-mini."""
+    if entry.name.startswith("langchain"):
+        return GPT_4O_MINI_USD
+    return GEMINI_FLASH_USD if entry.kind != "baseline" else None
+
+
+async def _runs(client: AsyncClient, traces: list[Trace], entry: Entry, tag: str) -> list[Replayed]:
+    if entry.edit == "anthropic_clear":
+        return [replay_edited(t) for t in traces]
+    if entry.edit in ADK_PEERS:
+        return await replay_adk(traces, entry.edit)
+    if entry.edit in LANGCHAIN_PEERS:
+        return [replay_langchain(t, entry.edit) for t in traces]
+    return await replay_all(client, traces, entry.policy, f"{tag}/{entry.name}/{next(_SESSIONS)}")
+
+
+def choose(dev: dict[str, list[dict[str, Any]]], peer_retention: float) -> dict[str, int]:
+    """Per family, the index of the setting kept: the cheapest at >= the peer's retention."""
+    chosen = {}
+    for family, rows in dev.items():
+        fit = [i for i, r in enumerate(rows) if r["retention"] >= peer_retention]
+        if fit:
+            chosen[family] = min(fit, key=lambda i: rows[i]["conversation_tokens"])
+        else:
+            chosen[family] = max(
+                range(len(rows)),
+                key=lambda i: (rows[i]["retention"], -rows[i]["conversation_tokens"]),
+            )
+    return chosen
+
+
+async def run_family(
+    client: AsyncClient,
+    fam: Family,
+    prices: Sequence[PriceModel],
+    quick: bool,
+    triggers: tuple[float, ...] | None = None,
+) -> dict[str, Any]:
+    started = time.perf_counter()
+    dev_traces, test_traces = fam.dev(), fam.test()
+    say(f"{fam.name}: {fam.about}; dev {len(dev_traces)} traces, test {len(test_traces)}")
+    options = grid(fam.scale, (1.0,) if quick else triggers or fam.triggers, quick)
+    # ADK's own Runner (its venv) in full runs; its emulation in the quick mode, for time.
+    the_peers = peers(real_adk=not quick and adk_available())
+    dev_peer: dict[str, float] = {}
+    for entry in the_peers:
+        runs = await _runs(client, dev_traces, entry, f"{fam.name}-dev")
+        dev_peer[entry.name] = score(dev_traces, runs, ())["retention"]
+    best_dev_peer = max(dev_peer.values())
+    dev: dict[str, list[dict[str, Any]]] = {}
+    for family, entries in options.items():
+        dev[family] = []
+        for entry in entries:
+            s = score(dev_traces, await _runs(client, dev_traces, entry, f"{fam.name}-dev"), ())
+            dev[family].append(
+                {"setting": entry.setting, "retention": s["retention"],
+                 "conversation_tokens": s["conversation_tokens"]}
+            )  # fmt: skip
+            say(f"  dev {family} [{entry.setting}]: retention {s['retention']:.3f},"
+                f" conversation tokens {s['conversation_tokens']}")  # fmt: skip
+    chosen = choose(dev, best_dev_peer)
+    test_entries = [
+        Entry("none", "baseline", None),
+        *(options[f][i] for f, i in chosen.items()),
+        *the_peers,
+    ]
+    test: dict[str, Any] = {}
+    for entry in test_entries:
+        runs = await _runs(client, test_traces, entry, f"{fam.name}-test")
+        s = score(test_traces, runs, prices, cheap_for(entry))
+        test[entry.name] = {"kind": entry.kind, "setting": entry.setting, **s}
+    none = test["none"]
+    pinned = {
+        name: billed / none["prices"][name]["billed"]
+        for name, billed in pinned_bill(test_traces, prices).items()
+    }
+    for f in test.values():
+        f["conversation_vs_none"] = f["conversation_tokens"] / max(1, none["conversation_tokens"])
+        for p in prices:
+            f["prices"][p.name]["vs_none"] = (
+                f["prices"][p.name]["billed"] / none["prices"][p.name]["billed"]
+            )
+    return {
+        "about": fam.about,
+        "dev_traces": len(dev_traces),
+        "test_traces": len(test_traces),
+        "overhead_tokens": sorted({t.overhead_tokens for t in test_traces}),
+        "dev_peer_retention": dev_peer,
+        "dev": dev,
+        "chosen": {f: options[f][i].setting for f, i in chosen.items()},
+        "test": test,
+        "pinned_share": pinned,
+        "elapsed_s": time.perf_counter() - started,
+    }
+
+
+def targets(name: str, fam: dict[str, Any], prices: Sequence[PriceModel]) -> list[Target]:
+    """Per price model: our cheapest at >= the best peer's retention ÷ that peer's bill."""
+    test = fam["test"]
+    out = []
+    for p in prices:
+        peer_rows = [(n, f) for n, f in test.items() if f["kind"] == "peer"]
+        peer, pf = max(
+            peer_rows, key=lambda r: (r[1]["retention"], -r[1]["prices"][p.name]["billed"])
+        )
+        fit = [
+            (f["prices"][p.name]["billed"], n)
+            for n, f in test.items()
+            if f["kind"] == "ours" and f["retention"] >= pf["retention"]
+        ]
+        billed = pf["prices"][p.name]["billed"]
+        ours = min(fit)[1] if fit else None
+        ratio = min(fit)[0] / billed if fit else float("inf")
+        best_ours = max((f["retention"] for f in test.values() if f["kind"] == "ours"), default=0.0)
+        out.append(
+            Target(
+                f"economics_{name}_{p.name}".replace("-", "_").replace(".", "_"),
+                ratio,
+                TARGET_RATIO,
+                False,
+                f"{ours} / {peer} billed ({p.name}), at retention >= {pf['retention']:.3f}"
+                + ("" if fit else f" (none of ours reaches it; our best {best_ours:.3f})"),
+            )
+        )
+    return out
+
+
+async def run_all(
+    quick: bool,
+    workdir: Path,
+    only: Sequence[str] = (),
+    trials: tuple[int, ...] = (0, 1),
+    triggers: tuple[float, ...] | None = None,
+) -> tuple[dict[str, Any], list[Target]]:
+    prices = QUICK_PRICE_MODELS if quick else PRICE_MODELS
     sidecar = await start(server_config(workdir / "economics.db"))
     figures: dict[str, Any] = {}
-    all_targets: list[Target] = []
+    found: list[Target] = []
     try:
         async with AsyncClient(f"127.0.0.1:{sidecar.port}", default_timeout=120.0) as client:
-            for t in transcripts(quick):
-                started = time.perf_counter()
-                say(
-                    f"{t.name}: {len(t.turns)} turns, {t.events} events, window"
-                    f" {t.window_tokens} tokens, overhead {t.overhead_tokens}, facts"
-                    f" {len(t.facts)}; calls {t.call_gap_s:g} s apart in a turn, turns"
-                    f" {t.turn_gap_s:g} s, a {t.pause_s:g} s pause every {t.pause_every}"
-                )
-                policies: dict[str, Any] = {}
-                replays: dict[str, Replay] = {}
-                for entry in entries(t.window_tokens, keep_events=_keep_events(t)):
-                    began = time.perf_counter()
-                    done = await replay(client, f"{t.name}-{entry.name}", t, entry)
-                    say(f"  replayed under {entry.name} in {time.perf_counter() - began:.1f} s")
-                    replays[entry.name] = done
-                    policies[entry.name] = _figures(t, entry, done)
-                floors = {
-                    p.name: floor(replays["none"], p, t.overhead_tokens) for p in PRICE_MODELS
-                }
-                report(t, policies, floors, say)
-                found = targets(t, policies, floors)
-                for target, verdict in found:
+            for fam in families(quick, trials):
+                if only and fam.name not in only:
+                    continue
+                figures[fam.name] = await run_family(client, fam, prices, quick, triggers)
+                report(fam.name, figures[fam.name], prices)
+                for target in targets(fam.name, figures[fam.name], prices):
                     say(f"  {target.description}")
-                    if not target.passed:
-                        say(explain(verdict, policies, floors))
-                stricter = in_context_comparison(policies)
-                for price, row in stricter.items():
-                    ratio = "none qualifies" if row["ratio"] is None else f"{row['ratio']:.2f}"
-                    say(
-                        f"  in context ({price}): {row['ours']} / {row['peer']} {ratio}, our"
-                        f" cheapest keeping {row['peer_in_context']:.2f} of the facts in context"
-                        " as the peer does (reported, not a target)"
-                    )
-                swept = t.name == SWEEP_TRANSCRIPT and not quick
-                sweep = await depth_sweep(client, t) if swept else []
-                for row in sweep:
-                    say(
-                        f"  depth: trigger {row['high']:g} x window, budget {row['low']:g}:"
-                        f" {row['passes']} passes, billed"
-                        + ", ".join(
-                            f" {p.name} {row[p.name]['billed'] / 1e6:.2f} M"
-                            f" (hits {row[p.name]['cache_hit_ratio']:.2f})"
-                            for p in PRICE_MODELS
-                        )
-                    )
-                all_targets += [target for target, _ in found]
-                figures[t.name] = {
-                    "turns": len(t.turns),
-                    "events": t.events,
-                    "window_tokens": t.window_tokens,
-                    "overhead_tokens": t.overhead_tokens,
-                    "floor": floors,
-                    "policies": policies,
-                    "in_context_comparison": stricter,
-                    "sweep": sweep,
-                    "elapsed_s": time.perf_counter() - started,
-                }
-                say(f"  ({t.name} took {figures[t.name]['elapsed_s']:.1f} s)")
+                    found.append(target)
     finally:
         await sidecar.stop(0.5)
-    return figures, all_targets
+    return figures, found
+
+
+def report(name: str, fam: dict[str, Any], prices: Sequence[PriceModel]) -> None:
+    say(f"  chosen on dev: {fam['chosen']}")
+    head = "".join(f"{p.name[:16]:>18}" for p in prices)
+    say(f"  {'test: policy':<24}{'retention':>10}{'conv/none':>10}{head}   (billed ÷ none)")
+    for policy, f in fam["test"].items():
+        say(
+            f"  {policy:<24}{f['retention']:>10.3f}{f['conversation_vs_none']:>10.3f}"
+            + "".join(f"{f['prices'][p.name]['vs_none']:>18.3f}" for p in prices)
+        )
+    say(f"  ({name} took {fam['elapsed_s']:.0f} s)")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.economics", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="short transcripts, small windows")
+    parser.add_argument("--quick", action="store_true", help="a few traces of each family")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="where to write results")
-    parser.add_argument("--plot", type=Path, help="also draw the billed-tokens plot here")
+    parser.add_argument("--plot", type=Path, help="also draw the retention-vs-bill plot here")
+    parser.add_argument(
+        "--triggers",
+        help="our triggers as multiples of each family's scale, comma-separated (default 0.5,1,2)",
+    )
+    parser.add_argument(
+        "--trials", default="0,1", help="τ-bench trials of each task, comma-separated (0-3)"
+    )
+    parser.add_argument(
+        "--only", action="append", default=[], help="run only this trace family (repeatable)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    say(f"mode: {'quick' if args.quick else 'full'}; this benchmark {NOTE}")
-    say(
-        f"ours: trigger token_count {HIGH:g} x window, passes down to {LOW:g} x window,"
-        f" +min_saved: min_saved_tokens {MIN_SAVED:g} x window"
-    )
+    say(f"mode: {'quick' if args.quick else 'full'}; {NOTE}")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-economics-") as tmp:
-        figures, found = asyncio.run(run_all(args.quick, Path(tmp)))
+        figures, found = asyncio.run(
+            run_all(
+                args.quick,
+                Path(tmp),
+                args.only,
+                tuple(int(t) for t in args.trials.split(",")),
+                tuple(float(t) for t in args.triggers.split(",")) if args.triggers else None,
+            )
+        )
     for target in found:
         say(target.line())
     total = time.perf_counter() - started
     say(f"total {total:.1f} s")
+    prices = QUICK_PRICE_MODELS if args.quick else PRICE_MODELS
     result = {
         "mode": "quick" if args.quick else "full",
-        "note": f"This benchmark {NOTE}.",
-        "price_models": {p.name: _price_json(p) for p in PRICE_MODELS},
-        "ours": {"high": HIGH, "low": LOW, "min_saved": MIN_SAVED},
+        "command": " ".join(
+            ["python -m bench.economics", *(argv if argv is not None else sys.argv[1:])]
+        ),
+        "note": NOTE,
+        "price_models": {p.name: _price_json(p) for p in prices},
         "total_s": total,
-        "transcripts": figures,
+        "traces": figures,
         "targets": {t.name: t.to_json() for t in found},
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -323,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _price_json(p: PriceModel) -> dict[str, float]:
+def _price_json(p: PriceModel) -> dict[str, Any]:
     return {
         "read": p.read,
         "write": p.write,
@@ -331,6 +364,9 @@ def _price_json(p: PriceModel) -> dict[str, float]:
         "min_prefix": p.min_prefix,
         "increment": p.increment,
         "ttl_s": p.ttl_s,
+        "breakpoints": p.breakpoints,
+        "checked": p.checked,
+        "source": p.source,
     }
 
 

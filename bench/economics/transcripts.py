@@ -11,9 +11,12 @@ same events byte for byte:
   document.
 
 A ``Fact`` is planted in one turn (a user message, a tool result or an
-answer) and needed in a later one, whose user message asks for it by topic,
-never by value: the benchmark checks whether the value is still in the
-context at that turn, or found by a search for the topic.
+answer) and needed in a later one, whose user message asks for it by topic.
+The benchmark no longer scores these planted-fact probes (their questions
+reused the fact's own words and an oracle decided when to search, so every
+policy scored 1.00); it judges retention instead (``bench.economics.retention``).
+These transcripts' steps use almost no identifiers from earlier results, so
+on them retention says little and the figures are about cost.
 """
 
 from __future__ import annotations
