@@ -84,6 +84,18 @@ SETTINGS: tuple[Setting, ...] = (
         " defaults)",
     ),
     Setting(
+        "max_tool_name_chars",
+        "256",
+        "the longest tool name a tool call or result may carry; past it `INVALID_ARGUMENT`"
+        " naming the field, nothing stored",
+    ),
+    Setting(
+        "max_call_id_chars",
+        "256",
+        "the longest call id a tool call or result may carry; past it `INVALID_ARGUMENT`"
+        " naming the field, nothing stored",
+    ),
+    Setting(
         "max_streams_per_connection",
         "100",
         "open `StreamEvents`/`WatchSession` calls per connection; past it `RESOURCE_EXHAUSTED`",

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.compaction.clear_tool_results import CLEARED_ARGUMENTS, ClearToolResults
+from sidecar.compaction.clear_tool_results import (
+    CLEARED_ARGUMENTS,
+    MAX_PLACEHOLDER_BYTES,
+    ClearToolResults,
+)
 from sidecar.compaction.tokens import count_event
 from sidecar.compaction.window import apply_plan
 from sidecar.errors import InvalidConfig
@@ -139,6 +143,21 @@ def test_the_placeholder_names_the_call() -> None:
     strategy = ClearToolResults(placeholder="<{name} {call_id} cleared>")
     plan = strategy.plan(tool_session(4))
     assert plan.clears[0].tool_results[0].content == "<grep c1 cleared>"
+
+
+@pytest.mark.parametrize("name", ["n" * 30_000, "名" * 30_000, "a" + "😀" * 10_000])
+def test_a_placeholder_is_cut_at_its_bound_however_long_the_name(name: str) -> None:
+    """Names stored before they were bounded may be long; a template may repeat them."""
+    strategy = ClearToolResults(placeholder="[{name}|{call_id}]" * 100)
+    text = strategy.placeholder_for("c" * 30_000, name)
+    assert len(text.encode()) <= MAX_PLACEHOLDER_BYTES
+    assert len(text.encode()) > MAX_PLACEHOLDER_BYTES - 4  # cut, at a whole character
+    assert text.startswith("[" + name[:100])
+
+
+def test_a_placeholder_within_its_bound_is_expanded_whole() -> None:
+    strategy = ClearToolResults(placeholder="{name}:{call_id}:{name}")
+    assert strategy.placeholder_for("c1", "grep") == "grep:c1:grep"
 
 
 def test_system_messages_and_summaries_are_left_alone() -> None:

@@ -68,6 +68,9 @@ MEASURE_LABELS = {
     "fair_share_quiet_p50_ms": "ms, a quiet session's unary append p50 with no load",
     "fair_share_loaded_p50_ms": "ms, its p50 while 8 streams flood other sessions",
     "fair_share_loaded_p99_ms": "ms, its p99 while 8 streams flood other sessions",
+    "placeholder_compact_ms": "ms, a clearing of results whose names, ids and template"
+    " are at their bounds (all {name})",
+    "placeholder_context_max_ms": "ms, another session's slowest GetContext meanwhile",
 }
 
 
@@ -89,4 +92,6 @@ LABELS = {
     "crashes_survived": "SIGKILLs survived",
     "lost_acks_retried": "lost acknowledgements retried",
     "disk_full_rejections": "appends refused while the disk was full",
+    "identifier_refusals": "tool names and call ids past their bounds, refused naming the field",
+    "placeholder_results_cleared": "results cleared with placeholders at their bound",
 }
