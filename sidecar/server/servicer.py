@@ -265,6 +265,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         session_id = fields.stored(request.session_id)
         self.contexts.forget(session_id)
         await self.store.delete_session(session_id)
+        self.engine.models.forget(session_id)  # its estimates go with it
         return pb.DeleteSessionResponse()
 
     # -- appends ----------------------------------------------------------
