@@ -38,6 +38,10 @@ class SessionModels:
         """An empty name (no model) or one with a profile; InvalidConfig(field) otherwise."""
         if len(model) > MAX_NAME_CHARS:
             raise InvalidConfig(field, f"must be at most {MAX_NAME_CHARS} characters")
+        if not model.isprintable():
+            # A dated snapshot matches its family by prefix, so "gpt-4o-\x00" would find a
+            # profile; PostgreSQL text cannot hold a NUL. One rule keeps both stores alike.
+            raise InvalidConfig(field, "must hold no NUL or other control characters")
         if model:
             self.profiles.require(model, field)
 
