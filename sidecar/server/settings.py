@@ -159,7 +159,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "shutdown_grace_s",
         "10",
-        "on SIGTERM health goes `NOT_SERVING` and calls get this long; 0 or more",
+        "on SIGTERM health goes `NOT_SERVING`, and calls and summaries in flight get this"
+        " long, together: the process exits soon after; 0 or more",
     ),
     Setting(
         "sqlite_synchronous",

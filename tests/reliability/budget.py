@@ -71,6 +71,7 @@ MEASURE_LABELS = {
     "placeholder_compact_ms": "ms, a clearing of results whose names, ids and template"
     " are at their bounds (all {name})",
     "placeholder_context_max_ms": "ms, another session's slowest GetContext meanwhile",
+    "shutdown_under_load_s": "s from SIGTERM to exit under load, 3 s grace (bound 6)",
 }
 
 
@@ -94,4 +95,5 @@ LABELS = {
     "disk_full_rejections": "appends refused while the disk was full",
     "identifier_refusals": "tool names and call ids past their bounds, refused naming the field",
     "placeholder_results_cleared": "results cleared with placeholders at their bound",
+    "sigterms_under_load": "SIGTERMs under load, each exited within its grace",
 }
