@@ -7,9 +7,11 @@ with its call; only what the model is shown changes.
 1. The tool uses of the active window are its conversation's tool calls, in
    log order. The newest ``keep_tool_uses`` keep their results verbatim
    (excluded tools count among them: they are uses all the same).
-2. Every older call whose tool is not in ``exclude_tools`` and whose result is
-   in the window has that result replaced by the placeholder (and, with
-   ``clear_tool_inputs``, its arguments by ``CLEARED_ARGUMENTS``). A result
+2. Every older call whose tool is not in ``exclude_tools`` (the call's name
+   decides, for its result and its inputs alike, whatever name the result
+   carries) and whose result is in the window has that result replaced by the
+   placeholder (and, with ``clear_tool_inputs``, its arguments by
+   ``CLEARED_ARGUMENTS``). A result
    whose call is not in the window is no tool use of it and stays as it is; so
    does a call still waiting for its result.
 3. Each changed event is recounted exactly as the window will count it; an
@@ -210,6 +212,6 @@ class ClearToolResults:
 
     def _result(self, result: ToolResult, calls: dict[str, ToolCall]) -> ToolResult:
         call = calls.get(result.call_id)
-        if call is None or result.name in self.exclude_tools:
+        if call is None:  # excluded tools were left out by the call's name: one rule for both
             return result
         return replace(result, content=self.placeholder_for(call.id, call.name))

@@ -90,6 +90,18 @@ def test_excluded_tools_are_never_cleared_but_count_as_uses() -> None:
     assert ids(plan.clears) == ["t-c2"]  # c1 excluded; c3..c5 are the newest three
 
 
+def test_exclude_tools_goes_by_the_calls_name_for_results_and_inputs_alike() -> None:
+    """A result may carry another name than its call: the call's decides, one rule for both."""
+    args = '{"q": "' + "x" * 400 + '"}'
+    events = [u("go", "u1"), call("c1", "kubectl", args), result("c1", "runbook")]
+    events += [call("c2", "runbook", args), result("c2", "kubectl")]
+    events += [call("c3"), result("c3")]
+    plan = ClearToolResults(keep_tool_uses=1, exclude_tools=("runbook",), clear_tool_inputs=True)
+    cleared = plan.plan(events).clears
+    assert ids(cleared) == ["a-c1", "t-c1"]  # c1 called kubectl: cleared, result and input
+    assert cleared[1].tool_results[0].content.startswith("[kubectl result cleared")
+
+
 def test_clear_tool_inputs_replaces_the_cleared_calls_arguments() -> None:
     events = tool_session(4)
     events[1] = call("c1", args='{"pattern": "' + "x" * 400 + '"}')
