@@ -321,7 +321,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     async def AppendEvents(
         self, request: pb.AppendEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.AppendEventsResponse:
-        async with self.inflight.holding(request.ByteSize()):
+        async with self.inflight.holding(request.ByteSize(), context.peer()):
             result = await self.append(
                 request.session_id,
                 request.events,
@@ -360,6 +360,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             budget=self.inflight,
             max_message_bytes=self.max_message_bytes,
             idle_check_s=REVOCATION_CHECK_S,
+            connection=peer,
         )
         try:
             # Closed here, not when collected: its tasks end and its budget returns at once.

@@ -105,7 +105,8 @@ SETTINGS: tuple[Setting, ...] = (
         "256",
         "what appends may hold at once, whole server: the bytes of requests being handled"
         " (streamed and unary) and of stream answers not yet written; past it no more requests"
-        " are read until some are answered (one larger than it is taken alone)",
+        " are read until some are answered, connections taking turns by the bytes they were"
+        " let in (one larger than it is taken alone)",
     ),
     Setting(
         "auth_token_file",
