@@ -130,7 +130,28 @@ def _serve(args: argparse.Namespace) -> int:
     except (StoreUnavailable, SchemaTooNew) as exc:
         print(f"compaction-sidecar: cannot open the store: {exc}", file=sys.stderr)
         return 1
+    _exit_now()
     return 0
+
+
+def _exit_now() -> None:
+    """End a drained server at once: the exit handlers run, the interpreter's teardown does not.
+
+    Everything is closed by now (calls, summaries, the store). What is left,
+    gRPC's core tearing itself down as the interpreter finalizes, took some
+    3.5 s here on every exit, past any ``--shutdown-grace-s``; a pod's
+    termination grace would pay it on every rollout. The exit handlers still
+    run first (an OpenTelemetry SDK flushes its spans in one).
+    """
+    import atexit
+    import logging
+    import os
+
+    atexit._run_exitfuncs()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

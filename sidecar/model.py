@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import Enum, StrEnum
 
 
@@ -113,6 +113,10 @@ class Part:
 def new_event_id() -> str:
     """A server-assigned event id."""
     return uuid.uuid4().hex
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 def utcnow() -> datetime:
@@ -400,6 +404,27 @@ class ModelUsage:
 
 
 @dataclass(frozen=True, slots=True)
+class UsageReport:
+    """A usage report held against our estimate: what an append takes into the calibration.
+
+    ``ratio`` is the reported prompt tokens over the estimate of the context
+    of ``context_version`` in the session incarnation ``incarnation``
+    (``Session.incarnation``). The store takes it in (``counts_for``) only in
+    that incarnation, and only for a version the session has reached: a
+    session deleted and created again under its id starts its calibration
+    anew, and no report of the old one's contexts moves it.
+    """
+
+    ratio: float
+    context_version: int
+    incarnation: int
+
+    def counts_for(self, session: Session) -> bool:
+        """Whether this report calibrates ``session`` (its header before the append)."""
+        return session.incarnation == self.incarnation and self.context_version <= session.version
+
+
+@dataclass(frozen=True, slots=True)
 class Session:
     """A session's header: identity, version, policy, model and running counters.
 
@@ -424,6 +449,17 @@ class Session:
     stable_prefix_events: int = 0
     """Events of the window as the last compaction (clearing, restore) left it: its stable
     prefix (``sidecar.providers.prefix``)."""
+
+    @property
+    def incarnation(self) -> int:
+        """Which life of the session id this is: its create time, in microseconds.
+
+        A session deleted and created again under its id is another incarnation.
+        """
+        moment = self.create_time
+        if moment.tzinfo is None:  # a naive time is UTC, as the stores keep it
+            moment = moment.replace(tzinfo=UTC)
+        return (moment - _EPOCH) // _MICROSECOND
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,9 +7,11 @@ with its call; only what the model is shown changes.
 1. The tool uses of the active window are its conversation's tool calls, in
    log order. The newest ``keep_tool_uses`` keep their results verbatim
    (excluded tools count among them: they are uses all the same).
-2. Every older call whose tool is not in ``exclude_tools`` and whose result is
-   in the window has that result replaced by the placeholder (and, with
-   ``clear_tool_inputs``, its arguments by ``CLEARED_ARGUMENTS``). A result
+2. Every older call whose tool is not in ``exclude_tools`` (the call's name
+   decides, for its result and its inputs alike, whatever name the result
+   carries) and whose result is in the window has that result replaced by the
+   placeholder (and, with ``clear_tool_inputs``, its arguments by
+   ``CLEARED_ARGUMENTS``). A result
    whose call is not in the window is no tool use of it and stays as it is; so
    does a call still waiting for its result.
 3. Each changed event is recounted exactly as the window will count it; an
@@ -28,6 +30,7 @@ with its call; only what the model is shown changes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -41,6 +44,16 @@ DEFAULT_PLACEHOLDER = (
     "[{name} result cleared to save context (call {call_id});"
     " the original stays in the session log and can be searched]"
 )
+MAX_PLACEHOLDER_BYTES = 2048
+"""The most a placeholder may be, in UTF-8 bytes: its template, and each result's expansion.
+
+A template may repeat ``{name}`` and ``{call_id}``; each cleared result's
+placeholder is built and counted while the pass runs, so its size is what
+bounds that work. The expansion is cut at this size (names and ids stored
+before they were bounded may be long); a template over it is refused when a
+policy is set.
+"""
+_FIELDS_IN_TEMPLATE = re.compile(r"(\{name\}|\{call_id\})")
 CLEARED_ARGUMENTS = '{"cleared":true}'
 """What a cleared call's arguments become with ``clear_tool_inputs``: still a JSON object."""
 
@@ -95,9 +108,28 @@ class ClearToolResults:
         object.__setattr__(self, "exclude_tools", tuple(self.exclude_tools))
 
     def placeholder_for(self, call_id: str, name: str) -> str:
-        """The text a cleared result of call ``call_id`` to tool ``name`` shows."""
+        """The text a cleared result of call ``call_id`` to tool ``name`` shows.
+
+        At most ``MAX_PLACEHOLDER_BYTES``: built piece by piece and stopped
+        there, so its cost never follows how often the template repeats a long
+        name.
+        """
         text = self.placeholder or DEFAULT_PLACEHOLDER
-        return text.replace("{name}", name).replace("{call_id}", call_id)
+        pieces: list[str] = []
+        room = MAX_PLACEHOLDER_BYTES  # characters first: never fewer than the bytes they take
+        for piece in _FIELDS_IN_TEMPLATE.split(text):
+            value = name if piece == "{name}" else call_id if piece == "{call_id}" else piece
+            pieces.append(value[:room])
+            room -= len(pieces[-1])
+            if room <= 0:
+                break
+        expanded = "".join(pieces)
+        if len(expanded) * 4 <= MAX_PLACEHOLDER_BYTES:  # within the bound whatever the script
+            return expanded
+        data = expanded.encode()
+        if len(data) <= MAX_PLACEHOLDER_BYTES:
+            return expanded
+        return data[:MAX_PLACEHOLDER_BYTES].decode(errors="ignore")  # a whole character last
 
     def plan(
         self, events: Sequence[Event], estimator: TokenEstimator | None = None
@@ -180,6 +212,6 @@ class ClearToolResults:
 
     def _result(self, result: ToolResult, calls: dict[str, ToolCall]) -> ToolResult:
         call = calls.get(result.call_id)
-        if call is None or result.name in self.exclude_tools:
+        if call is None:  # excluded tools were left out by the call's name: one rule for both
             return result
         return replace(result, content=self.placeholder_for(call.id, call.name))

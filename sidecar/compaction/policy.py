@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
-from sidecar.compaction.clear_tool_results import ClearToolResults
+from sidecar.compaction.clear_tool_results import MAX_PLACEHOLDER_BYTES, ClearToolResults
 from sidecar.compaction.pipeline import MAX_STEPS, Pipeline, Step
 from sidecar.compaction.sliding_window import SlidingWindow
 from sidecar.compaction.summarize import Summarize
@@ -401,7 +401,30 @@ def policy_from_dict(data: Any, *, bounded: bool = True) -> CompactionPolicy:
     policy = CompactionPolicy(trigger=trigger, strategy=strategy_from_dict(data["strategy"]))
     if bounded:
         check_policy_bytes(len(policy.to_json()))
+        _check_placeholders(policy.strategy)
     return policy
+
+
+def _check_placeholders(strategy: Strategy) -> None:
+    """Refuse a clearing placeholder template over ``MAX_PLACEHOLDER_BYTES`` (new policies only).
+
+    Its expansion is cut there anyway; refusing says so to whoever set it.
+    """
+    steps = strategy.steps if isinstance(strategy, Pipeline) else (strategy,)
+    for index, step in enumerate(steps):
+        if not isinstance(step, ClearToolResults):
+            continue
+        size = len(step.placeholder.encode())
+        if size > MAX_PLACEHOLDER_BYTES:
+            at = (
+                f"strategy.pipeline.steps[{index}]"
+                if isinstance(strategy, Pipeline)
+                else "strategy"
+            )
+            raise InvalidConfig(
+                f"{at}.clear_tool_results.placeholder",
+                f"is {size} bytes, the limit is {MAX_PLACEHOLDER_BYTES}",
+            )
 
 
 def check_policy_bytes(size: int, field: str = "policy") -> None:

@@ -27,6 +27,7 @@ from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.tokens import opaque_tokens
 from sidecar.engine.results import CAUSE, AppendResult
+from sidecar.engine.session_model import NOT_THIS_SESSION
 from sidecar.engine.validation import check_events, check_label_updates, check_stored_session_id
 from sidecar.model import Cause, Event, LabelUpdate, ModelUsage, new_event_id
 from sidecar.store.protocol import AppendOutcome, PlainAppend
@@ -68,7 +69,7 @@ class Appends:
         check_stored_session_id(session_id)
         check_events(events, engine.limits)
         check_label_updates(session_id, label_updates, engine.limits)
-        ratio, ignored = engine.models.usage_ratio(session_id, usage)
+        report, ignored = engine.models.usage_report(session_id, usage)
         (counted,) = await self._counted([events])
         CAUSE.set(Cause.TRIGGER)  # any pass this append sets off (a copy of the caller's context)
         async with engine.locks.hold(session_id):
@@ -80,13 +81,16 @@ class Appends:
                 policy_json=engine._default_policy_json,
                 label_updates=label_updates,
                 max_labels=engine.limits.max_labels,
-                usage_ratio=ratio,
+                usage=report,
             )
             result = await self._landed(session_id, outcome)
         engine.models.note(result.session)
-        if ignored or (usage is not None and result.written == 0):
-            reason = ignored or "the append stored nothing new (a retry): not counted again"
-            return replace(result, usage_ignored_reason=reason)
+        if usage is not None and result.written == 0:
+            ignored = ignored or "the append stored nothing new (a retry): not counted again"
+        elif report is not None and not outcome.usage_counted:
+            ignored = NOT_THIS_SESSION.format(version=report.context_version)
+        if ignored:
+            return replace(result, usage_ignored_reason=ignored)
         return result
 
     async def many(self, appends: Sequence[PlainAppend]) -> list[AppendResult | Exception]:

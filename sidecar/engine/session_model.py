@@ -18,7 +18,7 @@ from sidecar.compaction.calibration import TokenScale, uses_context_fraction
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.engine.estimates import ContextEstimates
 from sidecar.errors import InvalidArgument, InvalidConfig
-from sidecar.model import ModelUsage, Session
+from sidecar.model import ModelUsage, Session, UsageReport
 from sidecar.providers.profiles import MAX_NAME_CHARS, ModelProfile, ModelProfiles
 
 MAX_PROMPT_TOKENS = 1 << 40
@@ -38,6 +38,10 @@ class SessionModels:
         """An empty name (no model) or one with a profile; InvalidConfig(field) otherwise."""
         if len(model) > MAX_NAME_CHARS:
             raise InvalidConfig(field, f"must be at most {MAX_NAME_CHARS} characters")
+        if not model.isprintable():
+            # A dated snapshot matches its family by prefix, so "gpt-4o-\x00" would find a
+            # profile; PostgreSQL text cannot hold a NUL. One rule keeps both stores alike.
+            raise InvalidConfig(field, "must hold no NUL or other control characters")
         if model:
             self.profiles.require(model, field)
 
@@ -71,22 +75,42 @@ class SessionModels:
 
     def note(self, session: Session) -> None:
         """Keep the estimate of the context this session's version holds."""
-        self.estimates.note(session.session_id, session.version, session.counters.tokens)
+        self.estimates.note(
+            session.session_id, session.incarnation, session.version, session.counters.tokens
+        )
 
-    def usage_ratio(self, session_id: str, usage: ModelUsage | None) -> tuple[float | None, str]:
-        """The report's ratio to our estimate, or None and why it is not taken in."""
+    def forget(self, session_id: str) -> None:
+        """Drop the session's estimates: it was deleted."""
+        self.estimates.forget(session_id)
+
+    def usage_report(
+        self, session_id: str, usage: ModelUsage | None
+    ) -> tuple[UsageReport | None, str]:
+        """The report held against our estimate, or None and why it is not taken in.
+
+        The store takes it in only for the incarnation the estimate was made
+        in and a version the session has reached (``UsageReport.counts_for``).
+        """
         if usage is None:
             return None, ""
         if usage.context_version < 1:
             raise InvalidArgument("usage.context_version", "must be a version, 1 or more")
         if not 1 <= usage.prompt_tokens <= MAX_PROMPT_TOKENS:
             raise InvalidArgument("usage.prompt_tokens", f"must be from 1 to {MAX_PROMPT_TOKENS}")
-        estimate = self.estimates.estimate(session_id, usage.context_version)
-        if estimate is None:
+        kept = self.estimates.estimate(session_id, usage.context_version)
+        if kept is None:
             return None, (
                 f"no estimate kept for version {usage.context_version} (too old, from another"
                 " replica, or before a restart): the report was not counted"
             )
+        incarnation, estimate = kept
         if estimate == 0:
             return None, f"version {usage.context_version} was estimated at 0 tokens"
-        return usage.prompt_tokens / estimate, ""
+        return UsageReport(usage.prompt_tokens / estimate, usage.context_version, incarnation), ""
+
+
+NOT_THIS_SESSION = (
+    "version {version} is not one this session has reached (it was deleted and created"
+    " again since that context was read, or the version is newer): the report was not counted"
+)
+"""Why a report the store declined (``UsageReport.counts_for``) was not counted."""

@@ -37,6 +37,15 @@ class Limits:
     max_tool_calls_per_event: int = 1000
     max_tool_results_per_event: int = 1000
     max_parts_per_event: int = 1000
+    max_tool_name_chars: int = 256
+    """The longest tool name a call or result may carry (providers allow 64 to 128).
+
+    Names and call ids are what a clearing placeholder repeats and what every
+    rendering carries per call: unbounded, one event could make each of them
+    as costly as its whole size.
+    """
+    max_call_id_chars: int = 256
+    """The longest call id a call or result may carry."""
     max_items_per_append: int = 4096
     """Tool calls, tool results and parts of all the append's events together.
 
@@ -209,6 +218,22 @@ def check_events(events: Sequence[Event], limits: Limits) -> None:
         _check_event(event, f"events[{i}]", limits)
 
 
+def _check_identifiers(call_id: str, name: str, at: str, id_field: str, limits: Limits) -> None:
+    """A call id and a tool name within ``max_call_id_chars`` and ``max_tool_name_chars``."""
+    if len(call_id) > limits.max_call_id_chars:
+        raise InvalidArgument(
+            f"{at}.{id_field}",
+            f"is {len(call_id)} characters, the limit is {limits.max_call_id_chars}"
+            " (max_call_id_chars)",
+        )
+    if len(name) > limits.max_tool_name_chars:
+        raise InvalidArgument(
+            f"{at}.name",
+            f"is {len(name)} characters, the limit is {limits.max_tool_name_chars}"
+            " (max_tool_name_chars)",
+        )
+
+
 def _check_event(event: Event, at: str, limits: Limits) -> None:
     if event.id and not _ID.fullmatch(event.id):
         raise InvalidArgument(
@@ -232,6 +257,7 @@ def _check_event(event: Event, at: str, limits: Limits) -> None:
         field = f"{at}.tool_calls[{j}]"
         if not call.id:
             raise InvalidArgument(f"{field}.id", "is required")
+        _check_identifiers(call.id, call.name, field, "id", limits)
         if call.id in seen:
             raise InvalidArgument(f"{field}.id", f"duplicate call id {call.id!r} in one event")
         seen.add(call.id)
@@ -241,6 +267,9 @@ def _check_event(event: Event, at: str, limits: Limits) -> None:
     for j, result in enumerate(event.tool_results):
         if not result.call_id:
             raise InvalidArgument(f"{at}.tool_results[{j}].call_id", "is required")
+        _check_identifiers(
+            result.call_id, result.name, f"{at}.tool_results[{j}]", "call_id", limits
+        )
     for j, part in enumerate(event.parts):
         if not part.mime_type:
             raise InvalidArgument(f"{at}.parts[{j}].mime_type", "is required")

@@ -239,8 +239,9 @@ class Sidecar:
         for task in (self._probe, self._idle):
             if task is not None:
                 task.cancel()
-        await self.server.stop(grace)
-        await self.engine.close(grace)
+        # One grace for the whole drain: calls and the summaries in flight share it
+        # (one after the other, a drain took twice the grace and more).
+        await asyncio.gather(self.server.stop(grace), self.engine.close(grace))
         if self.health_server is not None:
             await self.health_server.stop(0)
         if self.metrics_server is not None:

@@ -51,6 +51,8 @@ class ServerConfig:
     max_parts_per_event: int = _LIMITS.max_parts_per_event
     max_metadata_entries: int = _LIMITS.max_metadata_entries
     max_items_per_append: int = _LIMITS.max_items_per_append
+    max_tool_name_chars: int = _LIMITS.max_tool_name_chars
+    max_call_id_chars: int = _LIMITS.max_call_id_chars
     max_streams_per_connection: int = 100
     max_inflight_mib: int = 256
     auth_token_file: str = ""
@@ -118,6 +120,8 @@ class ServerConfig:
             max_parts_per_event=self.max_parts_per_event,
             max_metadata_entries=self.max_metadata_entries,
             max_items_per_append=self.max_items_per_append,
+            max_tool_name_chars=self.max_tool_name_chars,
+            max_call_id_chars=self.max_call_id_chars,
         )
 
     def read_cache_bytes(self) -> tuple[int, int]:
@@ -198,6 +202,8 @@ _AT_LEAST: dict[str, float] = {
     "max_parts_per_event": 1,
     "max_metadata_entries": 1,
     "max_items_per_append": 1,
+    "max_tool_name_chars": 1,
+    "max_call_id_chars": 1,
     "max_streams_per_connection": 1,
     "max_inflight_mib": 1,
     "summary_timeout_s": 0.001,

@@ -266,6 +266,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         session_id = fields.stored(request.session_id)
         self.contexts.forget(session_id)
         await self.store.delete_session(session_id)
+        self.engine.models.forget(session_id)  # its estimates go with it
         return pb.DeleteSessionResponse()
 
     # -- appends ----------------------------------------------------------
@@ -321,7 +322,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     async def AppendEvents(
         self, request: pb.AppendEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.AppendEventsResponse:
-        async with self.inflight.holding(request.ByteSize()):
+        async with self.inflight.holding(request.ByteSize(), context.peer()):
             result = await self.append(
                 request.session_id,
                 request.events,
@@ -360,6 +361,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             budget=self.inflight,
             max_message_bytes=self.max_message_bytes,
             idle_check_s=REVOCATION_CHECK_S,
+            connection=peer,
         )
         try:
             # Closed here, not when collected: its tasks end and its budget returns at once.

@@ -84,6 +84,18 @@ SETTINGS: tuple[Setting, ...] = (
         " defaults)",
     ),
     Setting(
+        "max_tool_name_chars",
+        "256",
+        "the longest tool name a tool call or result may carry; past it `INVALID_ARGUMENT`"
+        " naming the field, nothing stored",
+    ),
+    Setting(
+        "max_call_id_chars",
+        "256",
+        "the longest call id a tool call or result may carry; past it `INVALID_ARGUMENT`"
+        " naming the field, nothing stored",
+    ),
+    Setting(
         "max_streams_per_connection",
         "100",
         "open `StreamEvents`/`WatchSession` calls per connection; past it `RESOURCE_EXHAUSTED`",
@@ -93,7 +105,8 @@ SETTINGS: tuple[Setting, ...] = (
         "256",
         "what appends may hold at once, whole server: the bytes of requests being handled"
         " (streamed and unary) and of stream answers not yet written; past it no more requests"
-        " are read until some are answered (one larger than it is taken alone)",
+        " are read until some are answered, connections taking turns by the bytes they were"
+        " let in (one larger than it is taken alone)",
     ),
     Setting(
         "auth_token_file",
@@ -148,7 +161,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "shutdown_grace_s",
         "10",
-        "on SIGTERM health goes `NOT_SERVING` and calls get this long; 0 or more",
+        "on SIGTERM health goes `NOT_SERVING`, and calls and summaries in flight get this"
+        " long, together: the process exits soon after; 0 or more",
     ),
     Setting(
         "sqlite_synchronous",

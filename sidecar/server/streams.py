@@ -167,11 +167,13 @@ class EventStream:
         budget: InflightBudget,
         max_message_bytes: int,
         idle_check_s: float,
+        connection: str = "",
     ) -> None:
         self._answer = answer
         self._watch = watch
         self._revoked = revoked
         self._budget = budget
+        self._connection = connection  # the budget lets connections in fairly, by this key
         self._max_message_bytes = max_message_bytes
         self._idle_check_s = idle_check_s
         self._inbox: ByteQueue[Request] = ByteQueue(STREAM_READ_AHEAD, STREAM_READ_AHEAD_BYTES)
@@ -246,7 +248,7 @@ class EventStream:
                 if request is None:
                     break
                 size = request_bytes(request)
-                await self._budget.admit(size)
+                await self._budget.admit(size, self._connection)
                 self._held += size
                 self._inbox.put_nowait(request, size)
         finally:

@@ -1,7 +1,7 @@
 """Page sizes and opaque page tokens, shared by every store.
 
 A token is base64url of a 16-byte HMAC-SHA256 tag followed by the JSON array
-``after``, the sort key of the last item returned (keyset pagination: a page
+``after`` enciphered, the sort key of the last item returned (keyset pagination: a page
 costs O(page) however deep it is, and items written meanwhile are neither
 skipped nor repeated), or an offset for ranked search, whose order has no
 stable key. The tag covers ``after`` and two things the token does not carry:
@@ -11,6 +11,12 @@ stable key. The tag covers ``after`` and two things the token does not carry:
   in the caller's tenant namespace), so reusing a token with other arguments,
   or in another tenant's namespace, is refused rather than silently skipping
   or repeating items.
+
+``after`` is enciphered with a keystream drawn from the key and the tag (a
+synthetic-IV construction: the tag is the nonce), so a token reads as noise.
+A sort key can be a store-wide row id (a compaction record's): in clear text,
+two tokens would tell a tenant how many compactions every other tenant ran in
+between.
 
 A client can therefore only hand back a token exactly as it got it: one it
 built, altered, or took from another listing is ``InvalidArgument("page_token",
@@ -38,8 +44,18 @@ MAX_PAGE_SIZE = 1000
 
 _FIELD = "page_token"
 _TAG_BYTES = 16
+MAX_TOKEN_CHARS = 1024
+"""Longer than any token issued (a session id is the longest key): refused before reading it."""
 _PROCESS_KEY = secrets.token_bytes(32)
 _key = _PROCESS_KEY
+
+
+def _stream_key(key: bytes) -> bytes:
+    """The keystream's own key: never the signing key itself."""
+    return hashlib.sha256(b"compaction-sidecar page token stream\0" + key).digest()
+
+
+_stream = _stream_key(_key)
 
 
 def page_size(requested: int) -> int:
@@ -59,11 +75,12 @@ def use_key(secret: str) -> None:
 
     The server calls this once at start; every store in the process shares the key.
     """
-    global _key
+    global _key, _stream
     if not secret:
         _key = _PROCESS_KEY
-        return
-    _key = hashlib.sha256(b"compaction-sidecar page tokens\0" + secret.encode()).digest()
+    else:
+        _key = hashlib.sha256(b"compaction-sidecar page tokens\0" + secret.encode()).digest()
+    _stream = _stream_key(_key)
 
 
 def _tag(kind: str, bound: str, payload: bytes) -> bytes:
@@ -71,18 +88,32 @@ def _tag(kind: str, bound: str, payload: bytes) -> bytes:
     return hmac.digest(_key, message, "sha256")[:_TAG_BYTES]
 
 
+def _cipher(tag: bytes, data: bytes) -> bytes:
+    """``data`` XOR a keystream of HMAC-SHA256(stream key, tag || block number): both ways."""
+    size = len(data)
+    stream = b"".join(
+        hmac.digest(_stream, tag + block.to_bytes(4, "big"), "sha256")
+        for block in range((size + 31) // 32)
+    )[:size]
+    return (int.from_bytes(data) ^ int.from_bytes(stream)).to_bytes(size)
+
+
 def encode_token(kind: str, bound: str, after: tuple[int | str, ...]) -> str:
     payload = json.dumps(list(after), separators=(",", ":")).encode()
-    token = _tag(kind, bound, payload) + payload
+    tag = _tag(kind, bound, payload)
+    token = tag + _cipher(tag, payload)
     return base64.urlsafe_b64encode(token).decode("ascii").rstrip("=")
 
 
 def _decode(token: str, kind: str, bound: str) -> list[object]:
+    if len(token) > MAX_TOKEN_CHARS:
+        raise InvalidArgument(_FIELD, "malformed page token (longer than any issued)")
     try:
         raw = base64.urlsafe_b64decode((token + "=" * (-len(token) % 4)).encode("ascii"))
     except (ValueError, binascii.Error, UnicodeError) as exc:
         raise InvalidArgument(_FIELD, "malformed page token") from exc
-    tag, payload = raw[:_TAG_BYTES], raw[_TAG_BYTES:]
+    tag = raw[:_TAG_BYTES]
+    payload = _cipher(tag, raw[_TAG_BYTES:])
     # Only the exact text issued: base64 that decodes alike but reads otherwise is not it.
     canonical = base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=") == token
     if not (canonical and hmac.compare_digest(tag, _tag(kind, bound, payload))):

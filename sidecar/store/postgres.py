@@ -44,7 +44,15 @@ from typing import Any, TypeVar
 import asyncpg
 
 from sidecar.errors import InvalidConfig, StoreUnavailable
-from sidecar.model import CompactionPlan, CompactionResult, Event, LabelUpdate, Session, utcnow
+from sidecar.model import (
+    CompactionPlan,
+    CompactionResult,
+    Event,
+    LabelUpdate,
+    Session,
+    UsageReport,
+    utcnow,
+)
 from sidecar.store import postgres_history as history
 from sidecar.store import postgres_reads as reads
 from sidecar.store import postgres_writes as writes
@@ -389,7 +397,7 @@ class PostgresStore:
         policy_json: str | None = None,
         label_updates: Sequence[LabelUpdate] = (),
         max_labels: int = 64,
-        usage_ratio: float | None = None,
+        usage: UsageReport | None = None,
     ) -> AppendOutcome:
         batch = tuple(events)
         # Retried once on an outage: a batch that did land comes back as a retry.
@@ -404,7 +412,7 @@ class PostgresStore:
                 now=utcnow(),
                 label_updates=label_updates,
                 max_labels=max_labels,
-                usage_ratio=usage_ratio,
+                usage=usage,
             ),
             retry=True,
         )

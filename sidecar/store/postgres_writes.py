@@ -26,7 +26,7 @@ from sidecar.errors import (
     SessionNotFound,
     VersionConflict,
 )
-from sidecar.model import CompactionPlan, Event, LabelUpdate, Session, SessionCounters
+from sidecar.model import CompactionPlan, Event, LabelUpdate, Session, SessionCounters, UsageReport
 from sidecar.store import rules
 from sidecar.store.codec import encode_content, encode_labels
 from sidecar.store.event_cache import DecodedEvents
@@ -179,7 +179,7 @@ async def append(
     now: datetime,
     label_updates: Sequence[LabelUpdate] = (),
     max_labels: int = 64,
-    usage_ratio: float | None = None,
+    usage: UsageReport | None = None,
 ) -> AppendOutcome:
     """Append a batch (see ``Store.append``); the returned events match ``events`` one to one.
 
@@ -226,9 +226,10 @@ async def append(
     if batch.new:
         await _insert_events(db, session_pk, batch.new, [2 * e.position + 1 for e in batch.new])
     previous = session.version
-    session = replace(rules.after_append(session, batch, now, usage_ratio), labels=labels)
+    counted = rules.counts_usage(session, batch, usage)
+    session = replace(rules.after_append(session, batch, now, usage), labels=labels)
     await save_header(db, session_pk, session, previous_version=previous)
-    return AppendOutcome(batch.result, session, len(batch.new))
+    return AppendOutcome(batch.result, session, len(batch.new), counted)
 
 
 async def _update_labels(db: Db, update: LabelUpdate, max_labels: int, now: datetime) -> None:

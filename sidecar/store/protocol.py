@@ -19,6 +19,7 @@ from sidecar.model import (
     LabelUpdate,
     Role,
     Session,
+    UsageReport,
 )
 
 T = TypeVar("T")
@@ -39,6 +40,8 @@ class AppendOutcome:
     events: tuple[Event, ...]
     session: Session
     written: int
+    usage_counted: bool = False
+    """Whether the append's usage report was taken into the calibration."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +203,7 @@ class Store(Protocol):
         policy_json: str | None = None,
         label_updates: Sequence[LabelUpdate] = (),
         max_labels: int = 64,
-        usage_ratio: float | None = None,
+        usage: UsageReport | None = None,
     ) -> AppendOutcome:
         """Append a batch in one transaction. Idempotent by event id.
 
@@ -214,9 +217,11 @@ class Store(Protocol):
         update whose ``expected_version`` does not match raises
         VersionConflict, one leaving more than ``max_labels`` LimitExceeded,
         and nothing is written. A batch of retries only writes nothing.
-        ``usage_ratio`` (a provider's reported prompt tokens over our
-        estimate) is taken into the session's calibration in the same
-        transaction, when the batch writes anything.
+        ``usage`` (a provider's reported prompt tokens over our estimate) is
+        taken into the session's calibration in the same transaction, when
+        the batch writes anything and the report is of this incarnation and
+        a version it has reached (``UsageReport.counts_for``); the outcome's
+        ``usage_counted`` says whether it was.
         """
 
     async def append_many(

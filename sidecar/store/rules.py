@@ -13,7 +13,15 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from sidecar.errors import EventConflict, InvalidArgument, LimitExceeded, VersionConflict
-from sidecar.model import CompactionPlan, Event, LabelUpdate, Session, SessionCounters
+from sidecar.model import (
+    CompactionPlan,
+    Event,
+    LabelUpdate,
+    Session,
+    SessionCounters,
+    TokenCalibration,
+    UsageReport,
+)
 from sidecar.store.protocol import SearchHit
 
 
@@ -157,17 +165,26 @@ def sort_batch(
     return SortedBatch(tuple(result), tuple(new), counters)
 
 
-def after_append(
-    session: Session, batch: SortedBatch, now: datetime, usage_ratio: float | None = None
-) -> Session:
-    """The header after an append; ``usage_ratio`` (reported / estimated) calibrates it.
+def counts_usage(session: Session, batch: SortedBatch, usage: UsageReport | None) -> bool:
+    """Whether an append's usage report calibrates ``session`` (its header before the append).
 
-    The report is taken in only with new events: a retried append, which
-    writes nothing, does not count its report twice.
+    Only with new events (a retried append, which writes nothing, does not
+    count its report twice), and only a report of this incarnation and a
+    version it has reached.
+    """
+    return usage is not None and bool(batch.new) and usage.counts_for(session)
+
+
+def after_append(
+    session: Session, batch: SortedBatch, now: datetime, usage: UsageReport | None = None
+) -> Session:
+    """The header after an append; ``usage`` (reported / estimated) calibrates it.
+
+    As ``counts_usage`` says.
     """
     calibration = session.calibration
-    if usage_ratio is not None and batch.new:
-        calibration = calibration.after_report(usage_ratio)
+    if usage is not None and counts_usage(session, batch, usage):
+        calibration = calibration.after_report(usage.ratio)
     return replace(
         session,
         version=session.version + 1,
@@ -187,9 +204,16 @@ def after_update(
     model: str | None,
     now: datetime,
 ) -> Session | None:
-    """The header after an UpdateSession; None when it asks to change nothing (nothing written)."""
+    """The header after an UpdateSession; None when it asks to change nothing (nothing written).
+
+    Another model starts the calibration anew: the factor is how one
+    provider's tokenizer counts against ours, and says nothing of another's.
+    """
     if not set_policy and labels is None and model is None:
         return None
+    calibration = session.calibration
+    if model is not None and model != session.model:
+        calibration = TokenCalibration()
     return replace(
         session,
         version=session.version + 1,
@@ -197,6 +221,7 @@ def after_update(
         policy_json=policy_json if set_policy else session.policy_json,
         labels=dict(labels) if labels is not None else session.labels,
         model=model if model is not None else session.model,
+        calibration=calibration,
         # A restore's pause lasts until the policy is next set.
         auto_compaction_paused=session.auto_compaction_paused and not set_policy,
     )

@@ -55,7 +55,15 @@ from typing import TypeVar
 import aiosqlite
 
 from sidecar.errors import StoreUnavailable
-from sidecar.model import CompactionPlan, CompactionResult, Event, LabelUpdate, Session, utcnow
+from sidecar.model import (
+    CompactionPlan,
+    CompactionResult,
+    Event,
+    LabelUpdate,
+    Session,
+    UsageReport,
+    utcnow,
+)
 from sidecar.store import sqlite_history as history
 from sidecar.store import sqlite_reads as reads
 from sidecar.store import sqlite_writes as writes
@@ -297,7 +305,7 @@ class SqliteStore:
         policy_json: str | None = None,
         label_updates: Sequence[LabelUpdate] = (),
         max_labels: int = 64,
-        usage_ratio: float | None = None,
+        usage: UsageReport | None = None,
     ) -> AppendOutcome:
         batch = tuple(events)
         outcome: AppendOutcome = await self._write(
@@ -311,7 +319,7 @@ class SqliteStore:
                 now=utcnow(),
                 label_updates=label_updates,
                 max_labels=max_labels,
-                usage_ratio=usage_ratio,
+                usage=usage,
             ),
             session_id=session_id,
             weight=write_weight(len(batch), sum(e.content_bytes() for e in batch)),

@@ -21,7 +21,7 @@ from sidecar.errors import (
     SessionExists,
     SessionNotFound,
 )
-from sidecar.model import CompactionPlan, Event, LabelUpdate, Session, SessionCounters
+from sidecar.model import CompactionPlan, Event, LabelUpdate, Session, SessionCounters, UsageReport
 from sidecar.store import rules
 from sidecar.store.codec import dump_json, encode_content, encode_labels, to_micros
 from sidecar.store.protocol import AppendOutcome, ApplyOutcome
@@ -224,7 +224,7 @@ def append(
     now: datetime,
     label_updates: Sequence[LabelUpdate] = (),
     max_labels: int = 64,
-    usage_ratio: float | None = None,
+    usage: UsageReport | None = None,
 ) -> AppendOutcome:
     """Append a batch (see ``Store.append``); the returned events match ``events`` one to one.
 
@@ -257,9 +257,10 @@ def append(
         _update_labels(db, update, max_labels, now)
     for event in batch.new:
         _insert_event(db, session_pk, event, sort_key=2 * event.position + 1)
-    session = replace(rules.after_append(session, batch, now, usage_ratio), labels=labels)
+    counted = rules.counts_usage(session, batch, usage)
+    session = replace(rules.after_append(session, batch, now, usage), labels=labels)
     save_header(db, session_pk, session)
-    return AppendOutcome(batch.result, session, len(batch.new))
+    return AppendOutcome(batch.result, session, len(batch.new), counted)
 
 
 def _update_labels(

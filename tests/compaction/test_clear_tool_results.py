@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.compaction.clear_tool_results import CLEARED_ARGUMENTS, ClearToolResults
+from sidecar.compaction.clear_tool_results import (
+    CLEARED_ARGUMENTS,
+    MAX_PLACEHOLDER_BYTES,
+    ClearToolResults,
+)
 from sidecar.compaction.tokens import count_event
 from sidecar.compaction.window import apply_plan
 from sidecar.errors import InvalidConfig
@@ -86,6 +90,18 @@ def test_excluded_tools_are_never_cleared_but_count_as_uses() -> None:
     assert ids(plan.clears) == ["t-c2"]  # c1 excluded; c3..c5 are the newest three
 
 
+def test_exclude_tools_goes_by_the_calls_name_for_results_and_inputs_alike() -> None:
+    """A result may carry another name than its call: the call's decides, one rule for both."""
+    args = '{"q": "' + "x" * 400 + '"}'
+    events = [u("go", "u1"), call("c1", "kubectl", args), result("c1", "runbook")]
+    events += [call("c2", "runbook", args), result("c2", "kubectl")]
+    events += [call("c3"), result("c3")]
+    plan = ClearToolResults(keep_tool_uses=1, exclude_tools=("runbook",), clear_tool_inputs=True)
+    cleared = plan.plan(events).clears
+    assert ids(cleared) == ["a-c1", "t-c1"]  # c1 called kubectl: cleared, result and input
+    assert cleared[1].tool_results[0].content.startswith("[kubectl result cleared")
+
+
 def test_clear_tool_inputs_replaces_the_cleared_calls_arguments() -> None:
     events = tool_session(4)
     events[1] = call("c1", args='{"pattern": "' + "x" * 400 + '"}')
@@ -139,6 +155,21 @@ def test_the_placeholder_names_the_call() -> None:
     strategy = ClearToolResults(placeholder="<{name} {call_id} cleared>")
     plan = strategy.plan(tool_session(4))
     assert plan.clears[0].tool_results[0].content == "<grep c1 cleared>"
+
+
+@pytest.mark.parametrize("name", ["n" * 30_000, "名" * 30_000, "a" + "😀" * 10_000])
+def test_a_placeholder_is_cut_at_its_bound_however_long_the_name(name: str) -> None:
+    """Names stored before they were bounded may be long; a template may repeat them."""
+    strategy = ClearToolResults(placeholder="[{name}|{call_id}]" * 100)
+    text = strategy.placeholder_for("c" * 30_000, name)
+    assert len(text.encode()) <= MAX_PLACEHOLDER_BYTES
+    assert len(text.encode()) > MAX_PLACEHOLDER_BYTES - 4  # cut, at a whole character
+    assert text.startswith("[" + name[:100])
+
+
+def test_a_placeholder_within_its_bound_is_expanded_whole() -> None:
+    strategy = ClearToolResults(placeholder="{name}:{call_id}:{name}")
+    assert strategy.placeholder_for("c1", "grep") == "grep:c1:grep"
 
 
 def test_system_messages_and_summaries_are_left_alone() -> None:

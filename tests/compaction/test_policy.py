@@ -86,3 +86,30 @@ def test_deeply_nested_triggers_are_refused() -> None:
         trigger = {"any_of": [trigger]}
     with pytest.raises(InvalidConfig, match="nest deeper"):
         policy_from_dict({"strategy": {"turn_window": {}}, "trigger": trigger})
+
+
+@pytest.mark.parametrize(
+    ("strategy", "field"),
+    [
+        ({"clear_tool_results": {"placeholder": "x" * 2049}}, "strategy.clear_tool_results"),
+        (
+            {
+                "pipeline": {
+                    "steps": [
+                        {"sliding_window": {}},
+                        {"clear_tool_results": {"placeholder": "é" * 1025}},
+                    ]
+                }
+            },
+            "strategy.pipeline.steps[1].clear_tool_results",
+        ),
+    ],
+)
+def test_a_placeholder_template_over_its_bound_is_refused_unless_stored(
+    strategy: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(InvalidConfig) as refused:
+        policy_from_dict({"strategy": strategy})
+    assert refused.value.field == f"{field}.placeholder"
+    # A policy stored before the bound goes on working: its expansions are cut instead.
+    assert policy_from_dict({"strategy": strategy}, bounded=False)

@@ -70,6 +70,10 @@ MEASURE_LABELS = {
     "fair_share_loaded_p99_ms": "ms, its p99 while 8 streams flood other sessions",
     "window_cost_context_p99_ms": "ms, another session's GetContext p99 while a big window"
     " (30,000 quick / 100,000 long events) was compacted, restored and cleared",
+    "placeholder_compact_ms": "ms, a clearing of results whose names, ids and template"
+    " are at their bounds (all {name})",
+    "placeholder_context_max_ms": "ms, another session's slowest GetContext meanwhile",
+    "shutdown_under_load_s": "s from SIGTERM to exit under load, 3 s grace (bound 6)",
 }
 
 
@@ -92,4 +96,7 @@ LABELS = {
     "crashes_survived": "SIGKILLs survived",
     "lost_acks_retried": "lost acknowledgements retried",
     "disk_full_rejections": "appends refused while the disk was full",
+    "identifier_refusals": "tool names and call ids past their bounds, refused naming the field",
+    "placeholder_results_cleared": "results cleared with placeholders at their bound",
+    "sigterms_under_load": "SIGTERMs under load, each exited within its grace",
 }

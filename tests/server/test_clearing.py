@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -167,3 +168,34 @@ async def test_inspect_marks_cleared_events(tmp_path: Path) -> None:
     assert len(cleared) == 2  # t0 and t2, shown with their original content
     assert all("OOMKilled" in line for line in cleared)
     assert "2 active cleared events" in text
+
+
+async def test_exclude_tools_matches_the_calls_name_for_results_and_inputs(stub: Stub) -> None:
+    """One rule: a result named otherwise than its call is excluded, or not, with its call."""
+    events = [event_pb2.Event(id="u1", role=event_pb2.ROLE_USER, text="why is checkout down?")]
+    for i, (called, answered) in enumerate(
+        [("kubectl", "runbook"), ("runbook", "kubectl"), ("kubectl", "kubectl")]
+    ):
+        arguments = json.dumps({"q": ORIGINAL})
+        call = event_pb2.ToolCall(id=f"c{i}", name=called, arguments_json=arguments)
+        result = event_pb2.ToolResult(call_id=f"c{i}", name=answered, content=ORIGINAL)
+        events += [
+            event_pb2.Event(id=f"a{i}", role=event_pb2.ROLE_ASSISTANT, tool_calls=[call]),
+            event_pb2.Event(id=f"t{i}", role=event_pb2.ROLE_TOOL, tool_results=[result]),
+        ]
+    policy = policy_pb2.CompactionPolicy(
+        strategy=policy_pb2.Strategy(
+            clear_tool_results=policy_pb2.ClearToolResults(
+                keep_tool_uses=1, exclude_tools=["runbook"], clear_tool_inputs=True
+            )
+        )
+    )
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="s", policy=policy))
+    await stub.AppendEvents(pb.AppendEventsRequest(session_id="s", events=events))
+    answer = await stub.Compact(pb.CompactRequest(session_id="s", force=True))
+    assert list(answer.result.cleared_event_ids) == ["a0", "t0"]  # the kubectl call and its result
+    context = await stub.GetContext(pb.GetContextRequest(session_id="s"))
+    by_id = {e.id: e for e in context.events}
+    assert ORIGINAL not in by_id["t0"].tool_results[0].content
+    assert by_id["t1"].tool_results[0].content == ORIGINAL  # a runbook call: kept, both
+    assert ORIGINAL in by_id["a1"].tool_calls[0].arguments_json

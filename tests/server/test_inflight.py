@@ -200,3 +200,52 @@ async def test_changes_nobody_waits_for_wake_nobody_and_lose_no_later_wakeup() -
     await settle()
     assert [await getter for getter in getters] == [("b", 1), ("c", 1)]
     await putter
+
+
+async def test_a_quiet_connection_waits_for_one_request_not_one_per_flooding_stream() -> None:
+    """Eight streams of one connection each wait with a request; a quiet call goes next."""
+    budget = InflightBudget(100)
+    await budget.admit(100, "flood")
+    order: list[str] = []
+
+    async def admit(key: str, size: int) -> None:
+        await budget.admit(size, key)
+        order.append(key)
+
+    floods = [asyncio.create_task(admit("flood", 100)) for _ in range(8)]
+    await settle()
+    quiet = asyncio.create_task(admit("quiet", 10))
+    await settle()
+    budget.release(100)  # room for one request: the quiet one's turn
+    await settle()
+    assert order == ["quiet"]  # in arrival order, it came ninth
+    await quiet
+    for n in range(8):
+        budget.release(budget.held)
+        await settle()
+        assert len(order) == n + 2
+    await asyncio.gather(*floods)
+    assert order == ["quiet"] + ["flood"] * 8
+
+
+async def test_connections_take_turns_by_the_bytes_they_were_let_in() -> None:
+    budget = InflightBudget(100)
+    await budget.admit(100, "a")
+    order: list[str] = []
+
+    async def admit(key: str, size: int) -> None:
+        await budget.admit(size, key)
+        order.append(key)
+        await asyncio.sleep(0)
+        budget.release(size)  # answered at once
+
+    tasks = [asyncio.create_task(admit("a", 60)) for _ in range(4)]
+    tasks += [asyncio.create_task(admit("b", 20)) for _ in range(6)]
+    await settle()
+    budget.release(100)
+    await asyncio.gather(*tasks)
+    # b asks for a third of a's bytes a request: it is let in about three times as often.
+    assert order.count("b") == 6
+    assert order.index("b") < order.index("a")  # a had just been let in 100 bytes
+    assert budget.held == 0
+    assert budget.waiting == 0

@@ -20,7 +20,7 @@ import pytest
 from sidecar.errors import InvalidConfig
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
-from sidecar.gen.compaction.v1 import event_pb2
+from sidecar.gen.compaction.v1 import event_pb2, policy_pb2
 from sidecar.server.config import ServerConfig, check
 from sidecar.store.paging import fingerprint
 from tests.server.harness import address, running
@@ -195,3 +195,57 @@ def test_a_short_page_token_key_is_refused() -> None:
     with pytest.raises(InvalidConfig) as info:
         check(ServerConfig(page_token_key="short"))
     assert info.value.field == "page_token_key"
+
+
+def _token_bytes(token: str) -> bytes:
+    return base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+
+
+def _reads_as_json(data: bytes) -> bool:
+    try:
+        json.loads(data)
+    except (ValueError, UnicodeError):
+        return False
+    return True
+
+
+async def test_a_compaction_listing_token_does_not_show_the_store_wide_row_id(
+    tmp_path: Path,
+) -> None:
+    """Row ids are store-wide: in clear text, two tokens would count other tenants' passes."""
+    window = policy_pb2.CompactionPolicy(
+        strategy=policy_pb2.Strategy(turn_window=policy_pb2.TurnWindow(max_turns=1))
+    )
+
+    async def compact(stub: Stub, session_id: str, turn: int) -> None:
+        events = [
+            event_pb2.Event(id=f"{session_id}-{turn}-{n}", role=event_pb2.ROLE_USER, text="hi")
+            for n in range(2)
+        ]
+        await stub.AppendEvents(pb.AppendEventsRequest(session_id=session_id, events=events))
+        answer = await stub.Compact(pb.CompactRequest(session_id=session_id, force=True))
+        assert answer.result.compacted
+
+    async with running(tmp_path, default_policy="none") as sidecar:
+        async with grpc.aio.insecure_channel(address(sidecar)) as channel:
+            stub: Stub = pb_grpc.CompactionServiceStub(channel)
+            for session_id in ("mine", "theirs"):
+                await stub.CreateSession(
+                    pb.CreateSessionRequest(session_id=session_id, policy=window)
+                )
+            tokens = []
+            for turn in range(3):
+                await compact(stub, "mine", turn)
+                for other in range(5):
+                    await compact(stub, "theirs", 10 * turn + other)
+                listed = await stub.ListCompactions(
+                    pb.ListCompactionsRequest(session_id="mine", page_size=1)
+                )
+                tokens.append(listed.next_page_token)
+            # Opaque: what follows the signature does not read as the key it carries.
+            assert all(not _reads_as_json(_token_bytes(t)[16:]) for t in tokens[1:]), tokens
+            # And each token still pages the listing it came from.
+            rest = await stub.ListCompactions(
+                pb.ListCompactionsRequest(session_id="mine", page_size=5, page_token=tokens[-1])
+            )
+            assert len(rest.compactions) == 2

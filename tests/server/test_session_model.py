@@ -291,3 +291,59 @@ async def test_a_default_policy_with_a_context_fraction_is_refused_at_start(
         async with running(tmp_path, default_policy=json.dumps(policy)):
             pass
     assert info.value.field == "default_policy.trigger.context_fraction"
+
+
+async def test_calibration_does_not_outlive_delete_session(stub: Stub) -> None:
+    """The issue's probe: delete, create again under the id, report either life's versions."""
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="s"))
+    for n in range(1, 11):
+        await stub.AppendEvents(pb.AppendEventsRequest(session_id="s", events=turn(n)))
+    old = await stub.GetContext(pb.GetContextRequest(session_id="s"))  # an estimate kept
+    await stub.DeleteSession(pb.DeleteSessionRequest(session_id="s"))
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="s"))
+    await stub.AppendEvents(pb.AppendEventsRequest(session_id="s", events=turn(1)))
+    new = await stub.GetContext(pb.GetContextRequest(session_id="s"))
+    stale = await stub.AppendEvents(
+        pb.AppendEventsRequest(
+            session_id="s",
+            events=turn(2),
+            usage=pb.ModelUsage(context_version=old.version, prompt_tokens=1),
+        )
+    )
+    assert str(old.version) in stale.usage_ignored_reason
+    session = await stub.GetSession(pb.GetSessionRequest(session_id="s"))
+    assert (session.calibration.factor, session.calibration.samples) == (1.0, 0)
+    counted = await stub.AppendEvents(
+        pb.AppendEventsRequest(
+            session_id="s",
+            events=turn(3),
+            usage=pb.ModelUsage(context_version=new.version, prompt_tokens=2 * new.token_count),
+        )
+    )
+    assert counted.usage_ignored_reason == ""
+    session = await stub.GetSession(pb.GetSessionRequest(session_id="s"))
+    assert (session.calibration.factor, session.calibration.samples) == (2.0, 1)
+
+
+async def test_a_model_change_starts_the_calibration_anew(stub: Stub) -> None:
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="s", model="gpt-4o"))
+    await stub.AppendEvents(pb.AppendEventsRequest(session_id="s", events=turn(1)))
+    context = await stub.GetContext(pb.GetContextRequest(session_id="s"))
+    await stub.AppendEvents(
+        pb.AppendEventsRequest(
+            session_id="s",
+            events=turn(2),
+            usage=pb.ModelUsage(
+                context_version=context.version, prompt_tokens=context.token_count // 2
+            ),
+        )
+    )
+    calibrated = await stub.GetSession(pb.GetSessionRequest(session_id="s"))
+    assert calibrated.calibration.samples == 1
+    moved = await stub.UpdateSession(
+        pb.UpdateSessionRequest(
+            session=session_pb2.Session(session_id="s", model="claude-sonnet-4-5"),
+            update_mask=FieldMask(paths=["model"]),
+        )
+    )
+    assert (moved.calibration.factor, moved.calibration.samples) == (1.0, 0)

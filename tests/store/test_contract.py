@@ -29,9 +29,11 @@ from sidecar.model import (
     Part,
     Reasoning,
     Role,
+    Session,
     SessionCounters,
     ToolCall,
     ToolResult,
+    UsageReport,
 )
 from sidecar.store.protocol import (
     AppendOutcome,
@@ -220,24 +222,60 @@ async def test_the_session_model_is_stored_and_changed_only_when_named(store: St
     assert (await store.update_session("s", model="")).model == ""
 
 
+def report(session: Session, ratio: float, version: int | None = None) -> UsageReport:
+    """A usage report of ``ratio`` for the context of ``session``'s version (or ``version``)."""
+    return UsageReport(ratio, session.version if version is None else version, session.incarnation)
+
+
 async def test_a_usage_report_calibrates_in_the_append_that_carries_it(store: Store) -> None:
-    await store.create_session("s", policy_json=None, labels={})
-    first = await store.append("s", [u("u1")], usage_ratio=1.5)
+    created = await store.create_session("s", policy_json=None, labels={})
+    first = await store.append("s", [u("u1")], usage=report(created, 1.5))
     assert (first.session.calibration.factor, first.session.calibration.samples) == (1.5, 1)
+    assert first.usage_counted
     # A retry writes nothing, so its report is not counted twice.
-    again = await store.append("s", [u("u1")], usage_ratio=1.5)
+    again = await store.append("s", [u("u1")], usage=report(created, 1.5))
     assert again.session.calibration.samples == 1
-    second = await store.append("s", [u("u2")], usage_ratio=0.5)
+    assert not again.usage_counted
+    second = await store.append("s", [u("u2")], usage=report(first.session, 0.5))
     assert second.session.calibration.samples == 2
     assert second.session.calibration.factor == pytest.approx(1.0)
     # Bounded: one absurd report moves the factor to at most 4.
-    third = await store.append("s", [u("u3")], usage_ratio=1000.0)
+    third = await store.append("s", [u("u3")], usage=report(second.session, 1000.0))
     assert third.session.calibration.factor == pytest.approx(1.0 + (4.0 - 1.0) / 3)
     assert (await store.get_session("s")).calibration == third.session.calibration
     # A refused append takes nothing in.
     with pytest.raises(VersionConflict):
-        await store.append("s", [u("u4")], expected_version=1, usage_ratio=2.0)
+        await store.append("s", [u("u4")], expected_version=1, usage=report(third.session, 2.0))
     assert (await store.get_session("s")).calibration == third.session.calibration
+
+
+async def test_a_report_of_another_incarnation_or_an_unreached_version_is_not_counted(
+    store: Store,
+) -> None:
+    created = await store.create_session("s", policy_json=None, labels={})
+    old = created
+    for n in range(5):
+        old = (await store.append("s", [u(f"u{n}")])).session
+    await store.delete_session("s")
+    again = await store.create_session("s", policy_json=None, labels={})
+    assert again.incarnation != old.incarnation
+    stale = await store.append("s", [u("v1")], usage=report(old, 0.25))  # the deleted one's
+    assert not stale.usage_counted
+    assert stale.session.calibration.samples == 0
+    ahead = await store.append("s", [u("v2")], usage=report(stale.session, 0.25, version=99))
+    assert not ahead.usage_counted
+    assert (await store.get_session("s")).calibration.factor == 1.0
+
+
+async def test_another_model_starts_the_calibration_anew(store: Store) -> None:
+    created = await store.create_session("s", policy_json=None, labels={}, model="gpt-4o")
+    first = await store.append("s", [u("u1")], usage=report(created, 2.0))
+    assert first.session.calibration.factor == 2.0
+    same = await store.update_session("s", model="gpt-4o")
+    assert same.calibration.factor == 2.0  # the same model: the factor holds
+    moved = await store.update_session("s", model="claude-sonnet-4-5")
+    assert (moved.calibration.factor, moved.calibration.samples) == (1.0, 0)
+    assert (await store.get_session("s")).calibration == moved.calibration
 
 
 async def test_list_sessions_in_id_order_filtered_by_every_label_pair(store: Store) -> None:

@@ -846,7 +846,9 @@ type ClearToolResults struct {
 	// The newest tool calls whose results are kept verbatim; 0 or more. Unset
 	// means 3.
 	KeepToolUses *int32 `protobuf:"varint,1,opt,name=keep_tool_uses,json=keepToolUses,proto3,oneof" json:"keep_tool_uses,omitempty"`
-	// Tool names whose results (and inputs) are never cleared.
+	// Tool names whose results (and inputs) are never cleared, matched against
+	// the call's name (ToolCall.name): a result is excluded with its call,
+	// whatever name the result itself carries.
 	ExcludeTools []string `protobuf:"bytes,2,rep,name=exclude_tools,json=excludeTools,proto3" json:"exclude_tools,omitempty"`
 	// Also replace the cleared calls' arguments. Default false.
 	ClearToolInputs bool `protobuf:"varint,3,opt,name=clear_tool_inputs,json=clearToolInputs,proto3" json:"clear_tool_inputs,omitempty"`
@@ -856,7 +858,8 @@ type ClearToolResults struct {
 	MinClearedTokens *int32 `protobuf:"varint,4,opt,name=min_cleared_tokens,json=minClearedTokens,proto3,oneof" json:"min_cleared_tokens,omitempty"`
 	// The text that replaces a cleared result; "{name}" and "{call_id}" are
 	// replaced by the call's. Empty means the built-in one, which names the
-	// call and says the original can be searched.
+	// call and says the original can be searched. At most 2 KiB (UTF-8), and
+	// each result's placeholder is cut at 2 KiB.
 	Placeholder string `protobuf:"bytes,5,opt,name=placeholder,proto3" json:"placeholder,omitempty"`
 	// Also clear the reasoning text (Event.reasoning) of every turn but the
 	// newest keep_reasoning_turns (the turn in progress counts, and always

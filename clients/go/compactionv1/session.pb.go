@@ -445,9 +445,9 @@ type CompactionResult struct {
 	// answer would pass the server's message size limit. The same for the
 	// three lists below. Like content_omitted, it never stands for an error:
 	// the change was stored. Read the full lists with ListCompactions
-	// (ListCompactionsRequest.ids_of names this compaction_id) and the window
-	// with GetContext or ListEvents; every client's compaction history does
-	// the former for you.
+	// (ListCompactionsRequest.ids_of names this compaction_id; for a restore's
+	// restored ids, the compaction it undid) and the window with GetContext or
+	// ListEvents; every client's compaction history reads ids_of for you.
 	ArchivedEventsOmitted bool `protobuf:"varint,14,opt,name=archived_events_omitted,json=archivedEventsOmitted,proto3" json:"archived_events_omitted,omitempty"`
 	// active_events is left empty (see archived_events_omitted).
 	ActiveEventsOmitted bool `protobuf:"varint,15,opt,name=active_events_omitted,json=activeEventsOmitted,proto3" json:"active_events_omitted,omitempty"`

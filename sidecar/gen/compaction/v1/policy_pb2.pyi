@@ -469,7 +469,8 @@ class ClearToolResults(_message.Message):
     placeholder: _builtins.str
     """The text that replaces a cleared result; "{name}" and "{call_id}" are
     replaced by the call's. Empty means the built-in one, which names the
-    call and says the original can be searched.
+    call and says the original can be searched. At most 2 KiB (UTF-8), and
+    each result's placeholder is cut at 2 KiB.
     """
     keep_reasoning_turns: _builtins.int
     """Also clear the reasoning text (Event.reasoning) of every turn but the
@@ -480,7 +481,10 @@ class ClearToolResults(_message.Message):
     """
     @_builtins.property
     def exclude_tools(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Tool names whose results (and inputs) are never cleared."""
+        """Tool names whose results (and inputs) are never cleared, matched against
+        the call's name (ToolCall.name): a result is excluded with its call,
+        whatever name the result itself carries.
+        """
 
     def __init__(
         self,

@@ -426,7 +426,9 @@ export type ClearToolResults = Message<"compaction.v1.ClearToolResults"> & {
   keepToolUses?: number | undefined;
 
   /**
-   * Tool names whose results (and inputs) are never cleared.
+   * Tool names whose results (and inputs) are never cleared, matched against
+   * the call's name (ToolCall.name): a result is excluded with its call,
+   * whatever name the result itself carries.
    *
    * @generated from field: repeated string exclude_tools = 2;
    */
@@ -451,7 +453,8 @@ export type ClearToolResults = Message<"compaction.v1.ClearToolResults"> & {
   /**
    * The text that replaces a cleared result; "{name}" and "{call_id}" are
    * replaced by the call's. Empty means the built-in one, which names the
-   * call and says the original can be searched.
+   * call and says the original can be searched. At most 2 KiB (UTF-8), and
+   * each result's placeholder is cut at 2 KiB.
    *
    * @generated from field: string placeholder = 5;
    */

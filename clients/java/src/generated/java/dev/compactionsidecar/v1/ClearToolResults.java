@@ -96,7 +96,9 @@ private static final long serialVersionUID = 0L;
       com.google.protobuf.LazyStringArrayList.emptyList();
   /**
    * <pre>
-   * Tool names whose results (and inputs) are never cleared.
+   * Tool names whose results (and inputs) are never cleared, matched against
+   * the call's name (ToolCall.name): a result is excluded with its call,
+   * whatever name the result itself carries.
    * </pre>
    *
    * <code>repeated string exclude_tools = 2 [json_name = "excludeTools"];</code>
@@ -108,7 +110,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Tool names whose results (and inputs) are never cleared.
+   * Tool names whose results (and inputs) are never cleared, matched against
+   * the call's name (ToolCall.name): a result is excluded with its call,
+   * whatever name the result itself carries.
    * </pre>
    *
    * <code>repeated string exclude_tools = 2 [json_name = "excludeTools"];</code>
@@ -119,7 +123,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Tool names whose results (and inputs) are never cleared.
+   * Tool names whose results (and inputs) are never cleared, matched against
+   * the call's name (ToolCall.name): a result is excluded with its call,
+   * whatever name the result itself carries.
    * </pre>
    *
    * <code>repeated string exclude_tools = 2 [json_name = "excludeTools"];</code>
@@ -131,7 +137,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Tool names whose results (and inputs) are never cleared.
+   * Tool names whose results (and inputs) are never cleared, matched against
+   * the call's name (ToolCall.name): a result is excluded with its call,
+   * whatever name the result itself carries.
    * </pre>
    *
    * <code>repeated string exclude_tools = 2 [json_name = "excludeTools"];</code>
@@ -196,7 +204,8 @@ private static final long serialVersionUID = 0L;
    * <pre>
    * The text that replaces a cleared result; "{name}" and "{call_id}" are
    * replaced by the call's. Empty means the built-in one, which names the
-   * call and says the original can be searched.
+   * call and says the original can be searched. At most 2 KiB (UTF-8), and
+   * each result's placeholder is cut at 2 KiB.
    * </pre>
    *
    * <code>string placeholder = 5 [json_name = "placeholder"];</code>
@@ -219,7 +228,8 @@ private static final long serialVersionUID = 0L;
    * <pre>
    * The text that replaces a cleared result; "{name}" and "{call_id}" are
    * replaced by the call's. Empty means the built-in one, which names the
-   * call and says the original can be searched.
+   * call and says the original can be searched. At most 2 KiB (UTF-8), and
+   * each result's placeholder is cut at 2 KiB.
    * </pre>
    *
    * <code>string placeholder = 5 [json_name = "placeholder"];</code>
@@ -801,7 +811,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Tool names whose results (and inputs) are never cleared.
+     * Tool names whose results (and inputs) are never cleared, matched against
+     * the call's name (ToolCall.name): a result is excluded with its call,
+     * whatever name the result itself carries.
      * </pre>
      *
      * <code>repeated string exclude_tools = 2 [json_name = "excludeTools"];</code>
@@ -814,7 +826,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Tool names whose results (and inputs) are never cleared.
+     * Tool names whose results (and inputs) are never cleared, matched against
+     * the call's name (ToolCall.name): a result is excluded with its call,
+     * whatever name the result itself carries.
      * </pre>
      *
      * <code>repeated string exclude_tools = 2 [json_name = "excludeTools"];</code>
@@ -825,7 +839,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Tool names whose results (and inputs) are never cleared.
+     * Tool names whose results (and inputs) are never cleared, matched against
+     * the call's name (ToolCall.name): a result is excluded with its call,
+     * whatever name the result itself carries.
      * </pre>
      *
      * <code>repeated string exclude_tools = 2 [json_name = "excludeTools"];</code>
@@ -837,7 +853,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Tool names whose results (and inputs) are never cleared.
+     * Tool names whose results (and inputs) are never cleared, matched against
+     * the call's name (ToolCall.name): a result is excluded with its call,
+     * whatever name the result itself carries.
      * </pre>
      *
      * <code>repeated string exclude_tools = 2 [json_name = "excludeTools"];</code>
@@ -850,7 +868,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Tool names whose results (and inputs) are never cleared.
+     * Tool names whose results (and inputs) are never cleared, matched against
+     * the call's name (ToolCall.name): a result is excluded with its call,
+     * whatever name the result itself carries.
      * </pre>
      *
      * <code>repeated string exclude_tools = 2 [json_name = "excludeTools"];</code>
@@ -869,7 +889,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Tool names whose results (and inputs) are never cleared.
+     * Tool names whose results (and inputs) are never cleared, matched against
+     * the call's name (ToolCall.name): a result is excluded with its call,
+     * whatever name the result itself carries.
      * </pre>
      *
      * <code>repeated string exclude_tools = 2 [json_name = "excludeTools"];</code>
@@ -887,7 +909,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Tool names whose results (and inputs) are never cleared.
+     * Tool names whose results (and inputs) are never cleared, matched against
+     * the call's name (ToolCall.name): a result is excluded with its call,
+     * whatever name the result itself carries.
      * </pre>
      *
      * <code>repeated string exclude_tools = 2 [json_name = "excludeTools"];</code>
@@ -905,7 +929,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Tool names whose results (and inputs) are never cleared.
+     * Tool names whose results (and inputs) are never cleared, matched against
+     * the call's name (ToolCall.name): a result is excluded with its call,
+     * whatever name the result itself carries.
      * </pre>
      *
      * <code>repeated string exclude_tools = 2 [json_name = "excludeTools"];</code>
@@ -920,7 +946,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Tool names whose results (and inputs) are never cleared.
+     * Tool names whose results (and inputs) are never cleared, matched against
+     * the call's name (ToolCall.name): a result is excluded with its call,
+     * whatever name the result itself carries.
      * </pre>
      *
      * <code>repeated string exclude_tools = 2 [json_name = "excludeTools"];</code>
@@ -1051,7 +1079,8 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * The text that replaces a cleared result; "{name}" and "{call_id}" are
      * replaced by the call's. Empty means the built-in one, which names the
-     * call and says the original can be searched.
+     * call and says the original can be searched. At most 2 KiB (UTF-8), and
+     * each result's placeholder is cut at 2 KiB.
      * </pre>
      *
      * <code>string placeholder = 5 [json_name = "placeholder"];</code>
@@ -1073,7 +1102,8 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * The text that replaces a cleared result; "{name}" and "{call_id}" are
      * replaced by the call's. Empty means the built-in one, which names the
-     * call and says the original can be searched.
+     * call and says the original can be searched. At most 2 KiB (UTF-8), and
+     * each result's placeholder is cut at 2 KiB.
      * </pre>
      *
      * <code>string placeholder = 5 [json_name = "placeholder"];</code>
@@ -1096,7 +1126,8 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * The text that replaces a cleared result; "{name}" and "{call_id}" are
      * replaced by the call's. Empty means the built-in one, which names the
-     * call and says the original can be searched.
+     * call and says the original can be searched. At most 2 KiB (UTF-8), and
+     * each result's placeholder is cut at 2 KiB.
      * </pre>
      *
      * <code>string placeholder = 5 [json_name = "placeholder"];</code>
@@ -1115,7 +1146,8 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * The text that replaces a cleared result; "{name}" and "{call_id}" are
      * replaced by the call's. Empty means the built-in one, which names the
-     * call and says the original can be searched.
+     * call and says the original can be searched. At most 2 KiB (UTF-8), and
+     * each result's placeholder is cut at 2 KiB.
      * </pre>
      *
      * <code>string placeholder = 5 [json_name = "placeholder"];</code>
@@ -1131,7 +1163,8 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * The text that replaces a cleared result; "{name}" and "{call_id}" are
      * replaced by the call's. Empty means the built-in one, which names the
-     * call and says the original can be searched.
+     * call and says the original can be searched. At most 2 KiB (UTF-8), and
+     * each result's placeholder is cut at 2 KiB.
      * </pre>
      *
      * <code>string placeholder = 5 [json_name = "placeholder"];</code>

@@ -33,7 +33,9 @@ public interface ClearToolResultsOrBuilder extends
 
   /**
    * <pre>
-   * Tool names whose results (and inputs) are never cleared.
+   * Tool names whose results (and inputs) are never cleared, matched against
+   * the call's name (ToolCall.name): a result is excluded with its call,
+   * whatever name the result itself carries.
    * </pre>
    *
    * <code>repeated string exclude_tools = 2 [json_name = "excludeTools"];</code>
@@ -43,7 +45,9 @@ public interface ClearToolResultsOrBuilder extends
       getExcludeToolsList();
   /**
    * <pre>
-   * Tool names whose results (and inputs) are never cleared.
+   * Tool names whose results (and inputs) are never cleared, matched against
+   * the call's name (ToolCall.name): a result is excluded with its call,
+   * whatever name the result itself carries.
    * </pre>
    *
    * <code>repeated string exclude_tools = 2 [json_name = "excludeTools"];</code>
@@ -52,7 +56,9 @@ public interface ClearToolResultsOrBuilder extends
   int getExcludeToolsCount();
   /**
    * <pre>
-   * Tool names whose results (and inputs) are never cleared.
+   * Tool names whose results (and inputs) are never cleared, matched against
+   * the call's name (ToolCall.name): a result is excluded with its call,
+   * whatever name the result itself carries.
    * </pre>
    *
    * <code>repeated string exclude_tools = 2 [json_name = "excludeTools"];</code>
@@ -62,7 +68,9 @@ public interface ClearToolResultsOrBuilder extends
   java.lang.String getExcludeTools(int index);
   /**
    * <pre>
-   * Tool names whose results (and inputs) are never cleared.
+   * Tool names whose results (and inputs) are never cleared, matched against
+   * the call's name (ToolCall.name): a result is excluded with its call,
+   * whatever name the result itself carries.
    * </pre>
    *
    * <code>repeated string exclude_tools = 2 [json_name = "excludeTools"];</code>
@@ -109,7 +117,8 @@ public interface ClearToolResultsOrBuilder extends
    * <pre>
    * The text that replaces a cleared result; "{name}" and "{call_id}" are
    * replaced by the call's. Empty means the built-in one, which names the
-   * call and says the original can be searched.
+   * call and says the original can be searched. At most 2 KiB (UTF-8), and
+   * each result's placeholder is cut at 2 KiB.
    * </pre>
    *
    * <code>string placeholder = 5 [json_name = "placeholder"];</code>
@@ -120,7 +129,8 @@ public interface ClearToolResultsOrBuilder extends
    * <pre>
    * The text that replaces a cleared result; "{name}" and "{call_id}" are
    * replaced by the call's. Empty means the built-in one, which names the
-   * call and says the original can be searched.
+   * call and says the original can be searched. At most 2 KiB (UTF-8), and
+   * each result's placeholder is cut at 2 KiB.
    * </pre>
    *
    * <code>string placeholder = 5 [json_name = "placeholder"];</code>

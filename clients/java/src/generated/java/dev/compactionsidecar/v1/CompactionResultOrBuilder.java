@@ -336,9 +336,9 @@ public interface CompactionResultOrBuilder extends
    * answer would pass the server's message size limit. The same for the
    * three lists below. Like content_omitted, it never stands for an error:
    * the change was stored. Read the full lists with ListCompactions
-   * (ListCompactionsRequest.ids_of names this compaction_id) and the window
-   * with GetContext or ListEvents; every client's compaction history does
-   * the former for you.
+   * (ListCompactionsRequest.ids_of names this compaction_id; for a restore's
+   * restored ids, the compaction it undid) and the window with GetContext or
+   * ListEvents; every client's compaction history reads ids_of for you.
    * </pre>
    *
    * <code>bool archived_events_omitted = 14 [json_name = "archivedEventsOmitted"];</code>
