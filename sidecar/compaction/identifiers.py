@@ -28,6 +28,7 @@ token match: ``ZFA04Y`` is held by ``... ZFA04Y.`` but not by ``ZFA04YX``.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -35,11 +36,11 @@ from dataclasses import dataclass
 from sidecar.compaction.formatting import format_event
 from sidecar.model import Event, Role
 
-MAX_EVENT_CHARS = 16 << 10
+MAX_EVENT_CHARS = 8 << 10
 """How much of one text (a message, a tool result, a call's arguments) is read."""
-MAX_SPAN_CHARS = 256 << 10
+MAX_SPAN_CHARS = 64 << 10
 """How much of a span is read in all, newest events first."""
-MAX_WINDOW_CHARS = 1 << 20
+MAX_WINDOW_CHARS = 256 << 10
 """How much of a window is read to tell whether it still holds an identifier."""
 MAX_IDENTIFIER_CHARS = 96
 """Longer tokens (encoded blobs, signatures) are not identifiers anyone repeats."""
@@ -53,11 +54,9 @@ TRAIL_SEPARATOR = ", "
 # never ending in punctuation (``ZFA04Y.`` at a sentence end is ``ZFA04Y``).
 _CONNECTOR = r"[-_./:@#\\?=&%+~]"
 _TOKEN = re.compile(
-    r"\d{1,3}(?:,\d{3})+(?:\.\d+)?"  # 1,250.00
+    r"\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![^\W_])"  # 1,250.00
     rf"|(?:[/~#@]|\.{{1,2}}/)?[^\W_]+(?:{_CONNECTOR}+[^\W_]+)*"
 )
-# The same text cut finer, for presence only: ``app.py`` is held by ``app.py:42``.
-_PART = re.compile(r"[^\W_]+(?:[-_./@#]+[^\W_]+)*")
 # The keys of a JSON or Python-literal object: ``"first_name":`` or ``'id':``.
 _KEY = re.compile(r"""["'][^"'\\\n]{1,128}["']\s*:""")
 _DIGIT = re.compile(r"\d")
@@ -92,6 +91,10 @@ def is_identifier(token: str, *, action: bool = False) -> bool:
     """
     if len(token) < 3 or len(token) > MAX_IDENTIFIER_CHARS:
         return False
+    if token.isalpha():  # most tokens are words: settled without a regex split
+        return _INNER_CAPITAL.search(token) is not None
+    if token.isdigit():
+        return True
     if _NUMBER.fullmatch(token):
         return bool(_DIGITS3.search(token.replace(",", "")))
     body = token.lstrip("/~#@$.")
@@ -214,14 +217,17 @@ def _action_tokens(events: Sequence[Event], budget: int) -> set[str]:
 
 
 class Presence:
-    """What a window holds, to tell in O(1) whether it still holds an identifier.
+    """What a window holds, to tell whether it still holds an identifier.
 
     Built from the window's events as token accounting renders them (so a
     placeholder counts, a cleared original does not) and any extra texts
-    (a summary), reading at most ``budget`` characters in all.
+    (a summary), reading at most ``budget`` characters in all. An identifier
+    is held where it occurs with no letter or digit right before or after it:
+    ``app.py`` is held by ``app.py:42``, ``ZFA04`` is not by ``ZFA04Y``. Each
+    question is a scan of the window in C, not a pass of Python over its tokens.
     """
 
-    __slots__ = ("_tokens",)
+    __slots__ = ("_text",)
 
     def __init__(
         self,
@@ -229,18 +235,38 @@ class Presence:
         texts: Iterable[str] = (),
         budget: int = MAX_WINDOW_CHARS,
     ) -> None:
-        self._tokens: set[str] = set()
+        pieces: list[str] = []
         left = budget
-        for text in (*texts, *(format_event(e) for e in events)):
+        for text in itertools.chain(texts, (format_event(e) for e in events)):
             if left <= 0:
                 break
-            head = text[:left]
-            left -= len(head)
-            self._tokens.update(_TOKEN.findall(head))
-            self._tokens.update(_PART.findall(head))
+            pieces.append(text[:left])
+            left -= len(pieces[-1]) + 1
+        self._text = "\n".join(pieces)
 
     def holds(self, identifier: str) -> bool:
-        return identifier in self._tokens
+        text = self._text
+        # A letter or digit edge must not run on into the text; a mark (``#W1``, ``/tmp``) may.
+        open_start = identifier[:1].isalnum()
+        start = 0
+        for _ in range(_FIND_TRIES):
+            at = text.find(identifier, start)
+            if at < 0:
+                return False
+            end = at + len(identifier)
+            flanked = (open_start and at and text[at - 1].isalnum()) or (
+                end < len(text) and text[end].isalnum()
+            )
+            if not flanked:
+                return True
+            start = at + 1
+        # Many flanked occurrences (a number inside longer ones): one regex scan settles it.
+        before = r"(?<![^\W_])" if open_start else ""
+        pattern = rf"{before}{re.escape(identifier)}(?![^\W_])"
+        return re.search(pattern, text[start:]) is not None
+
+
+_FIND_TRIES = 8
 
 
 def missing(identifiers: Iterable[str], presence: Presence) -> list[str]:
