@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from sidecar.compaction.formatting import format_event
@@ -61,9 +61,8 @@ _TOKEN = re.compile(
 _KEY = re.compile(r"""["'][^"'\\\n]{1,128}["']\s*:""")
 _DIGIT = re.compile(r"\d")
 _DIGITS3 = re.compile(r"\d{3}")
-_INNER_CAPITAL = re.compile(r"[a-z][A-Z]")
 _NUMBER = re.compile(r"[\d.,]+")
-_ORDINAL_OR_UNIT = re.compile(r"\d{1,2}[a-zA-Z]{1,3}")
+_ORDINAL_OR_UNIT = re.compile(r"\d{1,2}[a-z]{1,3}")
 _HYPHENATED_WORDS = re.compile(r"[A-Za-z]+(?:-[A-Za-z]+)+")
 _SPLIT = re.compile(_CONNECTOR + "+")
 
@@ -92,7 +91,7 @@ def is_identifier(token: str, *, action: bool = False) -> bool:
     if len(token) < 3 or len(token) > MAX_IDENTIFIER_CHARS:
         return False
     if token.isalpha():  # most tokens are words: settled without a regex split
-        return _INNER_CAPITAL.search(token) is not None
+        return _inner_capital(token)
     if token.isdigit():
         return True
     if _NUMBER.fullmatch(token):
@@ -106,14 +105,14 @@ def is_identifier(token: str, *, action: bool = False) -> bool:
         return action or not _HYPHENATED_WORDS.fullmatch(body)
     if _DIGIT.search(body):
         return len(body) >= 3 and not _ORDINAL_OR_UNIT.fullmatch(body)
-    if _INNER_CAPITAL.search(body):
+    if _inner_capital(body):
         return True
     return token != body and len(body) >= 2  # a tag or path mark: #general, /tmp
 
 
-def tokens_of(text: str) -> list[str]:
-    """The tokens of ``text`` (its first ``MAX_EVENT_CHARS``), in order, repeats kept."""
-    return _TOKEN.findall(text[:MAX_EVENT_CHARS])
+def _inner_capital(word: str) -> bool:
+    """``getUserDetails``, ``iPhone``, ``OOMKilled``: a capital past the start, not all capitals."""
+    return not word.isupper() and any(c.isupper() for c in word[1:])
 
 
 def find(text: str, *, structured: bool = False, action: bool = False) -> list[str]:
@@ -137,7 +136,7 @@ class _Text:
 
 def _texts(event: Event) -> Iterator[_Text]:
     """The texts of an event identifiers are found in, with how to read each."""
-    acting = event.role is Role.ASSISTANT
+    acting = event.role is Role.ASSISTANT and not event.synthetic  # a summary is no action
     if event.text:
         yield _Text(event.text, structured=False, action=acting)
     for call in event.tool_calls:
@@ -205,7 +204,7 @@ def _action_tokens(events: Sequence[Event], budget: int) -> set[str]:
     """Tokens of the assistant actions (text, call arguments) of ``events``, within ``budget``."""
     tokens: set[str] = set()
     for event in events:
-        if event.role is not Role.ASSISTANT:
+        if event.role is not Role.ASSISTANT or event.synthetic:
             continue
         for piece in _texts(event):
             if budget <= 0:
@@ -287,3 +286,63 @@ def trail_of(summary: str) -> list[str]:
 def trail_line(identifiers: Sequence[str]) -> str:
     """The trail line for ``identifiers`` ("" for none)."""
     return f"{TRAIL_LABEL} {TRAIL_SEPARATOR.join(identifiers)}" if identifiers else ""
+
+
+MAX_POINTERS = 5
+"""How many identifiers a cleared result's placeholder names."""
+MAX_POINTER_CHARS = 120
+"""How long a placeholder's list of identifiers may be, separators included."""
+
+
+def newest_actions(events: Sequence[Event], budget: int = MAX_SPAN_CHARS) -> dict[str, int]:
+    """For each token of an assistant action of ``events``, the newest index using it.
+
+    Read newest first within ``budget`` characters: built once per pass, it
+    answers "did a later action use this?" for every event of the window.
+    """
+    newest: dict[str, int] = {}
+    for index in range(len(events) - 1, -1, -1):
+        event = events[index]
+        if event.role is not Role.ASSISTANT or event.synthetic:
+            continue
+        for piece in _texts(event):
+            if budget <= 0:
+                return newest
+            text = piece.text[: min(budget, MAX_EVENT_CHARS)]
+            budget -= len(text)
+            for token in _TOKEN.findall(text):
+                newest.setdefault(token, index)
+    return newest
+
+
+def pointers(
+    text: str,
+    *,
+    index: int = -1,
+    actions: Mapping[str, int] | None = None,
+    leave_out: Iterable[str] = (),
+    limit: int = MAX_POINTERS,
+    max_chars: int = MAX_POINTER_CHARS,
+) -> list[str]:
+    """The identifiers a placeholder for ``text`` (a tool result) names, best first.
+
+    Those a later action used (``actions`` after ``index``) first, then in
+    order of appearance; never more than ``limit``, nor more than
+    ``max_chars`` joined, whatever ``text`` holds: a pointer list is bounded
+    by construction.
+    """
+    skip = set(leave_out)
+    found = [i for i in find(text, structured=True) if i not in skip]
+    if actions:
+        found.sort(key=lambda i: actions.get(i, -1) <= index)  # stable: used ones first
+    chosen: list[str] = []
+    size = 0
+    for identifier in found:
+        cost = len(identifier) + (len(TRAIL_SEPARATOR) if chosen else 0)
+        if len(chosen) >= limit:
+            break
+        if size + cost > max_chars:
+            continue  # a shorter one may still fit
+        chosen.append(identifier)
+        size += cost
+    return chosen

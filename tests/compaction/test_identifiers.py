@@ -79,6 +79,14 @@ def test_support_identifiers_are_found() -> None:
     ]
 
 
+def test_inner_capitals_make_a_name() -> None:
+    assert find("OOMKilled on the iPhone by McDonald, not by NASA or Hello") == [
+        "OOMKilled",
+        "iPhone",
+        "McDonald",
+    ]
+
+
 def test_plain_words_ordinals_and_initialisms_are_not_identifiers() -> None:
     text = "Hello USA, a one-way follow-up on the 20th at 5pm, e.g. $30 and 42 bags i.e. none."
     assert find(text) == []

@@ -440,8 +440,14 @@ type CompactionResult struct {
 	// For a restore (strategy "restore"): the events it made active again or
 	// uncleared, in log order.
 	RestoredEventIds []string `protobuf:"bytes,13,rep,name=restored_event_ids,json=restoredEventIds,proto3" json:"restored_event_ids,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// How many identifiers (ids, paths, URLs, numbers, dates) of what this pass
+	// archived or cleared appear nowhere in the new window, its summaries or
+	// placeholders: what the agent can no longer see without a search.
+	IdentifiersDropped int32 `protobuf:"varint,30,opt,name=identifiers_dropped,json=identifiersDropped,proto3" json:"identifiers_dropped,omitempty"`
+	// The best of them (at most 16), the one a later action used first.
+	DroppedIdentifiers []string `protobuf:"bytes,31,rep,name=dropped_identifiers,json=droppedIdentifiers,proto3" json:"dropped_identifiers,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *CompactionResult) Reset() {
@@ -565,6 +571,20 @@ func (x *CompactionResult) GetRestoredEventIds() []string {
 	return nil
 }
 
+func (x *CompactionResult) GetIdentifiersDropped() int32 {
+	if x != nil {
+		return x.IdentifiersDropped
+	}
+	return 0
+}
+
+func (x *CompactionResult) GetDroppedIdentifiers() []string {
+	if x != nil {
+		return x.DroppedIdentifiers
+	}
+	return nil
+}
+
 // One entry of a session's compaction history (ListCompactions).
 type Compaction struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -595,9 +615,13 @@ type Compaction struct {
 	// The restore that undid it; empty while it stands.
 	RestoredBy string `protobuf:"bytes,14,opt,name=restored_by,json=restoredBy,proto3" json:"restored_by,omitempty"`
 	// For a restore: the compaction it undid.
-	Restores      string `protobuf:"bytes,15,opt,name=restores,proto3" json:"restores,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Restores string `protobuf:"bytes,15,opt,name=restores,proto3" json:"restores,omitempty"`
+	// As CompactionResult.identifiers_dropped and dropped_identifiers: what of
+	// the identifiers it archived or cleared the window no longer holds.
+	IdentifiersDropped int32    `protobuf:"varint,30,opt,name=identifiers_dropped,json=identifiersDropped,proto3" json:"identifiers_dropped,omitempty"`
+	DroppedIdentifiers []string `protobuf:"bytes,31,rep,name=dropped_identifiers,json=droppedIdentifiers,proto3" json:"dropped_identifiers,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Compaction) Reset() {
@@ -735,6 +759,20 @@ func (x *Compaction) GetRestores() string {
 	return ""
 }
 
+func (x *Compaction) GetIdentifiersDropped() int32 {
+	if x != nil {
+		return x.IdentifiersDropped
+	}
+	return 0
+}
+
+func (x *Compaction) GetDroppedIdentifiers() []string {
+	if x != nil {
+		return x.DroppedIdentifiers
+	}
+	return nil
+}
+
 var File_compaction_v1_session_proto protoreflect.FileDescriptor
 
 const file_compaction_v1_session_proto_rawDesc = "" +
@@ -771,7 +809,7 @@ const file_compaction_v1_session_proto_rawDesc = "" +
 	"\x11max_output_tokens\x18\x04 \x01(\x05R\x0fmaxOutputTokens\"D\n" +
 	"\x10TokenCalibration\x12\x16\n" +
 	"\x06factor\x18\x01 \x01(\x01R\x06factor\x12\x18\n" +
-	"\asamples\x18\x02 \x01(\x03R\asamples\"\xad\x04\n" +
+	"\asamples\x18\x02 \x01(\x03R\asamples\"\x8f\x05\n" +
 	"\x10CompactionResult\x12\x1c\n" +
 	"\tcompacted\x18\x01 \x01(\bR\tcompacted\x12%\n" +
 	"\x0eskipped_reason\x18\x02 \x01(\tR\rskippedReason\x129\n" +
@@ -786,7 +824,9 @@ const file_compaction_v1_session_proto_rawDesc = "" +
 	" \x01(\tR\x05error\x12'\n" +
 	"\x0fcontent_omitted\x18\v \x01(\bR\x0econtentOmitted\x12*\n" +
 	"\x11cleared_event_ids\x18\f \x03(\tR\x0fclearedEventIds\x12,\n" +
-	"\x12restored_event_ids\x18\r \x03(\tR\x10restoredEventIds\"\x8e\x05\n" +
+	"\x12restored_event_ids\x18\r \x03(\tR\x10restoredEventIds\x12/\n" +
+	"\x13identifiers_dropped\x18\x1e \x01(\x05R\x12identifiersDropped\x12/\n" +
+	"\x13dropped_identifiers\x18\x1f \x03(\tR\x12droppedIdentifiers\"\xf0\x05\n" +
 	"\n" +
 	"Compaction\x12#\n" +
 	"\rcompaction_id\x18\x01 \x01(\tR\fcompactionId\x12;\n" +
@@ -806,7 +846,9 @@ const file_compaction_v1_session_proto_rawDesc = "" +
 	"\rversion_after\x18\r \x01(\x03R\fversionAfter\x12\x1f\n" +
 	"\vrestored_by\x18\x0e \x01(\tR\n" +
 	"restoredBy\x12\x1a\n" +
-	"\brestores\x18\x0f \x01(\tR\brestores*\xac\x01\n" +
+	"\brestores\x18\x0f \x01(\tR\brestores\x12/\n" +
+	"\x13identifiers_dropped\x18\x1e \x01(\x05R\x12identifiersDropped\x12/\n" +
+	"\x13dropped_identifiers\x18\x1f \x03(\tR\x12droppedIdentifiers*\xac\x01\n" +
 	"\x0fCompactionCause\x12 \n" +
 	"\x1cCOMPACTION_CAUSE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18COMPACTION_CAUSE_TRIGGER\x10\x01\x12\x1a\n" +

@@ -279,6 +279,8 @@ class CompactionResult(_message.Message):
     CONTENT_OMITTED_FIELD_NUMBER: _builtins.int
     CLEARED_EVENT_IDS_FIELD_NUMBER: _builtins.int
     RESTORED_EVENT_IDS_FIELD_NUMBER: _builtins.int
+    IDENTIFIERS_DROPPED_FIELD_NUMBER: _builtins.int
+    DROPPED_IDENTIFIERS_FIELD_NUMBER: _builtins.int
     compacted: _builtins.bool
     """True when the pass archived, inserted or cleared anything."""
     skipped_reason: _builtins.str
@@ -308,6 +310,11 @@ class CompactionResult(_message.Message):
     read the content with GetContext or ListEvents. An answer is never
     refused for its size after the change it reports was stored.
     """
+    identifiers_dropped: _builtins.int
+    """How many identifiers (ids, paths, URLs, numbers, dates) of what this pass
+    archived or cleared appear nowhere in the new window, its summaries or
+    placeholders: what the agent can no longer see without a search.
+    """
     @_builtins.property
     def active_events(self) -> _containers.RepeatedCompositeFieldContainer[_event_pb2.Event]:
         """The new active window, in log order."""
@@ -328,6 +335,10 @@ class CompactionResult(_message.Message):
         uncleared, in log order.
         """
 
+    @_builtins.property
+    def dropped_identifiers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The best of them (at most 16), the one a later action used first."""
+
     def __init__(
         self,
         *,
@@ -344,10 +355,12 @@ class CompactionResult(_message.Message):
         content_omitted: _builtins.bool = ...,
         cleared_event_ids: _abc.Iterable[_builtins.str] | None = ...,
         restored_event_ids: _abc.Iterable[_builtins.str] | None = ...,
+        identifiers_dropped: _builtins.int = ...,
+        dropped_identifiers: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_events", b"active_events", "archived_event_count", b"archived_event_count", "archived_events", b"archived_events", "cleared_event_ids", b"cleared_event_ids", "compacted", b"compacted", "compaction_id", b"compaction_id", "content_omitted", b"content_omitted", "error", b"error", "restored_event_ids", b"restored_event_ids", "skipped_reason", b"skipped_reason", "strategy", b"strategy", "tokens_estimated_saved", b"tokens_estimated_saved", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_events", b"active_events", "archived_event_count", b"archived_event_count", "archived_events", b"archived_events", "cleared_event_ids", b"cleared_event_ids", "compacted", b"compacted", "compaction_id", b"compaction_id", "content_omitted", b"content_omitted", "dropped_identifiers", b"dropped_identifiers", "error", b"error", "identifiers_dropped", b"identifiers_dropped", "restored_event_ids", b"restored_event_ids", "skipped_reason", b"skipped_reason", "strategy", b"strategy", "tokens_estimated_saved", b"tokens_estimated_saved", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -374,6 +387,8 @@ class Compaction(_message.Message):
     VERSION_AFTER_FIELD_NUMBER: _builtins.int
     RESTORED_BY_FIELD_NUMBER: _builtins.int
     RESTORES_FIELD_NUMBER: _builtins.int
+    IDENTIFIERS_DROPPED_FIELD_NUMBER: _builtins.int
+    DROPPED_IDENTIFIERS_FIELD_NUMBER: _builtins.int
     compaction_id: _builtins.str
     """Its id, as in CompactionResult.compaction_id."""
     strategy: _builtins.str
@@ -393,6 +408,10 @@ class Compaction(_message.Message):
     """The restore that undid it; empty while it stands."""
     restores: _builtins.str
     """For a restore: the compaction it undid."""
+    identifiers_dropped: _builtins.int
+    """As CompactionResult.identifiers_dropped and dropped_identifiers: what of
+    the identifiers it archived or cleared the window no longer holds.
+    """
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp:
         """When it landed."""
@@ -411,6 +430,8 @@ class Compaction(_message.Message):
     def inserted_event_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The events it inserted (a summary turn: the shadow prompt, the summary)."""
 
+    @_builtins.property
+    def dropped_identifiers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
@@ -429,10 +450,12 @@ class Compaction(_message.Message):
         version_after: _builtins.int = ...,
         restored_by: _builtins.str = ...,
         restores: _builtins.str = ...,
+        identifiers_dropped: _builtins.int = ...,
+        dropped_identifiers: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["archived_event_ids", b"archived_event_ids", "cause", b"cause", "cleared_event_ids", b"cleared_event_ids", "compaction_id", b"compaction_id", "create_time", b"create_time", "inserted_event_ids", b"inserted_event_ids", "restored_by", b"restored_by", "restores", b"restores", "strategy", b"strategy", "summarizer_latency_ms", b"summarizer_latency_ms", "summary_input_tokens", b"summary_input_tokens", "summary_output_tokens", b"summary_output_tokens", "tokens_saved", b"tokens_saved", "version_after", b"version_after", "version_before", b"version_before"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archived_event_ids", b"archived_event_ids", "cause", b"cause", "cleared_event_ids", b"cleared_event_ids", "compaction_id", b"compaction_id", "create_time", b"create_time", "dropped_identifiers", b"dropped_identifiers", "identifiers_dropped", b"identifiers_dropped", "inserted_event_ids", b"inserted_event_ids", "restored_by", b"restored_by", "restores", b"restores", "strategy", b"strategy", "summarizer_latency_ms", b"summarizer_latency_ms", "summary_input_tokens", b"summary_input_tokens", "summary_output_tokens", b"summary_output_tokens", "tokens_saved", b"tokens_saved", "version_after", b"version_after", "version_before", b"version_before"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

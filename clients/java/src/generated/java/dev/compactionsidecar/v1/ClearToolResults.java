@@ -195,7 +195,8 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * The text that replaces a cleared result; "{name}" and "{call_id}" are
-   * replaced by the call's. Empty means the built-in one, which names the
+   * replaced by the call's, "{identifiers}" by its identifiers (see
+   * keep_identifiers). Empty means the built-in one, which names the
    * call and says the original can be searched.
    * </pre>
    *
@@ -218,7 +219,8 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * The text that replaces a cleared result; "{name}" and "{call_id}" are
-   * replaced by the call's. Empty means the built-in one, which names the
+   * replaced by the call's, "{identifiers}" by its identifiers (see
+   * keep_identifiers). Empty means the built-in one, which names the
    * call and says the original can be searched.
    * </pre>
    *
@@ -275,6 +277,39 @@ private static final long serialVersionUID = 0L;
     return keepReasoningTurns_;
   }
 
+  public static final int KEEP_IDENTIFIERS_FIELD_NUMBER = 30;
+  private boolean keepIdentifiers_ = false;
+  /**
+   * <pre>
+   * A cleared result's placeholder names its top identifiers (at most 5, in
+   * at most 120 characters; those a later assistant action used first) after
+   * " → ", where the placeholder says "{identifiers}" or else after it, so the
+   * agent can still act on them. Unset means true.
+   * </pre>
+   *
+   * <code>optional bool keep_identifiers = 30 [json_name = "keepIdentifiers"];</code>
+   * @return Whether the keepIdentifiers field is set.
+   */
+  @java.lang.Override
+  public boolean hasKeepIdentifiers() {
+    return ((bitField0_ & 0x00000008) != 0);
+  }
+  /**
+   * <pre>
+   * A cleared result's placeholder names its top identifiers (at most 5, in
+   * at most 120 characters; those a later assistant action used first) after
+   * " → ", where the placeholder says "{identifiers}" or else after it, so the
+   * agent can still act on them. Unset means true.
+   * </pre>
+   *
+   * <code>optional bool keep_identifiers = 30 [json_name = "keepIdentifiers"];</code>
+   * @return The keepIdentifiers.
+   */
+  @java.lang.Override
+  public boolean getKeepIdentifiers() {
+    return keepIdentifiers_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -307,6 +342,9 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000004) != 0)) {
       output.writeInt32(6, keepReasoningTurns_);
     }
+    if (((bitField0_ & 0x00000008) != 0)) {
+      output.writeBool(30, keepIdentifiers_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -337,6 +375,10 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000004) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeInt32Size(6, keepReasoningTurns_);
+    }
+    if (((bitField0_ & 0x00000008) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(30, keepIdentifiers_);
     }
     return size;
   }
@@ -383,6 +425,11 @@ private static final long serialVersionUID = 0L;
       if (getKeepReasoningTurns()
           != other.getKeepReasoningTurns()) return false;
     }
+    if (hasKeepIdentifiers() != other.hasKeepIdentifiers()) return false;
+    if (hasKeepIdentifiers()) {
+      if (getKeepIdentifiers()
+          != other.getKeepIdentifiers()) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -414,6 +461,11 @@ private static final long serialVersionUID = 0L;
     if (hasKeepReasoningTurns()) {
       hash = (37 * hash) + KEEP_REASONING_TURNS_FIELD_NUMBER;
       hash = (53 * hash) + getKeepReasoningTurns();
+    }
+    if (hasKeepIdentifiers()) {
+      hash = (37 * hash) + KEEP_IDENTIFIERS_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+          getKeepIdentifiers());
     }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
@@ -562,6 +614,7 @@ private static final long serialVersionUID = 0L;
       minClearedTokens_ = 0;
       placeholder_ = "";
       keepReasoningTurns_ = 0;
+      keepIdentifiers_ = false;
       return this;
     }
 
@@ -618,6 +671,10 @@ private static final long serialVersionUID = 0L;
         result.keepReasoningTurns_ = keepReasoningTurns_;
         to_bitField0_ |= 0x00000004;
       }
+      if (((from_bitField0_ & 0x00000040) != 0)) {
+        result.keepIdentifiers_ = keepIdentifiers_;
+        to_bitField0_ |= 0x00000008;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -659,6 +716,9 @@ private static final long serialVersionUID = 0L;
       }
       if (other.hasKeepReasoningTurns()) {
         setKeepReasoningTurns(other.getKeepReasoningTurns());
+      }
+      if (other.hasKeepIdentifiers()) {
+        setKeepIdentifiers(other.getKeepIdentifiers());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -714,6 +774,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000020;
               break;
             } // case 48
+            case 240: {
+              keepIdentifiers_ = input.readBool();
+              bitField0_ |= 0x00000040;
+              break;
+            } // case 240
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1050,7 +1115,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The text that replaces a cleared result; "{name}" and "{call_id}" are
-     * replaced by the call's. Empty means the built-in one, which names the
+     * replaced by the call's, "{identifiers}" by its identifiers (see
+     * keep_identifiers). Empty means the built-in one, which names the
      * call and says the original can be searched.
      * </pre>
      *
@@ -1072,7 +1138,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The text that replaces a cleared result; "{name}" and "{call_id}" are
-     * replaced by the call's. Empty means the built-in one, which names the
+     * replaced by the call's, "{identifiers}" by its identifiers (see
+     * keep_identifiers). Empty means the built-in one, which names the
      * call and says the original can be searched.
      * </pre>
      *
@@ -1095,7 +1162,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The text that replaces a cleared result; "{name}" and "{call_id}" are
-     * replaced by the call's. Empty means the built-in one, which names the
+     * replaced by the call's, "{identifiers}" by its identifiers (see
+     * keep_identifiers). Empty means the built-in one, which names the
      * call and says the original can be searched.
      * </pre>
      *
@@ -1114,7 +1182,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The text that replaces a cleared result; "{name}" and "{call_id}" are
-     * replaced by the call's. Empty means the built-in one, which names the
+     * replaced by the call's, "{identifiers}" by its identifiers (see
+     * keep_identifiers). Empty means the built-in one, which names the
      * call and says the original can be searched.
      * </pre>
      *
@@ -1130,7 +1199,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The text that replaces a cleared result; "{name}" and "{call_id}" are
-     * replaced by the call's. Empty means the built-in one, which names the
+     * replaced by the call's, "{identifiers}" by its identifiers (see
+     * keep_identifiers). Empty means the built-in one, which names the
      * call and says the original can be searched.
      * </pre>
      *
@@ -1216,6 +1286,74 @@ private static final long serialVersionUID = 0L;
     public Builder clearKeepReasoningTurns() {
       bitField0_ = (bitField0_ & ~0x00000020);
       keepReasoningTurns_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private boolean keepIdentifiers_ ;
+    /**
+     * <pre>
+     * A cleared result's placeholder names its top identifiers (at most 5, in
+     * at most 120 characters; those a later assistant action used first) after
+     * " → ", where the placeholder says "{identifiers}" or else after it, so the
+     * agent can still act on them. Unset means true.
+     * </pre>
+     *
+     * <code>optional bool keep_identifiers = 30 [json_name = "keepIdentifiers"];</code>
+     * @return Whether the keepIdentifiers field is set.
+     */
+    @java.lang.Override
+    public boolean hasKeepIdentifiers() {
+      return ((bitField0_ & 0x00000040) != 0);
+    }
+    /**
+     * <pre>
+     * A cleared result's placeholder names its top identifiers (at most 5, in
+     * at most 120 characters; those a later assistant action used first) after
+     * " → ", where the placeholder says "{identifiers}" or else after it, so the
+     * agent can still act on them. Unset means true.
+     * </pre>
+     *
+     * <code>optional bool keep_identifiers = 30 [json_name = "keepIdentifiers"];</code>
+     * @return The keepIdentifiers.
+     */
+    @java.lang.Override
+    public boolean getKeepIdentifiers() {
+      return keepIdentifiers_;
+    }
+    /**
+     * <pre>
+     * A cleared result's placeholder names its top identifiers (at most 5, in
+     * at most 120 characters; those a later assistant action used first) after
+     * " → ", where the placeholder says "{identifiers}" or else after it, so the
+     * agent can still act on them. Unset means true.
+     * </pre>
+     *
+     * <code>optional bool keep_identifiers = 30 [json_name = "keepIdentifiers"];</code>
+     * @param value The keepIdentifiers to set.
+     * @return This builder for chaining.
+     */
+    public Builder setKeepIdentifiers(boolean value) {
+
+      keepIdentifiers_ = value;
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * A cleared result's placeholder names its top identifiers (at most 5, in
+     * at most 120 characters; those a later assistant action used first) after
+     * " → ", where the placeholder says "{identifiers}" or else after it, so the
+     * agent can still act on them. Unset means true.
+     * </pre>
+     *
+     * <code>optional bool keep_identifiers = 30 [json_name = "keepIdentifiers"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearKeepIdentifiers() {
+      bitField0_ = (bitField0_ & ~0x00000040);
+      keepIdentifiers_ = false;
       onChanged();
       return this;
     }

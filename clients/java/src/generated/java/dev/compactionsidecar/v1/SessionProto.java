@@ -93,7 +93,7 @@ public final class SessionProto extends com.google.protobuf.GeneratedFile {
       "ns\030\003 \001(\005R\021inputWindowTokens\022*\n\021max_outpu" +
       "t_tokens\030\004 \001(\005R\017maxOutputTokens\"D\n\020Token" +
       "Calibration\022\026\n\006factor\030\001 \001(\001R\006factor\022\030\n\007s" +
-      "amples\030\002 \001(\003R\007samples\"\255\004\n\020CompactionResu" +
+      "amples\030\002 \001(\003R\007samples\"\217\005\n\020CompactionResu" +
       "lt\022\034\n\tcompacted\030\001 \001(\010R\tcompacted\022%\n\016skip" +
       "ped_reason\030\002 \001(\tR\rskippedReason\0229\n\ractiv" +
       "e_events\030\003 \003(\0132\024.compaction.v1.EventR\014ac" +
@@ -107,31 +107,36 @@ public final class SessionProto extends com.google.protobuf.GeneratedFile {
       "\001(\tR\005error\022\'\n\017content_omitted\030\013 \001(\010R\016con" +
       "tentOmitted\022*\n\021cleared_event_ids\030\014 \003(\tR\017" +
       "clearedEventIds\022,\n\022restored_event_ids\030\r " +
-      "\003(\tR\020restoredEventIds\"\216\005\n\nCompaction\022#\n\r" +
-      "compaction_id\030\001 \001(\tR\014compactionId\022;\n\013cre" +
-      "ate_time\030\002 \001(\0132\032.google.protobuf.Timesta" +
-      "mpR\ncreateTime\022\032\n\010strategy\030\003 \001(\tR\010strate" +
-      "gy\0224\n\005cause\030\004 \001(\0162\036.compaction.v1.Compac" +
-      "tionCauseR\005cause\022,\n\022archived_event_ids\030\005" +
-      " \003(\tR\020archivedEventIds\022*\n\021cleared_event_" +
-      "ids\030\006 \003(\tR\017clearedEventIds\022,\n\022inserted_e" +
-      "vent_ids\030\007 \003(\tR\020insertedEventIds\022!\n\014toke" +
-      "ns_saved\030\010 \001(\005R\013tokensSaved\0220\n\024summary_i" +
-      "nput_tokens\030\t \001(\005R\022summaryInputTokens\0222\n" +
-      "\025summary_output_tokens\030\n \001(\005R\023summaryOut" +
-      "putTokens\0222\n\025summarizer_latency_ms\030\013 \001(\001" +
-      "R\023summarizerLatencyMs\022%\n\016version_before\030" +
-      "\014 \001(\003R\rversionBefore\022#\n\rversion_after\030\r " +
-      "\001(\003R\014versionAfter\022\037\n\013restored_by\030\016 \001(\tR\n" +
-      "restoredBy\022\032\n\010restores\030\017 \001(\tR\010restores*\254" +
-      "\001\n\017CompactionCause\022 \n\034COMPACTION_CAUSE_U" +
-      "NSPECIFIED\020\000\022\034\n\030COMPACTION_CAUSE_TRIGGER" +
-      "\020\001\022\032\n\026COMPACTION_CAUSE_FORCE\020\002\022\037\n\033COMPAC" +
-      "TION_CAUSE_BACKGROUND\020\003\022\034\n\030COMPACTION_CA" +
-      "USE_RESTORE\020\004B\201\001\n\030dev.compactionsidecar." +
-      "v1B\014SessionProtoP\001ZUgithub.com/compactio" +
-      "n-sidecar/compaction-sidecar/clients/go/" +
-      "compactionv1;compactionv1b\006proto3"
+      "\003(\tR\020restoredEventIds\022/\n\023identifiers_dro" +
+      "pped\030\036 \001(\005R\022identifiersDropped\022/\n\023droppe" +
+      "d_identifiers\030\037 \003(\tR\022droppedIdentifiers\"" +
+      "\360\005\n\nCompaction\022#\n\rcompaction_id\030\001 \001(\tR\014c" +
+      "ompactionId\022;\n\013create_time\030\002 \001(\0132\032.googl" +
+      "e.protobuf.TimestampR\ncreateTime\022\032\n\010stra" +
+      "tegy\030\003 \001(\tR\010strategy\0224\n\005cause\030\004 \001(\0162\036.co" +
+      "mpaction.v1.CompactionCauseR\005cause\022,\n\022ar" +
+      "chived_event_ids\030\005 \003(\tR\020archivedEventIds" +
+      "\022*\n\021cleared_event_ids\030\006 \003(\tR\017clearedEven" +
+      "tIds\022,\n\022inserted_event_ids\030\007 \003(\tR\020insert" +
+      "edEventIds\022!\n\014tokens_saved\030\010 \001(\005R\013tokens" +
+      "Saved\0220\n\024summary_input_tokens\030\t \001(\005R\022sum" +
+      "maryInputTokens\0222\n\025summary_output_tokens" +
+      "\030\n \001(\005R\023summaryOutputTokens\0222\n\025summarize" +
+      "r_latency_ms\030\013 \001(\001R\023summarizerLatencyMs\022" +
+      "%\n\016version_before\030\014 \001(\003R\rversionBefore\022#" +
+      "\n\rversion_after\030\r \001(\003R\014versionAfter\022\037\n\013r" +
+      "estored_by\030\016 \001(\tR\nrestoredBy\022\032\n\010restores" +
+      "\030\017 \001(\tR\010restores\022/\n\023identifiers_dropped\030" +
+      "\036 \001(\005R\022identifiersDropped\022/\n\023dropped_ide" +
+      "ntifiers\030\037 \003(\tR\022droppedIdentifiers*\254\001\n\017C" +
+      "ompactionCause\022 \n\034COMPACTION_CAUSE_UNSPE" +
+      "CIFIED\020\000\022\034\n\030COMPACTION_CAUSE_TRIGGER\020\001\022\032" +
+      "\n\026COMPACTION_CAUSE_FORCE\020\002\022\037\n\033COMPACTION" +
+      "_CAUSE_BACKGROUND\020\003\022\034\n\030COMPACTION_CAUSE_" +
+      "RESTORE\020\004B\201\001\n\030dev.compactionsidecar.v1B\014" +
+      "SessionProtoP\001ZUgithub.com/compaction-si" +
+      "decar/compaction-sidecar/clients/go/comp" +
+      "actionv1;compactionv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -169,13 +174,13 @@ public final class SessionProto extends com.google.protobuf.GeneratedFile {
     internal_static_compaction_v1_CompactionResult_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_CompactionResult_descriptor,
-        new java.lang.String[] { "Compacted", "SkippedReason", "ActiveEvents", "ArchivedEvents", "ArchivedEventCount", "TokensEstimatedSaved", "Version", "CompactionId", "Strategy", "Error", "ContentOmitted", "ClearedEventIds", "RestoredEventIds", });
+        new java.lang.String[] { "Compacted", "SkippedReason", "ActiveEvents", "ArchivedEvents", "ArchivedEventCount", "TokensEstimatedSaved", "Version", "CompactionId", "Strategy", "Error", "ContentOmitted", "ClearedEventIds", "RestoredEventIds", "IdentifiersDropped", "DroppedIdentifiers", });
     internal_static_compaction_v1_Compaction_descriptor =
       getDescriptor().getMessageType(4);
     internal_static_compaction_v1_Compaction_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_Compaction_descriptor,
-        new java.lang.String[] { "CompactionId", "CreateTime", "Strategy", "Cause", "ArchivedEventIds", "ClearedEventIds", "InsertedEventIds", "TokensSaved", "SummaryInputTokens", "SummaryOutputTokens", "SummarizerLatencyMs", "VersionBefore", "VersionAfter", "RestoredBy", "Restores", });
+        new java.lang.String[] { "CompactionId", "CreateTime", "Strategy", "Cause", "ArchivedEventIds", "ClearedEventIds", "InsertedEventIds", "TokensSaved", "SummaryInputTokens", "SummaryOutputTokens", "SummarizerLatencyMs", "VersionBefore", "VersionAfter", "RestoredBy", "Restores", "IdentifiersDropped", "DroppedIdentifiers", });
     descriptor.resolveAllFeaturesImmutable();
     dev.compactionsidecar.v1.EventProto.getDescriptor();
     dev.compactionsidecar.v1.PolicyProto.getDescriptor();
