@@ -141,6 +141,8 @@ def compaction(msg: session_pb2.CompactionResult) -> CompactionResult:
         content_omitted=msg.content_omitted,
         cleared_ids=tuple(msg.cleared_event_ids),
         restored_ids=tuple(msg.restored_event_ids),
+        identifiers_dropped=msg.identifiers_dropped,
+        dropped_identifiers=tuple(msg.dropped_identifiers),
     )
 
 
@@ -219,6 +221,8 @@ def record(session_id: str, msg: session_pb2.Compaction) -> CompactionRecord:
         cause=_CAUSES.get(msg.cause, Cause.UNKNOWN),
         restored_by=msg.restored_by,
         restores=msg.restores,
+        identifiers_dropped=msg.identifiers_dropped,
+        dropped_identifiers=tuple(msg.dropped_identifiers),
     )
 
 

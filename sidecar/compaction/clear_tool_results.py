@@ -45,7 +45,7 @@ from sidecar.compaction.identifiers import (
     pointers,
 )
 from sidecar.compaction.tokens import TokenEstimator, count_event, default_estimator
-from sidecar.compaction.window import Window, check_min_saved_tokens
+from sidecar.compaction.window import Window, check_max_dropped_identifiers, check_min_saved_tokens
 from sidecar.errors import InvalidConfig
 from sidecar.model import Boundary, CompactionPlan, Event, SkipReason, ToolCall, ToolResult
 
@@ -82,10 +82,12 @@ class ClearToolResults:
     keep_identifiers: bool = True
     boundary: Boundary = Boundary.TURN
     min_saved_tokens: int | None = None
+    max_dropped_identifiers: int | None = None
     name = "clear_tool_results"
 
     def __post_init__(self) -> None:
         check_min_saved_tokens(self.min_saved_tokens)
+        check_max_dropped_identifiers(self.max_dropped_identifiers)
         for field, value in (
             ("keep_tool_uses", self.keep_tool_uses),
             ("min_cleared_tokens", self.min_cleared_tokens),

@@ -132,6 +132,8 @@ class _Text:
     text: str
     structured: bool
     action: bool
+    structural: tuple[str, ...] = ()
+    """The call's id and tool name, which a (cleared) result may repeat: wiring, not data."""
 
 
 def _texts(event: Event) -> Iterator[_Text]:
@@ -142,7 +144,9 @@ def _texts(event: Event) -> Iterator[_Text]:
     for call in event.tool_calls:
         yield _Text(call.arguments_json, structured=True, action=True)
     for result in event.tool_results:
-        yield _Text(result.content, structured=True, action=False)
+        yield _Text(
+            result.content, structured=True, action=False, structural=(result.call_id, result.name)
+        )
 
 
 def rank(identifiers: Iterable[Identifier], limit: int = MAX_IDENTIFIERS) -> list[Identifier]:
@@ -178,6 +182,8 @@ def of_span(
             text = piece.text[: min(left, MAX_EVENT_CHARS)]
             left -= len(text)
             for token in find(text, structured=piece.structured, action=piece.action):
+                if token in piece.structural:
+                    continue
                 seen = found.get(token)
                 if seen is None:
                     found[token] = [1, index, index]

@@ -34,8 +34,14 @@ from sidecar.compaction.history import (
     format_history,
 )
 from sidecar.compaction.identifiers import trail_line
+from sidecar.compaction.loss import judged
 from sidecar.compaction.tokens import TokenEstimator, count_event, default_estimator
-from sidecar.compaction.window import Window, check_min_saved_tokens, plan_for_cut
+from sidecar.compaction.window import (
+    Window,
+    check_max_dropped_identifiers,
+    check_min_saved_tokens,
+    plan_for_cut,
+)
 from sidecar.errors import InvalidConfig
 from sidecar.model import Boundary, CompactionPlan, Event, Role, SkipReason, new_event_id
 from sidecar.summarizer.prompts import DEFAULT_SHADOW_PROMPT, DEFAULT_SYSTEM_PROMPT
@@ -87,10 +93,12 @@ class Summarize:
     identifier_trail_tokens: int | None = None
     boundary: Boundary = Boundary.TURN
     min_saved_tokens: int | None = None
+    max_dropped_identifiers: int | None = None
     name = "summarize"
 
     def __post_init__(self) -> None:
         check_min_saved_tokens(self.min_saved_tokens)
+        check_max_dropped_identifiers(self.max_dropped_identifiers)
 
         def at_least(field: str, value: int, low: int) -> None:
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -249,7 +257,7 @@ class Summarize:
             inserts=inserts,
             also_archive=job.previous_summary,
         )
-        return with_usage(plan)
+        return with_usage(judged(job.window.events, plan, self.max_dropped_identifiers))
 
     async def plan(
         self,

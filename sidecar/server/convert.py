@@ -301,6 +301,8 @@ def result_out(result: CompactionResult, into: session_pb2.CompactionResult) -> 
     into.error = result.error
     into.cleared_event_ids.extend(result.cleared_ids)
     into.restored_event_ids.extend(result.restored_ids)
+    into.identifiers_dropped = result.identifiers_dropped
+    into.dropped_identifiers.extend(result.dropped_identifiers)
 
 
 _CAUSE_OUT = {
@@ -329,3 +331,5 @@ def record_out(record: CompactionRecord, into: session_pb2.Compaction) -> None:
     into.version_after = record.version_after
     into.restored_by = record.restored_by
     into.restores = record.restores
+    into.identifiers_dropped = record.identifiers_dropped
+    into.dropped_identifiers.extend(record.dropped_identifiers)

@@ -226,6 +226,15 @@ _MIGRATION_7 = Migration(
     ),
 )
 
+_MIGRATION_8 = Migration(
+    8,
+    "each compaction's loss report: the identifiers of what it archived or cleared it dropped",
+    (
+        "ALTER TABLE compactions ADD COLUMN identifiers_dropped integer NOT NULL DEFAULT 0",
+        "ALTER TABLE compactions ADD COLUMN dropped_identifiers text[] NOT NULL DEFAULT '{}'",
+    ),
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     _MIGRATION_1,
     _MIGRATION_2,
@@ -234,6 +243,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _MIGRATION_5,
     _MIGRATION_6,
     _MIGRATION_7,
+    _MIGRATION_8,
 )
 """Every migration, in order; versions are 1, 2, 3, ... with no gap."""
 

@@ -236,3 +236,16 @@ def test_a_span_yields_at_most_limit_identifiers_each_from_its_events(
     everything = Presence(events)
     assert all(everything.holds(i.text) for i in found)
     assert all(0 <= i.last_seen < len(events) and i.count >= 1 for i in found)
+
+
+def test_a_result_repeating_its_call_id_and_tool_name_adds_neither() -> None:
+    cleared = Event(
+        id="t",
+        role=Role.TOOL,
+        tool_results=(
+            ToolResult(
+                "call_77", "get_user_details", "[get_user_details cleared (call_77) ZFA04Y]"
+            ),
+        ),
+    )
+    assert texts(of_span([cleared])) == ["ZFA04Y"]
