@@ -111,8 +111,11 @@ def is_identifier(token: str, *, action: bool = False) -> bool:
 
 
 def _inner_capital(word: str) -> bool:
-    """``getUserDetails``, ``iPhone``, ``OOMKilled``: a capital past the start, not all capitals."""
-    return not word.isupper() and any(c.isupper() for c in word[1:])
+    """``getUserDetails``, ``iPhone``, ``OOMKilled``: a capital past the start, not all capitals,
+    nor a plural initialism (``IDs``, ``URLs``: English)."""
+    if word.isupper() or (word[-1] == "s" and word[:-1].isupper()):
+        return False
+    return any(c.isupper() for c in word[1:])
 
 
 def find(text: str, *, structured: bool = False, action: bool = False) -> list[str]:

@@ -80,7 +80,7 @@ def test_support_identifiers_are_found() -> None:
 
 
 def test_inner_capitals_make_a_name() -> None:
-    assert find("OOMKilled on the iPhone by McDonald, not by NASA or Hello") == [
+    assert find("OOMKilled on the iPhone by McDonald, not by NASA, IDs, URLs or Hello") == [
         "OOMKilled",
         "iPhone",
         "McDonald",
