@@ -252,3 +252,27 @@ async def test_the_stable_prefix_is_what_the_last_change_left_and_appends_keep_i
     assert restored.stable_prefix_events == len(await window(store))
     assert restored.cache_prefix_id not in (left.cache_prefix_id, fresh.cache_prefix_id)
     assert (await store.get_session("s")).stable_prefix_tokens == restored.counters.tokens
+
+
+async def test_a_records_loss_report_is_stored_and_read_back(store: Store) -> None:
+    await turns_session(store)
+    session = await store.get_session("s")
+    plan = CompactionPlan(
+        strategy="sliding_window",
+        archive_ids=("u1", "a1"),
+        base_compaction_id=session.last_compaction_id,
+        identifiers_dropped=3,
+        dropped_identifiers=("ZFA04Y", "src/app.py:42", "2024-05-20"),
+    )
+    landed = await store.apply("s", plan)
+    history = await store.list_compactions("s", page_size=10, page_token="", newest_first=True)
+    (record,) = history.items
+    assert record.compaction_id == landed.compaction_id
+    assert record.identifiers_dropped == 3
+    assert record.dropped_identifiers == ("ZFA04Y", "src/app.py:42", "2024-05-20")
+    outcome = await store.restore("s", "")
+    restore_record, _ = (
+        await store.list_compactions("s", page_size=10, page_token="", newest_first=True)
+    ).items
+    assert restore_record.compaction_id == outcome.restore_id
+    assert (restore_record.identifiers_dropped, restore_record.dropped_identifiers) == (0, ())
