@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 from sidecar.client import AsyncClient
 from sidecar.client.errors import ClientError
+from sidecar.compaction.identifiers import trail_of
 from sidecar.model import Event, Role
 from sidecar.render import LEGEND, event_line
 from sidecar.store.protocol import CompactionRecord
@@ -63,7 +64,7 @@ def history_lines(records: Sequence[CompactionRecord]) -> list[str]:
     """The compaction history, newest first: one line per pass (or restore)."""
     lines = [
         f"  {'compaction':<32} {'when (UTC)':<19} {'strategy':<18} {'cause':<10}"
-        f" {'archived':>8} {'cleared':>7} {'inserted':>8} {'saved':>7}  state"
+        f" {'archived':>8} {'cleared':>7} {'inserted':>8} {'saved':>7} {'dropped':>7}  state"
     ]
     for r in records:
         if r.is_restore:
@@ -75,8 +76,14 @@ def history_lines(records: Sequence[CompactionRecord]) -> list[str]:
         lines.append(
             f"  {r.compaction_id:<32} {r.create_time:%Y-%m-%d %H:%M:%S} {r.strategy:<18}"
             f" {r.cause or '-':<10} {len(r.archived_ids):>8} {len(r.cleared_ids):>7}"
-            f" {len(r.inserted_ids):>8} {r.tokens_saved:>7}  {state}"
+            f" {len(r.inserted_ids):>8} {r.tokens_saved:>7} {r.identifiers_dropped:>7}  {state}"
         )
+        if r.dropped_identifiers:
+            more = r.identifiers_dropped - len(r.dropped_identifiers)
+            lines.append(
+                f"    dropped identifiers: {', '.join(r.dropped_identifiers)}"
+                + (f" (+{more} more)" if more > 0 else "")
+            )
     return lines
 
 
@@ -113,6 +120,9 @@ async def render(
                 f" {source.compaction_id}: {' '.join(source.archived_ids[:12])}"
                 + (" ..." if len(source.archived_ids) > 12 else "")
             )
+            kept = trail_of(e.text)
+            if kept:
+                row += f"\n        ^ identifier trail ({len(kept)}): {', '.join(kept)}"
         rows.append(row)
     lines = [
         f"session {session.session_id}  version {session.version}",

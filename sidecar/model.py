@@ -55,6 +55,7 @@ class SkipReason(StrEnum):
     NO_POLICY = "no_policy"
     IN_FLIGHT = "in_flight"
     FAILED = "failed"
+    WOULD_DROP_IDENTIFIERS = "would_drop_identifiers"
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,6 +315,10 @@ class CompactionPlan:
     summary_output_tokens: int = 0
     summarizer_latency_ms: float = 0.0
     cause: Cause = Cause.UNKNOWN
+    identifiers_dropped: int = 0
+    """The loss report (``sidecar.compaction.loss``): how many identifiers of what the
+    plan archives or clears the window it leaves holds nowhere, and the best of them."""
+    dropped_identifiers: tuple[str, ...] = ()
 
     @property
     def is_empty(self) -> bool:
@@ -344,6 +349,9 @@ class CompactionResult:
     """The events this pass cleared: still active, in ``active_events`` with ``cleared`` set."""
     restored_ids: tuple[str, ...] = ()
     """For a restore: the events it made active again or uncleared, in log order."""
+    identifiers_dropped: int = 0
+    """The pass's loss report: identifiers of what it archived or cleared the window lost."""
+    dropped_identifiers: tuple[str, ...] = ()
 
     archived_events_omitted: bool = False
     """``archived_events`` came empty: even their ids would have made the answer too large

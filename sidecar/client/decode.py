@@ -146,6 +146,8 @@ def compaction(msg: session_pb2.CompactionResult) -> CompactionResult:
         cleared_ids_omitted=msg.cleared_event_ids_omitted,
         restored_ids_omitted=msg.restored_event_ids_omitted,
         archived_count=msg.archived_event_count if msg.archived_events_omitted else None,
+        identifiers_dropped=msg.identifiers_dropped,
+        dropped_identifiers=tuple(msg.dropped_identifiers),
     )
 
 
@@ -224,6 +226,8 @@ def record(session_id: str, msg: session_pb2.Compaction) -> CompactionRecord:
         cause=_CAUSES.get(msg.cause, Cause.UNKNOWN),
         restored_by=msg.restored_by,
         restores=msg.restores,
+        identifiers_dropped=msg.identifiers_dropped,
+        dropped_identifiers=tuple(msg.dropped_identifiers),
     )
 
 

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from sidecar.compaction.clear_tool_results import ClearToolResults
+from sidecar.compaction.loss import MAX_REPORTED, judged
 from sidecar.compaction.sliding_window import SlidingWindow
 from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.token_budget import TokenBudget
@@ -47,7 +48,15 @@ MAX_STEPS = 8
 def plan_step(
     step: WindowStep, events: Sequence[Event], estimator: TokenEstimator | None = None
 ) -> CompactionPlan:
-    """A window step's plan; clearing counts its placeholders with ``estimator``."""
+    """A window step's plan, with its loss report; clearing counts its placeholders
+    with ``estimator``. A plan dropping more than the step's
+    ``max_dropped_identifiers`` is skipped (``would_drop_identifiers``)."""
+    return judged(events, _planned(step, events, estimator), step.max_dropped_identifiers)
+
+
+def _planned(
+    step: WindowStep, events: Sequence[Event], estimator: TokenEstimator | None
+) -> CompactionPlan:
     if isinstance(step, ClearToolResults):
         return step.plan(events, estimator)
     return step.plan(events)
@@ -131,4 +140,8 @@ def pipeline_result(results: Sequence[CompactionResult]) -> CompactionResult:
         cleared_ids=tuple(cleared),
         tokens_estimated_saved=sum(r.tokens_estimated_saved for r in landed),
         skipped_reason=None,
+        identifiers_dropped=sum(r.identifiers_dropped for r in landed),
+        dropped_identifiers=tuple(dict.fromkeys(i for r in landed for i in r.dropped_identifiers))[
+            :MAX_REPORTED
+        ],
     )

@@ -72,7 +72,7 @@ A policy is parsed and kept per session; only a summarizer's prompts make
 one large, and 64 KiB leaves them room for some 10,000 words.
 """
 # Fields every strategy has, set beside its kind rather than inside it (as in the proto).
-_STRATEGY_LEVEL = ("boundary", "min_saved_tokens")
+_STRATEGY_LEVEL = ("boundary", "min_saved_tokens", "max_dropped_identifiers")
 
 _STRATEGIES: dict[
     str,
@@ -143,6 +143,8 @@ def strategy_to_dict(strategy: Strategy) -> dict[str, Any]:
     out: dict[str, Any] = {strategy.name: config, "boundary": strategy.boundary.name}
     if strategy.min_saved_tokens is not None:
         out["min_saved_tokens"] = strategy.min_saved_tokens
+    if strategy.max_dropped_identifiers is not None:
+        out["max_dropped_identifiers"] = strategy.max_dropped_identifiers
     return out
 
 
@@ -374,7 +376,17 @@ def _step_from_dict(data: Mapping[str, Any], kind: str, field: str) -> Strategy:
     min_saved = data.get("min_saved_tokens")
     if min_saved is not None and (_int(min_saved, f"{field}.min_saved_tokens") < 0):
         raise InvalidConfig(f"{field}.min_saved_tokens", f"must be 0 or more, got {min_saved!r}")
-    return cls(boundary=boundary, min_saved_tokens=min_saved, **config)
+    max_dropped = data.get("max_dropped_identifiers")
+    if max_dropped is not None and _int(max_dropped, f"{field}.max_dropped_identifiers") < 0:
+        raise InvalidConfig(
+            f"{field}.max_dropped_identifiers", f"must be 0 or more, got {max_dropped!r}"
+        )
+    return cls(
+        boundary=boundary,
+        min_saved_tokens=min_saved,
+        max_dropped_identifiers=max_dropped,
+        **config,
+    )
 
 
 def policy_from_dict(data: Any, *, bounded: bool = True) -> CompactionPolicy:

@@ -6,7 +6,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sidecar.compaction.boundary import settle_cut
-from sidecar.compaction.window import Window, check_min_saved_tokens, plan_for_cut
+from sidecar.compaction.window import (
+    Window,
+    check_max_dropped_identifiers,
+    check_min_saved_tokens,
+    plan_for_cut,
+)
 from sidecar.errors import InvalidConfig
 from sidecar.model import Boundary, CompactionPlan, Event
 
@@ -25,10 +30,12 @@ class SlidingWindow:
     max_events: int = DEFAULT_MAX_EVENTS
     boundary: Boundary = Boundary.TURN
     min_saved_tokens: int | None = None
+    max_dropped_identifiers: int | None = None
     name = "sliding_window"
 
     def __post_init__(self) -> None:
         check_min_saved_tokens(self.min_saved_tokens)
+        check_max_dropped_identifiers(self.max_dropped_identifiers)
         if isinstance(self.max_events, bool) or self.max_events < 1:
             raise InvalidConfig(
                 "strategy.sliding_window.max_events",

@@ -13,7 +13,10 @@ neither the LLM call nor its wait:
    ``[USER shadow prompt, ASSISTANT summary]`` right before the kept window.
 
 A blank answer skips the pass (superseded system messages are still archived);
-an exception propagates and nothing is changed.
+an exception propagates and nothing is changed. Unless
+``identifier_trail_tokens`` is 0, the summary ends with its identifier trail
+(``sidecar.compaction.trail``): chosen in ``prepare``, asked of the summarizer
+as must-keep, and completed in ``finish`` with what its answer left out.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from sidecar.compaction import trail
 from sidecar.compaction.boundary import settle_cut
 from sidecar.compaction.history import (
     DEFAULT_MAX_INPUT_TOKENS,
@@ -29,8 +33,15 @@ from sidecar.compaction.history import (
     FormattedHistory,
     format_history,
 )
+from sidecar.compaction.identifiers import trail_line
+from sidecar.compaction.loss import judged
 from sidecar.compaction.tokens import TokenEstimator, count_event, default_estimator
-from sidecar.compaction.window import Window, check_min_saved_tokens, plan_for_cut
+from sidecar.compaction.window import (
+    Window,
+    check_max_dropped_identifiers,
+    check_min_saved_tokens,
+    plan_for_cut,
+)
 from sidecar.errors import InvalidConfig
 from sidecar.model import Boundary, CompactionPlan, Event, Role, SkipReason, new_event_id
 from sidecar.summarizer.prompts import DEFAULT_SHADOW_PROMPT, DEFAULT_SYSTEM_PROMPT
@@ -53,6 +64,7 @@ class SummaryJob:
     previous_summary: tuple[Event, ...]
     request: SummaryRequest
     history: FormattedHistory
+    trail: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +75,9 @@ class Summarize:
     smaller than ``max_events_to_keep``. ``max_summary_tokens`` caps the
     summary, so a rolling summary cannot grow without bound; a pass that would
     archive no more than the shadow prompt and a summary of that cap is
-    skipped as ``not_worth_it``, before any LLM call.
+    skipped as ``not_worth_it``, before any LLM call. ``identifier_trail_tokens``
+    of those are the closing ``Identifiers:`` line's (None: an eighth; 0: no
+    trail): the summarizer is asked for the rest.
     """
 
     max_events_to_keep: int = DEFAULT_MAX_EVENTS_TO_KEEP
@@ -76,12 +90,15 @@ class Summarize:
     max_tool_result_tokens: int = DEFAULT_MAX_TOOL_RESULT_TOKENS
     temperature: float | None = None
     thinking_budget: int | None = None
+    identifier_trail_tokens: int | None = None
     boundary: Boundary = Boundary.TURN
     min_saved_tokens: int | None = None
+    max_dropped_identifiers: int | None = None
     name = "summarize"
 
     def __post_init__(self) -> None:
         check_min_saved_tokens(self.min_saved_tokens)
+        check_max_dropped_identifiers(self.max_dropped_identifiers)
 
         def at_least(field: str, value: int, low: int) -> None:
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -92,6 +109,15 @@ class Summarize:
         at_least("max_summary_tokens", self.max_summary_tokens, 1)
         at_least("max_input_tokens", self.max_input_tokens, 256)
         at_least("max_tool_result_tokens", self.max_tool_result_tokens, 16)
+        trail_tokens = self.identifier_trail_tokens
+        if trail_tokens is not None:
+            at_least("identifier_trail_tokens", trail_tokens, 0)
+            if trail_tokens >= self.max_summary_tokens:
+                raise InvalidConfig(
+                    f"{_FIELD}.identifier_trail_tokens",
+                    f"must be smaller than max_summary_tokens ({self.max_summary_tokens}),"
+                    f" got {trail_tokens}",
+                )
         if self.overlap >= self.max_events_to_keep:
             raise InvalidConfig(
                 f"{_FIELD}.overlap",
@@ -110,6 +136,13 @@ class Summarize:
             raise InvalidConfig(f"{_FIELD}.shadow_prompt", "must not be blank")
         if not self.system_prompt.strip():
             raise InvalidConfig(f"{_FIELD}.system_prompt", "must not be blank")
+
+    @property
+    def trail_tokens(self) -> int:
+        """The identifier trail's share of the summary, in tokens (0: no trail)."""
+        if self.identifier_trail_tokens is None:
+            return trail.default_trail_tokens(self.max_summary_tokens)
+        return self.identifier_trail_tokens
 
     def shadow_tokens(self, estimator: TokenEstimator) -> int:
         """Tokens of the summary turn's USER half, as the window will count them."""
@@ -164,15 +197,22 @@ class Summarize:
             max_input_tokens=self.max_input_tokens,
             max_tool_result_tokens=self.max_tool_result_tokens,
         )
+        kept = (*((window.latest_system,) if window.latest_system else ()), *window.real[cut:])
+        chosen = trail.choose(
+            window.real[:cut], previous_text or "", kept, self.trail_tokens, estimator
+        )
+        # The trail's share is kept for it: completed, the summary stays within its cap.
+        reserved = estimator.count(trail_line(chosen)) if chosen else 0
         request = SummaryRequest(
             system_prompt=self.system_prompt,
             history=history.text,
             model=self.model,
-            max_output_tokens=self.max_summary_tokens,
+            max_output_tokens=max(1, self.max_summary_tokens - reserved),
             temperature=self.temperature,
             thinking_budget=self.thinking_budget,
+            identifiers=chosen,
         )
-        return SummaryJob(window, cut, proposed, previous, request, history)
+        return SummaryJob(window, cut, proposed, previous, request, history, chosen)
 
     def finish(
         self,
@@ -202,6 +242,7 @@ class Summarize:
                 skipped=SkipReason.BLANK_SUMMARY,
             )
             return with_usage(plan)
+        text = trail.completed(text, job.trail)
         shadow = Event(id=new_event_id(), role=Role.USER, text=self.shadow_prompt, synthetic=True)
         summary = Event(id=new_event_id(), role=Role.ASSISTANT, text=text, synthetic=True)
         inserts = (
@@ -216,7 +257,7 @@ class Summarize:
             inserts=inserts,
             also_archive=job.previous_summary,
         )
-        return with_usage(plan)
+        return with_usage(judged(job.window.events, plan, self.max_dropped_identifiers))
 
     async def plan(
         self,

@@ -6,7 +6,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sidecar.compaction.boundary import settle_cut
-from sidecar.compaction.window import Window, check_min_saved_tokens, plan_for_cut
+from sidecar.compaction.window import (
+    Window,
+    check_max_dropped_identifiers,
+    check_min_saved_tokens,
+    plan_for_cut,
+)
 from sidecar.errors import InvalidConfig
 from sidecar.model import Boundary, CompactionPlan, Event
 
@@ -43,10 +48,12 @@ class TokenBudget:
     max_tokens: int = DEFAULT_MAX_TOKENS
     boundary: Boundary = Boundary.TURN
     min_saved_tokens: int | None = None
+    max_dropped_identifiers: int | None = None
     name = "token_budget"
 
     def __post_init__(self) -> None:
         check_min_saved_tokens(self.min_saved_tokens)
+        check_max_dropped_identifiers(self.max_dropped_identifiers)
         if isinstance(self.max_tokens, bool) or self.max_tokens < 1:
             raise InvalidConfig(
                 "strategy.token_budget.max_tokens",

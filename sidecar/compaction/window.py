@@ -96,6 +96,12 @@ def check_min_saved_tokens(value: int | None) -> None:
         raise InvalidConfig("strategy.min_saved_tokens", f"must be 0 or more, got {value!r}")
 
 
+def check_max_dropped_identifiers(value: int | None) -> None:
+    """``max_dropped_identifiers``, when set, is a non-negative count."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise InvalidConfig("strategy.max_dropped_identifiers", f"must be 0 or more, got {value!r}")
+
+
 def _in_log_order(events: Sequence[Event], chosen: Sequence[Event]) -> list[Event]:
     ids = {e.id for e in chosen}
     return [e for e in events if e.id in ids]

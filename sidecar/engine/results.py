@@ -36,9 +36,21 @@ class AppendResult:
 
 
 def skipped(
-    strategy: str, reason: SkipReason | None, version: int, *, error: str = ""
+    strategy: str,
+    reason: SkipReason | None,
+    version: int,
+    *,
+    error: str = "",
+    dropped: tuple[int, tuple[str, ...]] = (0, ()),
 ) -> CompactionResult:
-    """The result of a pass that changed nothing, with why."""
+    """The result of a pass that changed nothing, with why (``would_drop_identifiers``:
+    with the loss report, ``dropped``, that refused it)."""
     return CompactionResult(
-        compacted=False, strategy=strategy, skipped_reason=reason, version=version, error=error
+        compacted=False,
+        strategy=strategy,
+        skipped_reason=reason,
+        version=version,
+        error=error,
+        identifiers_dropped=dropped[0],
+        dropped_identifiers=dropped[1],
     )

@@ -111,7 +111,8 @@ class StepRunner:
         """
         host = self._host
         if plan.is_empty:
-            result = skipped(plan.strategy, plan.skipped_reason, session.version)
+            loss = (plan.identifiers_dropped, plan.dropped_identifiers)
+            result = skipped(plan.strategy, plan.skipped_reason, session.version, dropped=loss)
             return self.observed(result), session
         try:
             outcome = await host.store.apply(session_id, replace(plan, cause=CAUSE.get()))
@@ -130,6 +131,8 @@ class StepRunner:
             version=outcome.session.version,
             compaction_id=outcome.compaction_id,
             cleared_ids=tuple(e.id for e in plan.clears),
+            identifiers_dropped=plan.identifiers_dropped,
+            dropped_identifiers=plan.dropped_identifiers,
         )
         self.observed(result)
         log.info(
@@ -145,6 +148,7 @@ class StepRunner:
                 "archived": len(outcome.archived),
                 "cleared": len(plan.clears),
                 "tokens_saved": plan.tokens_estimated_saved,
+                "identifiers_dropped": plan.identifiers_dropped,
                 "version": outcome.session.version,
             },
         )

@@ -305,6 +305,8 @@ def result_out(result: CompactionResult, into: session_pb2.CompactionResult) -> 
     into.active_events_omitted = result.active_events_omitted
     into.cleared_event_ids_omitted = result.cleared_ids_omitted
     into.restored_event_ids_omitted = result.restored_ids_omitted
+    into.identifiers_dropped = result.identifiers_dropped
+    into.dropped_identifiers.extend(result.dropped_identifiers)
 
 
 _CAUSE_OUT = {
@@ -333,3 +335,5 @@ def record_out(record: CompactionRecord, into: session_pb2.Compaction) -> None:
     into.version_after = record.version_after
     into.restored_by = record.restored_by
     into.restores = record.restores
+    into.identifiers_dropped = record.identifiers_dropped
+    into.dropped_identifiers.extend(record.dropped_identifiers)

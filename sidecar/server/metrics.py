@@ -117,6 +117,14 @@ class Metrics:
             ["strategy"],
             registry=r,
         )
+        self.identifiers_dropped = Counter(
+            "compaction_identifiers_dropped_total",
+            "Identifiers (ids, paths, URLs, numbers, dates) of what landed passes archived or"
+            " cleared that the window they left holds nowhere (summaries and placeholders"
+            " included).",
+            ["strategy"],
+            registry=r,
+        )
         self.events_cleared = Counter(
             "compaction_events_cleared_total",
             "Events whose tool results clear_tool_results replaced with a placeholder"
@@ -194,6 +202,8 @@ class Metrics:
             outcome, reason = "compacted", ""
             self.tokens_saved.labels(result.strategy).inc(max(0, result.tokens_estimated_saved))
             self.events_archived.labels(result.strategy).inc(len(result.archived_events))
+            if result.identifiers_dropped:
+                self.identifiers_dropped.labels(result.strategy).inc(result.identifiers_dropped)
             if result.restored_ids:
                 self.events_restored.inc(len(result.restored_ids))
             if result.cleared_ids:

@@ -21,7 +21,7 @@ from sidecar.store.protocol import CompactionRecord
 RECORD_COLUMNS = """pk, id, version_before, version_after, strategy, archived_ids,
     inserted_ids, tokens_saved, summarizer_latency_ms, summary_input_tokens,
     summary_output_tokens, create_time, cleared_ids, cause, restored_by, restores,
-    restored_ids"""
+    restored_ids, identifiers_dropped, dropped_identifiers"""
 """A history row's columns, in the order ``record_from_row`` reads them (both stores)."""
 
 
@@ -53,6 +53,8 @@ def record_from_row(
         restored_by=row[14] or "",
         restores=row[15] or "",
         restored_ids=ids(row[16]),
+        identifiers_dropped=row[17] or 0,
+        dropped_identifiers=ids(row[18]) if row[18] is not None else (),
     )
 
 
@@ -71,7 +73,13 @@ class Standing:
 
 def record_size(record: CompactionRecord) -> int:
     """Roughly the bytes of one history record as answered."""
-    ids = (*record.archived_ids, *record.inserted_ids, *record.cleared_ids, *record.restored_ids)
+    ids = (
+        *record.archived_ids,
+        *record.inserted_ids,
+        *record.cleared_ids,
+        *record.restored_ids,
+        *record.dropped_identifiers,
+    )
     return RECORD_OVERHEAD + sum(len(i) + 2 for i in ids) + len(record.strategy)
 
 

@@ -325,8 +325,9 @@ async def apply(
         """INSERT INTO compactions (id, session, version_before, version_after, strategy,
                archived_ids, inserted_ids, tokens_saved, summarizer_latency_ms,
                summary_input_tokens, summary_output_tokens, create_time, cleared_ids,
-               cause, turns_before, turns_after)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)""",
+               cause, turns_before, turns_after, identifiers_dropped, dropped_identifiers)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+                   $17, $18)""",
         compaction_id,
         session_pk,
         before,
@@ -343,6 +344,8 @@ async def apply(
         str(plan.cause),
         turns_before,
         session.counters.turns_since_compaction,
+        plan.identifiers_dropped,
+        list(plan.dropped_identifiers),
     )
     await notify(db, session_id, compaction_id, origin)
     active = (

@@ -87,6 +87,9 @@ class CompactionRecord:
     """For a restore (strategy ``restore``): the compaction it undid."""
     restored_ids: tuple[str, ...] = ()
     """For a restore: the events it made active again or uncleared."""
+    identifiers_dropped: int = 0
+    """Its loss report: identifiers of what it archived or cleared the window lost."""
+    dropped_identifiers: tuple[str, ...] = ()
 
     @property
     def is_restore(self) -> bool:

@@ -208,6 +208,15 @@ _MIGRATION_8 = Migration(
     ),
 )
 
+_MIGRATION_9 = Migration(
+    9,
+    "each compaction's loss report: the identifiers of what it archived or cleared it dropped",
+    (
+        "ALTER TABLE compactions ADD COLUMN identifiers_dropped INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE compactions ADD COLUMN dropped_identifiers TEXT NOT NULL DEFAULT '[]'",
+    ),
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     _MIGRATION_1,
     _MIGRATION_2,
@@ -217,6 +226,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _MIGRATION_6,
     _MIGRATION_7,
     _MIGRATION_8,
+    _MIGRATION_9,
 )
 """Every migration, in order; versions are 1, 2, 3, ... with no gap."""
 

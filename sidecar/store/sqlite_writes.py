@@ -332,8 +332,8 @@ def apply(
         """INSERT INTO compactions (id, session, version_before, version_after, strategy,
                archived_ids, inserted_ids, tokens_saved, summarizer_latency_ms,
                summary_input_tokens, summary_output_tokens, create_time, cleared_ids,
-               cause, turns_before, turns_after)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+               cause, turns_before, turns_after, identifiers_dropped, dropped_identifiers)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
         (
             compaction_id,
             session_pk,
@@ -351,6 +351,8 @@ def apply(
             str(plan.cause),
             turns_before,
             session.counters.turns_since_compaction,
+            plan.identifiers_dropped,
+            dump_json(list(plan.dropped_identifiers)),
         ),
     )
     return ApplyOutcome(session, compaction_id, (), archived)

@@ -3,7 +3,9 @@
 For the demo and for running without a Gemini key. It keeps what the default
 prompt asks an LLM to keep that can be found mechanically: the user's requests
 verbatim (newest last), the exact tool names used, and the assistant's latest
-conclusions, folded with the previous summary, capped at the token budget.
+conclusions, folded with the previous summary, capped at the token budget,
+and it ends with the request's must-keep identifiers as the trail line
+(``Identifiers: ...``), which the request's budget already leaves room for.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import html
 import re
 
 from sidecar.compaction.history import truncate_to_tokens
+from sidecar.compaction.identifiers import trail_line
 from sidecar.compaction.tokens import default_estimator
 from sidecar.summarizer.protocol import SummaryRequest, SummaryResponse
 
@@ -45,6 +48,8 @@ class ExtractiveSummarizer:
         ]
         estimator = default_estimator()
         text = truncate_to_tokens("\n".join(lines), request.max_output_tokens, estimator)
+        if request.identifiers:
+            text = f"{text}\n{trail_line(request.identifiers)}" if text else ""
         return SummaryResponse(
             text=text,
             input_tokens=estimator.count(request.history),

@@ -45,6 +45,7 @@ from google.genai import errors as genai_errors
 from google.genai import types
 
 from sidecar.errors import InvalidConfig, SidecarError, SummarizerTimeout, SummarizerUnavailable
+from sidecar.summarizer.prompts import with_must_keep
 from sidecar.summarizer.protocol import SummaryRequest, SummaryResponse
 
 log = logging.getLogger(__name__)
@@ -186,7 +187,7 @@ class GeminiSummarizer:
         if request.thinking_budget is not None:
             thinking = request.thinking_budget
         config = types.GenerateContentConfig(
-            system_instruction=request.system_prompt or None,
+            system_instruction=with_must_keep(request.system_prompt, request.identifiers) or None,
             max_output_tokens=request.max_output_tokens,
             temperature=temperature,
             thinking_config=(

@@ -17,6 +17,9 @@ class SummaryRequest:
     # None: the summarizer's own setting (low temperature, thinking off).
     temperature: float | None = None
     thinking_budget: int | None = None
+    identifiers: tuple[str, ...] = ()
+    """Must-keep: the identifiers the summary is to end with (``Identifiers: a, b``),
+    verbatim, as far as it does not state them already."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -269,3 +269,70 @@ def test_keep_reasoning_turns_is_at_least_one(value: object) -> None:
     with pytest.raises(InvalidConfig) as info:
         ClearToolResults(keep_reasoning_turns=value)  # type: ignore[arg-type]
     assert info.value.field == "strategy.clear_tool_results.keep_reasoning_turns"
+
+
+# Placeholders keep pointers.
+RESERVATION = (
+    '{"reservation_id": "ZFA04Y", "user_id": "mia_li_3668", "flights": ['
+    '{"flight_number": "HAT136", "date": "2024-05-20", "origin": "JFK"}], "passengers": '
+    + ", ".join(f'{{"first_name": "Mia", "seat": "{n}A"}}' for n in range(10, 60))
+    + "]"
+)
+
+
+def reservation_session(later_args: str = '{"query": "next"}') -> list[Event]:
+    return [
+        u("change my flight", "u1"),
+        call("c1", "get_reservation_details", '{"reservation_id": "ZFA04Y"}'),
+        result("c1", "get_reservation_details", RESERVATION),
+        call("c2", "search", later_args),
+        result("c2", "search", BIG),
+    ]
+
+
+def test_a_cleared_result_names_its_top_identifiers() -> None:
+    plan = ClearToolResults(keep_tool_uses=1).plan(reservation_session())
+    assert plan.clears[0].tool_results[0].content == (
+        "[get_reservation_details result cleared to save context (call c1)"
+        " \N{RIGHTWARDS ARROW} ZFA04Y, mia_li_3668, HAT136, 2024-05-20, 10A;"
+        " the original stays in the session log and can be searched]"
+    )
+
+
+def test_an_identifier_a_later_action_used_is_named_first() -> None:
+    events = reservation_session(later_args='{"flight": "HAT136"}')
+    content = ClearToolResults(keep_tool_uses=1).plan(events).clears[0].tool_results[0].content
+    assert "\N{RIGHTWARDS ARROW} HAT136, ZFA04Y, mia_li_3668," in content
+
+
+def test_without_keep_identifiers_the_placeholder_is_bare() -> None:
+    plan = ClearToolResults(keep_tool_uses=1, keep_identifiers=False).plan(reservation_session())
+    assert plan.clears[0].tool_results[0].content == ClearToolResults().placeholder_for(
+        "c1", "get_reservation_details"
+    )
+
+
+def test_a_placeholder_places_its_identifiers_where_it_says() -> None:
+    strategy = ClearToolResults(keep_tool_uses=1, placeholder="<{name}: {identifiers}>")
+    content = strategy.plan(reservation_session()).clears[0].tool_results[0].content
+    assert content.startswith("<get_reservation_details:  \N{RIGHTWARDS ARROW} ZFA04Y, ")
+    plain = ClearToolResults(keep_tool_uses=1, placeholder="<{name} gone>")
+    content = plain.plan(reservation_session()).clears[0].tool_results[0].content
+    assert content.startswith("<get_reservation_details gone> \N{RIGHTWARDS ARROW} ZFA04Y")
+
+
+def test_pointers_are_bounded_whatever_the_result_holds() -> None:
+    hostile = " ".join(f"ID{n:06d}_{'x' * 80}" for n in range(20_000))
+    events = [u("go", "u1"), call("c1"), result("c1", content=hostile), call("c2"), result("c2")]
+    content = ClearToolResults(keep_tool_uses=1).plan(events).clears[0].tool_results[0].content
+    bare = ClearToolResults().placeholder_for("c1", "grep")
+    assert len(content) <= len(bare) + len(" \N{RIGHTWARDS ARROW} ") + 120
+
+
+def test_a_second_pass_leaves_named_placeholders_alone() -> None:
+    events = reservation_session()
+    first = apply_plan(events, ClearToolResults(keep_tool_uses=1).plan(events)).active_events
+    # A later action now uses another identifier: the placeholder is not re-ranked.
+    later = [*first, call("c3", "cancel", '{"flight": "HAT136"}'), result("c3", "cancel", BIG)]
+    second = ClearToolResults(keep_tool_uses=1).plan(later)
+    assert ids(second.clears) == ["t-c2"]

@@ -4,6 +4,7 @@ from typing import Any
 
 import pytest
 
+from sidecar.compaction.clear_tool_results import ClearToolResults
 from sidecar.compaction.policy import CompactionPolicy, policy_from_dict
 from sidecar.compaction.sliding_window import SlidingWindow
 from sidecar.compaction.summarize import Summarize
@@ -24,6 +25,13 @@ def test_round_trip_keeps_every_setting() -> None:
             boundary=Boundary.TOOL_PAIR,
         ),
     )
+    assert policy_from_dict(policy.to_dict()) == policy
+
+
+def test_placeholders_without_identifiers_are_stored_and_read_back() -> None:
+    policy = policy_from_dict({"strategy": {"clear_tool_results": {"keep_identifiers": False}}})
+    assert policy.strategy == ClearToolResults(keep_identifiers=False)
+    assert policy.to_dict()["strategy"]["clear_tool_results"] == {"keep_identifiers": False}
     assert policy_from_dict(policy.to_dict()) == policy
 
 
@@ -72,6 +80,10 @@ def test_yaml_like_document_parses() -> None:
         ({"strategy": {"turn_window": {}}, "trigger": {"sometimes": 1}}, "trigger"),
         ({"strategy": {"turn_window": {}}, "trigger": {"always": False}}, "trigger.always"),
         ({"strategy": {"turn_window": {}}, "extra": 1}, "policy.extra"),
+        (
+            {"strategy": {"clear_tool_results": {"keep_identifiers": "yes"}}},
+            "strategy.clear_tool_results.keep_identifiers",
+        ),
     ],
 )
 def test_bad_documents_name_the_field(data: dict[str, Any], field: str) -> None:

@@ -200,3 +200,41 @@ async def test_an_interval_pipeline_still_summarizes_after_clearing(store: Sqlit
     session, window = await engine.context("s")
     assert len(window) < 3 * len(tool_turn(0, calls=2))  # the window stays bounded
     assert session.counters.turns_since_compaction <= 2
+
+
+async def test_a_placeholder_with_pointers_restores_the_original_exactly(
+    store: SqliteStore,
+) -> None:
+    engine = SessionEngine(store)
+    await engine.create_session(
+        "s", policy=CompactionPolicy(None, ClearToolResults(keep_tool_uses=1))
+    )
+    original = '{"reservation_id": "ZFA04Y", "flight": "HAT136", "notes": "' + "ok " * 200 + '"}'
+    log = [
+        Event(id="u", role=Role.USER, text="change it"),
+        Event(id="a1", role=Role.ASSISTANT, tool_calls=(ToolCall("c1", "get_reservation"),)),
+        Event(
+            id="t1", role=Role.TOOL, tool_results=(ToolResult("c1", "get_reservation", original),)
+        ),
+        Event(id="a2", role=Role.ASSISTANT, tool_calls=(ToolCall("c2", "search"),)),
+        Event(id="t2", role=Role.TOOL, tool_results=(ToolResult("c2", "search", PAGE),)),
+    ]
+    await engine.append("s", log)
+    before = await tokens(engine)
+    cleared = await engine.compact("s", force=True)
+    assert cleared.cleared_ids == ("t1",)
+    assert cleared.identifiers_dropped == 0
+    _, window = await engine.context("s")
+    assert (
+        window[2]
+        .tool_results[0]
+        .content.endswith(
+            "(call c1) \N{RIGHTWARDS ARROW} ZFA04Y, HAT136;"
+            " the original stays in the session log and can be searched]"
+        )
+    )
+    await engine.restores.restore("s")
+    _, window = await engine.context("s")
+    assert window[2].tool_results[0].content == original
+    assert not window[2].cleared
+    assert await tokens(engine) == before

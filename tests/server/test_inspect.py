@@ -141,3 +141,28 @@ async def test_inspect_shows_a_summarys_sources_the_history_and_restore_undoes_i
         code, out = await run_cli("inspect", "chat", "--compactions", *addr)
         assert f"undid {landed.compaction_id}" in out
         assert f"restored by {history[0].compaction_id}" in out
+
+
+async def test_inspect_shows_a_summarys_trail_and_what_each_pass_dropped(tmp_path: Path) -> None:
+    async with running(tmp_path, summarizer=FakeSummarizer("they talked")) as sidecar:
+        async with AsyncClient(address(sidecar)) as client:
+            strategy = Summarize(2, 1, max_summary_tokens=64, identifier_trail_tokens=32)
+            await client.create_session("ids", CompactionPolicy(None, strategy))
+            session = client.session("ids")
+            for n in range(4):
+                await session.append(
+                    [
+                        Event(id=f"u{n}", role=Role.USER, text=f"book ORD{n}00{n} " * 30),
+                        Event(id=f"a{n}", role=Role.ASSISTANT, text=f"done {n}"),
+                    ]
+                )
+            landed = await session.compact(force=True)
+        addr = ("--addr", address(sidecar))
+        code, out = await run_cli("inspect", "ids", *addr)
+        assert code == 0, out
+        assert "^ identifier trail (3): ORD2002, ORD1001, ORD0000" in out
+        code, out = await run_cli("inspect", "ids", "--compactions", *addr)
+        assert code == 0, out
+        assert " dropped " in out.splitlines()[1]
+        (row,) = [line for line in out.splitlines() if landed.compaction_id in line]
+        assert row.split()[-2] == "0"  # the trail kept every identifier it archived

@@ -226,3 +226,28 @@ async def test_a_restore_is_counted_as_a_pass_with_the_events_it_brought_back(
     assert len(restored.restored_ids) == 3
     assert value(samples, "compaction_events_restored_total") == 3
     assert value(samples, "compaction_passes_total", strategy="restore", outcome="compacted") == 1
+
+
+async def test_the_identifiers_each_pass_dropped_are_counted(tmp_path: Path) -> None:
+    from sidecar.client import AsyncClient
+    from sidecar.compaction.policy import CompactionPolicy
+    from sidecar.compaction.sliding_window import SlidingWindow
+    from sidecar.model import Event, Role
+
+    log = [
+        Event(id="u0", role=Role.USER, text="refund order W1234567 to card 4421486"),
+        Event(id="a0", role=Role.ASSISTANT, text="done"),
+        Event(id="u1", role=Role.USER, text="thanks"),
+        Event(id="a1", role=Role.ASSISTANT, text="bye"),
+    ]
+    port = free_port()
+    async with running(tmp_path, metrics_listen=f"127.0.0.1:{port}") as sidecar:
+        async with AsyncClient(address(sidecar)) as client:
+            session = client.session("s")
+            await session.append(log, create_if_missing=True)
+            policy = CompactionPolicy(None, SlidingWindow(max_events=2))
+            result = await session.compact(policy, force=True)
+            _, samples = await asyncio.to_thread(scrape, port)
+
+    assert result.dropped_identifiers == ("W1234567", "4421486")
+    assert value(samples, "compaction_identifiers_dropped_total", strategy="sliding_window") == 2

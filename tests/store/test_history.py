@@ -262,3 +262,27 @@ async def test_one_record_is_read_by_its_id_with_its_ids_whole(store: Store) -> 
     assert record.archived_ids == ("u1", "a1")
     with pytest.raises(CompactionNotFound):
         await store.compaction_record("s", "absent")
+
+
+async def test_a_records_loss_report_is_stored_and_read_back(store: Store) -> None:
+    await turns_session(store)
+    session = await store.get_session("s")
+    plan = CompactionPlan(
+        strategy="sliding_window",
+        archive_ids=("u1", "a1"),
+        base_compaction_id=session.last_compaction_id,
+        identifiers_dropped=3,
+        dropped_identifiers=("ZFA04Y", "src/app.py:42", "2024-05-20"),
+    )
+    landed = await store.apply("s", plan)
+    history = await store.list_compactions("s", page_size=10, page_token="", newest_first=True)
+    (record,) = history.items
+    assert record.compaction_id == landed.compaction_id
+    assert record.identifiers_dropped == 3
+    assert record.dropped_identifiers == ("ZFA04Y", "src/app.py:42", "2024-05-20")
+    outcome = await store.restore("s", "")
+    restore_record, _ = (
+        await store.list_compactions("s", page_size=10, page_token="", newest_first=True)
+    ).items
+    assert restore_record.compaction_id == outcome.restore_id
+    assert (restore_record.identifiers_dropped, restore_record.dropped_identifiers) == (0, ())

@@ -404,8 +404,15 @@ type Strategy struct {
 	// ADK does. Unset: 0 for window strategies; summarize then skips unless
 	// the events leaving outweigh the shadow prompt plus max_summary_tokens.
 	MinSavedTokens *int32 `protobuf:"varint,6,opt,name=min_saved_tokens,json=minSavedTokens,proto3,oneof" json:"min_saved_tokens,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Skip a pass (skipped_reason "would_drop_identifiers") that would drop
+	// more than this many identifiers (ids, paths, URLs, numbers, dates) of
+	// what it archives or clears: ones that then appear nowhere in the new
+	// window, its summaries or placeholders (Compaction.identifiers_dropped).
+	// 0 or more; unset means no limit. Not set on a pipeline (set it on its
+	// steps).
+	MaxDroppedIdentifiers *int32 `protobuf:"varint,30,opt,name=max_dropped_identifiers,json=maxDroppedIdentifiers,proto3,oneof" json:"max_dropped_identifiers,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *Strategy) Reset() {
@@ -509,6 +516,13 @@ func (x *Strategy) GetBoundary() Boundary {
 func (x *Strategy) GetMinSavedTokens() int32 {
 	if x != nil && x.MinSavedTokens != nil {
 		return *x.MinSavedTokens
+	}
+	return 0
+}
+
+func (x *Strategy) GetMaxDroppedIdentifiers() int32 {
+	if x != nil && x.MaxDroppedIdentifiers != nil {
+		return *x.MaxDroppedIdentifiers
 	}
 	return 0
 }
@@ -731,8 +745,14 @@ type Summarize struct {
 	// The summary call's thinking budget in tokens: 0 turns thinking off, -1
 	// lets the model decide. Unset means the server's (off).
 	ThinkingBudget *int32 `protobuf:"varint,10,opt,name=thinking_budget,json=thinkingBudget,proto3,oneof" json:"thinking_budget,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The share of max_summary_tokens the summary's closing "Identifiers:" line
+	// may take: the archived span's top identifiers the kept window does not
+	// hold, folded with the previous summary's, given to the summarizer as
+	// must-keep and appended by the server where the summary left them out.
+	// 0 turns it off; unset means an eighth of max_summary_tokens.
+	IdentifierTrailTokens *int32 `protobuf:"varint,30,opt,name=identifier_trail_tokens,json=identifierTrailTokens,proto3,oneof" json:"identifier_trail_tokens,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *Summarize) Reset() {
@@ -835,6 +855,13 @@ func (x *Summarize) GetThinkingBudget() int32 {
 	return 0
 }
 
+func (x *Summarize) GetIdentifierTrailTokens() int32 {
+	if x != nil && x.IdentifierTrailTokens != nil {
+		return *x.IdentifierTrailTokens
+	}
+	return 0
+}
+
 // Clear old tool results in place: the newest keep_tool_uses tool calls of
 // the active window keep their results verbatim; older results are replaced
 // by a placeholder. A cleared event stays active, in place, with its call,
@@ -857,7 +884,8 @@ type ClearToolResults struct {
 	// first cleared event on. Unset means 0.
 	MinClearedTokens *int32 `protobuf:"varint,4,opt,name=min_cleared_tokens,json=minClearedTokens,proto3,oneof" json:"min_cleared_tokens,omitempty"`
 	// The text that replaces a cleared result; "{name}" and "{call_id}" are
-	// replaced by the call's. Empty means the built-in one, which names the
+	// replaced by the call's, "{identifiers}" by its identifiers (see
+	// keep_identifiers). Empty means the built-in one, which names the
 	// call and says the original can be searched. At most 2 KiB (UTF-8), and
 	// each result's placeholder is cut at 2 KiB.
 	Placeholder string `protobuf:"bytes,5,opt,name=placeholder,proto3" json:"placeholder,omitempty"`
@@ -867,8 +895,13 @@ type ClearToolResults struct {
 	// place: signatures and redacted blocks are kept byte for byte. At least 1;
 	// unset means reasoning is never cleared.
 	KeepReasoningTurns *int32 `protobuf:"varint,6,opt,name=keep_reasoning_turns,json=keepReasoningTurns,proto3,oneof" json:"keep_reasoning_turns,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// A cleared result's placeholder names its top identifiers (at most 5, in
+	// at most 120 characters; those a later assistant action used first) after
+	// " → ", where the placeholder says "{identifiers}" or else after it, so the
+	// agent can still act on them. Unset means true.
+	KeepIdentifiers *bool `protobuf:"varint,30,opt,name=keep_identifiers,json=keepIdentifiers,proto3,oneof" json:"keep_identifiers,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ClearToolResults) Reset() {
@@ -943,6 +976,13 @@ func (x *ClearToolResults) GetKeepReasoningTurns() int32 {
 	return 0
 }
 
+func (x *ClearToolResults) GetKeepIdentifiers() bool {
+	if x != nil && x.KeepIdentifiers != nil {
+		return *x.KeepIdentifiers
+	}
+	return false
+}
+
 // Strategies run in order, each on the window the previous one left. After
 // each step the session's trigger is checked again on the new counters, and
 // the pipeline stops as soon as it no longer fires; a forced Compact runs
@@ -1015,7 +1055,7 @@ const file_compaction_v1_policy_proto_rawDesc = "" +
 	"\x10context_fraction\x18\b \x01(\x01H\x00R\x0fcontextFractionB\x06\n" +
 	"\x04kind\"A\n" +
 	"\vTriggerList\x122\n" +
-	"\btriggers\x18\x01 \x03(\v2\x16.compaction.v1.TriggerR\btriggers\"\x93\x04\n" +
+	"\btriggers\x18\x01 \x03(\v2\x16.compaction.v1.TriggerR\btriggers\"\xec\x04\n" +
 	"\bStrategy\x12E\n" +
 	"\x0esliding_window\x18\x01 \x01(\v2\x1c.compaction.v1.SlidingWindowH\x00R\rslidingWindow\x12<\n" +
 	"\vturn_window\x18\x02 \x01(\v2\x19.compaction.v1.TurnWindowH\x00R\n" +
@@ -1025,9 +1065,11 @@ const file_compaction_v1_policy_proto_rawDesc = "" +
 	"\x12clear_tool_results\x18\a \x01(\v2\x1f.compaction.v1.ClearToolResultsH\x00R\x10clearToolResults\x125\n" +
 	"\bpipeline\x18\b \x01(\v2\x17.compaction.v1.PipelineH\x00R\bpipeline\x123\n" +
 	"\bboundary\x18\x05 \x01(\x0e2\x17.compaction.v1.BoundaryR\bboundary\x12-\n" +
-	"\x10min_saved_tokens\x18\x06 \x01(\x05H\x01R\x0eminSavedTokens\x88\x01\x01B\x06\n" +
+	"\x10min_saved_tokens\x18\x06 \x01(\x05H\x01R\x0eminSavedTokens\x88\x01\x01\x12;\n" +
+	"\x17max_dropped_identifiers\x18\x1e \x01(\x05H\x02R\x15maxDroppedIdentifiers\x88\x01\x01B\x06\n" +
 	"\x04kindB\x13\n" +
-	"\x11_min_saved_tokens\"B\n" +
+	"\x11_min_saved_tokensB\x1a\n" +
+	"\x18_max_dropped_identifiers\"B\n" +
 	"\rSlidingWindow\x12\"\n" +
 	"\n" +
 	"max_events\x18\x01 \x01(\x05H\x00R\tmaxEvents\x88\x01\x01B\r\n" +
@@ -1040,7 +1082,7 @@ const file_compaction_v1_policy_proto_rawDesc = "" +
 	"\vTokenBudget\x12\"\n" +
 	"\n" +
 	"max_tokens\x18\x01 \x01(\x05H\x00R\tmaxTokens\x88\x01\x01B\r\n" +
-	"\v_max_tokens\"\xbb\x04\n" +
+	"\v_max_tokens\"\x94\x05\n" +
 	"\tSummarize\x120\n" +
 	"\x12max_events_to_keep\x18\x01 \x01(\x05H\x00R\x0fmaxEventsToKeep\x88\x01\x01\x12\x1d\n" +
 	"\aoverlap\x18\x02 \x01(\x05H\x01R\aoverlap\x88\x01\x01\x12#\n" +
@@ -1052,7 +1094,8 @@ const file_compaction_v1_policy_proto_rawDesc = "" +
 	"\x16max_tool_result_tokens\x18\b \x01(\x05H\x04R\x13maxToolResultTokens\x88\x01\x01\x12%\n" +
 	"\vtemperature\x18\t \x01(\x02H\x05R\vtemperature\x88\x01\x01\x12,\n" +
 	"\x0fthinking_budget\x18\n" +
-	" \x01(\x05H\x06R\x0ethinkingBudget\x88\x01\x01B\x15\n" +
+	" \x01(\x05H\x06R\x0ethinkingBudget\x88\x01\x01\x12;\n" +
+	"\x17identifier_trail_tokens\x18\x1e \x01(\x05H\aR\x15identifierTrailTokens\x88\x01\x01B\x15\n" +
 	"\x13_max_events_to_keepB\n" +
 	"\n" +
 	"\b_overlapB\x15\n" +
@@ -1060,17 +1103,20 @@ const file_compaction_v1_policy_proto_rawDesc = "" +
 	"\x11_max_input_tokensB\x19\n" +
 	"\x17_max_tool_result_tokensB\x0e\n" +
 	"\f_temperatureB\x12\n" +
-	"\x10_thinking_budget\"\xdd\x02\n" +
+	"\x10_thinking_budgetB\x1a\n" +
+	"\x18_identifier_trail_tokens\"\xa2\x03\n" +
 	"\x10ClearToolResults\x12)\n" +
 	"\x0ekeep_tool_uses\x18\x01 \x01(\x05H\x00R\fkeepToolUses\x88\x01\x01\x12#\n" +
 	"\rexclude_tools\x18\x02 \x03(\tR\fexcludeTools\x12*\n" +
 	"\x11clear_tool_inputs\x18\x03 \x01(\bR\x0fclearToolInputs\x121\n" +
 	"\x12min_cleared_tokens\x18\x04 \x01(\x05H\x01R\x10minClearedTokens\x88\x01\x01\x12 \n" +
 	"\vplaceholder\x18\x05 \x01(\tR\vplaceholder\x125\n" +
-	"\x14keep_reasoning_turns\x18\x06 \x01(\x05H\x02R\x12keepReasoningTurns\x88\x01\x01B\x11\n" +
+	"\x14keep_reasoning_turns\x18\x06 \x01(\x05H\x02R\x12keepReasoningTurns\x88\x01\x01\x12.\n" +
+	"\x10keep_identifiers\x18\x1e \x01(\bH\x03R\x0fkeepIdentifiers\x88\x01\x01B\x11\n" +
 	"\x0f_keep_tool_usesB\x15\n" +
 	"\x13_min_cleared_tokensB\x17\n" +
-	"\x15_keep_reasoning_turns\"9\n" +
+	"\x15_keep_reasoning_turnsB\x13\n" +
+	"\x11_keep_identifiers\"9\n" +
 	"\bPipeline\x12-\n" +
 	"\x05steps\x18\x01 \x03(\v2\x17.compaction.v1.StrategyR\x05steps*O\n" +
 	"\bBoundary\x12\x18\n" +

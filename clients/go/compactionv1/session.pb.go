@@ -455,8 +455,14 @@ type CompactionResult struct {
 	ClearedEventIdsOmitted bool `protobuf:"varint,16,opt,name=cleared_event_ids_omitted,json=clearedEventIdsOmitted,proto3" json:"cleared_event_ids_omitted,omitempty"`
 	// restored_event_ids is left empty (see archived_events_omitted).
 	RestoredEventIdsOmitted bool `protobuf:"varint,17,opt,name=restored_event_ids_omitted,json=restoredEventIdsOmitted,proto3" json:"restored_event_ids_omitted,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// How many identifiers (ids, paths, URLs, numbers, dates) of what this pass
+	// archived or cleared appear nowhere in the new window, its summaries or
+	// placeholders: what the agent can no longer see without a search.
+	IdentifiersDropped int32 `protobuf:"varint,30,opt,name=identifiers_dropped,json=identifiersDropped,proto3" json:"identifiers_dropped,omitempty"`
+	// The best of them (at most 16), the one a later action used first.
+	DroppedIdentifiers []string `protobuf:"bytes,31,rep,name=dropped_identifiers,json=droppedIdentifiers,proto3" json:"dropped_identifiers,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *CompactionResult) Reset() {
@@ -608,6 +614,20 @@ func (x *CompactionResult) GetRestoredEventIdsOmitted() bool {
 	return false
 }
 
+func (x *CompactionResult) GetIdentifiersDropped() int32 {
+	if x != nil {
+		return x.IdentifiersDropped
+	}
+	return 0
+}
+
+func (x *CompactionResult) GetDroppedIdentifiers() []string {
+	if x != nil {
+		return x.DroppedIdentifiers
+	}
+	return nil
+}
+
 // One entry of a session's compaction history (ListCompactions).
 type Compaction struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -649,8 +669,12 @@ type Compaction struct {
 	ClearedEventIdsOmitted bool `protobuf:"varint,17,opt,name=cleared_event_ids_omitted,json=clearedEventIdsOmitted,proto3" json:"cleared_event_ids_omitted,omitempty"`
 	// inserted_event_ids is left empty (see archived_event_ids_omitted).
 	InsertedEventIdsOmitted bool `protobuf:"varint,18,opt,name=inserted_event_ids_omitted,json=insertedEventIdsOmitted,proto3" json:"inserted_event_ids_omitted,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// As CompactionResult.identifiers_dropped and dropped_identifiers: what of
+	// the identifiers it archived or cleared the window no longer holds.
+	IdentifiersDropped int32    `protobuf:"varint,30,opt,name=identifiers_dropped,json=identifiersDropped,proto3" json:"identifiers_dropped,omitempty"`
+	DroppedIdentifiers []string `protobuf:"bytes,31,rep,name=dropped_identifiers,json=droppedIdentifiers,proto3" json:"dropped_identifiers,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Compaction) Reset() {
@@ -809,6 +833,20 @@ func (x *Compaction) GetInsertedEventIdsOmitted() bool {
 	return false
 }
 
+func (x *Compaction) GetIdentifiersDropped() int32 {
+	if x != nil {
+		return x.IdentifiersDropped
+	}
+	return 0
+}
+
+func (x *Compaction) GetDroppedIdentifiers() []string {
+	if x != nil {
+		return x.DroppedIdentifiers
+	}
+	return nil
+}
+
 var File_compaction_v1_session_proto protoreflect.FileDescriptor
 
 const file_compaction_v1_session_proto_rawDesc = "" +
@@ -845,7 +883,7 @@ const file_compaction_v1_session_proto_rawDesc = "" +
 	"\x11max_output_tokens\x18\x04 \x01(\x05R\x0fmaxOutputTokens\"D\n" +
 	"\x10TokenCalibration\x12\x16\n" +
 	"\x06factor\x18\x01 \x01(\x01R\x06factor\x12\x18\n" +
-	"\asamples\x18\x02 \x01(\x03R\asamples\"\x91\x06\n" +
+	"\asamples\x18\x02 \x01(\x03R\asamples\"\xf3\x06\n" +
 	"\x10CompactionResult\x12\x1c\n" +
 	"\tcompacted\x18\x01 \x01(\bR\tcompacted\x12%\n" +
 	"\x0eskipped_reason\x18\x02 \x01(\tR\rskippedReason\x129\n" +
@@ -864,7 +902,9 @@ const file_compaction_v1_session_proto_rawDesc = "" +
 	"\x17archived_events_omitted\x18\x0e \x01(\bR\x15archivedEventsOmitted\x122\n" +
 	"\x15active_events_omitted\x18\x0f \x01(\bR\x13activeEventsOmitted\x129\n" +
 	"\x19cleared_event_ids_omitted\x18\x10 \x01(\bR\x16clearedEventIdsOmitted\x12;\n" +
-	"\x1arestored_event_ids_omitted\x18\x11 \x01(\bR\x17restoredEventIdsOmitted\"\xc3\x06\n" +
+	"\x1arestored_event_ids_omitted\x18\x11 \x01(\bR\x17restoredEventIdsOmitted\x12/\n" +
+	"\x13identifiers_dropped\x18\x1e \x01(\x05R\x12identifiersDropped\x12/\n" +
+	"\x13dropped_identifiers\x18\x1f \x03(\tR\x12droppedIdentifiers\"\xa5\a\n" +
 	"\n" +
 	"Compaction\x12#\n" +
 	"\rcompaction_id\x18\x01 \x01(\tR\fcompactionId\x12;\n" +
@@ -887,7 +927,9 @@ const file_compaction_v1_session_proto_rawDesc = "" +
 	"\brestores\x18\x0f \x01(\tR\brestores\x12;\n" +
 	"\x1aarchived_event_ids_omitted\x18\x10 \x01(\bR\x17archivedEventIdsOmitted\x129\n" +
 	"\x19cleared_event_ids_omitted\x18\x11 \x01(\bR\x16clearedEventIdsOmitted\x12;\n" +
-	"\x1ainserted_event_ids_omitted\x18\x12 \x01(\bR\x17insertedEventIdsOmitted*\xac\x01\n" +
+	"\x1ainserted_event_ids_omitted\x18\x12 \x01(\bR\x17insertedEventIdsOmitted\x12/\n" +
+	"\x13identifiers_dropped\x18\x1e \x01(\x05R\x12identifiersDropped\x12/\n" +
+	"\x13dropped_identifiers\x18\x1f \x03(\tR\x12droppedIdentifiers*\xac\x01\n" +
 	"\x0fCompactionCause\x12 \n" +
 	"\x1cCOMPACTION_CAUSE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18COMPACTION_CAUSE_TRIGGER\x10\x01\x12\x1a\n" +

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x63ompaction/v1/policy.proto\x12\rcompaction.v1\"f\n\x10\x43ompactionPolicy\x12\'\n\x07trigger\x18\x01 \x01(\x0b\x32\x16.compaction.v1.Trigger\x12)\n\x08strategy\x18\x02 \x01(\x0b\x32\x17.compaction.v1.Strategy\"\xf9\x01\n\x07Trigger\x12\x14\n\nturn_count\x18\x01 \x01(\x05H\x00\x12\x15\n\x0btoken_count\x18\x02 \x01(\x05H\x00\x12\x15\n\x0b\x65vent_count\x18\x03 \x01(\x05H\x00\x12\x18\n\x0einterval_turns\x18\x04 \x01(\x05H\x00\x12,\n\x06\x61ny_of\x18\x05 \x01(\x0b\x32\x1a.compaction.v1.TriggerListH\x00\x12,\n\x06\x61ll_of\x18\x06 \x01(\x0b\x32\x1a.compaction.v1.TriggerListH\x00\x12\x10\n\x06\x61lways\x18\x07 \x01(\x08H\x00\x12\x1a\n\x10\x63ontext_fraction\x18\x08 \x01(\x01H\x00\x42\x06\n\x04kind\"7\n\x0bTriggerList\x12(\n\x08triggers\x18\x01 \x03(\x0b\x32\x16.compaction.v1.Trigger\"\xaa\x03\n\x08Strategy\x12\x36\n\x0esliding_window\x18\x01 \x01(\x0b\x32\x1c.compaction.v1.SlidingWindowH\x00\x12\x30\n\x0bturn_window\x18\x02 \x01(\x0b\x32\x19.compaction.v1.TurnWindowH\x00\x12\x32\n\x0ctoken_budget\x18\x03 \x01(\x0b\x32\x1a.compaction.v1.TokenBudgetH\x00\x12-\n\tsummarize\x18\x04 \x01(\x0b\x32\x18.compaction.v1.SummarizeH\x00\x12=\n\x12\x63lear_tool_results\x18\x07 \x01(\x0b\x32\x1f.compaction.v1.ClearToolResultsH\x00\x12+\n\x08pipeline\x18\x08 \x01(\x0b\x32\x17.compaction.v1.PipelineH\x00\x12)\n\x08\x62oundary\x18\x05 \x01(\x0e\x32\x17.compaction.v1.Boundary\x12\x1d\n\x10min_saved_tokens\x18\x06 \x01(\x05H\x01\x88\x01\x01\x42\x06\n\x04kindB\x13\n\x11_min_saved_tokens\"7\n\rSlidingWindow\x12\x17\n\nmax_events\x18\x01 \x01(\x05H\x00\x88\x01\x01\x42\r\n\x0b_max_events\"2\n\nTurnWindow\x12\x16\n\tmax_turns\x18\x01 \x01(\x05H\x00\x88\x01\x01\x42\x0c\n\n_max_turns\"5\n\x0bTokenBudget\x12\x17\n\nmax_tokens\x18\x01 \x01(\x05H\x00\x88\x01\x01\x42\r\n\x0b_max_tokens\"\xaa\x03\n\tSummarize\x12\x1f\n\x12max_events_to_keep\x18\x01 \x01(\x05H\x00\x88\x01\x01\x12\x14\n\x07overlap\x18\x02 \x01(\x05H\x01\x88\x01\x01\x12\x15\n\rsystem_prompt\x18\x03 \x01(\t\x12\x15\n\rshadow_prompt\x18\x04 \x01(\t\x12\r\n\x05model\x18\x05 \x01(\t\x12\x1f\n\x12max_summary_tokens\x18\x06 \x01(\x05H\x02\x88\x01\x01\x12\x1d\n\x10max_input_tokens\x18\x07 \x01(\x05H\x03\x88\x01\x01\x12#\n\x16max_tool_result_tokens\x18\x08 \x01(\x05H\x04\x88\x01\x01\x12\x18\n\x0btemperature\x18\t \x01(\x02H\x05\x88\x01\x01\x12\x1c\n\x0fthinking_budget\x18\n \x01(\x05H\x06\x88\x01\x01\x42\x15\n\x13_max_events_to_keepB\n\n\x08_overlapB\x15\n\x13_max_summary_tokensB\x13\n\x11_max_input_tokensB\x19\n\x17_max_tool_result_tokensB\x0e\n\x0c_temperatureB\x12\n\x10_thinking_budget\"\xfd\x01\n\x10\x43learToolResults\x12\x1b\n\x0ekeep_tool_uses\x18\x01 \x01(\x05H\x00\x88\x01\x01\x12\x15\n\rexclude_tools\x18\x02 \x03(\t\x12\x19\n\x11\x63lear_tool_inputs\x18\x03 \x01(\x08\x12\x1f\n\x12min_cleared_tokens\x18\x04 \x01(\x05H\x01\x88\x01\x01\x12\x13\n\x0bplaceholder\x18\x05 \x01(\t\x12!\n\x14keep_reasoning_turns\x18\x06 \x01(\x05H\x02\x88\x01\x01\x42\x11\n\x0f_keep_tool_usesB\x15\n\x13_min_cleared_tokensB\x17\n\x15_keep_reasoning_turns\"2\n\x08Pipeline\x12&\n\x05steps\x18\x01 \x03(\x0b\x32\x17.compaction.v1.Strategy*O\n\x08\x42oundary\x12\x18\n\x14\x42OUNDARY_UNSPECIFIED\x10\x00\x12\x11\n\rBOUNDARY_TURN\x10\x01\x12\x16\n\x12\x42OUNDARY_TOOL_PAIR\x10\x02\x42\x80\x01\n\x18\x64\x65v.compactionsidecar.v1B\x0bPolicyProtoP\x01ZUgithub.com/compaction-sidecar/compaction-sidecar/clients/go/compactionv1;compactionv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x63ompaction/v1/policy.proto\x12\rcompaction.v1\"f\n\x10\x43ompactionPolicy\x12\'\n\x07trigger\x18\x01 \x01(\x0b\x32\x16.compaction.v1.Trigger\x12)\n\x08strategy\x18\x02 \x01(\x0b\x32\x17.compaction.v1.Strategy\"\xf9\x01\n\x07Trigger\x12\x14\n\nturn_count\x18\x01 \x01(\x05H\x00\x12\x15\n\x0btoken_count\x18\x02 \x01(\x05H\x00\x12\x15\n\x0b\x65vent_count\x18\x03 \x01(\x05H\x00\x12\x18\n\x0einterval_turns\x18\x04 \x01(\x05H\x00\x12,\n\x06\x61ny_of\x18\x05 \x01(\x0b\x32\x1a.compaction.v1.TriggerListH\x00\x12,\n\x06\x61ll_of\x18\x06 \x01(\x0b\x32\x1a.compaction.v1.TriggerListH\x00\x12\x10\n\x06\x61lways\x18\x07 \x01(\x08H\x00\x12\x1a\n\x10\x63ontext_fraction\x18\x08 \x01(\x01H\x00\x42\x06\n\x04kind\"7\n\x0bTriggerList\x12(\n\x08triggers\x18\x01 \x03(\x0b\x32\x16.compaction.v1.Trigger\"\xec\x03\n\x08Strategy\x12\x36\n\x0esliding_window\x18\x01 \x01(\x0b\x32\x1c.compaction.v1.SlidingWindowH\x00\x12\x30\n\x0bturn_window\x18\x02 \x01(\x0b\x32\x19.compaction.v1.TurnWindowH\x00\x12\x32\n\x0ctoken_budget\x18\x03 \x01(\x0b\x32\x1a.compaction.v1.TokenBudgetH\x00\x12-\n\tsummarize\x18\x04 \x01(\x0b\x32\x18.compaction.v1.SummarizeH\x00\x12=\n\x12\x63lear_tool_results\x18\x07 \x01(\x0b\x32\x1f.compaction.v1.ClearToolResultsH\x00\x12+\n\x08pipeline\x18\x08 \x01(\x0b\x32\x17.compaction.v1.PipelineH\x00\x12)\n\x08\x62oundary\x18\x05 \x01(\x0e\x32\x17.compaction.v1.Boundary\x12\x1d\n\x10min_saved_tokens\x18\x06 \x01(\x05H\x01\x88\x01\x01\x12$\n\x17max_dropped_identifiers\x18\x1e \x01(\x05H\x02\x88\x01\x01\x42\x06\n\x04kindB\x13\n\x11_min_saved_tokensB\x1a\n\x18_max_dropped_identifiers\"7\n\rSlidingWindow\x12\x17\n\nmax_events\x18\x01 \x01(\x05H\x00\x88\x01\x01\x42\r\n\x0b_max_events\"2\n\nTurnWindow\x12\x16\n\tmax_turns\x18\x01 \x01(\x05H\x00\x88\x01\x01\x42\x0c\n\n_max_turns\"5\n\x0bTokenBudget\x12\x17\n\nmax_tokens\x18\x01 \x01(\x05H\x00\x88\x01\x01\x42\r\n\x0b_max_tokens\"\xec\x03\n\tSummarize\x12\x1f\n\x12max_events_to_keep\x18\x01 \x01(\x05H\x00\x88\x01\x01\x12\x14\n\x07overlap\x18\x02 \x01(\x05H\x01\x88\x01\x01\x12\x15\n\rsystem_prompt\x18\x03 \x01(\t\x12\x15\n\rshadow_prompt\x18\x04 \x01(\t\x12\r\n\x05model\x18\x05 \x01(\t\x12\x1f\n\x12max_summary_tokens\x18\x06 \x01(\x05H\x02\x88\x01\x01\x12\x1d\n\x10max_input_tokens\x18\x07 \x01(\x05H\x03\x88\x01\x01\x12#\n\x16max_tool_result_tokens\x18\x08 \x01(\x05H\x04\x88\x01\x01\x12\x18\n\x0btemperature\x18\t \x01(\x02H\x05\x88\x01\x01\x12\x1c\n\x0fthinking_budget\x18\n \x01(\x05H\x06\x88\x01\x01\x12$\n\x17identifier_trail_tokens\x18\x1e \x01(\x05H\x07\x88\x01\x01\x42\x15\n\x13_max_events_to_keepB\n\n\x08_overlapB\x15\n\x13_max_summary_tokensB\x13\n\x11_max_input_tokensB\x19\n\x17_max_tool_result_tokensB\x0e\n\x0c_temperatureB\x12\n\x10_thinking_budgetB\x1a\n\x18_identifier_trail_tokens\"\xb1\x02\n\x10\x43learToolResults\x12\x1b\n\x0ekeep_tool_uses\x18\x01 \x01(\x05H\x00\x88\x01\x01\x12\x15\n\rexclude_tools\x18\x02 \x03(\t\x12\x19\n\x11\x63lear_tool_inputs\x18\x03 \x01(\x08\x12\x1f\n\x12min_cleared_tokens\x18\x04 \x01(\x05H\x01\x88\x01\x01\x12\x13\n\x0bplaceholder\x18\x05 \x01(\t\x12!\n\x14keep_reasoning_turns\x18\x06 \x01(\x05H\x02\x88\x01\x01\x12\x1d\n\x10keep_identifiers\x18\x1e \x01(\x08H\x03\x88\x01\x01\x42\x11\n\x0f_keep_tool_usesB\x15\n\x13_min_cleared_tokensB\x17\n\x15_keep_reasoning_turnsB\x13\n\x11_keep_identifiers\"2\n\x08Pipeline\x12&\n\x05steps\x18\x01 \x03(\x0b\x32\x17.compaction.v1.Strategy*O\n\x08\x42oundary\x12\x18\n\x14\x42OUNDARY_UNSPECIFIED\x10\x00\x12\x11\n\rBOUNDARY_TURN\x10\x01\x12\x16\n\x12\x42OUNDARY_TOOL_PAIR\x10\x02\x42\x80\x01\n\x18\x64\x65v.compactionsidecar.v1B\x0bPolicyProtoP\x01ZUgithub.com/compaction-sidecar/compaction-sidecar/clients/go/compactionv1;compactionv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,8 +33,8 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'compaction.v1.policy_pb2', 
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\030dev.compactionsidecar.v1B\013PolicyProtoP\001ZUgithub.com/compaction-sidecar/compaction-sidecar/clients/go/compactionv1;compactionv1'
-  _globals['_BOUNDARY']._serialized_start=1788
-  _globals['_BOUNDARY']._serialized_end=1867
+  _globals['_BOUNDARY']._serialized_start=1972
+  _globals['_BOUNDARY']._serialized_end=2051
   _globals['_COMPACTIONPOLICY']._serialized_start=45
   _globals['_COMPACTIONPOLICY']._serialized_end=147
   _globals['_TRIGGER']._serialized_start=150
@@ -42,17 +42,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TRIGGERLIST']._serialized_start=401
   _globals['_TRIGGERLIST']._serialized_end=456
   _globals['_STRATEGY']._serialized_start=459
-  _globals['_STRATEGY']._serialized_end=885
-  _globals['_SLIDINGWINDOW']._serialized_start=887
-  _globals['_SLIDINGWINDOW']._serialized_end=942
-  _globals['_TURNWINDOW']._serialized_start=944
-  _globals['_TURNWINDOW']._serialized_end=994
-  _globals['_TOKENBUDGET']._serialized_start=996
-  _globals['_TOKENBUDGET']._serialized_end=1049
-  _globals['_SUMMARIZE']._serialized_start=1052
-  _globals['_SUMMARIZE']._serialized_end=1478
-  _globals['_CLEARTOOLRESULTS']._serialized_start=1481
-  _globals['_CLEARTOOLRESULTS']._serialized_end=1734
-  _globals['_PIPELINE']._serialized_start=1736
-  _globals['_PIPELINE']._serialized_end=1786
+  _globals['_STRATEGY']._serialized_end=951
+  _globals['_SLIDINGWINDOW']._serialized_start=953
+  _globals['_SLIDINGWINDOW']._serialized_end=1008
+  _globals['_TURNWINDOW']._serialized_start=1010
+  _globals['_TURNWINDOW']._serialized_end=1060
+  _globals['_TOKENBUDGET']._serialized_start=1062
+  _globals['_TOKENBUDGET']._serialized_end=1115
+  _globals['_SUMMARIZE']._serialized_start=1118
+  _globals['_SUMMARIZE']._serialized_end=1610
+  _globals['_CLEARTOOLRESULTS']._serialized_start=1613
+  _globals['_CLEARTOOLRESULTS']._serialized_end=1918
+  _globals['_PIPELINE']._serialized_start=1920
+  _globals['_PIPELINE']._serialized_end=1970
 # @@protoc_insertion_point(module_scope)

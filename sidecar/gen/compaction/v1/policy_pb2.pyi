@@ -198,6 +198,7 @@ class Strategy(_message.Message):
     PIPELINE_FIELD_NUMBER: _builtins.int
     BOUNDARY_FIELD_NUMBER: _builtins.int
     MIN_SAVED_TOKENS_FIELD_NUMBER: _builtins.int
+    MAX_DROPPED_IDENTIFIERS_FIELD_NUMBER: _builtins.int
     boundary: Global___Boundary.ValueType
     """Where the cut may land. Not set on a pipeline (set it on its steps)."""
     min_saved_tokens: _builtins.int
@@ -208,6 +209,14 @@ class Strategy(_message.Message):
     one (none: zero), so 1 compacts whenever it can shrink the context, as
     ADK does. Unset: 0 for window strategies; summarize then skips unless
     the events leaving outweigh the shadow prompt plus max_summary_tokens.
+    """
+    max_dropped_identifiers: _builtins.int
+    """Skip a pass (skipped_reason "would_drop_identifiers") that would drop
+    more than this many identifiers (ids, paths, URLs, numbers, dates) of
+    what it archives or clears: ones that then appear nowhere in the new
+    window, its summaries or placeholders (Compaction.identifiers_dropped).
+    0 or more; unset means no limit. Not set on a pipeline (set it on its
+    steps).
     """
     @_builtins.property
     def sliding_window(self) -> Global___SlidingWindow:
@@ -248,15 +257,20 @@ class Strategy(_message.Message):
         pipeline: Global___Pipeline | None = ...,
         boundary: Global___Boundary.ValueType = ...,
         min_saved_tokens: _builtins.int | None = ...,
+        max_dropped_identifiers: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_min_saved_tokens", b"_min_saved_tokens", "clear_tool_results", b"clear_tool_results", "kind", b"kind", "min_saved_tokens", b"min_saved_tokens", "pipeline", b"pipeline", "sliding_window", b"sliding_window", "summarize", b"summarize", "token_budget", b"token_budget", "turn_window", b"turn_window"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_dropped_identifiers", b"_max_dropped_identifiers", "_min_saved_tokens", b"_min_saved_tokens", "clear_tool_results", b"clear_tool_results", "kind", b"kind", "max_dropped_identifiers", b"max_dropped_identifiers", "min_saved_tokens", b"min_saved_tokens", "pipeline", b"pipeline", "sliding_window", b"sliding_window", "summarize", b"summarize", "token_budget", b"token_budget", "turn_window", b"turn_window"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_min_saved_tokens", b"_min_saved_tokens", "boundary", b"boundary", "clear_tool_results", b"clear_tool_results", "kind", b"kind", "min_saved_tokens", b"min_saved_tokens", "pipeline", b"pipeline", "sliding_window", b"sliding_window", "summarize", b"summarize", "token_budget", b"token_budget", "turn_window", b"turn_window"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_dropped_identifiers", b"_max_dropped_identifiers", "_min_saved_tokens", b"_min_saved_tokens", "boundary", b"boundary", "clear_tool_results", b"clear_tool_results", "kind", b"kind", "max_dropped_identifiers", b"max_dropped_identifiers", "min_saved_tokens", b"min_saved_tokens", "pipeline", b"pipeline", "sliding_window", b"sliding_window", "summarize", b"summarize", "token_budget", b"token_budget", "turn_window", b"turn_window"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__max_dropped_identifiers: _TypeAlias = _typing.Literal["max_dropped_identifiers"]  # noqa: Y015
+    _WhichOneofArgType__max_dropped_identifiers: _TypeAlias = _typing.Literal["_max_dropped_identifiers", b"_max_dropped_identifiers"]  # noqa: Y015
     _WhichOneofReturnType__min_saved_tokens: _TypeAlias = _typing.Literal["min_saved_tokens"]  # noqa: Y015
     _WhichOneofArgType__min_saved_tokens: _TypeAlias = _typing.Literal["_min_saved_tokens", b"_min_saved_tokens"]  # noqa: Y015
     _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["sliding_window", "turn_window", "token_budget", "summarize", "clear_tool_results", "pipeline"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_dropped_identifiers) -> _WhichOneofReturnType__max_dropped_identifiers | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__min_saved_tokens) -> _WhichOneofReturnType__min_saved_tokens | None: ...
     @_typing.overload
@@ -358,6 +372,7 @@ class Summarize(_message.Message):
     MAX_TOOL_RESULT_TOKENS_FIELD_NUMBER: _builtins.int
     TEMPERATURE_FIELD_NUMBER: _builtins.int
     THINKING_BUDGET_FIELD_NUMBER: _builtins.int
+    IDENTIFIER_TRAIL_TOKENS_FIELD_NUMBER: _builtins.int
     max_events_to_keep: _builtins.int
     """Conversation events kept verbatim; at least 1. Unset means 10."""
     overlap: _builtins.int
@@ -388,6 +403,13 @@ class Summarize(_message.Message):
     """The summary call's thinking budget in tokens: 0 turns thinking off, -1
     lets the model decide. Unset means the server's (off).
     """
+    identifier_trail_tokens: _builtins.int
+    """The share of max_summary_tokens the summary's closing "Identifiers:" line
+    may take: the archived span's top identifiers the kept window does not
+    hold, folded with the previous summary's, given to the summarizer as
+    must-keep and appended by the server where the summary left them out.
+    0 turns it off; unset means an eighth of max_summary_tokens.
+    """
     def __init__(
         self,
         *,
@@ -401,11 +423,14 @@ class Summarize(_message.Message):
         max_tool_result_tokens: _builtins.int | None = ...,
         temperature: _builtins.float | None = ...,
         thinking_budget: _builtins.int | None = ...,
+        identifier_trail_tokens: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_events_to_keep", b"_max_events_to_keep", "_max_input_tokens", b"_max_input_tokens", "_max_summary_tokens", b"_max_summary_tokens", "_max_tool_result_tokens", b"_max_tool_result_tokens", "_overlap", b"_overlap", "_temperature", b"_temperature", "_thinking_budget", b"_thinking_budget", "max_events_to_keep", b"max_events_to_keep", "max_input_tokens", b"max_input_tokens", "max_summary_tokens", b"max_summary_tokens", "max_tool_result_tokens", b"max_tool_result_tokens", "overlap", b"overlap", "temperature", b"temperature", "thinking_budget", b"thinking_budget"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_identifier_trail_tokens", b"_identifier_trail_tokens", "_max_events_to_keep", b"_max_events_to_keep", "_max_input_tokens", b"_max_input_tokens", "_max_summary_tokens", b"_max_summary_tokens", "_max_tool_result_tokens", b"_max_tool_result_tokens", "_overlap", b"_overlap", "_temperature", b"_temperature", "_thinking_budget", b"_thinking_budget", "identifier_trail_tokens", b"identifier_trail_tokens", "max_events_to_keep", b"max_events_to_keep", "max_input_tokens", b"max_input_tokens", "max_summary_tokens", b"max_summary_tokens", "max_tool_result_tokens", b"max_tool_result_tokens", "overlap", b"overlap", "temperature", b"temperature", "thinking_budget", b"thinking_budget"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_events_to_keep", b"_max_events_to_keep", "_max_input_tokens", b"_max_input_tokens", "_max_summary_tokens", b"_max_summary_tokens", "_max_tool_result_tokens", b"_max_tool_result_tokens", "_overlap", b"_overlap", "_temperature", b"_temperature", "_thinking_budget", b"_thinking_budget", "max_events_to_keep", b"max_events_to_keep", "max_input_tokens", b"max_input_tokens", "max_summary_tokens", b"max_summary_tokens", "max_tool_result_tokens", b"max_tool_result_tokens", "model", b"model", "overlap", b"overlap", "shadow_prompt", b"shadow_prompt", "system_prompt", b"system_prompt", "temperature", b"temperature", "thinking_budget", b"thinking_budget"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_identifier_trail_tokens", b"_identifier_trail_tokens", "_max_events_to_keep", b"_max_events_to_keep", "_max_input_tokens", b"_max_input_tokens", "_max_summary_tokens", b"_max_summary_tokens", "_max_tool_result_tokens", b"_max_tool_result_tokens", "_overlap", b"_overlap", "_temperature", b"_temperature", "_thinking_budget", b"_thinking_budget", "identifier_trail_tokens", b"identifier_trail_tokens", "max_events_to_keep", b"max_events_to_keep", "max_input_tokens", b"max_input_tokens", "max_summary_tokens", b"max_summary_tokens", "max_tool_result_tokens", b"max_tool_result_tokens", "model", b"model", "overlap", b"overlap", "shadow_prompt", b"shadow_prompt", "system_prompt", b"system_prompt", "temperature", b"temperature", "thinking_budget", b"thinking_budget"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__identifier_trail_tokens: _TypeAlias = _typing.Literal["identifier_trail_tokens"]  # noqa: Y015
+    _WhichOneofArgType__identifier_trail_tokens: _TypeAlias = _typing.Literal["_identifier_trail_tokens", b"_identifier_trail_tokens"]  # noqa: Y015
     _WhichOneofReturnType__max_events_to_keep: _TypeAlias = _typing.Literal["max_events_to_keep"]  # noqa: Y015
     _WhichOneofArgType__max_events_to_keep: _TypeAlias = _typing.Literal["_max_events_to_keep", b"_max_events_to_keep"]  # noqa: Y015
     _WhichOneofReturnType__max_input_tokens: _TypeAlias = _typing.Literal["max_input_tokens"]  # noqa: Y015
@@ -420,6 +445,8 @@ class Summarize(_message.Message):
     _WhichOneofArgType__temperature: _TypeAlias = _typing.Literal["_temperature", b"_temperature"]  # noqa: Y015
     _WhichOneofReturnType__thinking_budget: _TypeAlias = _typing.Literal["thinking_budget"]  # noqa: Y015
     _WhichOneofArgType__thinking_budget: _TypeAlias = _typing.Literal["_thinking_budget", b"_thinking_budget"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__identifier_trail_tokens) -> _WhichOneofReturnType__identifier_trail_tokens | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_events_to_keep) -> _WhichOneofReturnType__max_events_to_keep | None: ...
     @_typing.overload
@@ -455,6 +482,7 @@ class ClearToolResults(_message.Message):
     MIN_CLEARED_TOKENS_FIELD_NUMBER: _builtins.int
     PLACEHOLDER_FIELD_NUMBER: _builtins.int
     KEEP_REASONING_TURNS_FIELD_NUMBER: _builtins.int
+    KEEP_IDENTIFIERS_FIELD_NUMBER: _builtins.int
     keep_tool_uses: _builtins.int
     """The newest tool calls whose results are kept verbatim; 0 or more. Unset
     means 3.
@@ -468,7 +496,8 @@ class ClearToolResults(_message.Message):
     """
     placeholder: _builtins.str
     """The text that replaces a cleared result; "{name}" and "{call_id}" are
-    replaced by the call's. Empty means the built-in one, which names the
+    replaced by the call's, "{identifiers}" by its identifiers (see
+    keep_identifiers). Empty means the built-in one, which names the
     call and says the original can be searched. At most 2 KiB (UTF-8), and
     each result's placeholder is cut at 2 KiB.
     """
@@ -478,6 +507,12 @@ class ClearToolResults(_message.Message):
     keeps its reasoning: a provider needs it to go on with its tool loop), in
     place: signatures and redacted blocks are kept byte for byte. At least 1;
     unset means reasoning is never cleared.
+    """
+    keep_identifiers: _builtins.bool
+    """A cleared result's placeholder names its top identifiers (at most 5, in
+    at most 120 characters; those a later assistant action used first) after
+    " → ", where the placeholder says "{identifiers}" or else after it, so the
+    agent can still act on them. Unset means true.
     """
     @_builtins.property
     def exclude_tools(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
@@ -495,17 +530,22 @@ class ClearToolResults(_message.Message):
         min_cleared_tokens: _builtins.int | None = ...,
         placeholder: _builtins.str = ...,
         keep_reasoning_turns: _builtins.int | None = ...,
+        keep_identifiers: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_keep_reasoning_turns", b"_keep_reasoning_turns", "_keep_tool_uses", b"_keep_tool_uses", "_min_cleared_tokens", b"_min_cleared_tokens", "keep_reasoning_turns", b"keep_reasoning_turns", "keep_tool_uses", b"keep_tool_uses", "min_cleared_tokens", b"min_cleared_tokens"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_keep_identifiers", b"_keep_identifiers", "_keep_reasoning_turns", b"_keep_reasoning_turns", "_keep_tool_uses", b"_keep_tool_uses", "_min_cleared_tokens", b"_min_cleared_tokens", "keep_identifiers", b"keep_identifiers", "keep_reasoning_turns", b"keep_reasoning_turns", "keep_tool_uses", b"keep_tool_uses", "min_cleared_tokens", b"min_cleared_tokens"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keep_reasoning_turns", b"_keep_reasoning_turns", "_keep_tool_uses", b"_keep_tool_uses", "_min_cleared_tokens", b"_min_cleared_tokens", "clear_tool_inputs", b"clear_tool_inputs", "exclude_tools", b"exclude_tools", "keep_reasoning_turns", b"keep_reasoning_turns", "keep_tool_uses", b"keep_tool_uses", "min_cleared_tokens", b"min_cleared_tokens", "placeholder", b"placeholder"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keep_identifiers", b"_keep_identifiers", "_keep_reasoning_turns", b"_keep_reasoning_turns", "_keep_tool_uses", b"_keep_tool_uses", "_min_cleared_tokens", b"_min_cleared_tokens", "clear_tool_inputs", b"clear_tool_inputs", "exclude_tools", b"exclude_tools", "keep_identifiers", b"keep_identifiers", "keep_reasoning_turns", b"keep_reasoning_turns", "keep_tool_uses", b"keep_tool_uses", "min_cleared_tokens", b"min_cleared_tokens", "placeholder", b"placeholder"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__keep_identifiers: _TypeAlias = _typing.Literal["keep_identifiers"]  # noqa: Y015
+    _WhichOneofArgType__keep_identifiers: _TypeAlias = _typing.Literal["_keep_identifiers", b"_keep_identifiers"]  # noqa: Y015
     _WhichOneofReturnType__keep_reasoning_turns: _TypeAlias = _typing.Literal["keep_reasoning_turns"]  # noqa: Y015
     _WhichOneofArgType__keep_reasoning_turns: _TypeAlias = _typing.Literal["_keep_reasoning_turns", b"_keep_reasoning_turns"]  # noqa: Y015
     _WhichOneofReturnType__keep_tool_uses: _TypeAlias = _typing.Literal["keep_tool_uses"]  # noqa: Y015
     _WhichOneofArgType__keep_tool_uses: _TypeAlias = _typing.Literal["_keep_tool_uses", b"_keep_tool_uses"]  # noqa: Y015
     _WhichOneofReturnType__min_cleared_tokens: _TypeAlias = _typing.Literal["min_cleared_tokens"]  # noqa: Y015
     _WhichOneofArgType__min_cleared_tokens: _TypeAlias = _typing.Literal["_min_cleared_tokens", b"_min_cleared_tokens"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__keep_identifiers) -> _WhichOneofReturnType__keep_identifiers | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__keep_reasoning_turns) -> _WhichOneofReturnType__keep_reasoning_turns | None: ...
     @_typing.overload

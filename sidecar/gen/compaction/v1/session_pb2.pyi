@@ -283,6 +283,8 @@ class CompactionResult(_message.Message):
     ACTIVE_EVENTS_OMITTED_FIELD_NUMBER: _builtins.int
     CLEARED_EVENT_IDS_OMITTED_FIELD_NUMBER: _builtins.int
     RESTORED_EVENT_IDS_OMITTED_FIELD_NUMBER: _builtins.int
+    IDENTIFIERS_DROPPED_FIELD_NUMBER: _builtins.int
+    DROPPED_IDENTIFIERS_FIELD_NUMBER: _builtins.int
     compacted: _builtins.bool
     """True when the pass archived, inserted or cleared anything."""
     skipped_reason: _builtins.str
@@ -328,6 +330,11 @@ class CompactionResult(_message.Message):
     """cleared_event_ids is left empty (see archived_events_omitted)."""
     restored_event_ids_omitted: _builtins.bool
     """restored_event_ids is left empty (see archived_events_omitted)."""
+    identifiers_dropped: _builtins.int
+    """How many identifiers (ids, paths, URLs, numbers, dates) of what this pass
+    archived or cleared appear nowhere in the new window, its summaries or
+    placeholders: what the agent can no longer see without a search.
+    """
     @_builtins.property
     def active_events(self) -> _containers.RepeatedCompositeFieldContainer[_event_pb2.Event]:
         """The new active window, in log order."""
@@ -347,6 +354,10 @@ class CompactionResult(_message.Message):
         """For a restore (strategy "restore"): the events it made active again or
         uncleared, in log order.
         """
+
+    @_builtins.property
+    def dropped_identifiers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The best of them (at most 16), the one a later action used first."""
 
     def __init__(
         self,
@@ -368,10 +379,12 @@ class CompactionResult(_message.Message):
         active_events_omitted: _builtins.bool = ...,
         cleared_event_ids_omitted: _builtins.bool = ...,
         restored_event_ids_omitted: _builtins.bool = ...,
+        identifiers_dropped: _builtins.int = ...,
+        dropped_identifiers: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_events", b"active_events", "active_events_omitted", b"active_events_omitted", "archived_event_count", b"archived_event_count", "archived_events", b"archived_events", "archived_events_omitted", b"archived_events_omitted", "cleared_event_ids", b"cleared_event_ids", "cleared_event_ids_omitted", b"cleared_event_ids_omitted", "compacted", b"compacted", "compaction_id", b"compaction_id", "content_omitted", b"content_omitted", "error", b"error", "restored_event_ids", b"restored_event_ids", "restored_event_ids_omitted", b"restored_event_ids_omitted", "skipped_reason", b"skipped_reason", "strategy", b"strategy", "tokens_estimated_saved", b"tokens_estimated_saved", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_events", b"active_events", "active_events_omitted", b"active_events_omitted", "archived_event_count", b"archived_event_count", "archived_events", b"archived_events", "archived_events_omitted", b"archived_events_omitted", "cleared_event_ids", b"cleared_event_ids", "cleared_event_ids_omitted", b"cleared_event_ids_omitted", "compacted", b"compacted", "compaction_id", b"compaction_id", "content_omitted", b"content_omitted", "dropped_identifiers", b"dropped_identifiers", "error", b"error", "identifiers_dropped", b"identifiers_dropped", "restored_event_ids", b"restored_event_ids", "restored_event_ids_omitted", b"restored_event_ids_omitted", "skipped_reason", b"skipped_reason", "strategy", b"strategy", "tokens_estimated_saved", b"tokens_estimated_saved", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -401,6 +414,8 @@ class Compaction(_message.Message):
     ARCHIVED_EVENT_IDS_OMITTED_FIELD_NUMBER: _builtins.int
     CLEARED_EVENT_IDS_OMITTED_FIELD_NUMBER: _builtins.int
     INSERTED_EVENT_IDS_OMITTED_FIELD_NUMBER: _builtins.int
+    IDENTIFIERS_DROPPED_FIELD_NUMBER: _builtins.int
+    DROPPED_IDENTIFIERS_FIELD_NUMBER: _builtins.int
     compaction_id: _builtins.str
     """Its id, as in CompactionResult.compaction_id."""
     strategy: _builtins.str
@@ -431,6 +446,10 @@ class Compaction(_message.Message):
     """cleared_event_ids is left empty (see archived_event_ids_omitted)."""
     inserted_event_ids_omitted: _builtins.bool
     """inserted_event_ids is left empty (see archived_event_ids_omitted)."""
+    identifiers_dropped: _builtins.int
+    """As CompactionResult.identifiers_dropped and dropped_identifiers: what of
+    the identifiers it archived or cleared the window no longer holds.
+    """
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp:
         """When it landed."""
@@ -449,6 +468,8 @@ class Compaction(_message.Message):
     def inserted_event_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The events it inserted (a summary turn: the shadow prompt, the summary)."""
 
+    @_builtins.property
+    def dropped_identifiers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
@@ -470,10 +491,12 @@ class Compaction(_message.Message):
         archived_event_ids_omitted: _builtins.bool = ...,
         cleared_event_ids_omitted: _builtins.bool = ...,
         inserted_event_ids_omitted: _builtins.bool = ...,
+        identifiers_dropped: _builtins.int = ...,
+        dropped_identifiers: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["archived_event_ids", b"archived_event_ids", "archived_event_ids_omitted", b"archived_event_ids_omitted", "cause", b"cause", "cleared_event_ids", b"cleared_event_ids", "cleared_event_ids_omitted", b"cleared_event_ids_omitted", "compaction_id", b"compaction_id", "create_time", b"create_time", "inserted_event_ids", b"inserted_event_ids", "inserted_event_ids_omitted", b"inserted_event_ids_omitted", "restored_by", b"restored_by", "restores", b"restores", "strategy", b"strategy", "summarizer_latency_ms", b"summarizer_latency_ms", "summary_input_tokens", b"summary_input_tokens", "summary_output_tokens", b"summary_output_tokens", "tokens_saved", b"tokens_saved", "version_after", b"version_after", "version_before", b"version_before"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archived_event_ids", b"archived_event_ids", "archived_event_ids_omitted", b"archived_event_ids_omitted", "cause", b"cause", "cleared_event_ids", b"cleared_event_ids", "cleared_event_ids_omitted", b"cleared_event_ids_omitted", "compaction_id", b"compaction_id", "create_time", b"create_time", "dropped_identifiers", b"dropped_identifiers", "identifiers_dropped", b"identifiers_dropped", "inserted_event_ids", b"inserted_event_ids", "inserted_event_ids_omitted", b"inserted_event_ids_omitted", "restored_by", b"restored_by", "restores", b"restores", "strategy", b"strategy", "summarizer_latency_ms", b"summarizer_latency_ms", "summary_input_tokens", b"summary_input_tokens", "summary_output_tokens", b"summary_output_tokens", "tokens_saved", b"tokens_saved", "version_after", b"version_after", "version_before", b"version_before"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file compaction/v1/policy.proto.
  */
 export const file_compaction_v1_policy: GenFile = /*@__PURE__*/
-  fileDesc("Chpjb21wYWN0aW9uL3YxL3BvbGljeS5wcm90bxINY29tcGFjdGlvbi52MSJmChBDb21wYWN0aW9uUG9saWN5EicKB3RyaWdnZXIYASABKAsyFi5jb21wYWN0aW9uLnYxLlRyaWdnZXISKQoIc3RyYXRlZ3kYAiABKAsyFy5jb21wYWN0aW9uLnYxLlN0cmF0ZWd5IvkBCgdUcmlnZ2VyEhQKCnR1cm5fY291bnQYASABKAVIABIVCgt0b2tlbl9jb3VudBgCIAEoBUgAEhUKC2V2ZW50X2NvdW50GAMgASgFSAASGAoOaW50ZXJ2YWxfdHVybnMYBCABKAVIABIsCgZhbnlfb2YYBSABKAsyGi5jb21wYWN0aW9uLnYxLlRyaWdnZXJMaXN0SAASLAoGYWxsX29mGAYgASgLMhouY29tcGFjdGlvbi52MS5UcmlnZ2VyTGlzdEgAEhAKBmFsd2F5cxgHIAEoCEgAEhoKEGNvbnRleHRfZnJhY3Rpb24YCCABKAFIAEIGCgRraW5kIjcKC1RyaWdnZXJMaXN0EigKCHRyaWdnZXJzGAEgAygLMhYuY29tcGFjdGlvbi52MS5UcmlnZ2VyIqoDCghTdHJhdGVneRI2Cg5zbGlkaW5nX3dpbmRvdxgBIAEoCzIcLmNvbXBhY3Rpb24udjEuU2xpZGluZ1dpbmRvd0gAEjAKC3R1cm5fd2luZG93GAIgASgLMhkuY29tcGFjdGlvbi52MS5UdXJuV2luZG93SAASMgoMdG9rZW5fYnVkZ2V0GAMgASgLMhouY29tcGFjdGlvbi52MS5Ub2tlbkJ1ZGdldEgAEi0KCXN1bW1hcml6ZRgEIAEoCzIYLmNvbXBhY3Rpb24udjEuU3VtbWFyaXplSAASPQoSY2xlYXJfdG9vbF9yZXN1bHRzGAcgASgLMh8uY29tcGFjdGlvbi52MS5DbGVhclRvb2xSZXN1bHRzSAASKwoIcGlwZWxpbmUYCCABKAsyFy5jb21wYWN0aW9uLnYxLlBpcGVsaW5lSAASKQoIYm91bmRhcnkYBSABKA4yFy5jb21wYWN0aW9uLnYxLkJvdW5kYXJ5Eh0KEG1pbl9zYXZlZF90b2tlbnMYBiABKAVIAYgBAUIGCgRraW5kQhMKEV9taW5fc2F2ZWRfdG9rZW5zIjcKDVNsaWRpbmdXaW5kb3cSFwoKbWF4X2V2ZW50cxgBIAEoBUgAiAEBQg0KC19tYXhfZXZlbnRzIjIKClR1cm5XaW5kb3cSFgoJbWF4X3R1cm5zGAEgASgFSACIAQFCDAoKX21heF90dXJucyI1CgtUb2tlbkJ1ZGdldBIXCgptYXhfdG9rZW5zGAEgASgFSACIAQFCDQoLX21heF90b2tlbnMiqgMKCVN1bW1hcml6ZRIfChJtYXhfZXZlbnRzX3RvX2tlZXAYASABKAVIAIgBARIUCgdvdmVybGFwGAIgASgFSAGIAQESFQoNc3lzdGVtX3Byb21wdBgDIAEoCRIVCg1zaGFkb3dfcHJvbXB0GAQgASgJEg0KBW1vZGVsGAUgASgJEh8KEm1heF9zdW1tYXJ5X3Rva2VucxgGIAEoBUgCiAEBEh0KEG1heF9pbnB1dF90b2tlbnMYByABKAVIA4gBARIjChZtYXhfdG9vbF9yZXN1bHRfdG9rZW5zGAggASgFSASIAQESGAoLdGVtcGVyYXR1cmUYCSABKAJIBYgBARIcCg90aGlua2luZ19idWRnZXQYCiABKAVIBogBAUIVChNfbWF4X2V2ZW50c190b19rZWVwQgoKCF9vdmVybGFwQhUKE19tYXhfc3VtbWFyeV90b2tlbnNCEwoRX21heF9pbnB1dF90b2tlbnNCGQoXX21heF90b29sX3Jlc3VsdF90b2tlbnNCDgoMX3RlbXBlcmF0dXJlQhIKEF90aGlua2luZ19idWRnZXQi/QEKEENsZWFyVG9vbFJlc3VsdHMSGwoOa2VlcF90b29sX3VzZXMYASABKAVIAIgBARIVCg1leGNsdWRlX3Rvb2xzGAIgAygJEhkKEWNsZWFyX3Rvb2xfaW5wdXRzGAMgASgIEh8KEm1pbl9jbGVhcmVkX3Rva2VucxgEIAEoBUgBiAEBEhMKC3BsYWNlaG9sZGVyGAUgASgJEiEKFGtlZXBfcmVhc29uaW5nX3R1cm5zGAYgASgFSAKIAQFCEQoPX2tlZXBfdG9vbF91c2VzQhUKE19taW5fY2xlYXJlZF90b2tlbnNCFwoVX2tlZXBfcmVhc29uaW5nX3R1cm5zIjIKCFBpcGVsaW5lEiYKBXN0ZXBzGAEgAygLMhcuY29tcGFjdGlvbi52MS5TdHJhdGVneSpPCghCb3VuZGFyeRIYChRCT1VOREFSWV9VTlNQRUNJRklFRBAAEhEKDUJPVU5EQVJZX1RVUk4QARIWChJCT1VOREFSWV9UT09MX1BBSVIQAkKAAQoYZGV2LmNvbXBhY3Rpb25zaWRlY2FyLnYxQgtQb2xpY3lQcm90b1ABWlVnaXRodWIuY29tL2NvbXBhY3Rpb24tc2lkZWNhci9jb21wYWN0aW9uLXNpZGVjYXIvY2xpZW50cy9nby9jb21wYWN0aW9udjE7Y29tcGFjdGlvbnYxYgZwcm90bzM");
+  fileDesc("Chpjb21wYWN0aW9uL3YxL3BvbGljeS5wcm90bxINY29tcGFjdGlvbi52MSJmChBDb21wYWN0aW9uUG9saWN5EicKB3RyaWdnZXIYASABKAsyFi5jb21wYWN0aW9uLnYxLlRyaWdnZXISKQoIc3RyYXRlZ3kYAiABKAsyFy5jb21wYWN0aW9uLnYxLlN0cmF0ZWd5IvkBCgdUcmlnZ2VyEhQKCnR1cm5fY291bnQYASABKAVIABIVCgt0b2tlbl9jb3VudBgCIAEoBUgAEhUKC2V2ZW50X2NvdW50GAMgASgFSAASGAoOaW50ZXJ2YWxfdHVybnMYBCABKAVIABIsCgZhbnlfb2YYBSABKAsyGi5jb21wYWN0aW9uLnYxLlRyaWdnZXJMaXN0SAASLAoGYWxsX29mGAYgASgLMhouY29tcGFjdGlvbi52MS5UcmlnZ2VyTGlzdEgAEhAKBmFsd2F5cxgHIAEoCEgAEhoKEGNvbnRleHRfZnJhY3Rpb24YCCABKAFIAEIGCgRraW5kIjcKC1RyaWdnZXJMaXN0EigKCHRyaWdnZXJzGAEgAygLMhYuY29tcGFjdGlvbi52MS5UcmlnZ2VyIuwDCghTdHJhdGVneRI2Cg5zbGlkaW5nX3dpbmRvdxgBIAEoCzIcLmNvbXBhY3Rpb24udjEuU2xpZGluZ1dpbmRvd0gAEjAKC3R1cm5fd2luZG93GAIgASgLMhkuY29tcGFjdGlvbi52MS5UdXJuV2luZG93SAASMgoMdG9rZW5fYnVkZ2V0GAMgASgLMhouY29tcGFjdGlvbi52MS5Ub2tlbkJ1ZGdldEgAEi0KCXN1bW1hcml6ZRgEIAEoCzIYLmNvbXBhY3Rpb24udjEuU3VtbWFyaXplSAASPQoSY2xlYXJfdG9vbF9yZXN1bHRzGAcgASgLMh8uY29tcGFjdGlvbi52MS5DbGVhclRvb2xSZXN1bHRzSAASKwoIcGlwZWxpbmUYCCABKAsyFy5jb21wYWN0aW9uLnYxLlBpcGVsaW5lSAASKQoIYm91bmRhcnkYBSABKA4yFy5jb21wYWN0aW9uLnYxLkJvdW5kYXJ5Eh0KEG1pbl9zYXZlZF90b2tlbnMYBiABKAVIAYgBARIkChdtYXhfZHJvcHBlZF9pZGVudGlmaWVycxgeIAEoBUgCiAEBQgYKBGtpbmRCEwoRX21pbl9zYXZlZF90b2tlbnNCGgoYX21heF9kcm9wcGVkX2lkZW50aWZpZXJzIjcKDVNsaWRpbmdXaW5kb3cSFwoKbWF4X2V2ZW50cxgBIAEoBUgAiAEBQg0KC19tYXhfZXZlbnRzIjIKClR1cm5XaW5kb3cSFgoJbWF4X3R1cm5zGAEgASgFSACIAQFCDAoKX21heF90dXJucyI1CgtUb2tlbkJ1ZGdldBIXCgptYXhfdG9rZW5zGAEgASgFSACIAQFCDQoLX21heF90b2tlbnMi7AMKCVN1bW1hcml6ZRIfChJtYXhfZXZlbnRzX3RvX2tlZXAYASABKAVIAIgBARIUCgdvdmVybGFwGAIgASgFSAGIAQESFQoNc3lzdGVtX3Byb21wdBgDIAEoCRIVCg1zaGFkb3dfcHJvbXB0GAQgASgJEg0KBW1vZGVsGAUgASgJEh8KEm1heF9zdW1tYXJ5X3Rva2VucxgGIAEoBUgCiAEBEh0KEG1heF9pbnB1dF90b2tlbnMYByABKAVIA4gBARIjChZtYXhfdG9vbF9yZXN1bHRfdG9rZW5zGAggASgFSASIAQESGAoLdGVtcGVyYXR1cmUYCSABKAJIBYgBARIcCg90aGlua2luZ19idWRnZXQYCiABKAVIBogBARIkChdpZGVudGlmaWVyX3RyYWlsX3Rva2VucxgeIAEoBUgHiAEBQhUKE19tYXhfZXZlbnRzX3RvX2tlZXBCCgoIX292ZXJsYXBCFQoTX21heF9zdW1tYXJ5X3Rva2Vuc0ITChFfbWF4X2lucHV0X3Rva2Vuc0IZChdfbWF4X3Rvb2xfcmVzdWx0X3Rva2Vuc0IOCgxfdGVtcGVyYXR1cmVCEgoQX3RoaW5raW5nX2J1ZGdldEIaChhfaWRlbnRpZmllcl90cmFpbF90b2tlbnMisQIKEENsZWFyVG9vbFJlc3VsdHMSGwoOa2VlcF90b29sX3VzZXMYASABKAVIAIgBARIVCg1leGNsdWRlX3Rvb2xzGAIgAygJEhkKEWNsZWFyX3Rvb2xfaW5wdXRzGAMgASgIEh8KEm1pbl9jbGVhcmVkX3Rva2VucxgEIAEoBUgBiAEBEhMKC3BsYWNlaG9sZGVyGAUgASgJEiEKFGtlZXBfcmVhc29uaW5nX3R1cm5zGAYgASgFSAKIAQESHQoQa2VlcF9pZGVudGlmaWVycxgeIAEoCEgDiAEBQhEKD19rZWVwX3Rvb2xfdXNlc0IVChNfbWluX2NsZWFyZWRfdG9rZW5zQhcKFV9rZWVwX3JlYXNvbmluZ190dXJuc0ITChFfa2VlcF9pZGVudGlmaWVycyIyCghQaXBlbGluZRImCgVzdGVwcxgBIAMoCzIXLmNvbXBhY3Rpb24udjEuU3RyYXRlZ3kqTwoIQm91bmRhcnkSGAoUQk9VTkRBUllfVU5TUEVDSUZJRUQQABIRCg1CT1VOREFSWV9UVVJOEAESFgoSQk9VTkRBUllfVE9PTF9QQUlSEAJCgAEKGGRldi5jb21wYWN0aW9uc2lkZWNhci52MUILUG9saWN5UHJvdG9QAVpVZ2l0aHViLmNvbS9jb21wYWN0aW9uLXNpZGVjYXIvY29tcGFjdGlvbi1zaWRlY2FyL2NsaWVudHMvZ28vY29tcGFjdGlvbnYxO2NvbXBhY3Rpb252MWIGcHJvdG8z");
 
 /**
  * When to compact (trigger) and how (strategy).
@@ -241,6 +241,18 @@ export type Strategy = Message<"compaction.v1.Strategy"> & {
    * @generated from field: optional int32 min_saved_tokens = 6;
    */
   minSavedTokens?: number | undefined;
+
+  /**
+   * Skip a pass (skipped_reason "would_drop_identifiers") that would drop
+   * more than this many identifiers (ids, paths, URLs, numbers, dates) of
+   * what it archives or clears: ones that then appear nowhere in the new
+   * window, its summaries or placeholders (Compaction.identifiers_dropped).
+   * 0 or more; unset means no limit. Not set on a pipeline (set it on its
+   * steps).
+   *
+   * @generated from field: optional int32 max_dropped_identifiers = 30;
+   */
+  maxDroppedIdentifiers?: number | undefined;
 };
 
 /**
@@ -397,6 +409,17 @@ export type Summarize = Message<"compaction.v1.Summarize"> & {
    * @generated from field: optional int32 thinking_budget = 10;
    */
   thinkingBudget?: number | undefined;
+
+  /**
+   * The share of max_summary_tokens the summary's closing "Identifiers:" line
+   * may take: the archived span's top identifiers the kept window does not
+   * hold, folded with the previous summary's, given to the summarizer as
+   * must-keep and appended by the server where the summary left them out.
+   * 0 turns it off; unset means an eighth of max_summary_tokens.
+   *
+   * @generated from field: optional int32 identifier_trail_tokens = 30;
+   */
+  identifierTrailTokens?: number | undefined;
 };
 
 /**
@@ -452,7 +475,8 @@ export type ClearToolResults = Message<"compaction.v1.ClearToolResults"> & {
 
   /**
    * The text that replaces a cleared result; "{name}" and "{call_id}" are
-   * replaced by the call's. Empty means the built-in one, which names the
+   * replaced by the call's, "{identifiers}" by its identifiers (see
+   * keep_identifiers). Empty means the built-in one, which names the
    * call and says the original can be searched. At most 2 KiB (UTF-8), and
    * each result's placeholder is cut at 2 KiB.
    *
@@ -470,6 +494,16 @@ export type ClearToolResults = Message<"compaction.v1.ClearToolResults"> & {
    * @generated from field: optional int32 keep_reasoning_turns = 6;
    */
   keepReasoningTurns?: number | undefined;
+
+  /**
+   * A cleared result's placeholder names its top identifiers (at most 5, in
+   * at most 120 characters; those a later assistant action used first) after
+   * " → ", where the placeholder says "{identifiers}" or else after it, so the
+   * agent can still act on them. Unset means true.
+   *
+   * @generated from field: optional bool keep_identifiers = 30;
+   */
+  keepIdentifiers?: boolean | undefined;
 };
 
 /**

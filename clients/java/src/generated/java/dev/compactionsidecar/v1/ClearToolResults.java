@@ -203,7 +203,8 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * The text that replaces a cleared result; "{name}" and "{call_id}" are
-   * replaced by the call's. Empty means the built-in one, which names the
+   * replaced by the call's, "{identifiers}" by its identifiers (see
+   * keep_identifiers). Empty means the built-in one, which names the
    * call and says the original can be searched. At most 2 KiB (UTF-8), and
    * each result's placeholder is cut at 2 KiB.
    * </pre>
@@ -227,7 +228,8 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * The text that replaces a cleared result; "{name}" and "{call_id}" are
-   * replaced by the call's. Empty means the built-in one, which names the
+   * replaced by the call's, "{identifiers}" by its identifiers (see
+   * keep_identifiers). Empty means the built-in one, which names the
    * call and says the original can be searched. At most 2 KiB (UTF-8), and
    * each result's placeholder is cut at 2 KiB.
    * </pre>
@@ -285,6 +287,39 @@ private static final long serialVersionUID = 0L;
     return keepReasoningTurns_;
   }
 
+  public static final int KEEP_IDENTIFIERS_FIELD_NUMBER = 30;
+  private boolean keepIdentifiers_ = false;
+  /**
+   * <pre>
+   * A cleared result's placeholder names its top identifiers (at most 5, in
+   * at most 120 characters; those a later assistant action used first) after
+   * " → ", where the placeholder says "{identifiers}" or else after it, so the
+   * agent can still act on them. Unset means true.
+   * </pre>
+   *
+   * <code>optional bool keep_identifiers = 30 [json_name = "keepIdentifiers"];</code>
+   * @return Whether the keepIdentifiers field is set.
+   */
+  @java.lang.Override
+  public boolean hasKeepIdentifiers() {
+    return ((bitField0_ & 0x00000008) != 0);
+  }
+  /**
+   * <pre>
+   * A cleared result's placeholder names its top identifiers (at most 5, in
+   * at most 120 characters; those a later assistant action used first) after
+   * " → ", where the placeholder says "{identifiers}" or else after it, so the
+   * agent can still act on them. Unset means true.
+   * </pre>
+   *
+   * <code>optional bool keep_identifiers = 30 [json_name = "keepIdentifiers"];</code>
+   * @return The keepIdentifiers.
+   */
+  @java.lang.Override
+  public boolean getKeepIdentifiers() {
+    return keepIdentifiers_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -317,6 +352,9 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000004) != 0)) {
       output.writeInt32(6, keepReasoningTurns_);
     }
+    if (((bitField0_ & 0x00000008) != 0)) {
+      output.writeBool(30, keepIdentifiers_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -347,6 +385,10 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000004) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeInt32Size(6, keepReasoningTurns_);
+    }
+    if (((bitField0_ & 0x00000008) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(30, keepIdentifiers_);
     }
     return size;
   }
@@ -393,6 +435,11 @@ private static final long serialVersionUID = 0L;
       if (getKeepReasoningTurns()
           != other.getKeepReasoningTurns()) return false;
     }
+    if (hasKeepIdentifiers() != other.hasKeepIdentifiers()) return false;
+    if (hasKeepIdentifiers()) {
+      if (getKeepIdentifiers()
+          != other.getKeepIdentifiers()) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -424,6 +471,11 @@ private static final long serialVersionUID = 0L;
     if (hasKeepReasoningTurns()) {
       hash = (37 * hash) + KEEP_REASONING_TURNS_FIELD_NUMBER;
       hash = (53 * hash) + getKeepReasoningTurns();
+    }
+    if (hasKeepIdentifiers()) {
+      hash = (37 * hash) + KEEP_IDENTIFIERS_FIELD_NUMBER;
+      hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+          getKeepIdentifiers());
     }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
@@ -572,6 +624,7 @@ private static final long serialVersionUID = 0L;
       minClearedTokens_ = 0;
       placeholder_ = "";
       keepReasoningTurns_ = 0;
+      keepIdentifiers_ = false;
       return this;
     }
 
@@ -628,6 +681,10 @@ private static final long serialVersionUID = 0L;
         result.keepReasoningTurns_ = keepReasoningTurns_;
         to_bitField0_ |= 0x00000004;
       }
+      if (((from_bitField0_ & 0x00000040) != 0)) {
+        result.keepIdentifiers_ = keepIdentifiers_;
+        to_bitField0_ |= 0x00000008;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -669,6 +726,9 @@ private static final long serialVersionUID = 0L;
       }
       if (other.hasKeepReasoningTurns()) {
         setKeepReasoningTurns(other.getKeepReasoningTurns());
+      }
+      if (other.hasKeepIdentifiers()) {
+        setKeepIdentifiers(other.getKeepIdentifiers());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -724,6 +784,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000020;
               break;
             } // case 48
+            case 240: {
+              keepIdentifiers_ = input.readBool();
+              bitField0_ |= 0x00000040;
+              break;
+            } // case 240
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1078,7 +1143,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The text that replaces a cleared result; "{name}" and "{call_id}" are
-     * replaced by the call's. Empty means the built-in one, which names the
+     * replaced by the call's, "{identifiers}" by its identifiers (see
+     * keep_identifiers). Empty means the built-in one, which names the
      * call and says the original can be searched. At most 2 KiB (UTF-8), and
      * each result's placeholder is cut at 2 KiB.
      * </pre>
@@ -1101,7 +1167,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The text that replaces a cleared result; "{name}" and "{call_id}" are
-     * replaced by the call's. Empty means the built-in one, which names the
+     * replaced by the call's, "{identifiers}" by its identifiers (see
+     * keep_identifiers). Empty means the built-in one, which names the
      * call and says the original can be searched. At most 2 KiB (UTF-8), and
      * each result's placeholder is cut at 2 KiB.
      * </pre>
@@ -1125,7 +1192,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The text that replaces a cleared result; "{name}" and "{call_id}" are
-     * replaced by the call's. Empty means the built-in one, which names the
+     * replaced by the call's, "{identifiers}" by its identifiers (see
+     * keep_identifiers). Empty means the built-in one, which names the
      * call and says the original can be searched. At most 2 KiB (UTF-8), and
      * each result's placeholder is cut at 2 KiB.
      * </pre>
@@ -1145,7 +1213,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The text that replaces a cleared result; "{name}" and "{call_id}" are
-     * replaced by the call's. Empty means the built-in one, which names the
+     * replaced by the call's, "{identifiers}" by its identifiers (see
+     * keep_identifiers). Empty means the built-in one, which names the
      * call and says the original can be searched. At most 2 KiB (UTF-8), and
      * each result's placeholder is cut at 2 KiB.
      * </pre>
@@ -1162,7 +1231,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The text that replaces a cleared result; "{name}" and "{call_id}" are
-     * replaced by the call's. Empty means the built-in one, which names the
+     * replaced by the call's, "{identifiers}" by its identifiers (see
+     * keep_identifiers). Empty means the built-in one, which names the
      * call and says the original can be searched. At most 2 KiB (UTF-8), and
      * each result's placeholder is cut at 2 KiB.
      * </pre>
@@ -1249,6 +1319,74 @@ private static final long serialVersionUID = 0L;
     public Builder clearKeepReasoningTurns() {
       bitField0_ = (bitField0_ & ~0x00000020);
       keepReasoningTurns_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private boolean keepIdentifiers_ ;
+    /**
+     * <pre>
+     * A cleared result's placeholder names its top identifiers (at most 5, in
+     * at most 120 characters; those a later assistant action used first) after
+     * " → ", where the placeholder says "{identifiers}" or else after it, so the
+     * agent can still act on them. Unset means true.
+     * </pre>
+     *
+     * <code>optional bool keep_identifiers = 30 [json_name = "keepIdentifiers"];</code>
+     * @return Whether the keepIdentifiers field is set.
+     */
+    @java.lang.Override
+    public boolean hasKeepIdentifiers() {
+      return ((bitField0_ & 0x00000040) != 0);
+    }
+    /**
+     * <pre>
+     * A cleared result's placeholder names its top identifiers (at most 5, in
+     * at most 120 characters; those a later assistant action used first) after
+     * " → ", where the placeholder says "{identifiers}" or else after it, so the
+     * agent can still act on them. Unset means true.
+     * </pre>
+     *
+     * <code>optional bool keep_identifiers = 30 [json_name = "keepIdentifiers"];</code>
+     * @return The keepIdentifiers.
+     */
+    @java.lang.Override
+    public boolean getKeepIdentifiers() {
+      return keepIdentifiers_;
+    }
+    /**
+     * <pre>
+     * A cleared result's placeholder names its top identifiers (at most 5, in
+     * at most 120 characters; those a later assistant action used first) after
+     * " → ", where the placeholder says "{identifiers}" or else after it, so the
+     * agent can still act on them. Unset means true.
+     * </pre>
+     *
+     * <code>optional bool keep_identifiers = 30 [json_name = "keepIdentifiers"];</code>
+     * @param value The keepIdentifiers to set.
+     * @return This builder for chaining.
+     */
+    public Builder setKeepIdentifiers(boolean value) {
+
+      keepIdentifiers_ = value;
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * A cleared result's placeholder names its top identifiers (at most 5, in
+     * at most 120 characters; those a later assistant action used first) after
+     * " → ", where the placeholder says "{identifiers}" or else after it, so the
+     * agent can still act on them. Unset means true.
+     * </pre>
+     *
+     * <code>optional bool keep_identifiers = 30 [json_name = "keepIdentifiers"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearKeepIdentifiers() {
+      bitField0_ = (bitField0_ & ~0x00000040);
+      keepIdentifiers_ = false;
       onChanged();
       return this;
     }

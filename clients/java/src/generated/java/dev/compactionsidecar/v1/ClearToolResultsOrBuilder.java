@@ -116,7 +116,8 @@ public interface ClearToolResultsOrBuilder extends
   /**
    * <pre>
    * The text that replaces a cleared result; "{name}" and "{call_id}" are
-   * replaced by the call's. Empty means the built-in one, which names the
+   * replaced by the call's, "{identifiers}" by its identifiers (see
+   * keep_identifiers). Empty means the built-in one, which names the
    * call and says the original can be searched. At most 2 KiB (UTF-8), and
    * each result's placeholder is cut at 2 KiB.
    * </pre>
@@ -128,7 +129,8 @@ public interface ClearToolResultsOrBuilder extends
   /**
    * <pre>
    * The text that replaces a cleared result; "{name}" and "{call_id}" are
-   * replaced by the call's. Empty means the built-in one, which names the
+   * replaced by the call's, "{identifiers}" by its identifiers (see
+   * keep_identifiers). Empty means the built-in one, which names the
    * call and says the original can be searched. At most 2 KiB (UTF-8), and
    * each result's placeholder is cut at 2 KiB.
    * </pre>
@@ -165,4 +167,29 @@ public interface ClearToolResultsOrBuilder extends
    * @return The keepReasoningTurns.
    */
   int getKeepReasoningTurns();
+
+  /**
+   * <pre>
+   * A cleared result's placeholder names its top identifiers (at most 5, in
+   * at most 120 characters; those a later assistant action used first) after
+   * " → ", where the placeholder says "{identifiers}" or else after it, so the
+   * agent can still act on them. Unset means true.
+   * </pre>
+   *
+   * <code>optional bool keep_identifiers = 30 [json_name = "keepIdentifiers"];</code>
+   * @return Whether the keepIdentifiers field is set.
+   */
+  boolean hasKeepIdentifiers();
+  /**
+   * <pre>
+   * A cleared result's placeholder names its top identifiers (at most 5, in
+   * at most 120 characters; those a later assistant action used first) after
+   * " → ", where the placeholder says "{identifiers}" or else after it, so the
+   * agent can still act on them. Unset means true.
+   * </pre>
+   *
+   * <code>optional bool keep_identifiers = 30 [json_name = "keepIdentifiers"];</code>
+   * @return The keepIdentifiers.
+   */
+  boolean getKeepIdentifiers();
 }

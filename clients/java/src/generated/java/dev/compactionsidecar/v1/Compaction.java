@@ -43,6 +43,8 @@ private static final long serialVersionUID = 0L;
         com.google.protobuf.LazyStringArrayList.emptyList();
     restoredBy_ = "";
     restores_ = "";
+    droppedIdentifiers_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -606,6 +608,59 @@ private static final long serialVersionUID = 0L;
     return insertedEventIdsOmitted_;
   }
 
+  public static final int IDENTIFIERS_DROPPED_FIELD_NUMBER = 30;
+  private int identifiersDropped_ = 0;
+  /**
+   * <pre>
+   * As CompactionResult.identifiers_dropped and dropped_identifiers: what of
+   * the identifiers it archived or cleared the window no longer holds.
+   * </pre>
+   *
+   * <code>int32 identifiers_dropped = 30 [json_name = "identifiersDropped"];</code>
+   * @return The identifiersDropped.
+   */
+  @java.lang.Override
+  public int getIdentifiersDropped() {
+    return identifiersDropped_;
+  }
+
+  public static final int DROPPED_IDENTIFIERS_FIELD_NUMBER = 31;
+  @SuppressWarnings("serial")
+  private com.google.protobuf.LazyStringArrayList droppedIdentifiers_ =
+      com.google.protobuf.LazyStringArrayList.emptyList();
+  /**
+   * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+   * @return A list containing the droppedIdentifiers.
+   */
+  public com.google.protobuf.ProtocolStringList
+      getDroppedIdentifiersList() {
+    return droppedIdentifiers_;
+  }
+  /**
+   * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+   * @return The count of droppedIdentifiers.
+   */
+  public int getDroppedIdentifiersCount() {
+    return droppedIdentifiers_.size();
+  }
+  /**
+   * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+   * @param index The index of the element to return.
+   * @return The droppedIdentifiers at the given index.
+   */
+  public java.lang.String getDroppedIdentifiers(int index) {
+    return droppedIdentifiers_.get(index);
+  }
+  /**
+   * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+   * @param index The index of the value to return.
+   * @return The bytes of the droppedIdentifiers at the given index.
+   */
+  public com.google.protobuf.ByteString
+      getDroppedIdentifiersBytes(int index) {
+    return droppedIdentifiers_.getByteString(index);
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -673,6 +728,12 @@ private static final long serialVersionUID = 0L;
     }
     if (insertedEventIdsOmitted_ != false) {
       output.writeBool(18, insertedEventIdsOmitted_);
+    }
+    if (identifiersDropped_ != 0) {
+      output.writeInt32(30, identifiersDropped_);
+    }
+    for (int i = 0; i < droppedIdentifiers_.size(); i++) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 31, droppedIdentifiers_.getRaw(i));
     }
     getUnknownFields().writeTo(output);
   }
@@ -758,6 +819,18 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(18, insertedEventIdsOmitted_);
     }
+    if (identifiersDropped_ != 0) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeInt32Size(30, identifiersDropped_);
+    }
+    {
+      int dataSize = 0;
+      for (int i = 0; i < droppedIdentifiers_.size(); i++) {
+        dataSize += computeStringSizeNoTag(droppedIdentifiers_.getRaw(i));
+      }
+      size += dataSize;
+      size += 2 * getDroppedIdentifiersList().size();
+    }
     return size;
   }
   @java.lang.Override
@@ -821,6 +894,10 @@ private static final long serialVersionUID = 0L;
         != other.getClearedEventIdsOmitted()) return false;
     if (getInsertedEventIdsOmitted()
         != other.getInsertedEventIdsOmitted()) return false;
+    if (getIdentifiersDropped()
+        != other.getIdentifiersDropped()) return false;
+    if (!getDroppedIdentifiersList()
+        .equals(other.getDroppedIdentifiersList())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -882,6 +959,12 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + INSERTED_EVENT_IDS_OMITTED_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getInsertedEventIdsOmitted());
+    hash = (37 * hash) + IDENTIFIERS_DROPPED_FIELD_NUMBER;
+    hash = (53 * hash) + getIdentifiersDropped();
+    if (getDroppedIdentifiersCount() > 0) {
+      hash = (37 * hash) + DROPPED_IDENTIFIERS_FIELD_NUMBER;
+      hash = (53 * hash) + getDroppedIdentifiersList().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -1048,6 +1131,9 @@ private static final long serialVersionUID = 0L;
       archivedEventIdsOmitted_ = false;
       clearedEventIdsOmitted_ = false;
       insertedEventIdsOmitted_ = false;
+      identifiersDropped_ = 0;
+      droppedIdentifiers_ =
+          com.google.protobuf.LazyStringArrayList.emptyList();
       return this;
     }
 
@@ -1141,6 +1227,13 @@ private static final long serialVersionUID = 0L;
       }
       if (((from_bitField0_ & 0x00020000) != 0)) {
         result.insertedEventIdsOmitted_ = insertedEventIdsOmitted_;
+      }
+      if (((from_bitField0_ & 0x00040000) != 0)) {
+        result.identifiersDropped_ = identifiersDropped_;
+      }
+      if (((from_bitField0_ & 0x00080000) != 0)) {
+        droppedIdentifiers_.makeImmutable();
+        result.droppedIdentifiers_ = droppedIdentifiers_;
       }
       result.bitField0_ |= to_bitField0_;
     }
@@ -1239,6 +1332,19 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getInsertedEventIdsOmitted() != false) {
         setInsertedEventIdsOmitted(other.getInsertedEventIdsOmitted());
+      }
+      if (other.getIdentifiersDropped() != 0) {
+        setIdentifiersDropped(other.getIdentifiersDropped());
+      }
+      if (!other.droppedIdentifiers_.isEmpty()) {
+        if (droppedIdentifiers_.isEmpty()) {
+          droppedIdentifiers_ = other.droppedIdentifiers_;
+          bitField0_ |= 0x00080000;
+        } else {
+          ensureDroppedIdentifiersIsMutable();
+          droppedIdentifiers_.addAll(other.droppedIdentifiers_);
+        }
+        onChanged();
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -1356,6 +1462,16 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00020000;
               break;
             } // case 144
+            case 240: {
+              identifiersDropped_ = input.readInt32();
+              bitField0_ |= 0x00040000;
+              break;
+            } // case 240
+            case 250: {
+              ensureDroppedIdentifiersIsMutable();
+              droppedIdentifiers_.add(input.readStringRequireUtf8());
+              break;
+            } // case 250
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2786,6 +2902,164 @@ private static final long serialVersionUID = 0L;
     public Builder clearInsertedEventIdsOmitted() {
       bitField0_ = (bitField0_ & ~0x00020000);
       insertedEventIdsOmitted_ = false;
+      onChanged();
+      return this;
+    }
+
+    private int identifiersDropped_ ;
+    /**
+     * <pre>
+     * As CompactionResult.identifiers_dropped and dropped_identifiers: what of
+     * the identifiers it archived or cleared the window no longer holds.
+     * </pre>
+     *
+     * <code>int32 identifiers_dropped = 30 [json_name = "identifiersDropped"];</code>
+     * @return The identifiersDropped.
+     */
+    @java.lang.Override
+    public int getIdentifiersDropped() {
+      return identifiersDropped_;
+    }
+    /**
+     * <pre>
+     * As CompactionResult.identifiers_dropped and dropped_identifiers: what of
+     * the identifiers it archived or cleared the window no longer holds.
+     * </pre>
+     *
+     * <code>int32 identifiers_dropped = 30 [json_name = "identifiersDropped"];</code>
+     * @param value The identifiersDropped to set.
+     * @return This builder for chaining.
+     */
+    public Builder setIdentifiersDropped(int value) {
+
+      identifiersDropped_ = value;
+      bitField0_ |= 0x00040000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * As CompactionResult.identifiers_dropped and dropped_identifiers: what of
+     * the identifiers it archived or cleared the window no longer holds.
+     * </pre>
+     *
+     * <code>int32 identifiers_dropped = 30 [json_name = "identifiersDropped"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearIdentifiersDropped() {
+      bitField0_ = (bitField0_ & ~0x00040000);
+      identifiersDropped_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private com.google.protobuf.LazyStringArrayList droppedIdentifiers_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
+    private void ensureDroppedIdentifiersIsMutable() {
+      if (!droppedIdentifiers_.isModifiable()) {
+        droppedIdentifiers_ = new com.google.protobuf.LazyStringArrayList(droppedIdentifiers_);
+      }
+      bitField0_ |= 0x00080000;
+    }
+    /**
+     * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+     * @return A list containing the droppedIdentifiers.
+     */
+    public com.google.protobuf.ProtocolStringList
+        getDroppedIdentifiersList() {
+      droppedIdentifiers_.makeImmutable();
+      return droppedIdentifiers_;
+    }
+    /**
+     * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+     * @return The count of droppedIdentifiers.
+     */
+    public int getDroppedIdentifiersCount() {
+      return droppedIdentifiers_.size();
+    }
+    /**
+     * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+     * @param index The index of the element to return.
+     * @return The droppedIdentifiers at the given index.
+     */
+    public java.lang.String getDroppedIdentifiers(int index) {
+      return droppedIdentifiers_.get(index);
+    }
+    /**
+     * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+     * @param index The index of the value to return.
+     * @return The bytes of the droppedIdentifiers at the given index.
+     */
+    public com.google.protobuf.ByteString
+        getDroppedIdentifiersBytes(int index) {
+      return droppedIdentifiers_.getByteString(index);
+    }
+    /**
+     * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+     * @param index The index to set the value at.
+     * @param value The droppedIdentifiers to set.
+     * @return This builder for chaining.
+     */
+    public Builder setDroppedIdentifiers(
+        int index, java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      ensureDroppedIdentifiersIsMutable();
+      droppedIdentifiers_.set(index, value);
+      bitField0_ |= 0x00080000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+     * @param value The droppedIdentifiers to add.
+     * @return This builder for chaining.
+     */
+    public Builder addDroppedIdentifiers(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      ensureDroppedIdentifiersIsMutable();
+      droppedIdentifiers_.add(value);
+      bitField0_ |= 0x00080000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+     * @param values The droppedIdentifiers to add.
+     * @return This builder for chaining.
+     */
+    public Builder addAllDroppedIdentifiers(
+        java.lang.Iterable<java.lang.String> values) {
+      ensureDroppedIdentifiersIsMutable();
+      com.google.protobuf.AbstractMessageLite.Builder.addAll(
+          values, droppedIdentifiers_);
+      bitField0_ |= 0x00080000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearDroppedIdentifiers() {
+      droppedIdentifiers_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
+      bitField0_ = (bitField0_ & ~0x00080000);;
+      onChanged();
+      return this;
+    }
+    /**
+     * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+     * @param value The bytes of the droppedIdentifiers to add.
+     * @return This builder for chaining.
+     */
+    public Builder addDroppedIdentifiersBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      ensureDroppedIdentifiersIsMutable();
+      droppedIdentifiers_.add(value);
+      bitField0_ |= 0x00080000;
       onChanged();
       return this;
     }

@@ -344,4 +344,40 @@ public interface CompactionOrBuilder extends
    * @return The insertedEventIdsOmitted.
    */
   boolean getInsertedEventIdsOmitted();
+
+  /**
+   * <pre>
+   * As CompactionResult.identifiers_dropped and dropped_identifiers: what of
+   * the identifiers it archived or cleared the window no longer holds.
+   * </pre>
+   *
+   * <code>int32 identifiers_dropped = 30 [json_name = "identifiersDropped"];</code>
+   * @return The identifiersDropped.
+   */
+  int getIdentifiersDropped();
+
+  /**
+   * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+   * @return A list containing the droppedIdentifiers.
+   */
+  java.util.List<java.lang.String>
+      getDroppedIdentifiersList();
+  /**
+   * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+   * @return The count of droppedIdentifiers.
+   */
+  int getDroppedIdentifiersCount();
+  /**
+   * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+   * @param index The index of the element to return.
+   * @return The droppedIdentifiers at the given index.
+   */
+  java.lang.String getDroppedIdentifiers(int index);
+  /**
+   * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+   * @param index The index of the value to return.
+   * @return The bytes of the droppedIdentifiers at the given index.
+   */
+  com.google.protobuf.ByteString
+      getDroppedIdentifiersBytes(int index);
 }

@@ -42,6 +42,8 @@ private static final long serialVersionUID = 0L;
         com.google.protobuf.LazyStringArrayList.emptyList();
     restoredEventIds_ =
         com.google.protobuf.LazyStringArrayList.emptyList();
+    droppedIdentifiers_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -639,6 +641,76 @@ private static final long serialVersionUID = 0L;
     return restoredEventIdsOmitted_;
   }
 
+  public static final int IDENTIFIERS_DROPPED_FIELD_NUMBER = 30;
+  private int identifiersDropped_ = 0;
+  /**
+   * <pre>
+   * How many identifiers (ids, paths, URLs, numbers, dates) of what this pass
+   * archived or cleared appear nowhere in the new window, its summaries or
+   * placeholders: what the agent can no longer see without a search.
+   * </pre>
+   *
+   * <code>int32 identifiers_dropped = 30 [json_name = "identifiersDropped"];</code>
+   * @return The identifiersDropped.
+   */
+  @java.lang.Override
+  public int getIdentifiersDropped() {
+    return identifiersDropped_;
+  }
+
+  public static final int DROPPED_IDENTIFIERS_FIELD_NUMBER = 31;
+  @SuppressWarnings("serial")
+  private com.google.protobuf.LazyStringArrayList droppedIdentifiers_ =
+      com.google.protobuf.LazyStringArrayList.emptyList();
+  /**
+   * <pre>
+   * The best of them (at most 16), the one a later action used first.
+   * </pre>
+   *
+   * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+   * @return A list containing the droppedIdentifiers.
+   */
+  public com.google.protobuf.ProtocolStringList
+      getDroppedIdentifiersList() {
+    return droppedIdentifiers_;
+  }
+  /**
+   * <pre>
+   * The best of them (at most 16), the one a later action used first.
+   * </pre>
+   *
+   * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+   * @return The count of droppedIdentifiers.
+   */
+  public int getDroppedIdentifiersCount() {
+    return droppedIdentifiers_.size();
+  }
+  /**
+   * <pre>
+   * The best of them (at most 16), the one a later action used first.
+   * </pre>
+   *
+   * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+   * @param index The index of the element to return.
+   * @return The droppedIdentifiers at the given index.
+   */
+  public java.lang.String getDroppedIdentifiers(int index) {
+    return droppedIdentifiers_.get(index);
+  }
+  /**
+   * <pre>
+   * The best of them (at most 16), the one a later action used first.
+   * </pre>
+   *
+   * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+   * @param index The index of the value to return.
+   * @return The bytes of the droppedIdentifiers at the given index.
+   */
+  public com.google.protobuf.ByteString
+      getDroppedIdentifiersBytes(int index) {
+    return droppedIdentifiers_.getByteString(index);
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -703,6 +775,12 @@ private static final long serialVersionUID = 0L;
     }
     if (restoredEventIdsOmitted_ != false) {
       output.writeBool(17, restoredEventIdsOmitted_);
+    }
+    if (identifiersDropped_ != 0) {
+      output.writeInt32(30, identifiersDropped_);
+    }
+    for (int i = 0; i < droppedIdentifiers_.size(); i++) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 31, droppedIdentifiers_.getRaw(i));
     }
     getUnknownFields().writeTo(output);
   }
@@ -790,6 +868,18 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(17, restoredEventIdsOmitted_);
     }
+    if (identifiersDropped_ != 0) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeInt32Size(30, identifiersDropped_);
+    }
+    {
+      int dataSize = 0;
+      for (int i = 0; i < droppedIdentifiers_.size(); i++) {
+        dataSize += computeStringSizeNoTag(droppedIdentifiers_.getRaw(i));
+      }
+      size += dataSize;
+      size += 2 * getDroppedIdentifiersList().size();
+    }
     return size;
   }
   @java.lang.Override
@@ -848,6 +938,10 @@ private static final long serialVersionUID = 0L;
         != other.getClearedEventIdsOmitted()) return false;
     if (getRestoredEventIdsOmitted()
         != other.getRestoredEventIdsOmitted()) return false;
+    if (getIdentifiersDropped()
+        != other.getIdentifiersDropped()) return false;
+    if (!getDroppedIdentifiersList()
+        .equals(other.getDroppedIdentifiersList())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -908,6 +1002,12 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + RESTORED_EVENT_IDS_OMITTED_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getRestoredEventIdsOmitted());
+    hash = (37 * hash) + IDENTIFIERS_DROPPED_FIELD_NUMBER;
+    hash = (53 * hash) + getIdentifiersDropped();
+    if (getDroppedIdentifiersCount() > 0) {
+      hash = (37 * hash) + DROPPED_IDENTIFIERS_FIELD_NUMBER;
+      hash = (53 * hash) + getDroppedIdentifiersList().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -1074,6 +1174,9 @@ private static final long serialVersionUID = 0L;
       activeEventsOmitted_ = false;
       clearedEventIdsOmitted_ = false;
       restoredEventIdsOmitted_ = false;
+      identifiersDropped_ = 0;
+      droppedIdentifiers_ =
+          com.google.protobuf.LazyStringArrayList.emptyList();
       return this;
     }
 
@@ -1175,6 +1278,13 @@ private static final long serialVersionUID = 0L;
       }
       if (((from_bitField0_ & 0x00010000) != 0)) {
         result.restoredEventIdsOmitted_ = restoredEventIdsOmitted_;
+      }
+      if (((from_bitField0_ & 0x00020000) != 0)) {
+        result.identifiersDropped_ = identifiersDropped_;
+      }
+      if (((from_bitField0_ & 0x00040000) != 0)) {
+        droppedIdentifiers_.makeImmutable();
+        result.droppedIdentifiers_ = droppedIdentifiers_;
       }
     }
 
@@ -1309,6 +1419,19 @@ private static final long serialVersionUID = 0L;
       if (other.getRestoredEventIdsOmitted() != false) {
         setRestoredEventIdsOmitted(other.getRestoredEventIdsOmitted());
       }
+      if (other.getIdentifiersDropped() != 0) {
+        setIdentifiersDropped(other.getIdentifiersDropped());
+      }
+      if (!other.droppedIdentifiers_.isEmpty()) {
+        if (droppedIdentifiers_.isEmpty()) {
+          droppedIdentifiers_ = other.droppedIdentifiers_;
+          bitField0_ |= 0x00040000;
+        } else {
+          ensureDroppedIdentifiersIsMutable();
+          droppedIdentifiers_.addAll(other.droppedIdentifiers_);
+        }
+        onChanged();
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -1434,6 +1557,16 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00010000;
               break;
             } // case 136
+            case 240: {
+              identifiersDropped_ = input.readInt32();
+              bitField0_ |= 0x00020000;
+              break;
+            } // case 240
+            case 250: {
+              ensureDroppedIdentifiersIsMutable();
+              droppedIdentifiers_.add(input.readStringRequireUtf8());
+              break;
+            } // case 250
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -3186,6 +3319,203 @@ private static final long serialVersionUID = 0L;
     public Builder clearRestoredEventIdsOmitted() {
       bitField0_ = (bitField0_ & ~0x00010000);
       restoredEventIdsOmitted_ = false;
+      onChanged();
+      return this;
+    }
+
+    private int identifiersDropped_ ;
+    /**
+     * <pre>
+     * How many identifiers (ids, paths, URLs, numbers, dates) of what this pass
+     * archived or cleared appear nowhere in the new window, its summaries or
+     * placeholders: what the agent can no longer see without a search.
+     * </pre>
+     *
+     * <code>int32 identifiers_dropped = 30 [json_name = "identifiersDropped"];</code>
+     * @return The identifiersDropped.
+     */
+    @java.lang.Override
+    public int getIdentifiersDropped() {
+      return identifiersDropped_;
+    }
+    /**
+     * <pre>
+     * How many identifiers (ids, paths, URLs, numbers, dates) of what this pass
+     * archived or cleared appear nowhere in the new window, its summaries or
+     * placeholders: what the agent can no longer see without a search.
+     * </pre>
+     *
+     * <code>int32 identifiers_dropped = 30 [json_name = "identifiersDropped"];</code>
+     * @param value The identifiersDropped to set.
+     * @return This builder for chaining.
+     */
+    public Builder setIdentifiersDropped(int value) {
+
+      identifiersDropped_ = value;
+      bitField0_ |= 0x00020000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * How many identifiers (ids, paths, URLs, numbers, dates) of what this pass
+     * archived or cleared appear nowhere in the new window, its summaries or
+     * placeholders: what the agent can no longer see without a search.
+     * </pre>
+     *
+     * <code>int32 identifiers_dropped = 30 [json_name = "identifiersDropped"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearIdentifiersDropped() {
+      bitField0_ = (bitField0_ & ~0x00020000);
+      identifiersDropped_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private com.google.protobuf.LazyStringArrayList droppedIdentifiers_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
+    private void ensureDroppedIdentifiersIsMutable() {
+      if (!droppedIdentifiers_.isModifiable()) {
+        droppedIdentifiers_ = new com.google.protobuf.LazyStringArrayList(droppedIdentifiers_);
+      }
+      bitField0_ |= 0x00040000;
+    }
+    /**
+     * <pre>
+     * The best of them (at most 16), the one a later action used first.
+     * </pre>
+     *
+     * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+     * @return A list containing the droppedIdentifiers.
+     */
+    public com.google.protobuf.ProtocolStringList
+        getDroppedIdentifiersList() {
+      droppedIdentifiers_.makeImmutable();
+      return droppedIdentifiers_;
+    }
+    /**
+     * <pre>
+     * The best of them (at most 16), the one a later action used first.
+     * </pre>
+     *
+     * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+     * @return The count of droppedIdentifiers.
+     */
+    public int getDroppedIdentifiersCount() {
+      return droppedIdentifiers_.size();
+    }
+    /**
+     * <pre>
+     * The best of them (at most 16), the one a later action used first.
+     * </pre>
+     *
+     * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+     * @param index The index of the element to return.
+     * @return The droppedIdentifiers at the given index.
+     */
+    public java.lang.String getDroppedIdentifiers(int index) {
+      return droppedIdentifiers_.get(index);
+    }
+    /**
+     * <pre>
+     * The best of them (at most 16), the one a later action used first.
+     * </pre>
+     *
+     * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+     * @param index The index of the value to return.
+     * @return The bytes of the droppedIdentifiers at the given index.
+     */
+    public com.google.protobuf.ByteString
+        getDroppedIdentifiersBytes(int index) {
+      return droppedIdentifiers_.getByteString(index);
+    }
+    /**
+     * <pre>
+     * The best of them (at most 16), the one a later action used first.
+     * </pre>
+     *
+     * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+     * @param index The index to set the value at.
+     * @param value The droppedIdentifiers to set.
+     * @return This builder for chaining.
+     */
+    public Builder setDroppedIdentifiers(
+        int index, java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      ensureDroppedIdentifiersIsMutable();
+      droppedIdentifiers_.set(index, value);
+      bitField0_ |= 0x00040000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The best of them (at most 16), the one a later action used first.
+     * </pre>
+     *
+     * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+     * @param value The droppedIdentifiers to add.
+     * @return This builder for chaining.
+     */
+    public Builder addDroppedIdentifiers(
+        java.lang.String value) {
+      java.util.Objects.requireNonNull(value);
+      ensureDroppedIdentifiersIsMutable();
+      droppedIdentifiers_.add(value);
+      bitField0_ |= 0x00040000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The best of them (at most 16), the one a later action used first.
+     * </pre>
+     *
+     * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+     * @param values The droppedIdentifiers to add.
+     * @return This builder for chaining.
+     */
+    public Builder addAllDroppedIdentifiers(
+        java.lang.Iterable<java.lang.String> values) {
+      ensureDroppedIdentifiersIsMutable();
+      com.google.protobuf.AbstractMessageLite.Builder.addAll(
+          values, droppedIdentifiers_);
+      bitField0_ |= 0x00040000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The best of them (at most 16), the one a later action used first.
+     * </pre>
+     *
+     * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearDroppedIdentifiers() {
+      droppedIdentifiers_ =
+        com.google.protobuf.LazyStringArrayList.emptyList();
+      bitField0_ = (bitField0_ & ~0x00040000);;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The best of them (at most 16), the one a later action used first.
+     * </pre>
+     *
+     * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+     * @param value The bytes of the droppedIdentifiers to add.
+     * @return This builder for chaining.
+     */
+    public Builder addDroppedIdentifiersBytes(
+        com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      checkByteStringIsUtf8(value);
+      ensureDroppedIdentifiersIsMutable();
+      droppedIdentifiers_.add(value);
+      bitField0_ |= 0x00040000;
       onChanged();
       return this;
     }

@@ -375,4 +375,57 @@ public interface CompactionResultOrBuilder extends
    * @return The restoredEventIdsOmitted.
    */
   boolean getRestoredEventIdsOmitted();
+
+  /**
+   * <pre>
+   * How many identifiers (ids, paths, URLs, numbers, dates) of what this pass
+   * archived or cleared appear nowhere in the new window, its summaries or
+   * placeholders: what the agent can no longer see without a search.
+   * </pre>
+   *
+   * <code>int32 identifiers_dropped = 30 [json_name = "identifiersDropped"];</code>
+   * @return The identifiersDropped.
+   */
+  int getIdentifiersDropped();
+
+  /**
+   * <pre>
+   * The best of them (at most 16), the one a later action used first.
+   * </pre>
+   *
+   * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+   * @return A list containing the droppedIdentifiers.
+   */
+  java.util.List<java.lang.String>
+      getDroppedIdentifiersList();
+  /**
+   * <pre>
+   * The best of them (at most 16), the one a later action used first.
+   * </pre>
+   *
+   * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+   * @return The count of droppedIdentifiers.
+   */
+  int getDroppedIdentifiersCount();
+  /**
+   * <pre>
+   * The best of them (at most 16), the one a later action used first.
+   * </pre>
+   *
+   * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+   * @param index The index of the element to return.
+   * @return The droppedIdentifiers at the given index.
+   */
+  java.lang.String getDroppedIdentifiers(int index);
+  /**
+   * <pre>
+   * The best of them (at most 16), the one a later action used first.
+   * </pre>
+   *
+   * <code>repeated string dropped_identifiers = 31 [json_name = "droppedIdentifiers"];</code>
+   * @param index The index of the value to return.
+   * @return The bytes of the droppedIdentifiers at the given index.
+   */
+  com.google.protobuf.ByteString
+      getDroppedIdentifiersBytes(int index);
 }

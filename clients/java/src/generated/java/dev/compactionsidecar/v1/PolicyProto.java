@@ -99,7 +99,7 @@ public final class PolicyProto extends com.google.protobuf.GeneratedFile {
       " \001(\010H\000R\006always\022+\n\020context_fraction\030\010 \001(\001" +
       "H\000R\017contextFractionB\006\n\004kind\"A\n\013TriggerLi" +
       "st\0222\n\010triggers\030\001 \003(\0132\026.compaction.v1.Tri" +
-      "ggerR\010triggers\"\223\004\n\010Strategy\022E\n\016sliding_w" +
+      "ggerR\010triggers\"\354\004\n\010Strategy\022E\n\016sliding_w" +
       "indow\030\001 \001(\0132\034.compaction.v1.SlidingWindo" +
       "wH\000R\rslidingWindow\022<\n\013turn_window\030\002 \001(\0132" +
       "\031.compaction.v1.TurnWindowH\000R\nturnWindow" +
@@ -111,43 +111,49 @@ public final class PolicyProto extends com.google.protobuf.GeneratedFile {
       "ults\0225\n\010pipeline\030\010 \001(\0132\027.compaction.v1.P" +
       "ipelineH\000R\010pipeline\0223\n\010boundary\030\005 \001(\0162\027." +
       "compaction.v1.BoundaryR\010boundary\022-\n\020min_" +
-      "saved_tokens\030\006 \001(\005H\001R\016minSavedTokens\210\001\001B" +
-      "\006\n\004kindB\023\n\021_min_saved_tokens\"B\n\rSlidingW" +
-      "indow\022\"\n\nmax_events\030\001 \001(\005H\000R\tmaxEvents\210\001" +
-      "\001B\r\n\013_max_events\"<\n\nTurnWindow\022 \n\tmax_tu" +
-      "rns\030\001 \001(\005H\000R\010maxTurns\210\001\001B\014\n\n_max_turns\"@" +
-      "\n\013TokenBudget\022\"\n\nmax_tokens\030\001 \001(\005H\000R\tmax" +
-      "Tokens\210\001\001B\r\n\013_max_tokens\"\273\004\n\tSummarize\0220" +
-      "\n\022max_events_to_keep\030\001 \001(\005H\000R\017maxEventsT" +
-      "oKeep\210\001\001\022\035\n\007overlap\030\002 \001(\005H\001R\007overlap\210\001\001\022" +
-      "#\n\rsystem_prompt\030\003 \001(\tR\014systemPrompt\022#\n\r" +
-      "shadow_prompt\030\004 \001(\tR\014shadowPrompt\022\024\n\005mod" +
-      "el\030\005 \001(\tR\005model\0221\n\022max_summary_tokens\030\006 " +
-      "\001(\005H\002R\020maxSummaryTokens\210\001\001\022-\n\020max_input_" +
-      "tokens\030\007 \001(\005H\003R\016maxInputTokens\210\001\001\0228\n\026max" +
-      "_tool_result_tokens\030\010 \001(\005H\004R\023maxToolResu" +
-      "ltTokens\210\001\001\022%\n\013temperature\030\t \001(\002H\005R\013temp" +
-      "erature\210\001\001\022,\n\017thinking_budget\030\n \001(\005H\006R\016t" +
-      "hinkingBudget\210\001\001B\025\n\023_max_events_to_keepB" +
-      "\n\n\010_overlapB\025\n\023_max_summary_tokensB\023\n\021_m" +
-      "ax_input_tokensB\031\n\027_max_tool_result_toke" +
-      "nsB\016\n\014_temperatureB\022\n\020_thinking_budget\"\335" +
-      "\002\n\020ClearToolResults\022)\n\016keep_tool_uses\030\001 " +
-      "\001(\005H\000R\014keepToolUses\210\001\001\022#\n\rexclude_tools\030" +
-      "\002 \003(\tR\014excludeTools\022*\n\021clear_tool_inputs" +
-      "\030\003 \001(\010R\017clearToolInputs\0221\n\022min_cleared_t" +
-      "okens\030\004 \001(\005H\001R\020minClearedTokens\210\001\001\022 \n\013pl" +
-      "aceholder\030\005 \001(\tR\013placeholder\0225\n\024keep_rea" +
-      "soning_turns\030\006 \001(\005H\002R\022keepReasoningTurns" +
-      "\210\001\001B\021\n\017_keep_tool_usesB\025\n\023_min_cleared_t" +
-      "okensB\027\n\025_keep_reasoning_turns\"9\n\010Pipeli" +
-      "ne\022-\n\005steps\030\001 \003(\0132\027.compaction.v1.Strate" +
-      "gyR\005steps*O\n\010Boundary\022\030\n\024BOUNDARY_UNSPEC" +
-      "IFIED\020\000\022\021\n\rBOUNDARY_TURN\020\001\022\026\n\022BOUNDARY_T" +
-      "OOL_PAIR\020\002B\200\001\n\030dev.compactionsidecar.v1B" +
-      "\013PolicyProtoP\001ZUgithub.com/compaction-si" +
-      "decar/compaction-sidecar/clients/go/comp" +
-      "actionv1;compactionv1b\006proto3"
+      "saved_tokens\030\006 \001(\005H\001R\016minSavedTokens\210\001\001\022" +
+      ";\n\027max_dropped_identifiers\030\036 \001(\005H\002R\025maxD" +
+      "roppedIdentifiers\210\001\001B\006\n\004kindB\023\n\021_min_sav" +
+      "ed_tokensB\032\n\030_max_dropped_identifiers\"B\n" +
+      "\rSlidingWindow\022\"\n\nmax_events\030\001 \001(\005H\000R\tma" +
+      "xEvents\210\001\001B\r\n\013_max_events\"<\n\nTurnWindow\022" +
+      " \n\tmax_turns\030\001 \001(\005H\000R\010maxTurns\210\001\001B\014\n\n_ma" +
+      "x_turns\"@\n\013TokenBudget\022\"\n\nmax_tokens\030\001 \001" +
+      "(\005H\000R\tmaxTokens\210\001\001B\r\n\013_max_tokens\"\224\005\n\tSu" +
+      "mmarize\0220\n\022max_events_to_keep\030\001 \001(\005H\000R\017m" +
+      "axEventsToKeep\210\001\001\022\035\n\007overlap\030\002 \001(\005H\001R\007ov" +
+      "erlap\210\001\001\022#\n\rsystem_prompt\030\003 \001(\tR\014systemP" +
+      "rompt\022#\n\rshadow_prompt\030\004 \001(\tR\014shadowProm" +
+      "pt\022\024\n\005model\030\005 \001(\tR\005model\0221\n\022max_summary_" +
+      "tokens\030\006 \001(\005H\002R\020maxSummaryTokens\210\001\001\022-\n\020m" +
+      "ax_input_tokens\030\007 \001(\005H\003R\016maxInputTokens\210" +
+      "\001\001\0228\n\026max_tool_result_tokens\030\010 \001(\005H\004R\023ma" +
+      "xToolResultTokens\210\001\001\022%\n\013temperature\030\t \001(" +
+      "\002H\005R\013temperature\210\001\001\022,\n\017thinking_budget\030\n" +
+      " \001(\005H\006R\016thinkingBudget\210\001\001\022;\n\027identifier_" +
+      "trail_tokens\030\036 \001(\005H\007R\025identifierTrailTok" +
+      "ens\210\001\001B\025\n\023_max_events_to_keepB\n\n\010_overla" +
+      "pB\025\n\023_max_summary_tokensB\023\n\021_max_input_t" +
+      "okensB\031\n\027_max_tool_result_tokensB\016\n\014_tem" +
+      "peratureB\022\n\020_thinking_budgetB\032\n\030_identif" +
+      "ier_trail_tokens\"\242\003\n\020ClearToolResults\022)\n" +
+      "\016keep_tool_uses\030\001 \001(\005H\000R\014keepToolUses\210\001\001" +
+      "\022#\n\rexclude_tools\030\002 \003(\tR\014excludeTools\022*\n" +
+      "\021clear_tool_inputs\030\003 \001(\010R\017clearToolInput" +
+      "s\0221\n\022min_cleared_tokens\030\004 \001(\005H\001R\020minClea" +
+      "redTokens\210\001\001\022 \n\013placeholder\030\005 \001(\tR\013place" +
+      "holder\0225\n\024keep_reasoning_turns\030\006 \001(\005H\002R\022" +
+      "keepReasoningTurns\210\001\001\022.\n\020keep_identifier" +
+      "s\030\036 \001(\010H\003R\017keepIdentifiers\210\001\001B\021\n\017_keep_t" +
+      "ool_usesB\025\n\023_min_cleared_tokensB\027\n\025_keep" +
+      "_reasoning_turnsB\023\n\021_keep_identifiers\"9\n" +
+      "\010Pipeline\022-\n\005steps\030\001 \003(\0132\027.compaction.v1" +
+      ".StrategyR\005steps*O\n\010Boundary\022\030\n\024BOUNDARY" +
+      "_UNSPECIFIED\020\000\022\021\n\rBOUNDARY_TURN\020\001\022\026\n\022BOU" +
+      "NDARY_TOOL_PAIR\020\002B\200\001\n\030dev.compactionside" +
+      "car.v1B\013PolicyProtoP\001ZUgithub.com/compac" +
+      "tion-sidecar/compaction-sidecar/clients/" +
+      "go/compactionv1;compactionv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -176,7 +182,7 @@ public final class PolicyProto extends com.google.protobuf.GeneratedFile {
     internal_static_compaction_v1_Strategy_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_Strategy_descriptor,
-        new java.lang.String[] { "SlidingWindow", "TurnWindow", "TokenBudget", "Summarize", "ClearToolResults", "Pipeline", "Boundary", "MinSavedTokens", "Kind", });
+        new java.lang.String[] { "SlidingWindow", "TurnWindow", "TokenBudget", "Summarize", "ClearToolResults", "Pipeline", "Boundary", "MinSavedTokens", "MaxDroppedIdentifiers", "Kind", });
     internal_static_compaction_v1_SlidingWindow_descriptor =
       getDescriptor().getMessageType(4);
     internal_static_compaction_v1_SlidingWindow_fieldAccessorTable = new
@@ -200,13 +206,13 @@ public final class PolicyProto extends com.google.protobuf.GeneratedFile {
     internal_static_compaction_v1_Summarize_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_Summarize_descriptor,
-        new java.lang.String[] { "MaxEventsToKeep", "Overlap", "SystemPrompt", "ShadowPrompt", "Model", "MaxSummaryTokens", "MaxInputTokens", "MaxToolResultTokens", "Temperature", "ThinkingBudget", });
+        new java.lang.String[] { "MaxEventsToKeep", "Overlap", "SystemPrompt", "ShadowPrompt", "Model", "MaxSummaryTokens", "MaxInputTokens", "MaxToolResultTokens", "Temperature", "ThinkingBudget", "IdentifierTrailTokens", });
     internal_static_compaction_v1_ClearToolResults_descriptor =
       getDescriptor().getMessageType(8);
     internal_static_compaction_v1_ClearToolResults_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_ClearToolResults_descriptor,
-        new java.lang.String[] { "KeepToolUses", "ExcludeTools", "ClearToolInputs", "MinClearedTokens", "Placeholder", "KeepReasoningTurns", });
+        new java.lang.String[] { "KeepToolUses", "ExcludeTools", "ClearToolInputs", "MinClearedTokens", "Placeholder", "KeepReasoningTurns", "KeepIdentifiers", });
     internal_static_compaction_v1_Pipeline_descriptor =
       getDescriptor().getMessageType(9);
     internal_static_compaction_v1_Pipeline_fieldAccessorTable = new

@@ -93,7 +93,7 @@ public final class SessionProto extends com.google.protobuf.GeneratedFile {
       "ns\030\003 \001(\005R\021inputWindowTokens\022*\n\021max_outpu" +
       "t_tokens\030\004 \001(\005R\017maxOutputTokens\"D\n\020Token" +
       "Calibration\022\026\n\006factor\030\001 \001(\001R\006factor\022\030\n\007s" +
-      "amples\030\002 \001(\003R\007samples\"\221\006\n\020CompactionResu" +
+      "amples\030\002 \001(\003R\007samples\"\363\006\n\020CompactionResu" +
       "lt\022\034\n\tcompacted\030\001 \001(\010R\tcompacted\022%\n\016skip" +
       "ped_reason\030\002 \001(\tR\rskippedReason\0229\n\ractiv" +
       "e_events\030\003 \003(\0132\024.compaction.v1.EventR\014ac" +
@@ -113,36 +113,40 @@ public final class SessionProto extends com.google.protobuf.GeneratedFile {
       "tsOmitted\0229\n\031cleared_event_ids_omitted\030\020" +
       " \001(\010R\026clearedEventIdsOmitted\022;\n\032restored" +
       "_event_ids_omitted\030\021 \001(\010R\027restoredEventI" +
-      "dsOmitted\"\303\006\n\nCompaction\022#\n\rcompaction_i" +
-      "d\030\001 \001(\tR\014compactionId\022;\n\013create_time\030\002 \001" +
-      "(\0132\032.google.protobuf.TimestampR\ncreateTi" +
-      "me\022\032\n\010strategy\030\003 \001(\tR\010strategy\0224\n\005cause\030" +
-      "\004 \001(\0162\036.compaction.v1.CompactionCauseR\005c" +
-      "ause\022,\n\022archived_event_ids\030\005 \003(\tR\020archiv" +
-      "edEventIds\022*\n\021cleared_event_ids\030\006 \003(\tR\017c" +
-      "learedEventIds\022,\n\022inserted_event_ids\030\007 \003" +
-      "(\tR\020insertedEventIds\022!\n\014tokens_saved\030\010 \001" +
-      "(\005R\013tokensSaved\0220\n\024summary_input_tokens\030" +
-      "\t \001(\005R\022summaryInputTokens\0222\n\025summary_out" +
-      "put_tokens\030\n \001(\005R\023summaryOutputTokens\0222\n" +
-      "\025summarizer_latency_ms\030\013 \001(\001R\023summarizer" +
-      "LatencyMs\022%\n\016version_before\030\014 \001(\003R\rversi" +
-      "onBefore\022#\n\rversion_after\030\r \001(\003R\014version" +
-      "After\022\037\n\013restored_by\030\016 \001(\tR\nrestoredBy\022\032" +
-      "\n\010restores\030\017 \001(\tR\010restores\022;\n\032archived_e" +
-      "vent_ids_omitted\030\020 \001(\010R\027archivedEventIds" +
-      "Omitted\0229\n\031cleared_event_ids_omitted\030\021 \001" +
-      "(\010R\026clearedEventIdsOmitted\022;\n\032inserted_e" +
-      "vent_ids_omitted\030\022 \001(\010R\027insertedEventIds" +
-      "Omitted*\254\001\n\017CompactionCause\022 \n\034COMPACTIO" +
-      "N_CAUSE_UNSPECIFIED\020\000\022\034\n\030COMPACTION_CAUS" +
-      "E_TRIGGER\020\001\022\032\n\026COMPACTION_CAUSE_FORCE\020\002\022" +
-      "\037\n\033COMPACTION_CAUSE_BACKGROUND\020\003\022\034\n\030COMP" +
-      "ACTION_CAUSE_RESTORE\020\004B\201\001\n\030dev.compactio" +
-      "nsidecar.v1B\014SessionProtoP\001ZUgithub.com/" +
-      "compaction-sidecar/compaction-sidecar/cl" +
-      "ients/go/compactionv1;compactionv1b\006prot" +
-      "o3"
+      "dsOmitted\022/\n\023identifiers_dropped\030\036 \001(\005R\022" +
+      "identifiersDropped\022/\n\023dropped_identifier" +
+      "s\030\037 \003(\tR\022droppedIdentifiers\"\245\007\n\nCompacti" +
+      "on\022#\n\rcompaction_id\030\001 \001(\tR\014compactionId\022" +
+      ";\n\013create_time\030\002 \001(\0132\032.google.protobuf.T" +
+      "imestampR\ncreateTime\022\032\n\010strategy\030\003 \001(\tR\010" +
+      "strategy\0224\n\005cause\030\004 \001(\0162\036.compaction.v1." +
+      "CompactionCauseR\005cause\022,\n\022archived_event" +
+      "_ids\030\005 \003(\tR\020archivedEventIds\022*\n\021cleared_" +
+      "event_ids\030\006 \003(\tR\017clearedEventIds\022,\n\022inse" +
+      "rted_event_ids\030\007 \003(\tR\020insertedEventIds\022!" +
+      "\n\014tokens_saved\030\010 \001(\005R\013tokensSaved\0220\n\024sum" +
+      "mary_input_tokens\030\t \001(\005R\022summaryInputTok" +
+      "ens\0222\n\025summary_output_tokens\030\n \001(\005R\023summ" +
+      "aryOutputTokens\0222\n\025summarizer_latency_ms" +
+      "\030\013 \001(\001R\023summarizerLatencyMs\022%\n\016version_b" +
+      "efore\030\014 \001(\003R\rversionBefore\022#\n\rversion_af" +
+      "ter\030\r \001(\003R\014versionAfter\022\037\n\013restored_by\030\016" +
+      " \001(\tR\nrestoredBy\022\032\n\010restores\030\017 \001(\tR\010rest" +
+      "ores\022;\n\032archived_event_ids_omitted\030\020 \001(\010" +
+      "R\027archivedEventIdsOmitted\0229\n\031cleared_eve" +
+      "nt_ids_omitted\030\021 \001(\010R\026clearedEventIdsOmi" +
+      "tted\022;\n\032inserted_event_ids_omitted\030\022 \001(\010" +
+      "R\027insertedEventIdsOmitted\022/\n\023identifiers" +
+      "_dropped\030\036 \001(\005R\022identifiersDropped\022/\n\023dr" +
+      "opped_identifiers\030\037 \003(\tR\022droppedIdentifi" +
+      "ers*\254\001\n\017CompactionCause\022 \n\034COMPACTION_CA" +
+      "USE_UNSPECIFIED\020\000\022\034\n\030COMPACTION_CAUSE_TR" +
+      "IGGER\020\001\022\032\n\026COMPACTION_CAUSE_FORCE\020\002\022\037\n\033C" +
+      "OMPACTION_CAUSE_BACKGROUND\020\003\022\034\n\030COMPACTI" +
+      "ON_CAUSE_RESTORE\020\004B\201\001\n\030dev.compactionsid" +
+      "ecar.v1B\014SessionProtoP\001ZUgithub.com/comp" +
+      "action-sidecar/compaction-sidecar/client" +
+      "s/go/compactionv1;compactionv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -180,13 +184,13 @@ public final class SessionProto extends com.google.protobuf.GeneratedFile {
     internal_static_compaction_v1_CompactionResult_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_CompactionResult_descriptor,
-        new java.lang.String[] { "Compacted", "SkippedReason", "ActiveEvents", "ArchivedEvents", "ArchivedEventCount", "TokensEstimatedSaved", "Version", "CompactionId", "Strategy", "Error", "ContentOmitted", "ClearedEventIds", "RestoredEventIds", "ArchivedEventsOmitted", "ActiveEventsOmitted", "ClearedEventIdsOmitted", "RestoredEventIdsOmitted", });
+        new java.lang.String[] { "Compacted", "SkippedReason", "ActiveEvents", "ArchivedEvents", "ArchivedEventCount", "TokensEstimatedSaved", "Version", "CompactionId", "Strategy", "Error", "ContentOmitted", "ClearedEventIds", "RestoredEventIds", "ArchivedEventsOmitted", "ActiveEventsOmitted", "ClearedEventIdsOmitted", "RestoredEventIdsOmitted", "IdentifiersDropped", "DroppedIdentifiers", });
     internal_static_compaction_v1_Compaction_descriptor =
       getDescriptor().getMessageType(4);
     internal_static_compaction_v1_Compaction_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_Compaction_descriptor,
-        new java.lang.String[] { "CompactionId", "CreateTime", "Strategy", "Cause", "ArchivedEventIds", "ClearedEventIds", "InsertedEventIds", "TokensSaved", "SummaryInputTokens", "SummaryOutputTokens", "SummarizerLatencyMs", "VersionBefore", "VersionAfter", "RestoredBy", "Restores", "ArchivedEventIdsOmitted", "ClearedEventIdsOmitted", "InsertedEventIdsOmitted", });
+        new java.lang.String[] { "CompactionId", "CreateTime", "Strategy", "Cause", "ArchivedEventIds", "ClearedEventIds", "InsertedEventIds", "TokensSaved", "SummaryInputTokens", "SummaryOutputTokens", "SummarizerLatencyMs", "VersionBefore", "VersionAfter", "RestoredBy", "Restores", "ArchivedEventIdsOmitted", "ClearedEventIdsOmitted", "InsertedEventIdsOmitted", "IdentifiersDropped", "DroppedIdentifiers", });
     descriptor.resolveAllFeaturesImmutable();
     dev.compactionsidecar.v1.EventProto.getDescriptor();
     dev.compactionsidecar.v1.PolicyProto.getDescriptor();

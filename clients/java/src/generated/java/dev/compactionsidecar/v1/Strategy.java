@@ -435,6 +435,43 @@ private static final long serialVersionUID = 0L;
     return minSavedTokens_;
   }
 
+  public static final int MAX_DROPPED_IDENTIFIERS_FIELD_NUMBER = 30;
+  private int maxDroppedIdentifiers_ = 0;
+  /**
+   * <pre>
+   * Skip a pass (skipped_reason "would_drop_identifiers") that would drop
+   * more than this many identifiers (ids, paths, URLs, numbers, dates) of
+   * what it archives or clears: ones that then appear nowhere in the new
+   * window, its summaries or placeholders (Compaction.identifiers_dropped).
+   * 0 or more; unset means no limit. Not set on a pipeline (set it on its
+   * steps).
+   * </pre>
+   *
+   * <code>optional int32 max_dropped_identifiers = 30 [json_name = "maxDroppedIdentifiers"];</code>
+   * @return Whether the maxDroppedIdentifiers field is set.
+   */
+  @java.lang.Override
+  public boolean hasMaxDroppedIdentifiers() {
+    return ((bitField0_ & 0x00000002) != 0);
+  }
+  /**
+   * <pre>
+   * Skip a pass (skipped_reason "would_drop_identifiers") that would drop
+   * more than this many identifiers (ids, paths, URLs, numbers, dates) of
+   * what it archives or clears: ones that then appear nowhere in the new
+   * window, its summaries or placeholders (Compaction.identifiers_dropped).
+   * 0 or more; unset means no limit. Not set on a pipeline (set it on its
+   * steps).
+   * </pre>
+   *
+   * <code>optional int32 max_dropped_identifiers = 30 [json_name = "maxDroppedIdentifiers"];</code>
+   * @return The maxDroppedIdentifiers.
+   */
+  @java.lang.Override
+  public int getMaxDroppedIdentifiers() {
+    return maxDroppedIdentifiers_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -473,6 +510,9 @@ private static final long serialVersionUID = 0L;
     if (kindCase_ == 8) {
       output.writeMessage(8, (dev.compactionsidecar.v1.Pipeline) kind_);
     }
+    if (((bitField0_ & 0x00000002) != 0)) {
+      output.writeInt32(30, maxDroppedIdentifiers_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -509,6 +549,10 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(8, (dev.compactionsidecar.v1.Pipeline) kind_);
     }
+    if (((bitField0_ & 0x00000002) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeInt32Size(30, maxDroppedIdentifiers_);
+    }
     return size;
   }
   @java.lang.Override
@@ -538,6 +582,11 @@ private static final long serialVersionUID = 0L;
     if (hasMinSavedTokens()) {
       if (getMinSavedTokens()
           != other.getMinSavedTokens()) return false;
+    }
+    if (hasMaxDroppedIdentifiers() != other.hasMaxDroppedIdentifiers()) return false;
+    if (hasMaxDroppedIdentifiers()) {
+      if (getMaxDroppedIdentifiers()
+          != other.getMaxDroppedIdentifiers()) return false;
     }
     if (!getKindCase().equals(other.getKindCase())) return false;
     switch (kindCase_) {
@@ -584,6 +633,10 @@ private static final long serialVersionUID = 0L;
     if (hasMinSavedTokens()) {
       hash = (37 * hash) + MIN_SAVED_TOKENS_FIELD_NUMBER;
       hash = (53 * hash) + getMinSavedTokens();
+    }
+    if (hasMaxDroppedIdentifiers()) {
+      hash = (37 * hash) + MAX_DROPPED_IDENTIFIERS_FIELD_NUMBER;
+      hash = (53 * hash) + getMaxDroppedIdentifiers();
     }
     switch (kindCase_) {
       case 1:
@@ -770,6 +823,7 @@ private static final long serialVersionUID = 0L;
       }
       boundary_ = 0;
       minSavedTokens_ = 0;
+      maxDroppedIdentifiers_ = 0;
       kindCase_ = 0;
       kind_ = null;
       return this;
@@ -813,6 +867,10 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000080) != 0)) {
         result.minSavedTokens_ = minSavedTokens_;
         to_bitField0_ |= 0x00000001;
+      }
+      if (((from_bitField0_ & 0x00000100) != 0)) {
+        result.maxDroppedIdentifiers_ = maxDroppedIdentifiers_;
+        to_bitField0_ |= 0x00000002;
       }
       result.bitField0_ |= to_bitField0_;
     }
@@ -863,6 +921,9 @@ private static final long serialVersionUID = 0L;
       }
       if (other.hasMinSavedTokens()) {
         setMinSavedTokens(other.getMinSavedTokens());
+      }
+      if (other.hasMaxDroppedIdentifiers()) {
+        setMaxDroppedIdentifiers(other.getMaxDroppedIdentifiers());
       }
       switch (other.getKindCase()) {
         case SLIDING_WINDOW: {
@@ -969,6 +1030,11 @@ private static final long serialVersionUID = 0L;
               kindCase_ = 8;
               break;
             } // case 66
+            case 240: {
+              maxDroppedIdentifiers_ = input.readInt32();
+              bitField0_ |= 0x00000100;
+              break;
+            } // case 240
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2223,6 +2289,82 @@ private static final long serialVersionUID = 0L;
     public Builder clearMinSavedTokens() {
       bitField0_ = (bitField0_ & ~0x00000080);
       minSavedTokens_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private int maxDroppedIdentifiers_ ;
+    /**
+     * <pre>
+     * Skip a pass (skipped_reason "would_drop_identifiers") that would drop
+     * more than this many identifiers (ids, paths, URLs, numbers, dates) of
+     * what it archives or clears: ones that then appear nowhere in the new
+     * window, its summaries or placeholders (Compaction.identifiers_dropped).
+     * 0 or more; unset means no limit. Not set on a pipeline (set it on its
+     * steps).
+     * </pre>
+     *
+     * <code>optional int32 max_dropped_identifiers = 30 [json_name = "maxDroppedIdentifiers"];</code>
+     * @return Whether the maxDroppedIdentifiers field is set.
+     */
+    @java.lang.Override
+    public boolean hasMaxDroppedIdentifiers() {
+      return ((bitField0_ & 0x00000100) != 0);
+    }
+    /**
+     * <pre>
+     * Skip a pass (skipped_reason "would_drop_identifiers") that would drop
+     * more than this many identifiers (ids, paths, URLs, numbers, dates) of
+     * what it archives or clears: ones that then appear nowhere in the new
+     * window, its summaries or placeholders (Compaction.identifiers_dropped).
+     * 0 or more; unset means no limit. Not set on a pipeline (set it on its
+     * steps).
+     * </pre>
+     *
+     * <code>optional int32 max_dropped_identifiers = 30 [json_name = "maxDroppedIdentifiers"];</code>
+     * @return The maxDroppedIdentifiers.
+     */
+    @java.lang.Override
+    public int getMaxDroppedIdentifiers() {
+      return maxDroppedIdentifiers_;
+    }
+    /**
+     * <pre>
+     * Skip a pass (skipped_reason "would_drop_identifiers") that would drop
+     * more than this many identifiers (ids, paths, URLs, numbers, dates) of
+     * what it archives or clears: ones that then appear nowhere in the new
+     * window, its summaries or placeholders (Compaction.identifiers_dropped).
+     * 0 or more; unset means no limit. Not set on a pipeline (set it on its
+     * steps).
+     * </pre>
+     *
+     * <code>optional int32 max_dropped_identifiers = 30 [json_name = "maxDroppedIdentifiers"];</code>
+     * @param value The maxDroppedIdentifiers to set.
+     * @return This builder for chaining.
+     */
+    public Builder setMaxDroppedIdentifiers(int value) {
+
+      maxDroppedIdentifiers_ = value;
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Skip a pass (skipped_reason "would_drop_identifiers") that would drop
+     * more than this many identifiers (ids, paths, URLs, numbers, dates) of
+     * what it archives or clears: ones that then appear nowhere in the new
+     * window, its summaries or placeholders (Compaction.identifiers_dropped).
+     * 0 or more; unset means no limit. Not set on a pipeline (set it on its
+     * steps).
+     * </pre>
+     *
+     * <code>optional int32 max_dropped_identifiers = 30 [json_name = "maxDroppedIdentifiers"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearMaxDroppedIdentifiers() {
+      bitField0_ = (bitField0_ & ~0x00000100);
+      maxDroppedIdentifiers_ = 0;
       onChanged();
       return this;
     }

@@ -228,5 +228,34 @@ public interface StrategyOrBuilder extends
    */
   int getMinSavedTokens();
 
+  /**
+   * <pre>
+   * Skip a pass (skipped_reason "would_drop_identifiers") that would drop
+   * more than this many identifiers (ids, paths, URLs, numbers, dates) of
+   * what it archives or clears: ones that then appear nowhere in the new
+   * window, its summaries or placeholders (Compaction.identifiers_dropped).
+   * 0 or more; unset means no limit. Not set on a pipeline (set it on its
+   * steps).
+   * </pre>
+   *
+   * <code>optional int32 max_dropped_identifiers = 30 [json_name = "maxDroppedIdentifiers"];</code>
+   * @return Whether the maxDroppedIdentifiers field is set.
+   */
+  boolean hasMaxDroppedIdentifiers();
+  /**
+   * <pre>
+   * Skip a pass (skipped_reason "would_drop_identifiers") that would drop
+   * more than this many identifiers (ids, paths, URLs, numbers, dates) of
+   * what it archives or clears: ones that then appear nowhere in the new
+   * window, its summaries or placeholders (Compaction.identifiers_dropped).
+   * 0 or more; unset means no limit. Not set on a pipeline (set it on its
+   * steps).
+   * </pre>
+   *
+   * <code>optional int32 max_dropped_identifiers = 30 [json_name = "maxDroppedIdentifiers"];</code>
+   * @return The maxDroppedIdentifiers.
+   */
+  int getMaxDroppedIdentifiers();
+
   dev.compactionsidecar.v1.Strategy.KindCase getKindCase();
 }

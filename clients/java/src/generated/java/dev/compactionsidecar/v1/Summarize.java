@@ -399,6 +399,41 @@ private static final long serialVersionUID = 0L;
     return thinkingBudget_;
   }
 
+  public static final int IDENTIFIER_TRAIL_TOKENS_FIELD_NUMBER = 30;
+  private int identifierTrailTokens_ = 0;
+  /**
+   * <pre>
+   * The share of max_summary_tokens the summary's closing "Identifiers:" line
+   * may take: the archived span's top identifiers the kept window does not
+   * hold, folded with the previous summary's, given to the summarizer as
+   * must-keep and appended by the server where the summary left them out.
+   * 0 turns it off; unset means an eighth of max_summary_tokens.
+   * </pre>
+   *
+   * <code>optional int32 identifier_trail_tokens = 30 [json_name = "identifierTrailTokens"];</code>
+   * @return Whether the identifierTrailTokens field is set.
+   */
+  @java.lang.Override
+  public boolean hasIdentifierTrailTokens() {
+    return ((bitField0_ & 0x00000080) != 0);
+  }
+  /**
+   * <pre>
+   * The share of max_summary_tokens the summary's closing "Identifiers:" line
+   * may take: the archived span's top identifiers the kept window does not
+   * hold, folded with the previous summary's, given to the summarizer as
+   * must-keep and appended by the server where the summary left them out.
+   * 0 turns it off; unset means an eighth of max_summary_tokens.
+   * </pre>
+   *
+   * <code>optional int32 identifier_trail_tokens = 30 [json_name = "identifierTrailTokens"];</code>
+   * @return The identifierTrailTokens.
+   */
+  @java.lang.Override
+  public int getIdentifierTrailTokens() {
+    return identifierTrailTokens_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -443,6 +478,9 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000040) != 0)) {
       output.writeInt32(10, thinkingBudget_);
     }
+    if (((bitField0_ & 0x00000080) != 0)) {
+      output.writeInt32(30, identifierTrailTokens_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -483,6 +521,10 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000040) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeInt32Size(10, thinkingBudget_);
+    }
+    if (((bitField0_ & 0x00000080) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeInt32Size(30, identifierTrailTokens_);
     }
     return size;
   }
@@ -550,6 +592,11 @@ private static final long serialVersionUID = 0L;
       if (getThinkingBudget()
           != other.getThinkingBudget()) return false;
     }
+    if (hasIdentifierTrailTokens() != other.hasIdentifierTrailTokens()) return false;
+    if (hasIdentifierTrailTokens()) {
+      if (getIdentifierTrailTokens()
+          != other.getIdentifierTrailTokens()) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -595,6 +642,10 @@ private static final long serialVersionUID = 0L;
     if (hasThinkingBudget()) {
       hash = (37 * hash) + THINKING_BUDGET_FIELD_NUMBER;
       hash = (53 * hash) + getThinkingBudget();
+    }
+    if (hasIdentifierTrailTokens()) {
+      hash = (37 * hash) + IDENTIFIER_TRAIL_TOKENS_FIELD_NUMBER;
+      hash = (53 * hash) + getIdentifierTrailTokens();
     }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
@@ -744,6 +795,7 @@ private static final long serialVersionUID = 0L;
       maxToolResultTokens_ = 0;
       temperature_ = 0F;
       thinkingBudget_ = 0;
+      identifierTrailTokens_ = 0;
       return this;
     }
 
@@ -815,6 +867,10 @@ private static final long serialVersionUID = 0L;
         result.thinkingBudget_ = thinkingBudget_;
         to_bitField0_ |= 0x00000040;
       }
+      if (((from_bitField0_ & 0x00000400) != 0)) {
+        result.identifierTrailTokens_ = identifierTrailTokens_;
+        to_bitField0_ |= 0x00000080;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -865,6 +921,9 @@ private static final long serialVersionUID = 0L;
       }
       if (other.hasThinkingBudget()) {
         setThinkingBudget(other.getThinkingBudget());
+      }
+      if (other.hasIdentifierTrailTokens()) {
+        setIdentifierTrailTokens(other.getIdentifierTrailTokens());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -940,6 +999,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000200;
               break;
             } // case 80
+            case 240: {
+              identifierTrailTokens_ = input.readInt32();
+              bitField0_ |= 0x00000400;
+              break;
+            } // case 240
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1641,6 +1705,78 @@ private static final long serialVersionUID = 0L;
     public Builder clearThinkingBudget() {
       bitField0_ = (bitField0_ & ~0x00000200);
       thinkingBudget_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private int identifierTrailTokens_ ;
+    /**
+     * <pre>
+     * The share of max_summary_tokens the summary's closing "Identifiers:" line
+     * may take: the archived span's top identifiers the kept window does not
+     * hold, folded with the previous summary's, given to the summarizer as
+     * must-keep and appended by the server where the summary left them out.
+     * 0 turns it off; unset means an eighth of max_summary_tokens.
+     * </pre>
+     *
+     * <code>optional int32 identifier_trail_tokens = 30 [json_name = "identifierTrailTokens"];</code>
+     * @return Whether the identifierTrailTokens field is set.
+     */
+    @java.lang.Override
+    public boolean hasIdentifierTrailTokens() {
+      return ((bitField0_ & 0x00000400) != 0);
+    }
+    /**
+     * <pre>
+     * The share of max_summary_tokens the summary's closing "Identifiers:" line
+     * may take: the archived span's top identifiers the kept window does not
+     * hold, folded with the previous summary's, given to the summarizer as
+     * must-keep and appended by the server where the summary left them out.
+     * 0 turns it off; unset means an eighth of max_summary_tokens.
+     * </pre>
+     *
+     * <code>optional int32 identifier_trail_tokens = 30 [json_name = "identifierTrailTokens"];</code>
+     * @return The identifierTrailTokens.
+     */
+    @java.lang.Override
+    public int getIdentifierTrailTokens() {
+      return identifierTrailTokens_;
+    }
+    /**
+     * <pre>
+     * The share of max_summary_tokens the summary's closing "Identifiers:" line
+     * may take: the archived span's top identifiers the kept window does not
+     * hold, folded with the previous summary's, given to the summarizer as
+     * must-keep and appended by the server where the summary left them out.
+     * 0 turns it off; unset means an eighth of max_summary_tokens.
+     * </pre>
+     *
+     * <code>optional int32 identifier_trail_tokens = 30 [json_name = "identifierTrailTokens"];</code>
+     * @param value The identifierTrailTokens to set.
+     * @return This builder for chaining.
+     */
+    public Builder setIdentifierTrailTokens(int value) {
+
+      identifierTrailTokens_ = value;
+      bitField0_ |= 0x00000400;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The share of max_summary_tokens the summary's closing "Identifiers:" line
+     * may take: the archived span's top identifiers the kept window does not
+     * hold, folded with the previous summary's, given to the summarizer as
+     * must-keep and appended by the server where the summary left them out.
+     * 0 turns it off; unset means an eighth of max_summary_tokens.
+     * </pre>
+     *
+     * <code>optional int32 identifier_trail_tokens = 30 [json_name = "identifierTrailTokens"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearIdentifierTrailTokens() {
+      bitField0_ = (bitField0_ & ~0x00000400);
+      identifierTrailTokens_ = 0;
       onChanged();
       return this;
     }

@@ -212,4 +212,31 @@ public interface SummarizeOrBuilder extends
    * @return The thinkingBudget.
    */
   int getThinkingBudget();
+
+  /**
+   * <pre>
+   * The share of max_summary_tokens the summary's closing "Identifiers:" line
+   * may take: the archived span's top identifiers the kept window does not
+   * hold, folded with the previous summary's, given to the summarizer as
+   * must-keep and appended by the server where the summary left them out.
+   * 0 turns it off; unset means an eighth of max_summary_tokens.
+   * </pre>
+   *
+   * <code>optional int32 identifier_trail_tokens = 30 [json_name = "identifierTrailTokens"];</code>
+   * @return Whether the identifierTrailTokens field is set.
+   */
+  boolean hasIdentifierTrailTokens();
+  /**
+   * <pre>
+   * The share of max_summary_tokens the summary's closing "Identifiers:" line
+   * may take: the archived span's top identifiers the kept window does not
+   * hold, folded with the previous summary's, given to the summarizer as
+   * must-keep and appended by the server where the summary left them out.
+   * 0 turns it off; unset means an eighth of max_summary_tokens.
+   * </pre>
+   *
+   * <code>optional int32 identifier_trail_tokens = 30 [json_name = "identifierTrailTokens"];</code>
+   * @return The identifierTrailTokens.
+   */
+  int getIdentifierTrailTokens();
 }
