@@ -15,7 +15,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     fi
     echo "make deploy-test: installing ${missing[*]}"
     timeout 600 apt-get update -q >/dev/null
-    DEBIAN_FRONTEND=noninteractive timeout 900 apt-get install -y -q --no-install-recommends \
+    DEBIAN_FRONTEND=noninteractive timeout 900 apt-get install -y -q \
         "${missing[@]}" >/dev/null
 fi
 if [ "$(id -u)" != 0 ]; then
