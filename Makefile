@@ -5,7 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: runtime setup demo serve bench bench-quick bench-economics test lint typecheck unit protos proto-check clean \
-	clients-ts protos-ts clients-go protos-go clients-java clients-java-gen clients-java-gen-check helm grpcurl bench-adk-venv reliability
+	clients-ts protos-ts clients-go protos-go clients-java clients-java-gen clients-java-gen-check helm grpcurl bench-adk-venv reliability \
+	image base-image deploy-test
 
 RUNTIME_STAMP := $(VENV)/.runtime
 
@@ -154,6 +155,21 @@ grpcurl:
 ## the rest on both (tests/conftest.py says which and why).
 unit: setup helm grpcurl bench-adk-venv
 	$(BIN)/pytest -q -n 2 --dist loadgroup
+
+## The container image from the Dockerfile (docker, else podman, else buildah): the wheels
+## built on the host into build/wheels, the build itself offline. BASE_IMAGE=... to change
+## the base (python:3.11-slim-bookworm by default); prints the image's size.
+image:
+	bash scripts/deploy/image.sh
+
+## A base for the image from Debian's packages (mmdebstrap), where no registry is reachable.
+base-image:
+	bash scripts/deploy/base_image.sh
+
+## The image built and run, and the chart's pods run, with podman (installed with apt-get
+## when missing): see scripts/deploy/deploy_test.py. Needs .venv (make setup or make test).
+deploy-test: helm
+	bash scripts/deploy/deploy_test.sh
 
 clean:
 	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache \

@@ -124,6 +124,8 @@ def test_sidecar_api_binds_to_loopback_and_the_agent_dials_it(values: str) -> No
     ]
     agent = sidecar_container(pod, "agent")
     assert env_of(agent)["COMPACTION_ADDR"]["value"] == f"127.0.0.1:{API_PORT}"
+    # The startup gate: a plain-container sidecar starts with the agent, which waits on it.
+    assert env_of(agent)["COMPACTION_HEALTH_ADDR"]["value"] == f"127.0.0.1:{HEALTH_PORT}"
 
 
 def test_sidecar_sqlite_lives_on_the_data_volume() -> None:

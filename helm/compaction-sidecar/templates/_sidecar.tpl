@@ -32,10 +32,19 @@ placing it by hand. templates/example-agent.yaml shows the whole wiring.
 127.0.0.1:{{ .Values.ports.api }}
 {{- end }}
 
-{{/* EnvVar list items for the agent container: COMPACTION_ADDR. */}}
+{{/*
+EnvVar list items for the agent container: COMPACTION_ADDR, and COMPACTION_HEALTH_ADDR,
+the sidecar's health listener. The startup gate every agent should use with a plain
+container (sidecar.native=false), where the kubelet starts the agent and the sidecar
+together: wait until Health.Check on COMPACTION_HEALTH_ADDR answers SERVING before the
+first call (templates/example-agent.yaml does). A native sidecar is started, and its
+startup probe passed, before the agent starts.
+*/}}
 {{- define "compaction-sidecar.clientEnv" -}}
 - name: COMPACTION_ADDR
   value: {{ include "compaction-sidecar.addr" . | quote }}
+- name: COMPACTION_HEALTH_ADDR
+  value: {{ printf "127.0.0.1:%v" .Values.ports.health | quote }}
 {{- end }}
 
 {{/* The sidecar container as an init container (native sidecar), or nothing. */}}
