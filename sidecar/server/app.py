@@ -453,12 +453,36 @@ async def _serve_on(
 
 
 async def serve(config: ServerConfig) -> None:
-    """Run until SIGTERM or SIGINT, then drain."""
-    sidecar = await start(config)
+    """Run until SIGTERM or SIGINT, then drain.
+
+    The handlers are set before the store is opened: a signal while the server
+    still waits for its database (``--store-open-timeout-s``) ends the wait at
+    once. As PID 1 in a container a signal without a handler is ignored, and the
+    pod would otherwise be killed only at the end of its grace.
+    """
     loop = asyncio.get_running_loop()
+    starting = asyncio.ensure_future(start(config))
+    started: list[Sidecar] = []
+    stops: list[asyncio.Future[None]] = []  # held, so the loop cannot collect a stop midway
+
+    def on_signal() -> None:
+        if started:
+            stops.append(asyncio.ensure_future(started[0].stop()))
+        else:
+            starting.cancel()
+
     for signum in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(signum, lambda: asyncio.ensure_future(sidecar.stop()))
+            loop.add_signal_handler(signum, on_signal)
+    try:
+        sidecar = await starting
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise  # serve itself was cancelled, not stopped by a signal
+        log.info("stopped before serving")
+        return
+    started.append(sidecar)
     print(f"compaction-sidecar listening on {config.listen} (port {sidecar.port})", flush=True)
     log.info("summarizer: %s", choice.resolve(config.summarizer, os.environ))
     await sidecar.wait()

@@ -158,3 +158,51 @@ def test_a_bad_value_from_the_environment_names_the_variable(tmp_path: Path) -> 
         "compaction-sidecar: shutdown_grace_s: from COMPACTION_SHUTDOWN_GRACE_S:"
         " must be at least 0, got -1.0"
     ]
+
+
+def test_sigterm_while_waiting_for_the_store_ends_serve_at_once_and_cleanly(
+    tmp_path: Path,
+) -> None:
+    """A pod stopped while its database is still down stops then, not after its grace.
+
+    As PID 1 in a container a signal with no handler is ignored, so a server that
+    sets its handlers only once the store is open could not be stopped while it
+    waits for one; here, outside a container, the same gap shows as the process
+    killed by the signal rather than exiting by itself.
+    """
+    with socket.socket() as closed:  # a port nothing listens on: the store is unavailable
+        closed.bind(("127.0.0.1", 0))
+        dead = closed.getsockname()[1]
+    process = subprocess.Popen(
+        [
+            BINARY,
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--health-listen",
+            "127.0.0.1:0",
+            "--store",
+            f"postgresql://nobody@127.0.0.1:{dead}/none",
+            "--store-open-timeout-s",
+            "120",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    try:
+        assert process.stderr is not None
+        deadline = time.monotonic() + 60
+        for line in process.stderr:
+            if "store unavailable at start, retrying" in line:
+                break
+            assert time.monotonic() < deadline, "never reported waiting for the store"
+        process.send_signal(15)
+        sent = time.monotonic()
+        code = process.wait(timeout=20)
+        took = time.monotonic() - sent
+    finally:
+        process.kill()
+        process.wait()
+    assert code == 0, f"ended by the signal ({code}), not by its own stop"
+    assert took < 10
