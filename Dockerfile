@@ -25,8 +25,12 @@ ARG BASE_IMAGE=python:3.11-slim-bookworm
 FROM ${BASE_IMAGE}
 ARG UID=65532
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+# A bind mount's content is not part of a layer's cache key: WHEELS (make image passes
+# their digest) is, so new wheels always make a new layer instead of an old install.
+ARG WHEELS=
 RUN --mount=type=bind,source=build/wheels,target=/wheels \
-    python3 -m venv /opt/compaction \
+    : "wheels ${WHEELS}" \
+ && python3 -m venv /opt/compaction \
  && /opt/compaction/bin/pip install --no-index --find-links /wheels compaction-sidecar \
  && /opt/compaction/bin/pip uninstall --yes pip \
  && groupadd --gid ${UID} nonroot \

@@ -8,6 +8,7 @@ DEPLOY_TEST_REUSE_IMAGE=1 keeps an image already built (for working on this file
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import subprocess
@@ -112,6 +113,19 @@ def build() -> None:
     )
     size = [line for line in env_image.splitlines() if " MB" in line]
     step(f"image built in {time.monotonic() - started:.0f}s; {size[-1] if size else ''}")
+    # The image runs this tree's code, not a layer cached from an earlier build.
+    digest = (
+        "import hashlib, pathlib, sidecar\n"
+        "root = pathlib.Path(sidecar.__file__).parent\n"
+        "files = sorted(p for p in root.rglob('*.py'))\n"
+        "print(hashlib.sha256(b''.join(p.read_bytes() for p in files)).hexdigest())"
+    )
+    inside = podman("run", "--rm", "--entrypoint", "python3", IMAGE, "-c", digest).strip()
+    here = hashlib.sha256(
+        b"".join(p.read_bytes() for p in sorted((ROOT / "sidecar").rglob("*.py")))
+    ).hexdigest()
+    assert inside == here, "the image does not hold this tree's sidecar package"
+    step("image: holds this tree's sidecar package")
 
 
 def free_port() -> int:

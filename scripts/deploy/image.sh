@@ -28,7 +28,10 @@ case "$ENGINE" in
     podman) build=(podman build --network=none) ;;
     *) build=(docker build --network=none) ;;
 esac
-"${build[@]}" --build-arg "BASE_IMAGE=$BASE_IMAGE" -t "$IMAGE" -f Dockerfile .
+# The wheels' digest as a build argument: the RUN that installs them from a bind mount
+# is cached by its text and arguments, not by what the mount holds.
+wheels=$(cat build/wheels/*.whl | sha256sum | cut -c1-16)
+"${build[@]}" --build-arg "BASE_IMAGE=$BASE_IMAGE" --build-arg "WHEELS=$wheels" -t "$IMAGE" -f Dockerfile .
 case "$ENGINE" in
     buildah) size=$(buildah inspect --type image --format '{{.Docker.Size}}' "$IMAGE" 2>/dev/null || true) ;;
     *) size=$("$ENGINE" image inspect --format '{{.Size}}' "$IMAGE") ;;
