@@ -61,6 +61,9 @@ async def test_each_session_gets_what_its_own_append_would(store: SqliteStore) -
         await store.get_session("absent")
     with pytest.raises(SessionNotFound):
         await store.get_session("bad")
+    # The scheduled summary holds its session's lock only to read the window and to
+    # land: once it waits for its summarizer, no lock is held or left behind.
+    await asyncio.wait_for(summarizer.started.wait(), 10)
     assert len(engine.locks) == 0
     summarizer.gate.set()
     await engine.wait_idle()

@@ -4,10 +4,13 @@ Clients load sessions whose policy summarizes (small windows, so a pass is
 scheduled every few appends) on an in-process server with a fake summarizer:
 
 - slow: answers after 2 s. Appends must not wait for it: the LLM call runs
-  outside the session lock. Bound: p99 append latency < 1 s, half the
-  summarizer's 2 s, so an append that waited for it fails (typical is a few
-  milliseconds; 0.5 s failed once on a quiet machine, an append after a lost
-  acknowledgement reconnecting its stream), and summaries land.
+  outside the session lock. Shown two ways: under the load, the median append
+  takes under 1 s, half the summarizer's 2 s (an append that waited for it
+  takes up to 2 s; typical is a few milliseconds); and, deterministically, a
+  summarizer held until the test lets it go while appends to the very session
+  it summarizes are acknowledged. (A p99 bound failed on a loaded CI machine,
+  where one stall of the whole process delays every append in flight.)
+  Summaries land.
 - failing: raises SummarizerUnavailable. Nothing is stored by any pass; a
   forced Compact answers UNAVAILABLE.
 - blank: answers whitespace. The pass is skipped; nothing is stored.
@@ -27,6 +30,7 @@ import pytest
 from sidecar.errors import SummarizerUnavailable
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
+from sidecar.gen.compaction.v1 import event_pb2
 from sidecar.summarizer.protocol import SummaryRequest, SummaryResponse
 from tests.reliability.budget import BUDGET, FIGURES
 from tests.reliability.history import History, check_history
@@ -34,7 +38,8 @@ from tests.reliability.load import LoadClient, Mix, background, policy_message
 from tests.server.harness import address, running
 
 SLOW_S = 2.0
-P99_BOUND_S = SLOW_S / 2  # an append held behind the summarizer takes at least SLOW_S
+MEDIAN_BOUND_S = SLOW_S / 2  # an append held behind the summarizer takes up to SLOW_S
+HELD_APPEND_S = 20.0  # an append behind a held summarizer would never be answered
 
 SUMMARIZING = {
     "trigger": {"event_count": 10},
@@ -51,15 +56,57 @@ class FaultySummarizer:
     def __init__(self, fault: str) -> None:
         self.fault = fault
         self.calls = 0
+        self.held: asyncio.Event | None = None  # set: a slow answer waits for this instead
+        self.entered = asyncio.Event()
 
     async def summarize(self, request: SummaryRequest) -> SummaryResponse:
         self.calls += 1
+        self.entered.set()
         if self.fault == "slow":
-            await asyncio.sleep(SLOW_S)
+            if self.held is not None:
+                await self.held.wait()
+            else:
+                await asyncio.sleep(SLOW_S)
             return SummaryResponse(text="The user asked questions; the tools answered 42.")
         if self.fault == "failing":
             raise SummarizerUnavailable("the model is down (injected)")
         return SummaryResponse(text="  \n ")
+
+
+def median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
+async def appends_go_on_while_held(
+    stub: pb_grpc.CompactionServiceStub, summarizer: FaultySummarizer
+) -> None:
+    """Hold the summarizer; the session it summarizes still takes appends meanwhile."""
+    summarizer.held = asyncio.Event()
+    summarizer.entered.clear()
+    session = "held-summary"
+    await stub.CreateSession(
+        pb.CreateSessionRequest(session_id=session, policy=policy_message(SUMMARIZING))
+    )
+
+    async def append(n: int) -> None:
+        events = [
+            event_pb2.Event(id=f"h{n}-u", role=event_pb2.ROLE_USER, text=f"question {n}"),
+            event_pb2.Event(id=f"h{n}-a", role=event_pb2.ROLE_ASSISTANT, text=f"answer {n}"),
+        ]
+        await stub.AppendEvents(
+            pb.AppendEventsRequest(session_id=session, events=events), timeout=HELD_APPEND_S
+        )
+
+    n = 0
+    while not summarizer.entered.is_set():  # the trigger fires within a few turns
+        assert n < 50, "the held session's trigger never asked the summarizer"
+        await append(n)
+        n += 1
+        await asyncio.sleep(0.01)
+    for more in range(3):  # each within HELD_APPEND_S while the summary is held
+        await append(n + more)
+    summarizer.held.set()
+    summarizer.held = None
 
 
 def p99(values: list[float]) -> float:
@@ -102,6 +149,9 @@ async def test_a_faulty_summarizer_never_blocks_appends_nor_stores_a_bad_summary
             async with background(clients):
                 await asyncio.sleep(BUDGET.summarizer_load_s)
             await sidecar.engine.wait_idle()
+            if fault == "slow":
+                await appends_go_on_while_held(stub, summarizer)
+                await sidecar.engine.wait_idle()
             if fault == "failing":
                 with pytest.raises(grpc.aio.AioRpcError) as info:
                     await stub.Compact(pb.CompactRequest(session_id=sessions[0], force=True))
@@ -113,9 +163,9 @@ async def test_a_faulty_summarizer_never_blocks_appends_nor_stores_a_bad_summary
     latencies = [t for c in clients for t in c.latencies]
     assert len(latencies) > 20
     assert summarizer.calls > 0, "the summarizer was never asked: the test proves nothing"
-    assert p99(latencies) < P99_BOUND_S, (
-        f"p99 append latency {p99(latencies):.3f} s with a {fault} summarizer"
-        f" (max {max(latencies):.3f} s)"
+    assert median(latencies) < MEDIAN_BOUND_S, (
+        f"median append latency {median(latencies):.3f} s with a {fault} summarizer"
+        f" (p99 {p99(latencies):.3f} s, max {max(latencies):.3f} s)"
     )
     print(f"{fault} summarizer: {len(latencies)} appends, p99 {p99(latencies) * 1000:.1f} ms")
     compactions, archived, synthetic = stored_compactions(tmp_path / "sidecar.db")
