@@ -38,6 +38,7 @@ from sidecar.compaction.pipeline import Pipeline
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.tokens import TokenEstimator, default_estimator
+from sidecar.engine.answer_window import window_after, with_window
 from sidecar.engine.appends import COUNT_IN_THREAD_CHARS, Appends
 from sidecar.engine.locks import LockRegistry
 from sidecar.engine.observer import EngineObserver, NoObserver
@@ -232,7 +233,8 @@ class SessionEngine:
         session is waited for first. ``deadline_s`` (the caller's remaining
         time) bounds the summarizer call. The result carries the active window
         whether or not the pass changed anything (a skipped pass's is read
-        after it), as every strategy's contract says.
+        after it), as every strategy's contract says, while it is small
+        (``sidecar.engine.answer_window``).
         """
         result = await self._compact(
             session_id,
@@ -241,10 +243,11 @@ class SessionEngine:
             expected_version=expected_version,
             deadline_s=deadline_s,
         )
-        if result.compacted or result.active_events:  # a window step's skip has it already
-            return result
-        session, window = await self.store.active_window(session_id)
-        return replace(result, active_events=window, version=session.version)
+        if result.compacted or result.active_events or result.active_events_omitted:
+            return result  # a window step's skip has its window already
+        session = await self.store.get_session(session_id)
+        window = await window_after(self.store, session_id, session)
+        return replace(with_window(result, window), version=session.version)
 
     async def _compact(
         self,

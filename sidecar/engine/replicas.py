@@ -16,9 +16,11 @@ import logging
 from collections.abc import Coroutine
 from typing import Any
 
+from sidecar.engine.answer_window import window_after, with_window
 from sidecar.engine.host import EngineHost
 from sidecar.engine.locks import LockRegistry
 from sidecar.errors import SessionNotFound, StoreUnavailable
+from sidecar.model import CompactionResult
 
 # The engine's logger: log pipelines filter on its name (see sidecar.server.logs).
 log = logging.getLogger("sidecar.engine.engine")
@@ -64,7 +66,7 @@ class ReplicaRelay:
             try:
                 async with self._relay_order.hold(session_id):
                     for compaction_id in await self._compactions_after(session_id, known):
-                        result = await self._host.store.compaction_result(session_id, compaction_id)
+                        result = await self._landed(session_id, compaction_id)
                         self._host.watchers.publish(session_id, result)
             except Exception as exc:  # one session's failure is not the others'
                 log.info("watchers of %s not caught up: %r", session_id, exc)
@@ -96,11 +98,19 @@ class ReplicaRelay:
     async def _relay(self, session_id: str, compaction_id: str) -> None:
         async with self._relay_order.hold(session_id):
             try:
-                result = await self._host.store.compaction_result(session_id, compaction_id)
+                result = await self._landed(session_id, compaction_id)
             except (KeyError, SessionNotFound, StoreUnavailable) as exc:
                 log.info("compaction %s of %s not relayed: %r", compaction_id, session_id, exc)
                 return
             self._host.watchers.publish(session_id, result)
+
+    async def _landed(self, session_id: str, compaction_id: str) -> CompactionResult:
+        """A compaction another replica landed, as its watchers here are told of it: with the
+        window now, while it is small (``sidecar.engine.answer_window``)."""
+        store = self._host.store
+        result = await store.compaction_result(session_id, compaction_id)
+        session = await store.get_session(session_id)
+        return with_window(result, await window_after(store, session_id, session))
 
     def close(self) -> None:
         """Relay no more news, and cancel the lookups under way."""

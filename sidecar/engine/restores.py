@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import re
 
+from sidecar.engine.answer_window import window_after
 from sidecar.engine.host import EngineHost
 from sidecar.engine.validation import check_stored_session_id
 from sidecar.errors import InvalidArgument
@@ -55,10 +56,12 @@ class Restorer:
                 expected_version=expected_version,
                 pause_auto_compaction=pause_auto_compaction,
             )
+            window = await window_after(host.store, session_id, outcome.session)
         result = CompactionResult(
             compacted=True,
             strategy=RESTORE_STRATEGY,
-            active_events=outcome.active,
+            active_events=window[0],
+            active_events_omitted=window[1],
             archived_events=outcome.archived,
             tokens_estimated_saved=outcome.tokens_saved,
             version=outcome.session.version,

@@ -18,6 +18,7 @@ from dataclasses import replace
 
 from sidecar.compaction.pipeline import WindowStep, plan_step
 from sidecar.compaction.summarize import Summarize
+from sidecar.engine import answer_window
 from sidecar.engine.host import EngineHost
 from sidecar.engine.results import CAUSE, skipped
 from sidecar.errors import SummarizerTimeout, SummarizerUnavailable, VersionConflict
@@ -45,7 +46,9 @@ class StepRunner:
 
         ``with_window``: a step that changes nothing answers the window it was
         planned on (unchanged, the lock is held), so a Compact that clears
-        nothing does not read and decode the whole window a second time.
+        nothing does not read and decode the whole window a second time; as
+        every result, it lists the window only while it is small
+        (``sidecar.engine.answer_window``).
         """
         host = self._host
         session, window = await host.store.active_window(session_id)
@@ -58,7 +61,7 @@ class StepRunner:
         plan = replace(plan, base_compaction_id=session.last_compaction_id)
         result, after = await self.land(session_id, session, plan)
         if with_window and plan.is_empty:
-            result = replace(result, active_events=window)
+            result = answer_window.with_window(result, answer_window.listed(window))
         return result, after
 
     async def summary(
@@ -121,10 +124,10 @@ class StepRunner:
             current = await host.store.get_session(session_id)
             result = skipped(plan.strategy, SkipReason.SUPERSEDED, current.version)
             return self.observed(result), current
+        window = await answer_window.window_after(host.store, session_id, outcome.session)
         result = CompactionResult(
             compacted=True,
             strategy=plan.strategy,
-            active_events=outcome.active,
             archived_events=outcome.archived,
             tokens_estimated_saved=plan.tokens_estimated_saved,
             skipped_reason=plan.skipped_reason,
@@ -134,6 +137,7 @@ class StepRunner:
             identifiers_dropped=plan.identifiers_dropped,
             dropped_identifiers=plan.dropped_identifiers,
         )
+        result = answer_window.with_window(result, window)
         self.observed(result)
         log.info(
             "compacted %s: %d events archived, %d cleared, ~%d tokens saved",

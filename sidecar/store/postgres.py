@@ -451,9 +451,7 @@ class PostgresStore:
         if plan.is_empty:
             raise ValueError("an empty compaction plan writes nothing; do not apply it")
         return await self._write(
-            lambda db: writes.apply(
-                db, session_id, plan, now=utcnow(), origin=self.origin, cache=self._decoded
-            )
+            lambda db: writes.apply(db, session_id, plan, now=utcnow(), origin=self.origin)
         )
 
     async def list_events(
@@ -552,6 +550,5 @@ class PostgresStore:
                 pause=pause_auto_compaction,
                 now=utcnow(),
                 origin=self.origin,
-                cache=self._decoded,
             )
         )

@@ -14,12 +14,9 @@ from typing import Any
 from sidecar.errors import CompactionNotFound
 from sidecar.model import Cause, CompactionResult
 from sidecar.store import history_rules, rules
-from sidecar.store.event_cache import DecodedEvents
 from sidecar.store.paging import decode_int_key, encode_token, fingerprint
 from sidecar.store.postgres_reads import (
     VIEW_COLUMNS,
-    active_events,
-    cached_active_events,
     event_from_row,
     get_session,
     window_counters,
@@ -77,7 +74,8 @@ async def list_compactions(
 
 
 async def compaction_result(db: Db, session_id: str, compaction_id: str) -> CompactionResult:
-    """A landed pass (or restore) as its result: what it archived, and the window now."""
+    """A landed pass (or restore) as its result: what it archived and cleared or restored
+    (the window now is the engine's to add, see ``Store.compaction_result``)."""
     pk, _ = await get_session(db, session_id)
     row = await db.fetchrow(
         "SELECT strategy, tokens_saved, version_after, cleared_ids, restored_ids"
@@ -97,7 +95,6 @@ async def compaction_result(db: Db, session_id: str, compaction_id: str) -> Comp
     return CompactionResult(
         compacted=True,
         strategy=row[0],
-        active_events=await active_events(db, pk),
         archived_events=tuple(event_from_row(r) for r in archived),
         tokens_estimated_saved=row[1],
         version=row[2],
@@ -116,7 +113,6 @@ async def restore(
     pause: bool,
     now: datetime,
     origin: str = "",
-    cache: DecodedEvents | None = None,
 ) -> RestoreOutcome:
     """Undo the newest standing compaction (see ``Store.restore``)."""
     session_pk, session = await get_session(db, session_id, for_update=True)
@@ -212,12 +208,7 @@ async def restore(
         undone,
     )
     await notify(db, session_id, restore_id, origin)
-    active = (
-        await active_events(db, session_pk)
-        if cache is None
-        else await cached_active_events(db, session_pk, cache)
-    )
-    return RestoreOutcome(after, restore_id, active, archived, restored, saved)
+    return RestoreOutcome(after, restore_id, archived, restored, saved)
 
 
 async def compaction_record(db: Db, session_id: str, compaction_id: str) -> CompactionRecord:

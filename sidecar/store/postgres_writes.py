@@ -29,12 +29,9 @@ from sidecar.errors import (
 from sidecar.model import CompactionPlan, Event, LabelUpdate, Session, SessionCounters, UsageReport
 from sidecar.store import rules
 from sidecar.store.codec import encode_content, encode_labels
-from sidecar.store.event_cache import DecodedEvents
 from sidecar.store.postgres_reads import (
     EVENT_COLUMNS,
-    active_events,
     active_with_ids,
-    cached_active_events,
     event_from_row,
     find_session,
     get_session,
@@ -266,13 +263,11 @@ async def apply(
     *,
     now: datetime,
     origin: str = "",
-    cache: DecodedEvents | None = None,
 ) -> ApplyOutcome:
     """Apply a compaction plan (see ``Store.apply`` and ``sqlite_writes.apply``).
 
     The plan's own events are looked up by id and the counters summed by the
-    server; only the window the outcome carries is read whole, through
-    ``cache``, in this transaction (another replica may append right after it).
+    server: nothing of the window is read whole.
     """
     rules.check_plan_shape(plan)
     session_pk, session = await get_session(db, session_id, for_update=True)
@@ -348,12 +343,7 @@ async def apply(
         list(plan.dropped_identifiers),
     )
     await notify(db, session_id, compaction_id, origin)
-    active = (
-        await active_events(db, session_pk)
-        if cache is None
-        else await cached_active_events(db, session_pk, cache)
-    )
-    return ApplyOutcome(session, compaction_id, active, archived)
+    return ApplyOutcome(session, compaction_id, archived)
 
 
 async def notify(db: Db, session_id: str, compaction_id: str, origin: str) -> None:

@@ -55,11 +55,14 @@ class PlainAppend:
 
 @dataclass(frozen=True, slots=True)
 class ApplyOutcome:
-    """A landed compaction: the session after it, the new active window, what it archived."""
+    """A landed compaction: the session after it and what it archived.
+
+    Not the new active window: the write costs what it changes, and the
+    engine reads the window after it only when its result is to list it
+    (``sidecar.engine.answer_window``)."""
 
     session: Session
     compaction_id: str
-    active: tuple[Event, ...]
     archived: tuple[Event, ...]
 
 
@@ -101,11 +104,11 @@ RESTORE_STRATEGY = "restore"
 
 @dataclass(frozen=True, slots=True)
 class RestoreOutcome:
-    """A landed restore: the session after it, its record's id, the window, what it did."""
+    """A landed restore: the session after it, its record's id, what it did (not the window,
+    as for ``ApplyOutcome``)."""
 
     session: Session
     restore_id: str
-    active: tuple[Event, ...]
     archived: tuple[Event, ...]
     """The summary turn the undone compaction had inserted, archived now."""
     restored_ids: tuple[str, ...]
@@ -339,7 +342,10 @@ class Store(Protocol):
         them page by page); CompactionNotFound when there is none."""
 
     async def compaction_result(self, session_id: str, compaction_id: str) -> CompactionResult:
-        """A landed compaction as a result: what it archived, and the active window now.
+        """A landed compaction as a result: what it archived, cleared or restored.
+
+        Without the active window: the engine reads it after, when the
+        result is to list it (``sidecar.engine.answer_window``).
 
         SessionNotFound if the session is absent; KeyError if it has no such compaction.
         """

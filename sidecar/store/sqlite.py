@@ -49,7 +49,6 @@ import asyncio
 import functools
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from typing import TypeVar
 
 import aiosqlite
@@ -380,7 +379,7 @@ class SqliteStore:
         )
         if plan.inserts:
             self._indexer.appended()
-        return replace(outcome, active=await self._window_after(session_id))
+        return outcome
 
     async def list_events(
         self,
@@ -471,19 +470,7 @@ class SqliteStore:
             ),
             session_id=session_id,
         )
-        return replace(outcome, active=await self._window_after(session_id))
-
-    async def _window_after(self, session_id: str) -> tuple[Event, ...]:
-        """The window a compaction or restore just left, read after its commit, on a reader.
-
-        The write itself costs what it changes; the window (every row read,
-        each decoded unless the cache holds it) is read here, off the one
-        writer, so other sessions' writes never wait behind it. The engine
-        holds the session's lock around the write and this read: no write
-        of the session can land between them.
-        """
-        _, window = await self._read(lambda db: reads.active_window(db, session_id, self._decoded))
-        return window
+        return outcome
 
 
 def _append_plain(

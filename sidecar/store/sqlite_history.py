@@ -22,7 +22,6 @@ from sidecar.store.paging import decode_int_key, encode_token, fingerprint
 from sidecar.store.protocol import RESTORE_STRATEGY, CompactionRecord, Page, RestoreOutcome
 from sidecar.store.sqlite_reads import (
     VIEW_COLUMNS,
-    active_events,
     event_from_row,
     get_session,
     window_counters,
@@ -76,7 +75,8 @@ def list_compactions(
 def compaction_result(
     db: sqlite3.Connection, session_id: str, compaction_id: str
 ) -> CompactionResult:
-    """A landed pass (or restore) as its result: what it archived, and the window now."""
+    """A landed pass (or restore) as its result: what it archived and cleared or restored
+    (the window now is the engine's to add, see ``Store.compaction_result``)."""
     pk, _ = get_session(db, session_id)
     row = db.execute(
         "SELECT strategy, tokens_saved, version_after, cleared_ids, restored_ids"
@@ -94,7 +94,6 @@ def compaction_result(
     return CompactionResult(
         compacted=True,
         strategy=row[0],
-        active_events=active_events(db, pk),
         archived_events=tuple(event_from_row(r) for r in archived),
         tokens_estimated_saved=row[1],
         version=row[2],
@@ -205,7 +204,7 @@ def restore(
         "UPDATE compactions SET restored_by = ? WHERE session = ? AND id = ?",
         (restore_id, session_pk, undone),
     )
-    return RestoreOutcome(after, restore_id, (), archived, restored, saved)
+    return RestoreOutcome(after, restore_id, archived, restored, saved)
 
 
 def compaction_record(

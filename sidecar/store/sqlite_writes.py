@@ -355,7 +355,7 @@ def apply(
             dump_json(list(plan.dropped_identifiers)),
         ),
     )
-    return ApplyOutcome(session, compaction_id, (), archived)
+    return ApplyOutcome(session, compaction_id, archived)
 
 
 def update_session(

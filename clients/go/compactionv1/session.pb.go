@@ -410,7 +410,10 @@ type CompactionResult struct {
 	// within_limit, no_turn_boundary, blank_summary, not_worth_it, superseded,
 	// no_policy, failed.
 	SkippedReason string `protobuf:"bytes,2,opt,name=skipped_reason,json=skippedReason,proto3" json:"skipped_reason,omitempty"`
-	// The new active window, in log order.
+	// The new active window, in log order, while it holds at most 1,000
+	// events; past that it is left empty and active_events_omitted is set (read
+	// the window with GetContext or ListEvents), so an answer costs what its
+	// pass changed rather than what the window holds.
 	ActiveEvents []*Event `protobuf:"bytes,3,rep,name=active_events,json=activeEvents,proto3" json:"active_events,omitempty"`
 	// The events this pass archived (still in the log).
 	ArchivedEvents []*Event `protobuf:"bytes,4,rep,name=archived_events,json=archivedEvents,proto3" json:"archived_events,omitempty"`
@@ -449,7 +452,8 @@ type CompactionResult struct {
 	// restored ids, the compaction it undid) and the window with GetContext or
 	// ListEvents; every client's compaction history reads ids_of for you.
 	ArchivedEventsOmitted bool `protobuf:"varint,14,opt,name=archived_events_omitted,json=archivedEventsOmitted,proto3" json:"archived_events_omitted,omitempty"`
-	// active_events is left empty (see archived_events_omitted).
+	// active_events is left empty: the window holds more than 1,000 events, or
+	// (as for archived_events_omitted) even its ids would pass the size limit.
 	ActiveEventsOmitted bool `protobuf:"varint,15,opt,name=active_events_omitted,json=activeEventsOmitted,proto3" json:"active_events_omitted,omitempty"`
 	// cleared_event_ids is left empty (see archived_events_omitted).
 	ClearedEventIdsOmitted bool `protobuf:"varint,16,opt,name=cleared_event_ids_omitted,json=clearedEventIdsOmitted,proto3" json:"cleared_event_ids_omitted,omitempty"`

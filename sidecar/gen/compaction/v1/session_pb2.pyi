@@ -325,7 +325,9 @@ class CompactionResult(_message.Message):
     ListEvents; every client's compaction history reads ids_of for you.
     """
     active_events_omitted: _builtins.bool
-    """active_events is left empty (see archived_events_omitted)."""
+    """active_events is left empty: the window holds more than 1,000 events, or
+    (as for archived_events_omitted) even its ids would pass the size limit.
+    """
     cleared_event_ids_omitted: _builtins.bool
     """cleared_event_ids is left empty (see archived_events_omitted)."""
     restored_event_ids_omitted: _builtins.bool
@@ -337,7 +339,11 @@ class CompactionResult(_message.Message):
     """
     @_builtins.property
     def active_events(self) -> _containers.RepeatedCompositeFieldContainer[_event_pb2.Event]:
-        """The new active window, in log order."""
+        """The new active window, in log order, while it holds at most 1,000
+        events; past that it is left empty and active_events_omitted is set (read
+        the window with GetContext or ListEvents), so an answer costs what its
+        pass changed rather than what the window holds.
+        """
 
     @_builtins.property
     def archived_events(self) -> _containers.RepeatedCompositeFieldContainer[_event_pb2.Event]:

@@ -246,7 +246,10 @@ export type CompactionResult = Message<"compaction.v1.CompactionResult"> & {
   skippedReason: string;
 
   /**
-   * The new active window, in log order.
+   * The new active window, in log order, while it holds at most 1,000
+   * events; past that it is left empty and active_events_omitted is set (read
+   * the window with GetContext or ListEvents), so an answer costs what its
+   * pass changed rather than what the window holds.
    *
    * @generated from field: repeated compaction.v1.Event active_events = 3;
    */
@@ -345,7 +348,8 @@ export type CompactionResult = Message<"compaction.v1.CompactionResult"> & {
   archivedEventsOmitted: boolean;
 
   /**
-   * active_events is left empty (see archived_events_omitted).
+   * active_events is left empty: the window holds more than 1,000 events, or
+   * (as for archived_events_omitted) even its ids would pass the size limit.
    *
    * @generated from field: bool active_events_omitted = 15;
    */

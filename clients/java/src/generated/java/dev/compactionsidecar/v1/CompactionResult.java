@@ -135,7 +135,10 @@ private static final long serialVersionUID = 0L;
   private java.util.List<dev.compactionsidecar.v1.Event> activeEvents_;
   /**
    * <pre>
-   * The new active window, in log order.
+   * The new active window, in log order, while it holds at most 1,000
+   * events; past that it is left empty and active_events_omitted is set (read
+   * the window with GetContext or ListEvents), so an answer costs what its
+   * pass changed rather than what the window holds.
    * </pre>
    *
    * <code>repeated .compaction.v1.Event active_events = 3 [json_name = "activeEvents"];</code>
@@ -146,7 +149,10 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The new active window, in log order.
+   * The new active window, in log order, while it holds at most 1,000
+   * events; past that it is left empty and active_events_omitted is set (read
+   * the window with GetContext or ListEvents), so an answer costs what its
+   * pass changed rather than what the window holds.
    * </pre>
    *
    * <code>repeated .compaction.v1.Event active_events = 3 [json_name = "activeEvents"];</code>
@@ -158,7 +164,10 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The new active window, in log order.
+   * The new active window, in log order, while it holds at most 1,000
+   * events; past that it is left empty and active_events_omitted is set (read
+   * the window with GetContext or ListEvents), so an answer costs what its
+   * pass changed rather than what the window holds.
    * </pre>
    *
    * <code>repeated .compaction.v1.Event active_events = 3 [json_name = "activeEvents"];</code>
@@ -169,7 +178,10 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The new active window, in log order.
+   * The new active window, in log order, while it holds at most 1,000
+   * events; past that it is left empty and active_events_omitted is set (read
+   * the window with GetContext or ListEvents), so an answer costs what its
+   * pass changed rather than what the window holds.
    * </pre>
    *
    * <code>repeated .compaction.v1.Event active_events = 3 [json_name = "activeEvents"];</code>
@@ -180,7 +192,10 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The new active window, in log order.
+   * The new active window, in log order, while it holds at most 1,000
+   * events; past that it is left empty and active_events_omitted is set (read
+   * the window with GetContext or ListEvents), so an answer costs what its
+   * pass changed rather than what the window holds.
    * </pre>
    *
    * <code>repeated .compaction.v1.Event active_events = 3 [json_name = "activeEvents"];</code>
@@ -600,7 +615,8 @@ private static final long serialVersionUID = 0L;
   private boolean activeEventsOmitted_ = false;
   /**
    * <pre>
-   * active_events is left empty (see archived_events_omitted).
+   * active_events is left empty: the window holds more than 1,000 events, or
+   * (as for archived_events_omitted) even its ids would pass the size limit.
    * </pre>
    *
    * <code>bool active_events_omitted = 15 [json_name = "activeEventsOmitted"];</code>
@@ -1744,7 +1760,10 @@ private static final long serialVersionUID = 0L;
 
     /**
      * <pre>
-     * The new active window, in log order.
+     * The new active window, in log order, while it holds at most 1,000
+     * events; past that it is left empty and active_events_omitted is set (read
+     * the window with GetContext or ListEvents), so an answer costs what its
+     * pass changed rather than what the window holds.
      * </pre>
      *
      * <code>repeated .compaction.v1.Event active_events = 3 [json_name = "activeEvents"];</code>
@@ -1758,7 +1777,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The new active window, in log order.
+     * The new active window, in log order, while it holds at most 1,000
+     * events; past that it is left empty and active_events_omitted is set (read
+     * the window with GetContext or ListEvents), so an answer costs what its
+     * pass changed rather than what the window holds.
      * </pre>
      *
      * <code>repeated .compaction.v1.Event active_events = 3 [json_name = "activeEvents"];</code>
@@ -1772,7 +1794,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The new active window, in log order.
+     * The new active window, in log order, while it holds at most 1,000
+     * events; past that it is left empty and active_events_omitted is set (read
+     * the window with GetContext or ListEvents), so an answer costs what its
+     * pass changed rather than what the window holds.
      * </pre>
      *
      * <code>repeated .compaction.v1.Event active_events = 3 [json_name = "activeEvents"];</code>
@@ -1786,7 +1811,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The new active window, in log order.
+     * The new active window, in log order, while it holds at most 1,000
+     * events; past that it is left empty and active_events_omitted is set (read
+     * the window with GetContext or ListEvents), so an answer costs what its
+     * pass changed rather than what the window holds.
      * </pre>
      *
      * <code>repeated .compaction.v1.Event active_events = 3 [json_name = "activeEvents"];</code>
@@ -1805,7 +1833,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The new active window, in log order.
+     * The new active window, in log order, while it holds at most 1,000
+     * events; past that it is left empty and active_events_omitted is set (read
+     * the window with GetContext or ListEvents), so an answer costs what its
+     * pass changed rather than what the window holds.
      * </pre>
      *
      * <code>repeated .compaction.v1.Event active_events = 3 [json_name = "activeEvents"];</code>
@@ -1823,7 +1854,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The new active window, in log order.
+     * The new active window, in log order, while it holds at most 1,000
+     * events; past that it is left empty and active_events_omitted is set (read
+     * the window with GetContext or ListEvents), so an answer costs what its
+     * pass changed rather than what the window holds.
      * </pre>
      *
      * <code>repeated .compaction.v1.Event active_events = 3 [json_name = "activeEvents"];</code>
@@ -1841,7 +1875,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The new active window, in log order.
+     * The new active window, in log order, while it holds at most 1,000
+     * events; past that it is left empty and active_events_omitted is set (read
+     * the window with GetContext or ListEvents), so an answer costs what its
+     * pass changed rather than what the window holds.
      * </pre>
      *
      * <code>repeated .compaction.v1.Event active_events = 3 [json_name = "activeEvents"];</code>
@@ -1860,7 +1897,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The new active window, in log order.
+     * The new active window, in log order, while it holds at most 1,000
+     * events; past that it is left empty and active_events_omitted is set (read
+     * the window with GetContext or ListEvents), so an answer costs what its
+     * pass changed rather than what the window holds.
      * </pre>
      *
      * <code>repeated .compaction.v1.Event active_events = 3 [json_name = "activeEvents"];</code>
@@ -1878,7 +1918,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The new active window, in log order.
+     * The new active window, in log order, while it holds at most 1,000
+     * events; past that it is left empty and active_events_omitted is set (read
+     * the window with GetContext or ListEvents), so an answer costs what its
+     * pass changed rather than what the window holds.
      * </pre>
      *
      * <code>repeated .compaction.v1.Event active_events = 3 [json_name = "activeEvents"];</code>
@@ -1896,7 +1939,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The new active window, in log order.
+     * The new active window, in log order, while it holds at most 1,000
+     * events; past that it is left empty and active_events_omitted is set (read
+     * the window with GetContext or ListEvents), so an answer costs what its
+     * pass changed rather than what the window holds.
      * </pre>
      *
      * <code>repeated .compaction.v1.Event active_events = 3 [json_name = "activeEvents"];</code>
@@ -1915,7 +1961,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The new active window, in log order.
+     * The new active window, in log order, while it holds at most 1,000
+     * events; past that it is left empty and active_events_omitted is set (read
+     * the window with GetContext or ListEvents), so an answer costs what its
+     * pass changed rather than what the window holds.
      * </pre>
      *
      * <code>repeated .compaction.v1.Event active_events = 3 [json_name = "activeEvents"];</code>
@@ -1932,7 +1981,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The new active window, in log order.
+     * The new active window, in log order, while it holds at most 1,000
+     * events; past that it is left empty and active_events_omitted is set (read
+     * the window with GetContext or ListEvents), so an answer costs what its
+     * pass changed rather than what the window holds.
      * </pre>
      *
      * <code>repeated .compaction.v1.Event active_events = 3 [json_name = "activeEvents"];</code>
@@ -1949,7 +2001,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The new active window, in log order.
+     * The new active window, in log order, while it holds at most 1,000
+     * events; past that it is left empty and active_events_omitted is set (read
+     * the window with GetContext or ListEvents), so an answer costs what its
+     * pass changed rather than what the window holds.
      * </pre>
      *
      * <code>repeated .compaction.v1.Event active_events = 3 [json_name = "activeEvents"];</code>
@@ -1960,7 +2015,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The new active window, in log order.
+     * The new active window, in log order, while it holds at most 1,000
+     * events; past that it is left empty and active_events_omitted is set (read
+     * the window with GetContext or ListEvents), so an answer costs what its
+     * pass changed rather than what the window holds.
      * </pre>
      *
      * <code>repeated .compaction.v1.Event active_events = 3 [json_name = "activeEvents"];</code>
@@ -1974,7 +2032,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The new active window, in log order.
+     * The new active window, in log order, while it holds at most 1,000
+     * events; past that it is left empty and active_events_omitted is set (read
+     * the window with GetContext or ListEvents), so an answer costs what its
+     * pass changed rather than what the window holds.
      * </pre>
      *
      * <code>repeated .compaction.v1.Event active_events = 3 [json_name = "activeEvents"];</code>
@@ -1989,7 +2050,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The new active window, in log order.
+     * The new active window, in log order, while it holds at most 1,000
+     * events; past that it is left empty and active_events_omitted is set (read
+     * the window with GetContext or ListEvents), so an answer costs what its
+     * pass changed rather than what the window holds.
      * </pre>
      *
      * <code>repeated .compaction.v1.Event active_events = 3 [json_name = "activeEvents"];</code>
@@ -2000,7 +2064,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The new active window, in log order.
+     * The new active window, in log order, while it holds at most 1,000
+     * events; past that it is left empty and active_events_omitted is set (read
+     * the window with GetContext or ListEvents), so an answer costs what its
+     * pass changed rather than what the window holds.
      * </pre>
      *
      * <code>repeated .compaction.v1.Event active_events = 3 [json_name = "activeEvents"];</code>
@@ -2012,7 +2079,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The new active window, in log order.
+     * The new active window, in log order, while it holds at most 1,000
+     * events; past that it is left empty and active_events_omitted is set (read
+     * the window with GetContext or ListEvents), so an answer costs what its
+     * pass changed rather than what the window holds.
      * </pre>
      *
      * <code>repeated .compaction.v1.Event active_events = 3 [json_name = "activeEvents"];</code>
@@ -3194,7 +3264,8 @@ private static final long serialVersionUID = 0L;
     private boolean activeEventsOmitted_ ;
     /**
      * <pre>
-     * active_events is left empty (see archived_events_omitted).
+     * active_events is left empty: the window holds more than 1,000 events, or
+     * (as for archived_events_omitted) even its ids would pass the size limit.
      * </pre>
      *
      * <code>bool active_events_omitted = 15 [json_name = "activeEventsOmitted"];</code>
@@ -3206,7 +3277,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * active_events is left empty (see archived_events_omitted).
+     * active_events is left empty: the window holds more than 1,000 events, or
+     * (as for archived_events_omitted) even its ids would pass the size limit.
      * </pre>
      *
      * <code>bool active_events_omitted = 15 [json_name = "activeEventsOmitted"];</code>
@@ -3222,7 +3294,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * active_events is left empty (see archived_events_omitted).
+     * active_events is left empty: the window holds more than 1,000 events, or
+     * (as for archived_events_omitted) even its ids would pass the size limit.
      * </pre>
      *
      * <code>bool active_events_omitted = 15 [json_name = "activeEventsOmitted"];</code>

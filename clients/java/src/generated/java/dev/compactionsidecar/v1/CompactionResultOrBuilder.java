@@ -46,7 +46,10 @@ public interface CompactionResultOrBuilder extends
 
   /**
    * <pre>
-   * The new active window, in log order.
+   * The new active window, in log order, while it holds at most 1,000
+   * events; past that it is left empty and active_events_omitted is set (read
+   * the window with GetContext or ListEvents), so an answer costs what its
+   * pass changed rather than what the window holds.
    * </pre>
    *
    * <code>repeated .compaction.v1.Event active_events = 3 [json_name = "activeEvents"];</code>
@@ -55,7 +58,10 @@ public interface CompactionResultOrBuilder extends
       getActiveEventsList();
   /**
    * <pre>
-   * The new active window, in log order.
+   * The new active window, in log order, while it holds at most 1,000
+   * events; past that it is left empty and active_events_omitted is set (read
+   * the window with GetContext or ListEvents), so an answer costs what its
+   * pass changed rather than what the window holds.
    * </pre>
    *
    * <code>repeated .compaction.v1.Event active_events = 3 [json_name = "activeEvents"];</code>
@@ -63,7 +69,10 @@ public interface CompactionResultOrBuilder extends
   dev.compactionsidecar.v1.Event getActiveEvents(int index);
   /**
    * <pre>
-   * The new active window, in log order.
+   * The new active window, in log order, while it holds at most 1,000
+   * events; past that it is left empty and active_events_omitted is set (read
+   * the window with GetContext or ListEvents), so an answer costs what its
+   * pass changed rather than what the window holds.
    * </pre>
    *
    * <code>repeated .compaction.v1.Event active_events = 3 [json_name = "activeEvents"];</code>
@@ -71,7 +80,10 @@ public interface CompactionResultOrBuilder extends
   int getActiveEventsCount();
   /**
    * <pre>
-   * The new active window, in log order.
+   * The new active window, in log order, while it holds at most 1,000
+   * events; past that it is left empty and active_events_omitted is set (read
+   * the window with GetContext or ListEvents), so an answer costs what its
+   * pass changed rather than what the window holds.
    * </pre>
    *
    * <code>repeated .compaction.v1.Event active_events = 3 [json_name = "activeEvents"];</code>
@@ -80,7 +92,10 @@ public interface CompactionResultOrBuilder extends
       getActiveEventsOrBuilderList();
   /**
    * <pre>
-   * The new active window, in log order.
+   * The new active window, in log order, while it holds at most 1,000
+   * events; past that it is left empty and active_events_omitted is set (read
+   * the window with GetContext or ListEvents), so an answer costs what its
+   * pass changed rather than what the window holds.
    * </pre>
    *
    * <code>repeated .compaction.v1.Event active_events = 3 [json_name = "activeEvents"];</code>
@@ -348,7 +363,8 @@ public interface CompactionResultOrBuilder extends
 
   /**
    * <pre>
-   * active_events is left empty (see archived_events_omitted).
+   * active_events is left empty: the window holds more than 1,000 events, or
+   * (as for archived_events_omitted) even its ids would pass the size limit.
    * </pre>
    *
    * <code>bool active_events_omitted = 15 [json_name = "activeEventsOmitted"];</code>
