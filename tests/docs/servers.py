@@ -62,7 +62,7 @@ class PrivateNetwork:
 def make_serve(tmp: Path, **settings: str) -> Iterator[PrivateNetwork]:
     """``make serve`` on 127.0.0.1:50051 of a fresh namespace, its database under ``tmp``.
 
-    ``COMPACTION_STORE`` (a setting of the README's table) moves the database
+    ``COMPACTION_STORE`` (a setting of docs/configuration.md) moves the database
     from the checkout's ./compaction.db to ``tmp``; ``settings`` are more of
     them, by their ``COMPACTION_*`` variables (``summarizer="none"``).
     """
