@@ -59,11 +59,12 @@ bench-quick: setup bench-adk-venv
 ## Context economics: τ-bench's airline runs, a long coding task and three synthetic transcripts
 ## through the real server under each policy (settings chosen on dev, reported on test), retention
 ## beside the bill under seven dated price models, against the peers (JSON in
-## bench/results-economics.json, the plot in docs/economics.png, the README's tables regenerated).
+## bench/results-economics.json, the plot in docs/economics.png, the tables of docs/economics.md
+## regenerated).
 ## make test runs its --quick mode (tests/test_bench_economics.py).
 bench-economics: setup
 	$(BIN)/python -m bench.economics --json bench/results-economics.json --plot docs/economics.png
-	$(BIN)/python -m bench.economics.table bench/results-economics.json --readme README.md
+	$(BIN)/python -m bench.economics.table bench/results-economics.json --page docs/economics.md
 
 ## Every check: lint, types, the proto contract, tests.
 test: lint typecheck proto-check unit clients-ts clients-go clients-java-gen-check clients-java
@@ -136,7 +137,7 @@ typecheck: setup
 	$(BIN)/mypy
 
 ## Faults and load, long mode: fuzz every RPC, 30 SIGKILLs under load, summarizer and
-## full-disk faults, history checks; prints the figures for the README at the end.
+## full-disk faults, history checks; prints the figures for docs/reliability.md at the end.
 ## (make test runs the same suite in its quick mode.)
 reliability: setup
 	RELIABILITY=long $(BIN)/pytest -q -p no:cacheprovider -o faulthandler_timeout=1800 tests/reliability

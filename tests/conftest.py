@@ -83,7 +83,7 @@ def pytest_testnodedown(node: Any, error: object) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: TerminalReporter) -> None:
-    """The reliability suite's figures for the README, when it ran."""
+    """The reliability suite's figures for docs/reliability.md, when it ran."""
     if not FIGURES and not MEASURES:
         return
     mode = "long" if LONG else "quick"

@@ -269,21 +269,22 @@ def test_price_models_name_their_source_and_date() -> None:
         assert p.checked
 
 
-def test_the_readme_tables_are_the_committed_results_and_need_their_markers(
+def test_the_economics_pages_tables_are_the_committed_results_and_need_their_markers(
     tmp_path: Path,
 ) -> None:
     from bench.economics import table
 
     results = ROOT / "bench" / "results-economics.json"
-    assert table.main([str(results), "--readme", str(ROOT / "README.md"), "--check"]) == 0
-    bare = tmp_path / "README.md"
+    assert table.DEFAULT_PAGE == ROOT / "docs" / "economics.md"
+    assert table.main([str(results), "--check"]) == 0  # docs/economics.md is current
+    bare = tmp_path / "economics.md"
     bare.write_text("# no markers\n")
     with pytest.raises(ValueError, match="markers not found"):
-        table.main([str(results), "--readme", str(bare)])
+        table.main([str(results), "--page", str(bare)])
     marked = tmp_path / "MARKED.md"
     marked.write_text(f"head\n{table.START}\nold\n{table.END}\ntail\n")
-    assert table.main([str(results), "--readme", str(marked), "--check"]) == 1
-    assert table.main([str(results), "--readme", str(marked)]) == 0
+    assert table.main([str(results), "--page", str(marked), "--check"]) == 1
+    assert table.main([str(results), "--page", str(marked)]) == 0
     text = marked.read_text()
     assert text.startswith(f"head\n{table.START}\n")
     assert text.endswith(f"{table.END}\ntail\n")

@@ -124,7 +124,7 @@ class CompactionSessionService(BaseSessionService):
     (``usage_metadata.prompt_token_count``) for the version of the context
     the call was built from — the version this service last saw the session
     at (its last append, or the window it read) — so the session's token
-    estimates are calibrated by them (README, Calibration).
+    estimates are calibrated by them (docs/semantics.md, Calibration).
 
     ``cache_prefix(session)`` is the cache prefix of the window the
     session's next model call is built from (see ``adk_cache``): pass it on

@@ -1,6 +1,6 @@
 """Usage reports: the provider's prompt tokens for a model call, sent with the model's answer.
 
-The session calibrates its token estimates by them (README, Calibration):
+The session calibrates its token estimates by them (docs/semantics.md, Calibration):
 each report names the version of the context the call was built from, and
 travels in the append that stores the model's answer, so a retried or
 duplicated append, which stores nothing, counts nothing. A report is a

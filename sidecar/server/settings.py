@@ -1,6 +1,6 @@
-"""What each ``serve`` setting means: one table for ``serve --help`` and the README.
+"""What each ``serve`` setting means: one table for ``serve --help`` and docs/configuration.md.
 
-``tests/server/test_settings_doc.py`` keeps the README's Configuration table
+``tests/server/test_settings_doc.py`` keeps the table of docs/configuration.md
 equal to ``markdown_table()`` and this table equal to ``ServerConfig``'s
 fields, so the two never drift apart.
 """
@@ -35,7 +35,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "metrics_listen",
         "off",
-        "HOST:PORT of a plain-HTTP Prometheus endpoint (`/metrics`), see Observability",
+        "HOST:PORT of a plain-HTTP Prometheus endpoint (`/metrics`), see docs/observability.md",
     ),
     Setting(
         "store",
@@ -111,8 +111,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "auth_token_file",
         "off",
-        "bearer tokens, one per line, optionally `TENANT TOKEN` (see Security); re-read when it"
-        " changes, and a removed token ends its open calls",
+        "bearer tokens, one per line, optionally `TENANT TOKEN` (see docs/security.md); re-read"
+        " when it changes, and a removed token ends its open calls",
     ),
     Setting("tls_cert", "off", "PEM certificate chain: serve TLS (with `--tls-key`)"),
     Setting("tls_key", "off", "PEM private key of `--tls-cert`"),
@@ -121,8 +121,8 @@ SETTINGS: tuple[Setting, ...] = (
         "model_profiles",
         "built in",
         'a JSON file `{"models": {NAME: {provider, input_window_tokens, max_output_tokens}}}`'
-        " whose profiles override and extend the built-in table (see The session's model,"
-        " under Semantics); a session may only name a model with a profile",
+        " whose profiles override and extend the built-in table (see docs/semantics.md,"
+        " The session's model); a session may only name a model with a profile",
     ),
     Setting("log_level", "`INFO`", "`DEBUG`, `INFO`, `WARNING`, `ERROR` or `CRITICAL`"),
     Setting(
@@ -167,7 +167,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "sqlite_synchronous",
         "`NORMAL`",
-        "`OFF`, `NORMAL`, `FULL` (fsync every commit, see Durability) or `EXTRA`",
+        "`OFF`, `NORMAL`, `FULL` (fsync every commit, see docs/reliability.md, Durability)"
+        " or `EXTRA`",
     ),
     Setting("store_pool_size", "10", "PostgreSQL connections per replica"),
     Setting(
@@ -184,7 +185,8 @@ SETTINGS: tuple[Setting, ...] = (
         "read_cache_mib",
         "64",
         "memory the read caches may hold (decoded events; GetContext's wire bytes and last"
-        " answers); `0` turns them off. Bounded, never stale (see Performance)",
+        " answers); `0` turns them off. Bounded, never stale (see docs/performance.md, What"
+        " makes reads fast)",
     ),
     Setting(
         "read_cache_idle_s",
@@ -202,9 +204,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "page_token_key",
         "PostgreSQL: from the store URL; SQLite: random per process",
-        "a secret of 16 or more characters that signs page tokens (see Security). Replicas of"
-        " one PostgreSQL database share a key derived from its URL unless this is set. Give it"
-        " by environment or `--config`, not as a flag, which every local user can read",
+        "a secret of 16 or more characters that signs page tokens (see docs/security.md)."
+        " Replicas of one PostgreSQL database share a key derived from its URL unless this is"
+        " set. Give it by environment or `--config`, not as a flag, which every local user can"
+        " read",
     ),
 )
 
@@ -214,7 +217,7 @@ def by_name() -> dict[str, Setting]:
 
 
 def markdown_table() -> str:
-    """The README's Configuration table."""
+    """The table of docs/configuration.md."""
     rows = ["| setting | environment | default | meaning |", "|---|---|---|---|"]
     rows += [f"| `{s.flag}` | `{s.env}` | {s.default} | {s.meaning} |" for s in SETTINGS]
     return "\n".join(rows) + "\n"

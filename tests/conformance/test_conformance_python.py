@@ -2,7 +2,7 @@
 
 The same file drives the TypeScript, Go and Java runners; a scenario that
 passes here and fails there is a client bug (or a format ambiguity to settle
-in README.md), never a server one.
+in tests/conformance/README.md), never a server one.
 """
 
 from __future__ import annotations

@@ -9,13 +9,24 @@ from __future__ import annotations
 from tests.docs.markdown import Example
 
 # README.md
-GRPCURL = Example("README.md", "## Two commands", "sh", 1)
-POLICY_YAML = Example("README.md", "## Semantics", "yaml")
+_TOUR = "## A five-minute tour"
+TOUR_APPEND = Example("README.md", _TOUR, "sh", 0)
+TOUR_CONTEXT = Example("README.md", _TOUR, "sh", 1)
+TOUR_COMPACTION = Example("README.md", _TOUR, "sh", 2)
+TOUR_INSPECT = Example("README.md", _TOUR, "sh", 3)
+TOUR_RESTORE = Example("README.md", _TOUR, "sh", 4)
+README_PYTHON = Example("README.md", "## Clients", "python")
+README_TS = Example("README.md", "## Clients", "ts")
+README_GO = Example("README.md", "## Clients", "go")
+README_JAVA = Example("README.md", "## Clients", "java")
 ADK_SESSION_SERVICE = Example("README.md", "## Adapters: Google ADK and LangChain", "python", 0)
 LANGCHAIN_MIDDLEWARE = Example("README.md", "## Adapters: Google ADK and LangChain", "python", 1)
-TOKENS_SINGLE_TENANT = Example("README.md", "## Security", "", 0)
-TOKENS_MULTI_TENANT = Example("README.md", "## Security", "", 1)
 LAYOUT = Example("README.md", "## Layout", "")
+
+# docs/semantics.md, docs/security.md
+POLICY_YAML = Example("docs/semantics.md", "## Policy documents", "yaml")
+TOKENS_SINGLE_TENANT = Example("docs/security.md", "## Bearer tokens and tenants", "", 0)
+TOKENS_MULTI_TENANT = Example("docs/security.md", "## Bearer tokens and tenants", "", 1)
 
 # docs/adapters.md
 _RECALL = "## Recall: the agent searches what compaction moved out"

@@ -13,9 +13,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# The README, every page of docs/ (a new page is held to the same rule the day it is
+# added), and the clients' READMEs.
 DOCUMENTS = (
     "README.md",
-    "docs/adapters.md",
+    *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md")),
     "clients/python/README.md",
     "clients/typescript/README.md",
     "clients/go/README.md",
@@ -93,3 +95,40 @@ class Example:
     def text(self) -> str:
         """The block's text exactly as printed."""
         return self.block.text
+
+
+def prose(document: str, code_spans: bool = False) -> list[tuple[int, str]]:
+    """``document``'s lines outside fenced blocks, numbered from 1, code spans blanked.
+
+    What is left is where a link can be: ``[text](target)`` in a code span or a
+    block is code, not a link. ``code_spans=True`` keeps the spans' text (a
+    heading's anchor is made of it).
+    """
+    lines = (ROOT / document).read_text(encoding="utf-8").splitlines()
+    found: list[tuple[int, str]] = []
+    fenced = False
+    for number, line in enumerate(lines, start=1):
+        if FENCE.match(line):
+            fenced = not fenced
+        elif not fenced:
+            found.append((number, line if code_spans else re.sub(r"`[^`]*`", "``", line)))
+    return found
+
+
+def anchor(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces as hyphens."""
+    text = heading.lstrip("#").strip().lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(document: str) -> set[str]:
+    """The anchors of ``document``'s headings; a repeat gets ``-1``, ``-2``... as on GitHub."""
+    seen: dict[str, int] = {}
+    found: set[str] = set()
+    for _, line in prose(document, code_spans=True):
+        if re.match(r"#{1,6} ", line):
+            base = anchor(line)
+            count = seen.get(base, 0)
+            seen[base] = count + 1
+            found.add(base if count == 0 else f"{base}-{count}")
+    return found

@@ -24,6 +24,19 @@ from tests.docs.markdown import ROOT
 
 ADDRESS = "127.0.0.1:50051"
 GEMINI_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI")
+# What make serve and make grpcurl install, and a fresh shell does not have on its PATH.
+CHECKOUT_BINS = (ROOT / ".venv" / "bin", ROOT / ".tools" / "bin")
+
+
+def fresh_shell() -> dict[str, str]:
+    """This environment with the checkout's ``.venv/bin`` and ``.tools/bin`` off the PATH.
+
+    A user's shell in a fresh clone has neither: an example that needs one
+    must say so in what it prints (``.venv/bin/python``, ``.tools/bin/grpcurl``).
+    """
+    installed = {d.resolve() for d in CHECKOUT_BINS}
+    path = [p for p in os.environ["PATH"].split(os.pathsep) if Path(p).resolve() not in installed]
+    return {**os.environ, "PATH": os.pathsep.join(path)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +62,7 @@ class PrivateNetwork:
 def make_serve(tmp: Path, **settings: str) -> Iterator[PrivateNetwork]:
     """``make serve`` on 127.0.0.1:50051 of a fresh namespace, its database under ``tmp``.
 
-    ``COMPACTION_STORE`` (a setting of the README's table) moves the database
+    ``COMPACTION_STORE`` (a setting of docs/configuration.md) moves the database
     from the checkout's ./compaction.db to ``tmp``; ``settings`` are more of
     them, by their ``COMPACTION_*`` variables (``summarizer="none"``).
     """

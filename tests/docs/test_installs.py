@@ -11,6 +11,10 @@ from a checkout instead, and these tests do exactly that, in fresh folders:
 - Go: a fresh module that finds the client through a ``replace`` directive;
 - Java: ``mvn install`` into the local Maven repository, then a fresh project.
 
+In the TypeScript, Go and Java projects the top README's example of that
+client runs too, after the client README's own, put where the README says
+(``example.mts``, ``main.go``, ``Example.java``) and run the same way.
+
 The install steps run outside the server's network namespace (they download
 dependencies); the examples inside it, against ``make serve``. The checkout's
 own files are copied first (tracked and untracked, not ignored ones), so that
@@ -42,6 +46,9 @@ from tests.docs.catalogue import (
     JAVA_TEN_LINES,
     PYTHON_INSTALL,
     PYTHON_TEN_LINES,
+    README_GO,
+    README_JAVA,
+    README_TS,
     TS_EXAMPLE,
     TS_INSTALL,
     TS_PACK,
@@ -213,6 +220,9 @@ def test_the_typescript_client_installs_from_npm_pack_and_its_example_runs(
     with make_serve(tmp_path / "server") as network:
         in_network(network, TS_RUN.text, project, env)
         in_network(network, TS_RUN.text, project, env)  # re-run: the session is there
+        (project / "example.mts").write_text(README_TS.text)  # the top README's, run the same way
+        readme = in_network(network, TS_RUN.text, project, env)
+    assert "[ 'Where is my order?', 'It ships today.' ]" in readme
     installed = project / "node_modules/@compaction-sidecar/client"
     assert (installed / "dist/src/index.js").is_file()
     assert not installed.is_symlink()  # the tarball's files, not a link to the checkout
@@ -261,8 +271,12 @@ def test_the_go_client_is_used_from_a_fresh_module_through_a_replace(tmp_path: P
         first = in_network(network, GO_RUN.text, project, env)
         again = in_network(network, GO_RUN.text, project, env)  # re-run: the session is there
         in_network(network, "go run ./readme_errors", project, env)
+        (project / "main.go").write_text(README_GO.text)  # the top README's, run the same way
+        sh("gofmt -l main.go | (! grep .)", project, env)
+        readme = in_network(network, GO_RUN.text, project, env)
     assert "found: Where is my order?" in first
     assert "stored at version" in again
+    assert readme == "Where is my order?\nIt ships today.\n"
 
 
 # -- Java -----------------------------------------------------------------------------------
@@ -343,5 +357,9 @@ def test_the_java_client_installs_into_the_local_maven_repository_and_its_exampl
         errors = JAVA_RUN.text.replace(" Example", " ReadmeErrors")
         assert errors != JAVA_RUN.text
         in_network(network, errors, project, env)
+        (sources / "Example.java").write_text(README_JAVA.text)  # the top README's, the same way
+        sh(JAVA_BUILD.text, project, env)
+        readme = in_network(network, JAVA_RUN.text, project, env)
+    assert readme == "Where is my order?\nIt ships today.\n"
     assert "2 answers" in first
     assert "2 events in the context" in first

@@ -2,33 +2,31 @@
 
 Each is read from its document (``tests/docs/markdown.py``), never copied, and
 run against ``make serve`` on 127.0.0.1:50051 of a network namespace of its
-own (``tests/docs/servers.py``), with what a user of this checkout has: the
-``.venv`` that ``make serve`` sets up, grpcurl from ``make grpcurl``.
+own (``tests/docs/servers.py``), from a shell like a user's in a fresh clone:
+what ``make serve`` and ``make grpcurl`` installed is there (``.venv``,
+``.tools/bin/grpcurl``), but not on the PATH.
 """
 
 from __future__ import annotations
 
-import os
+import json
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
-import yaml
-
-from sidecar.compaction.policy import policy_from_dict
-from sidecar.compaction.summarize import Summarize
-from sidecar.server.auth import parse_tokens
 from tests.docs.catalogue import (
-    GRPCURL,
     LAYOUT,
-    POLICY_YAML,
     PYTHON_TEN_LINES,
-    TOKENS_MULTI_TENANT,
-    TOKENS_SINGLE_TENANT,
+    README_PYTHON,
+    TOUR_APPEND,
+    TOUR_COMPACTION,
+    TOUR_CONTEXT,
+    TOUR_INSPECT,
+    TOUR_RESTORE,
 )
 from tests.docs.markdown import ROOT
-from tests.docs.servers import make_serve
-
-TOOLS = ROOT / ".tools" / "bin"
+from tests.docs.servers import PrivateNetwork, fresh_shell, make_serve
 
 
 def test_the_python_clients_ten_lines_run_against_make_serve(tmp_path: Path) -> None:
@@ -42,32 +40,68 @@ def test_the_python_clients_ten_lines_run_against_make_serve(tmp_path: Path) -> 
     assert "It ships today." in done.stdout
 
 
-def test_the_readmes_grpcurl_and_inspect_lines_run_against_make_serve(tmp_path: Path) -> None:
-    env = {**os.environ, "PATH": f"{TOOLS}{os.pathsep}{os.environ['PATH']}"}
+def tour_step(network: PrivateNetwork, script: str) -> str:
+    """One block of the tour, in bash from the checkout's root, failing on its first error."""
+    done = network.run(["bash", "-euo", "pipefail", "-c", script], cwd=ROOT, env=fresh_shell())
+    assert done.returncode == 0, f"{script}\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def grpcurl_answers(output: str) -> list[Any]:
+    """grpcurl's answers, one JSON document after another, as objects."""
+    decoder, answers, at = json.JSONDecoder(), [], 0
+    while (at := output.find("{", at)) != -1:
+        answer, at = decoder.raw_decode(output, at)
+        answers.append(answer)
+    return answers
+
+
+def test_the_readmes_tour_runs_against_make_serve_from_a_fresh_shell(tmp_path: Path) -> None:
+    # what the tour says to have done once, outside the server's network (it may download)
+    subprocess.run(["make", "-s", "grpcurl"], cwd=ROOT, check=True, timeout=900)
     with make_serve(tmp_path) as network:
-        done = network.run(["bash", "-euo", "pipefail", "-c", GRPCURL.text], cwd=ROOT, env=env)
+        appended = tour_step(network, TOUR_APPEND.text)
+        context = tour_step(network, TOUR_CONTEXT.text)
+        compacted = tour_step(network, TOUR_COMPACTION.text)
+        inspected = tour_step(network, TOUR_INSPECT.text)
+        restored = tour_step(network, TOUR_RESTORE.text)
+    assert "compaction.v1.CompactionService" in appended.splitlines()  # list, by reflection
+    created, first = grpcurl_answers(appended)
+    assert created["policy"] == {
+        "trigger": {"turnCount": 3},
+        "strategy": {"turnWindow": {"maxTurns": 2}, "boundary": "BOUNDARY_TURN"},
+    }
+    assert [e["role"] for e in first["events"]] == ["ROLE_SYSTEM"] + [
+        "ROLE_USER",
+        "ROLE_ASSISTANT",
+    ] * 2
+    [window] = grpcurl_answers(context)
+    assert len(window["events"]) == 5
+    rendered = json.loads(window["renderedJson"])
+    assert rendered["system"] == "You are a support agent."  # Anthropic Messages' fields
+    assert [m["role"] for m in rendered["messages"]] == ["user", "assistant"] * 2
+    [answer] = grpcurl_answers(compacted)
+    compaction = answer["compaction"]
+    assert compaction["strategy"] == "turn_window"
+    assert compaction["archivedEventCount"] == 4
+    # inspect: the system prompt kept, the first two turns archived, the newest two kept
+    assert "      1 System: You are a support agent." in inspected
+    assert "-     2 User: My order 4417-XK has not arrived." in inspected
+    assert "      8 User: Thanks!" in inspected
+    assert "turn_window" in inspected
+    assert "dropped identifiers: 4417-XK" in inspected  # what the history says the pass dropped
+    assert "4 events back in the window" in restored
+    assert "(log: 8 events, 0 archived," in restored
+
+
+def test_the_readmes_python_example_runs_with_the_venvs_interpreter(tmp_path: Path) -> None:
+    script = tmp_path / "example.py"
+    script.write_text(README_PYTHON.text)
+    python = str(ROOT / ".venv" / "bin" / "python")  # the README's .venv/bin/python example.py
+    with make_serve(tmp_path) as network:
+        done = network.run([python, str(script)], cwd=tmp_path, env=fresh_shell(), timeout=60)
     assert done.returncode == 0, done.stderr
-    assert "compaction.v1.CompactionService" in done.stdout  # list, through reflection
-    assert '"version": "1"' in done.stdout  # the append's answer
-    assert "session s1  version 1" in done.stdout  # inspect
-    assert "User: hello" in done.stdout
-    assert '"renderedJson": "{\\"messages\\":[{\\"role\\":\\"user\\"' in done.stdout  # GetContext
-
-
-def test_the_readmes_policy_document_is_a_policy() -> None:
-    policy = policy_from_dict(yaml.safe_load(POLICY_YAML.text))
-    assert isinstance(policy.strategy, Summarize)
-    assert (policy.strategy.max_events_to_keep, policy.strategy.overlap) == (10, 2)
-
-
-def test_the_readmes_token_files_are_read_as_it_says() -> None:
-    single = parse_tokens(TOKENS_SINGLE_TENANT.text.splitlines(), "single")
-    assert not single.multi_tenant
-    assert single.tenant_of(b"0f9c1e6b...") is None  # sees every session
-    multi = parse_tokens(TOKENS_MULTI_TENANT.text.splitlines(), "multi")
-    assert multi.multi_tenant
-    assert multi.tenant_of(b"5be0c2d1...") == "acme"
-    assert multi.tenant_of(b"0f9c1e6b...") == "default"
+    assert done.stdout == "['Where is my order?', 'It ships today.']\n"
 
 
 def test_the_readmes_layout_names_paths_that_exist() -> None:

@@ -3,7 +3,7 @@
 Quick mode (the default) runs inside the normal ``pytest -q`` and stays well
 under a minute on two shared cores. ``RELIABILITY=long`` (``make reliability``)
 runs the same tests with far more requests, clients and kills, and prints the
-figures for the README at the end of the run.
+figures for docs/reliability.md at the end of the run.
 """
 
 from __future__ import annotations

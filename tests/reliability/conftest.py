@@ -1,6 +1,6 @@
 """The reliability suite's shared fixture.
 
-What it prints, the figures for the README (``budget.FIGURES``), is printed by
+What it prints, the figures for docs/reliability.md (``budget.FIGURES``), is printed by
 ``tests/conftest.py``, which also gathers them from pytest-xdist's workers.
 """
 

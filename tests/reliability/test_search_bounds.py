@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # the async stub type exists only in the generated .pyi
         CompactionServiceAsyncStub as Stub,
     )
 
-MAX_WORDS = 64  # the documented caps (README, Security)
+MAX_WORDS = 64  # the documented caps (docs/security.md)
 MAX_BYTES = 4096
 VOCABULARY = [f"w{n}" for n in range(MAX_WORDS)]
 TEXT = " ".join(VOCABULARY * 16)  # ~4 KB, every word of the vocabulary in it

@@ -65,7 +65,7 @@ async def test_a_server_refuses_such_a_token_file_at_start(tmp_path: Path) -> No
 async def test_tenant_less_tokens_of_a_multi_tenant_file_see_only_their_own_sessions(
     tmp_path: Path,
 ) -> None:
-    """What the README says they see: the sessions tenant-less tokens made, nothing else."""
+    """What docs/security.md says they see: the sessions tenant-less tokens made, nothing else."""
     tokens = tmp_path / "tokens"
     tokens.write_text("plain-token\nacme acme-token\n")
     event = event_pb2.Event(id="e", role=event_pb2.ROLE_USER, text="hi")
