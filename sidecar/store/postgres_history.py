@@ -114,7 +114,8 @@ async def restore(
     now: datetime,
     origin: str = "",
 ) -> RestoreOutcome:
-    """Undo the newest standing compaction (see ``Store.restore``)."""
+    """Undo the newest standing compaction (see ``Store.restore`` and
+    ``sqlite_history.restore``: it costs the rows the undone pass marked)."""
     session_pk, session = await get_session(db, session_id, for_update=True)
     rules.check_version(session, expected_version)
     row = await db.fetchrow(
@@ -146,6 +147,17 @@ async def restore(
         session_pk,
         undone,
     )
+    marked = [
+        row[0]
+        for row in await db.fetch(
+            "SELECT pk FROM events WHERE session = $1 AND archived_by = $2"
+            " UNION SELECT pk FROM events WHERE session = $1 AND cleared_by = $2"
+            " UNION SELECT pk FROM events WHERE session = $1 AND written_by = $2",
+            session_pk,
+            undone,
+        )
+    ]
+    was = await _marked(db, marked)
     await db.execute(
         "UPDATE events SET archived = false, archived_by = NULL"
         " WHERE session = $1 AND archived_by = $2",
@@ -165,7 +177,8 @@ async def restore(
         session_pk,
         undone,
     )
-    counters = await window_counters(db, session_pk)
+    moved = rules.counters_moved(session.counters, was, await _marked(db, marked))
+    counters = await window_counters(db, session_pk) if moved is None else moved
     after = history_rules.after_restore(session, target, counters, restore_id, pause=pause, now=now)
     await save_header(db, session_pk, after, previous_version=session.version)
     archived = tuple(
@@ -209,6 +222,15 @@ async def restore(
     )
     await notify(db, session_id, restore_id, origin)
     return RestoreOutcome(after, restore_id, archived, restored, saved)
+
+
+async def _marked(db: Db, pks: list[int]) -> list[rules.Marked]:
+    """``rules.MARKED_COLUMNS`` of the rows ``pks``, in that order."""
+    rows = await db.fetch(
+        f"SELECT e.pk, {rules.MARKED_COLUMNS} FROM events e WHERE e.pk = ANY($1::bigint[])", pks
+    )
+    found = {row[0]: (row[1], bool(row[2]), bool(row[3]), int(row[4])) for row in rows}
+    return [found[pk] for pk in pks]
 
 
 async def compaction_record(db: Db, session_id: str, compaction_id: str) -> CompactionRecord:

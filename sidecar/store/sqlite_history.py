@@ -124,8 +124,9 @@ def restore(
 ) -> RestoreOutcome:
     """Undo the newest standing compaction (see ``Store.restore``).
 
-    The outcome's ``active`` is left empty: ``SqliteStore.restore`` reads the
-    window after the commit, on a reader.
+    Costs the rows the undone pass marked (found through the partial indexes
+    on the marks, migration 8) and its summary turn, not the window: the
+    counters move by what those rows changed (``rules.counters_moved``).
     """
     session_pk, session = get_session(db, session_id)
     rules.check_version(session, expected_version)
@@ -148,6 +149,16 @@ def restore(
         " ORDER BY 2, 3",
         (session_pk, undone, session_pk, undone),
     ).fetchall()
+    marked = [
+        row[0]
+        for row in db.execute(
+            "SELECT pk FROM events WHERE session = ? AND archived_by = ?"
+            " UNION SELECT pk FROM events WHERE session = ? AND cleared_by = ?"
+            " UNION SELECT pk FROM events WHERE session = ? AND written_by = ?",
+            (session_pk, undone) * 3,
+        )
+    ]
+    was = _marked(db, marked)
     db.execute(
         "UPDATE events SET archived = 0, archived_by = NULL WHERE session = ? AND archived_by = ?",
         (session_pk, undone),
@@ -162,9 +173,9 @@ def restore(
         " WHERE session = ? AND written_by = ? AND archived = 0",
         (restore_id, session_pk, undone),
     )
-    after = history_rules.after_restore(
-        session, target, window_counters(db, session_pk), restore_id, pause=pause, now=now
-    )
+    moved = rules.counters_moved(session.counters, was, _marked(db, marked))
+    counters = window_counters(db, session_pk) if moved is None else moved
+    after = history_rules.after_restore(session, target, counters, restore_id, pause=pause, now=now)
     save_header(db, session_pk, after)
     archived = tuple(
         event_from_row(row)
@@ -205,6 +216,20 @@ def restore(
         (restore_id, session_pk, undone),
     )
     return RestoreOutcome(after, restore_id, archived, restored, saved)
+
+
+def _marked(db: sqlite3.Connection, pks: list[int], chunk: int = 500) -> list[rules.Marked]:
+    """``rules.MARKED_COLUMNS`` of the rows ``pks``, in that order."""
+    found: dict[int, rules.Marked] = {}
+    for start in range(0, len(pks), chunk):
+        part = pks[start : start + chunk]
+        for pk, role, synthetic, archived, tokens in db.execute(
+            f"SELECT e.pk, {rules.MARKED_COLUMNS} FROM events e"
+            f" WHERE e.pk IN ({', '.join('?' for _ in part)})",
+            part,
+        ):
+            found[pk] = (role, bool(synthetic), bool(archived), tokens)
+    return [found[pk] for pk in pks]
 
 
 def compaction_record(

@@ -14,7 +14,15 @@ from dataclasses import replace
 import pytest
 
 from sidecar.errors import CompactionNotFound, RestoreRefused, VersionConflict
-from sidecar.model import Cause, CompactionPlan, Event, SessionCounters, ToolCall, ToolResult
+from sidecar.model import (
+    Cause,
+    CompactionPlan,
+    Event,
+    Role,
+    SessionCounters,
+    ToolCall,
+    ToolResult,
+)
 from sidecar.store.protocol import SearchQuery, Store
 from tests.store.test_contract import a, compact, ids, s, seed, summary, t, u
 
@@ -117,6 +125,56 @@ async def test_appends_made_since_stay_where_they_are_and_intervals_count_on(
     assert replace(after, turns_since_compaction=0) == replace(
         SessionCounters.of_window(await window(store)), turns_since_compaction=0
     )
+
+
+async def test_a_restore_moves_the_counters_by_its_own_rows_exactly(store: Store) -> None:
+    """The counters a restore leaves are those of the window, summed afresh: with a summary
+    turn re-archived, cleared results uncleared, a superseded system message back (whose
+    count is not the window's, the latest one's is) and appends made since."""
+    calls = tuple(ToolCall(f"c{i}", "grep") for i in range(2))
+    await seed(
+        store,
+        "s",
+        [
+            s("sys1", tokens=7),
+            u("u1"),
+            a("a1"),
+            Event(id="ta", role=Role.ASSISTANT, tool_calls=calls, token_count=4),
+            Event(
+                id="tt",
+                role=Role.TOOL,
+                tool_results=tuple(ToolResult(c.id, "grep", "row " * 40) for c in calls),
+                token_count=90,
+            ),
+            s("sys2", tokens=11),
+            u("u2"),
+            a("a2"),
+        ],
+    )
+    cleared = replace((await window(store))[4], token_count=6, cleared=True)
+    session = await store.get_session("s")
+    await store.apply(
+        "s",
+        CompactionPlan(
+            strategy="clear_tool_results",
+            clears=(cleared,),
+            base_compaction_id=session.last_compaction_id,
+        ),
+    )
+    await compact(store, "s", ["sys1", "u1", "a1"], inserts=summary("sum", "hi"), before="ta")
+    await store.append("s", [u("u3"), a("a3")])
+    for _ in range(2):  # the summarizing pass, then the clearing
+        before = await counters(store)
+        await store.restore("s", "")
+        after = await counters(store)
+        expected = SessionCounters.of_window(await window(store))
+        assert replace(after, turns_since_compaction=0) == replace(
+            expected, turns_since_compaction=0
+        ), before
+    assert ids(await window(store)) == [
+        *["sys1", "u1", "a1", "ta", "tt", "sys2", "u2", "a2", "u3", "a3"]
+    ]
+    assert (await counters(store)).system_tokens == 11
 
 
 async def test_only_the_newest_standing_compaction_can_be_restored(store: Store) -> None:
