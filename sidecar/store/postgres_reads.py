@@ -7,6 +7,7 @@ fixed fragments chosen by which filters are set.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -53,11 +54,6 @@ VIEW_COLUMNS = """e.id, e.role, coalesce(e.cleared_content, e.content), e.positi
 _EVENT_WIDTH = 9
 
 # ``NOT archived`` spelled as in the partial index's predicate, so the planner uses it.
-ACTIVE_WINDOW_SQL = (
-    f"SELECT {VIEW_COLUMNS} FROM events e"
-    " WHERE e.session = $1 AND NOT e.archived ORDER BY e.sort_key, e.position"
-)
-
 _HEADLINE_OPTIONS = (
     f"StartSel={SNIPPET_START}, StopSel={SNIPPET_END}, MaxWords=16, MinWords=6,"
     ' MaxFragments=1, FragmentDelimiter=" … "'
@@ -121,12 +117,6 @@ async def get_session(db: Db, session_id: str, *, for_update: bool = False) -> t
     return found
 
 
-async def active_events(db: Db, session_pk: int) -> tuple[Event, ...]:
-    """The active window in log order, read through the partial index ``events_active``."""
-    rows = await db.fetch(ACTIVE_WINDOW_SQL, session_pk)
-    return tuple(event_from_row(row) for row in rows)
-
-
 # As on SQLite (``sqlite_reads.window_counters``): summed by the server, nothing decoded.
 _WINDOW_COUNTERS_SQL = """SELECT count(*),
         count(*) FILTER (WHERE e.role <> 'system' AND NOT e.synthetic),
@@ -165,19 +155,40 @@ _ACTIVE_ROWS_SQL = (
 )
 
 
+WINDOW_CHUNK_ROWS = 4_096
+"""A window of more events than this is read in chunks of it, each decoded on a worker thread.
+
+asyncpg hands its rows over on the event loop, and decoding a row into an
+Event is Python (a few microseconds each): a 200,000-event window decoded in
+one piece would hold the loop, and every other session's call, for a second
+or more. In chunks from a cursor (the read is one REPEATABLE READ
+transaction, so the chunks are one snapshot), each decoded on a thread, the
+loop serves other calls between them. The decoded-event cache is shared with
+those threads as the SQLite store's readers share theirs (one dictionary
+access per operation, atomic under the GIL). A smaller window is one fetch,
+decoded in place: the hop to a thread would cost more than it saves.
+"""
+
+
 async def active_window(
     db: Db, session_id: str, cache: DecodedEvents | None = None
 ) -> tuple[Session, tuple[Event, ...]]:
     """The session and its active window; with a cache, unchanged rows are not decoded again."""
     pk, session = await get_session(db, session_id)
+    if session.counters.active_events <= WINDOW_CHUNK_ROWS:
+        rows = await db.fetch(_ACTIVE_ROWS_SQL, pk)
+        return session, _decoded(rows, cache)
+    events: list[Event] = []
+    cursor = await db.cursor(_ACTIVE_ROWS_SQL, pk)
+    while rows := await cursor.fetch(WINDOW_CHUNK_ROWS):
+        events += await asyncio.to_thread(_decoded, rows, cache)
+    return session, tuple(events)
+
+
+def _decoded(rows: Sequence[asyncpg.Record], cache: DecodedEvents | None) -> tuple[Event, ...]:
+    """Rows of ``_ACTIVE_ROWS_SQL`` as events, unchanged ones taken from ``cache``."""
     if cache is None:
-        return session, await active_events(db, pk)
-    return session, await cached_active_events(db, pk, cache)
-
-
-async def cached_active_events(db: Db, session_pk: int, cache: DecodedEvents) -> tuple[Event, ...]:
-    """The active window in log order, unchanged rows taken from ``cache``."""
-    rows = await db.fetch(_ACTIVE_ROWS_SQL, session_pk)
+        return tuple(event_from_row(row[1:]) for row in rows)
     return tuple(cache.event(row[0], (*row[1:8], to_micros(row[8]), row[9])) for row in rows)
 
 
