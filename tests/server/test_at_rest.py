@@ -2,8 +2,10 @@
 
 The cl100k rank table is about 40 MiB of a server's memory. ``serve --help``
 and a server that has only answered health checks never build it (nor import
-tiktoken); the first append does. Each case runs a process of its own, so
-what it loaded is its own.
+tiktoken); the first append does. Nor does a server on its default settings
+import what only some settings use: the YAML parser, the Prometheus client
+(metrics off), Gemini's client (no key), OpenTelemetry (tracing off). Each case
+runs a process of its own, so what it loaded is its own.
 """
 
 from __future__ import annotations
@@ -37,18 +39,27 @@ TOKENIZER_LIBRARY = _tokenizer_library()
 """The tokenizer's compiled core: mapped into a process once tiktoken is imported."""
 
 
+UNUSED_AT_REST = ("tiktoken", "yaml", "prometheus_client", "google.genai", "opentelemetry")
+
+
 def loaded_modules_after(code: str) -> set[str]:
-    """The top-level packages a fresh interpreter holds after running ``code``."""
+    """The modules a fresh interpreter holds after running ``code``, and their packages."""
     script = textwrap.dedent(code) + textwrap.dedent(
         """
         import sys
-        print(" ".join(sorted({name.split(".")[0] for name in sys.modules})))
+        print(" ".join(sorted(sys.modules)))
         """
     )
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
     )
-    return set(done.stdout.split())
+    names = done.stdout.split()
+    return {prefix for name in names for prefix in _prefixes(name)}
+
+
+def _prefixes(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[: n + 1]) for n in range(len(parts))]
 
 
 def mapped(pid: int, library: str) -> bool:
@@ -81,6 +92,34 @@ def test_an_engine_and_its_estimator_build_no_encoding_until_they_count() -> Non
     )
     assert "sidecar" in loaded
     assert "tiktoken" not in loaded
+
+
+def test_a_server_on_its_defaults_answering_health_checks_loads_none_of_what_it_does_not_use(
+    tmp_path: Path,
+) -> None:
+    loaded = loaded_modules_after(
+        f"""
+        import asyncio
+        import grpc
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+        from sidecar.server.app import start
+        from sidecar.server.config import ServerConfig
+
+        async def main():
+            config = ServerConfig(listen="127.0.0.1:0", store="sqlite:///{tmp_path}/s.db")
+            sidecar = await start(config)
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{{sidecar.port}}") as channel:
+                reply = await health_pb2_grpc.HealthStub(channel).Check(
+                    health_pb2.HealthCheckRequest()
+                )
+                assert reply.status == health_pb2.HealthCheckResponse.SERVING
+            await sidecar.stop()
+
+        asyncio.run(main())
+        """
+    )
+    assert "sidecar.server.app" in loaded
+    assert [name for name in UNUSED_AT_REST if name in loaded] == []
 
 
 def test_a_server_answering_health_checks_has_no_tokenizer_until_an_append(
