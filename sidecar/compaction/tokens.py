@@ -5,9 +5,10 @@ package ships (the official file, checked against its sha256), so nothing is
 downloaded at run time. No chars/4 heuristic: it undercounts CJK text two- to
 three-fold, and token triggers would fire late or never.
 
-The encoding is built on the first count, not at import or construction: its
-rank table is about 40 MiB of a server's memory, and a process that never
-counts (``serve --help``, a server that only answers health checks, a client)
+The encoding is built on the first count, not at import or construction: it
+is 26 MiB of a server's memory (41 MiB as tiktoken holds it; the Python copy
+of its rank table is dropped once built), and a process that never counts
+(``serve --help``, a server that only answers health checks, a client)
 should not pay for it. Building it takes 100-200 ms, about 50 ms of which the
 tokenizer's constructor holds the GIL; the engine does its first count on a
 worker thread so the event loop keeps serving meanwhile (``engine.appends``).
@@ -54,9 +55,14 @@ def _encoding(name: str) -> tiktoken.Encoding:
     import tiktoken
 
     try:
-        return tiktoken.get_encoding(_OFFLINE_NAMES.get(name, name))
+        encoding = tiktoken.get_encoding(_OFFLINE_NAMES.get(name, name))
     except ValueError as exc:
         raise InvalidConfig("encoding", f"unknown tiktoken encoding {name!r}") from exc
+    # tiktoken keeps the rank table twice: in its compiled core, which counts, and as
+    # a dict of 100,000 bytes objects (~15 MiB) that only pickling reads, and a
+    # registered encoding pickles by name. tiktoken is pinned: re-check on upgrade.
+    encoding._mergeable_ranks = {}
+    return encoding
 
 
 class TiktokenEstimator:
