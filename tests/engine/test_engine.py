@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -333,9 +335,9 @@ class SlowEstimator:
         return len(text)
 
 
-async def test_big_batches_are_counted_off_the_event_loop(store: SqliteStore) -> None:
-    """A 100 KB tool result must not freeze every other call while its tokens are counted."""
-    engine = SessionEngine(store, estimator=SlowEstimator(0.3))
+@contextlib.asynccontextmanager
+async def loop_stalls() -> AsyncIterator[list[float]]:
+    """How long each 10 ms sleep on the event loop took, while the block ran."""
     stalls: list[float] = []
 
     async def tick() -> None:
@@ -346,13 +348,33 @@ async def test_big_batches_are_counted_off_the_event_loop(store: SqliteStore) ->
 
     ticker = asyncio.create_task(tick())
     await asyncio.sleep(0.05)
-    big = Event("big", Role.USER, "x" * (COUNT_IN_THREAD_CHARS + 1))
-    result = await engine.append("s", [big], create_if_missing=True)
-    ticker.cancel()
+    try:
+        yield stalls
+    finally:
+        ticker.cancel()
+
+
+async def test_big_batches_are_counted_off_the_event_loop(store: SqliteStore) -> None:
+    """A 100 KB tool result must not freeze every other call while its tokens are counted."""
+    engine = SessionEngine(store, estimator=SlowEstimator(0.3))
+    await engine.append("s", [Event("warm", Role.USER, "hi")], create_if_missing=True)
+    async with loop_stalls() as stalls:
+        big = Event("big", Role.USER, "x" * (COUNT_IN_THREAD_CHARS + 1))
+        result = await engine.append("s", [big])
     assert result.events[0].token_count == len("User: ") + COUNT_IN_THREAD_CHARS + 1
     assert max(stalls) < 0.2  # counted inline, the loop would stall for the whole 0.3 s
     small = await engine.append("s", [Event("small", Role.USER, "hi")])
     assert small.events[0].token_count > 0  # small batches are counted inline
+    await engine.close()
+
+
+async def test_the_first_count_is_off_the_event_loop_however_small(store: SqliteStore) -> None:
+    """The default estimator builds its encoding on the first count: not on the loop."""
+    engine = SessionEngine(store, estimator=SlowEstimator(0.3))  # as slow as that build
+    async with loop_stalls() as stalls:
+        first = await engine.append("s", [Event("first", Role.USER, "hi")], create_if_missing=True)
+    assert first.events[0].token_count == len("User: hi")
+    assert max(stalls) < 0.2  # counted inline, the loop would stall for the whole 0.3 s
     await engine.close()
 
 

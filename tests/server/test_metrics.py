@@ -146,6 +146,7 @@ async def test_failed_summaries_and_refused_calls_are_counted(tmp_path: Path) ->
 async def test_metrics_are_off_unless_asked(tmp_path: Path) -> None:
     async with running(tmp_path) as sidecar:
         assert sidecar.metrics_server is None
+        assert sidecar.metrics is None  # nor collected: nothing would read them
 
 
 async def test_the_gemini_summarizers_outcomes_are_exported(tmp_path: Path) -> None:
@@ -157,7 +158,9 @@ async def test_the_gemini_summarizers_outcomes_are_exported(tmp_path: Path) -> N
 
     summarizer = FakeSummarizer()
     summarizer.outcomes = collections.Counter({Outcome.OK: 3, Outcome.UNAVAILABLE: 1})  # type: ignore[attr-defined]
-    async with running(tmp_path, summarizer=summarizer) as sidecar:
+    listen = f"127.0.0.1:{free_port()}"
+    async with running(tmp_path, summarizer=summarizer, metrics_listen=listen) as sidecar:
+        assert sidecar.metrics is not None
         text = generate_latest(sidecar.metrics.registry).decode()
     assert 'compaction_summarizer_calls_total{outcome="ok"} 3.0' in text
     assert 'compaction_summarizer_calls_total{outcome="unavailable"} 1.0' in text
