@@ -2,11 +2,14 @@
 
 The documents' examples talk to ``127.0.0.1:50051``, the address ``make serve``
 listens on. Run on a shared machine, that port may be anyone's; in a private
-network namespace (``unshare --net``, loopback only) it is always this
-server's, so the examples run exactly as printed. Commands run inside it through
-``nsenter``; they reach nothing but that loopback, so whatever needs the network
-(installs, module downloads) is done before, outside. Needs root, as ``make test``
-does; without it the tests fail, they do not skip.
+network namespace (loopback only) it is always this server's, so the examples
+run exactly as printed. The namespace belongs to a user namespace of its own
+(``unshare --user --map-root-user --net``), so an ordinary user makes it as
+root does: no privilege is needed, only the kernel's unprivileged user
+namespaces (on by default on Debian and Ubuntu; where they are off the tests
+fail, they do not skip). Commands run inside it through ``nsenter``; they reach
+nothing but that loopback, so whatever needs the network (installs, module
+downloads) is done before, outside.
 """
 
 from __future__ import annotations
@@ -50,7 +53,14 @@ class PrivateNetwork:
         """``command`` inside the namespace, output captured as text; check it yourself."""
         options.setdefault("timeout", 120)
         return subprocess.run(
-            ["nsenter", f"--net=/proc/{self.pid}/ns/net", "--", *command],
+            [
+                "nsenter",
+                f"--user=/proc/{self.pid}/ns/user",
+                f"--net=/proc/{self.pid}/ns/net",
+                "--preserve-credentials",  # this user still, seen as root inside
+                "--",
+                *command,
+            ],
             capture_output=True,
             text=True,
             check=False,
@@ -78,7 +88,10 @@ def make_serve(tmp: Path, **settings: str) -> Iterator[PrivateNetwork]:
     }
     with log.open("w") as out:
         process = subprocess.Popen(
-            ["unshare", "--net", "sh", "-c", "ip link set lo up && exec make -s serve"],
+            [
+                *("unshare", "--user", "--map-root-user", "--net"),
+                *("sh", "-c", "ip link set lo up && exec make -s serve"),
+            ],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,
