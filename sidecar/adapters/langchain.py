@@ -55,6 +55,7 @@ from langchain_core.messages import AIMessage, AnyMessage
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
+from sidecar.adapters.clients import BARRIER
 from sidecar.adapters.langchain_cache import ANTHROPIC_MIN_TOKENS, CacheHints, with_cache_hints
 from sidecar.adapters.langchain_mapping import (
     cleared_message,
@@ -73,7 +74,6 @@ from sidecar.adapters.langchain_policy import (
 from sidecar.adapters.usage import Recent, append_reporting, append_reporting_sync, model_usage
 from sidecar.client import AlreadyExistsError, AsyncClient, Client, ModelUsage, SessionContext
 from sidecar.compaction.policy import CompactionPolicy
-from sidecar.compaction.sliding_window import SlidingWindow
 from sidecar.model import Event
 
 __all__ = [
@@ -93,8 +93,6 @@ __all__ = [
 
 _SAFE_ID = re.compile(r"[^A-Za-z0-9._~@+=-]")
 _APPEND_BATCH = 500
-# A compaction "pass" that never fires: Compact waits for a summary in flight first.
-_BARRIER = CompactionPolicy(trigger=None, strategy=SlidingWindow())
 
 SessionIdFn = Callable[[Runtime[Any]], str]
 
@@ -221,7 +219,7 @@ class SessionCompactionMiddleware(AgentMiddleware):
                         scheduled = appended.compaction_scheduled or scheduled
             self._sent[key].update(e.id for e in batch)
         if self.await_compaction and scheduled:
-            handle.compact(_BARRIER)
+            handle.compact(BARRIER)
 
     async def _amirror(self, key: str, messages: Sequence[AnyMessage]) -> None:
         """``_mirror`` for async agents."""
@@ -247,7 +245,7 @@ class SessionCompactionMiddleware(AgentMiddleware):
                         scheduled = appended.compaction_scheduled or scheduled
             self._sent[key].update(e.id for e in batch)
         if self.await_compaction and scheduled:
-            await handle.compact(_BARRIER)
+            await handle.compact(BARRIER)
 
     # -- the hooks --
 
