@@ -17,7 +17,8 @@ without loss: the rest of the ADK event (invocation id, actions with their
 state delta, usage...) travels as JSON in the event's metadata, and content
 that the field mapping cannot rebuild exactly (several text parts, media
 before the text) is kept verbatim beside it (see ``adk_mapping`` and
-``adk_content``).
+``adk_content``). Session, app and user state are read and written at a
+version, with the event that changes them, by ``adk_state``.
 
 Both remember the cache prefix of the window each session's next model call
 is built from; ``cache_prefix_hints`` passes it on (``adk_cache``).
@@ -27,14 +28,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import uuid
-from collections.abc import Mapping
 from typing import Any
 
-from google.adk.errors._stale_session_error import StaleSessionError
 from google.adk.errors.already_exists_error import AlreadyExistsError as AdkAlreadyExistsError
-from google.adk.errors.session_not_found_error import SessionNotFoundError
 from google.adk.events.event import Event as AdkEvent
 from google.adk.sessions.base_session_service import (
     BaseSessionService,
@@ -52,35 +49,37 @@ from sidecar.adapters.adk_mapping import (
     LABEL_KIND,
     LABEL_NAMESPACE,
     LABEL_SESSION,
-    LABEL_UPDATE_TIME,
     LABEL_USER,
     adk_policy,
+    app_state_key,
     event_from_sidecar,
     event_to_sidecar,
-    identity_labels,
+    holder_labels,
     json_safe,
     merged_state,
     prompt_tokens,
     session_key,
+    session_labels,
     split_state,
     state_change,
     state_labels,
     state_of,
+    update_time,
+    user_state_key,
     window_to_adk,
 )
-from sidecar.adapters.clients import BARRIER, LoopClients
-from sidecar.adapters.usage import Recent, append_reporting, model_usage
-from sidecar.client import (
-    AlreadyExistsError,
-    AppendResult,
-    AsyncClient,
-    FailedPreconditionError,
-    ModelUsage,
-    NotFoundError,
-    ResourceExhaustedError,
+from sidecar.adapters.adk_state import (
+    append_with_state,
+    read_header,
+    read_state,
+    shared_state,
+    state_holders,
 )
+from sidecar.adapters.clients import BARRIER, LoopClients
+from sidecar.adapters.usage import Recent, model_usage
+from sidecar.client import AlreadyExistsError, AsyncClient, NotFoundError
 from sidecar.compaction.policy import CompactionPolicy
-from sidecar.model import Event, LabelUpdate, Session
+from sidecar.model import Session
 
 __all__ = [
     "CachePrefix",
@@ -92,9 +91,6 @@ __all__ = [
     "event_to_sidecar",
     "session_key",
 ]
-
-# Attempts at a read-merge-write of state before giving up (each lost race retries).
-_ATTEMPTS = 16
 
 
 class CompactionSessionService(BaseSessionService):
@@ -167,76 +163,6 @@ class CompactionSessionService(BaseSessionService):
     def _key(self, app_name: str, user_id: str, session_id: str) -> str:
         return session_key(self.namespace, app_name, user_id, _normalized(session_id))
 
-    def _app_key(self, app_name: str) -> str:
-        return session_key(self.namespace + "-app", app_name, "", "")
-
-    def _user_key(self, app_name: str, user_id: str) -> str:
-        return session_key(self.namespace + "-user", app_name, user_id, "")
-
-    # -- state holders --
-
-    async def _header(self, key: str) -> Session | None:
-        try:
-            return await self._clients.get().get_session(key)
-        except NotFoundError:
-            return None
-
-    async def _scope_state(self, key: str) -> dict[str, Any]:
-        header = await self._header(key)
-        return state_of(header.labels) if header is not None else {}
-
-    async def _update_state(
-        self, key: str, identity: Mapping[str, str], delta: Mapping[str, Any], scope: str
-    ) -> dict[str, Any]:
-        """Merge ``delta`` into a holder's state: read, merge, write at that version."""
-        client = self._clients.get()
-        for _ in range(_ATTEMPTS):
-            current = await self._header(key)
-            if current is None:
-                try:
-                    await client.create_session(key, None, {**identity, **state_labels(delta)})
-                    return json_safe(delta)
-                except AlreadyExistsError:
-                    continue
-            state = {**state_of(current.labels), **delta}
-            labels = {**identity_labels(current.labels), **state_labels(state, scope)}
-            try:
-                await client.update_session(key, labels=labels, expected_version=current.version)
-                return json_safe(state)
-            except FailedPreconditionError:
-                continue  # someone else wrote meanwhile: merge again
-        raise RuntimeError(f"state of {key!r} kept changing; gave up after {_ATTEMPTS} attempts")
-
-    async def _shared_state(
-        self,
-        key: str,
-        holder: Session | None,
-        identity: Mapping[str, str],
-        delta: Mapping[str, Any],
-        scope: str,
-    ) -> dict[str, Any]:
-        """A shared (app or user) state after merging ``delta``; written only when there is
-        something to merge, so creating sessions does not contend on the holder."""
-        if not delta:
-            return state_of(holder.labels) if holder is not None else {}
-        return await self._update_state(key, identity, delta, scope)
-
-    def _session_labels(self, app_name: str, user_id: str, session_id: str) -> dict[str, str]:
-        """What identifies a session among the labels (and lets list_sessions filter)."""
-        return {
-            LABEL_NAMESPACE: self.namespace,
-            LABEL_KIND: "session",
-            LABEL_APP: app_name,
-            LABEL_USER: user_id,
-            LABEL_SESSION: session_id,
-        }
-
-    def _holder_labels(self, kind: str, app_name: str, user_id: str = "") -> dict[str, str]:
-        labels = {LABEL_NAMESPACE: self.namespace, LABEL_KIND: kind, LABEL_APP: app_name}
-        if user_id:
-            labels[LABEL_USER] = user_id
-        return labels
-
     # -- BaseSessionService --
 
     async def create_session(
@@ -251,17 +177,18 @@ class CompactionSessionService(BaseSessionService):
         session_id = _normalized(session_id or "") or str(uuid.uuid4())
         own, app, user = split_state(state or {})
         labels = {
-            **self._session_labels(app_name, user_id, session_id),
+            **session_labels(self.namespace, app_name, user_id, session_id),
             **state_labels(own, "session"),
         }
-        app_key, user_key = self._app_key(app_name), self._user_key(app_name, user_id)
+        client = self._clients.get()
+        app_key = app_state_key(self.namespace, app_name)
+        user_key = user_state_key(self.namespace, app_name, user_id)
         app_holder, user_holder = await asyncio.gather(
-            self._header(app_key), self._header(user_key)
+            read_header(client, app_key), read_header(client, user_key)
         )
         # Refused here, before anything is written: the shared states as they would become.
         for holder, delta, scope in ((app_holder, app, "app"), (user_holder, user, "user")):
             state_change(holder.labels if holder is not None else {}, delta, scope)
-        client = self._clients.get()
         key = self._key(app_name, user_id, session_id)
         try:
             created = await client.create_session(key, self.policy, labels)
@@ -270,13 +197,19 @@ class CompactionSessionService(BaseSessionService):
         self._versions.set(key, created.version)
         try:
             app_state, user_state = await asyncio.gather(
-                self._shared_state(
-                    app_key, app_holder, self._holder_labels("app_state", app_name), app, "app"
+                shared_state(
+                    client,
+                    app_key,
+                    app_holder,
+                    holder_labels(self.namespace, "app_state", app_name),
+                    app,
+                    "app",
                 ),
-                self._shared_state(
+                shared_state(
+                    client,
                     user_key,
                     user_holder,
-                    self._holder_labels("user_state", app_name, user_id),
+                    holder_labels(self.namespace, "user_state", app_name, user_id),
                     user,
                     "user",
                 ),
@@ -310,8 +243,8 @@ class CompactionSessionService(BaseSessionService):
             context, header, app_state, user_state = await asyncio.gather(
                 client.session(key).context(),
                 client.get_session(key),
-                self._scope_state(self._app_key(app_name)),
-                self._scope_state(self._user_key(app_name, user_id)),
+                read_state(client, app_state_key(self.namespace, app_name)),
+                read_state(client, user_state_key(self.namespace, app_name, user_id)),
             )
         except NotFoundError:
             return None
@@ -333,7 +266,7 @@ class CompactionSessionService(BaseSessionService):
             user_id=user_id,
             state=merged_state(state_of(header.labels), app_state, user_state),
             events=events,
-            last_update_time=_update_time(header),
+            last_update_time=update_time(header),
         )
 
     async def list_sessions(
@@ -352,8 +285,8 @@ class CompactionSessionService(BaseSessionService):
         found: list[Session] = [s async for s in client.list_sessions(label_filter=label_filter)]
         users = sorted({s.labels[LABEL_USER] for s in found})
         app_state, *user_states = await asyncio.gather(
-            self._scope_state(self._app_key(app_name)),
-            *(self._scope_state(self._user_key(app_name, u)) for u in users),
+            read_state(client, app_state_key(self.namespace, app_name)),
+            *(read_state(client, user_state_key(self.namespace, app_name, u)) for u in users),
         )
         by_user = dict(zip(users, user_states, strict=True))
         listed = [
@@ -363,7 +296,7 @@ class CompactionSessionService(BaseSessionService):
                 user_id=s.labels[LABEL_USER],
                 state=merged_state(state_of(s.labels), app_state, by_user[s.labels[LABEL_USER]]),
                 events=[],
-                last_update_time=_update_time(s),
+                last_update_time=update_time(s),
             )
             for s in found
         ]
@@ -381,7 +314,9 @@ class CompactionSessionService(BaseSessionService):
             return
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
-        return await self._scope_state(self._user_key(app_name, user_id))
+        return await read_state(
+            self._clients.get(), user_state_key(self.namespace, app_name, user_id)
+        )
 
     async def append_event(self, session: AdkSession, event: AdkEvent) -> AdkEvent:
         """Store the event and its state changes in one request, then apply it as ADK does.
@@ -406,7 +341,17 @@ class CompactionSessionService(BaseSessionService):
         key = self._key(session.app_name, session.user_id, session.id)
         handle = self._clients.get().session(key)
         usage = model_usage(self._versions.get(key), prompt_tokens(event))
-        result, written = await self._store(session, key, ours, split_state(delta), stored, usage)
+        own, app, user = split_state(delta)
+        result, written = await append_with_state(
+            self._clients.get(),
+            key=key,
+            session_id=session.id,
+            ours=ours,
+            event=stored,
+            usage=usage,
+            own=own,
+            holders=state_holders(self.namespace, session.app_name, session.user_id, app, user),
+        )
         self._versions.set(key, result.version)
         duplicate = any(e.id == event.id for e in session.events)
         if not written and duplicate:
@@ -437,110 +382,7 @@ class CompactionSessionService(BaseSessionService):
             ]
         return event
 
-    async def _holder(self, key: str, identity: Mapping[str, str]) -> Session:
-        """A state holder's header, creating the holder when absent, so that every change to
-        it can be made at a version (two first writers must not both think it empty)."""
-        header = await self._header(key)
-        if header is not None:
-            return header
-        with contextlib.suppress(AlreadyExistsError):
-            return await self._clients.get().create_session(key, None, dict(identity))
-        header = await self._header(key)
-        if header is None:  # created and deleted in between: a caller's race, not ours
-            raise RuntimeError(f"state holder {key!r} vanished while it was created")
-        return header
-
-    async def _store(
-        self,
-        session: AdkSession,
-        key: str,
-        ours: Event,
-        deltas: tuple[dict[str, Any], dict[str, Any], dict[str, Any]],
-        event: AdkEvent,
-        usage: ModelUsage | None,
-    ) -> tuple[AppendResult, bool]:
-        """One AppendEvents carrying the event, every state change it makes and ``usage``.
-
-        Each state that changes is merged at the version it was read at; when
-        another writer got there first the whole append is refused (nothing
-        stored), and this merges again after a short random pause. An event
-        that changes no session state is appended at no version, so writers
-        of one session only race on the state they both change. True when
-        this call wrote the event.
-        """
-        own, app, user = deltas
-        client = self._clients.get()
-        holders = []
-        if app:
-            identity = self._holder_labels("app_state", session.app_name)
-            holders.append((self._app_key(session.app_name), app, "app", identity))
-        if user:
-            identity = self._holder_labels("user_state", session.app_name, session.user_id)
-            holders.append(
-                (self._user_key(session.app_name, session.user_id), user, "user", identity)
-            )
-        for attempt in range(_ATTEMPTS):
-            header, others = await asyncio.gather(
-                self._header(key), asyncio.gather(*(self._holder(h[0], h[3]) for h in holders))
-            )
-            if header is None:
-                raise SessionNotFoundError(f"Session {session.id} not found.")
-            chunks, stale = state_change(header.labels, own, "session")
-            updates = [
-                LabelUpdate(
-                    set={**chunks, **_event_labels(event)},
-                    remove=stale,
-                    expected_version=header.version if own else None,
-                )
-            ]
-            for (holder_key, delta, scope, _), current in zip(holders, others, strict=True):
-                chunks, stale = state_change(current.labels, delta, scope)
-                updates.append(
-                    LabelUpdate(
-                        session_id=holder_key,
-                        set=chunks,
-                        remove=stale,
-                        expected_version=current.version,
-                    )
-                )
-            try:
-                result = await append_reporting(
-                    client.session(key), [ours], usage, label_updates=updates
-                )
-            except NotFoundError as exc:
-                raise SessionNotFoundError(f"Session {session.id} not found.") from exc
-            except AlreadyExistsError as exc:
-                raise AdkAlreadyExistsError(
-                    f"Event {event.id} already exists in session {session.id} with"
-                    " different content; an event id may be re-sent only unchanged."
-                ) from exc
-            except ResourceExhaustedError as exc:
-                raise ValueError(f"event {event.id} refused: {exc}") from exc
-            except FailedPreconditionError:
-                # Another writer changed this session's or a shared state: merge again.
-                await asyncio.sleep(random.uniform(0, 0.002 * 2 ** min(attempt, 6)))
-                continue
-            return result, result.version != header.version
-        raise StaleSessionError(
-            f"session {session.id!r}: its state kept changing under append_event;"
-            f" gave up after {_ATTEMPTS} merges"
-        )
-
-
-def _event_labels(event: AdkEvent) -> dict[str, str]:
-    """What the session header keeps of its last event: ADK's last_update_time, the agent."""
-    labels = {LABEL_UPDATE_TIME: repr(event.timestamp)}
-    if event.author not in ("", "user"):
-        labels[LABEL_AGENT] = event.author[:1024]
-    return labels
-
 
 def _normalized(session_id: str) -> str:
     """Session ids without surrounding whitespace, on every call (as ADK's services do)."""
     return session_id.strip()
-
-
-def _update_time(header: Session) -> float:
-    """ADK's ``last_update_time``: the timestamp of the last appended event, else creation."""
-    stamp = header.labels.get(LABEL_UPDATE_TIME)
-    return float(stamp) if stamp is not None else header.update_time.timestamp()

@@ -27,7 +27,7 @@ from sidecar.compaction.pipeline import Pipeline
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.triggers import AnyOf, Interval, TokenCount, Trigger
-from sidecar.model import Event, Role, ToolResult
+from sidecar.model import Event, Role, Session, ToolResult
 
 META_EVENT = "adk.event"  # the ADK event without its content, as JSON
 META_CONTENT = "adk.content"  # the content verbatim, when the field mapping loses something
@@ -58,6 +58,35 @@ def _escape(part: str) -> str:
 def session_key(namespace: str, app_name: str, user_id: str, session_id: str) -> str:
     """The service's session id for an ADK session: unambiguous, ``/``-separated."""
     return "/".join(_escape(p) for p in (namespace, app_name, user_id, session_id))
+
+
+def app_state_key(namespace: str, app_name: str) -> str:
+    """The service's id of the session that holds an app's state."""
+    return session_key(namespace + "-app", app_name, "", "")
+
+
+def user_state_key(namespace: str, app_name: str, user_id: str) -> str:
+    """The service's id of the session that holds a user's state."""
+    return session_key(namespace + "-user", app_name, user_id, "")
+
+
+def session_labels(namespace: str, app_name: str, user_id: str, session_id: str) -> dict[str, str]:
+    """What identifies a session among the labels (and lets list_sessions filter)."""
+    return {
+        LABEL_NAMESPACE: namespace,
+        LABEL_KIND: "session",
+        LABEL_APP: app_name,
+        LABEL_USER: user_id,
+        LABEL_SESSION: session_id,
+    }
+
+
+def holder_labels(namespace: str, kind: str, app_name: str, user_id: str = "") -> dict[str, str]:
+    """What identifies a state holder (``kind`` ``app_state`` or ``user_state``)."""
+    labels = {LABEL_NAMESPACE: namespace, LABEL_KIND: kind, LABEL_APP: app_name}
+    if user_id:
+        labels[LABEL_USER] = user_id
+    return labels
 
 
 # -- policy -----------------------------------------------------------------------------
@@ -316,3 +345,20 @@ def state_of(labels: Mapping[str, str]) -> dict[str, Any]:
 
 def identity_labels(labels: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in labels.items() if not k.startswith(_STATE_LABEL)}
+
+
+# -- the session header -----------------------------------------------------------------
+
+
+def event_labels(event: AdkEvent) -> dict[str, str]:
+    """What the session header keeps of its last event: ADK's last_update_time, the agent."""
+    labels = {LABEL_UPDATE_TIME: repr(event.timestamp)}
+    if event.author not in ("", "user"):
+        labels[LABEL_AGENT] = event.author[:1024]
+    return labels
+
+
+def update_time(header: Session) -> float:
+    """ADK's ``last_update_time``: the timestamp of the last appended event, else creation."""
+    stamp = header.labels.get(LABEL_UPDATE_TIME)
+    return float(stamp) if stamp is not None else header.update_time.timestamp()

@@ -29,19 +29,18 @@ the provider's prompt cache: OpenAI's ``prompt_cache_key``, or an Anthropic
 
 ``clear_tool_uses_policy`` is LangChain's ``ContextEditingMiddleware(
 ClearToolUsesEdit(...))`` as a session policy, optionally followed by a
-summary, the way ``SummarizationMiddleware`` would run after it.
+summary, the way ``SummarizationMiddleware`` would run after it
+(``langchain_policy``). How messages map to events and a window back to the
+model's messages is ``langchain_mapping``; both are importable from here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import json
 import re
-import uuid
 import weakref
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from langchain.agents.middleware.types import (
@@ -52,289 +51,50 @@ from langchain.agents.middleware.types import (
     ModelRequest,
     ModelResponse,
 )
-from langchain_core.messages import (
-    AIMessage,
-    AnyMessage,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-)
+from langchain_core.messages import AIMessage, AnyMessage
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
+from sidecar.adapters.clients import BARRIER
 from sidecar.adapters.langchain_cache import ANTHROPIC_MIN_TOKENS, CacheHints, with_cache_hints
-from sidecar.adapters.langchain_reasoning import (
-    call_signatures,
-    provenance,
-    reasoning_of,
-    restored,
-    verbatim,
-    with_reasoning,
+from sidecar.adapters.langchain_mapping import (
+    cleared_message,
+    compacted_messages,
+    ensure_ids,
+    event_id,
+    event_to_message,
+    message_to_event,
+    prefix_end,
+    without_orphans,
+)
+from sidecar.adapters.langchain_policy import (
+    clear_tool_uses_policy,
+    policy_from_clear_tool_uses_edit,
 )
 from sidecar.adapters.usage import Recent, append_reporting, append_reporting_sync, model_usage
 from sidecar.client import AlreadyExistsError, AsyncClient, Client, ModelUsage, SessionContext
-from sidecar.compaction.clear_tool_results import ClearToolResults
-from sidecar.compaction.pipeline import Pipeline
 from sidecar.compaction.policy import CompactionPolicy
-from sidecar.compaction.sliding_window import SlidingWindow
-from sidecar.compaction.summarize import Summarize
-from sidecar.compaction.triggers import TokenCount
-from sidecar.model import Event, Role, ToolCall, ToolResult
-from sidecar.providers.conversation import orphan_text
+from sidecar.model import Event
 
-_ID = re.compile(r"[A-Za-z0-9._:~@/+=-]{1,128}")
+__all__ = [
+    "SessionCompactionMiddleware",
+    "SessionIdFn",
+    "clear_tool_uses_policy",
+    "cleared_message",
+    "compacted_messages",
+    "ensure_ids",
+    "event_id",
+    "event_to_message",
+    "message_to_event",
+    "policy_from_clear_tool_uses_edit",
+    "prefix_end",
+    "without_orphans",
+]
+
 _SAFE_ID = re.compile(r"[^A-Za-z0-9._~@+=-]")
 _APPEND_BATCH = 500
-# A compaction "pass" that never fires: Compact waits for a summary in flight first.
-_BARRIER = CompactionPolicy(trigger=None, strategy=SlidingWindow())
 
 SessionIdFn = Callable[[Runtime[Any]], str]
-
-
-def clear_tool_uses_policy(
-    *,
-    trigger: int = 100_000,
-    clear_at_least: int = 0,
-    keep: int = 3,
-    clear_tool_inputs: bool = False,
-    exclude_tools: Sequence[str] = (),
-    placeholder: str = "[cleared]",
-    then_summarize: Summarize | None = None,
-    keep_reasoning_turns: int | None = None,
-) -> CompactionPolicy:
-    """LangChain's ``ClearToolUsesEdit`` settings (its defaults too) as a session policy.
-
-    At ``trigger`` tokens the results of all but the newest ``keep`` tool
-    uses become ``placeholder`` (``{name}`` and ``{call_id}`` may name the
-    call), unless that frees fewer than ``clear_at_least`` tokens. Unlike the
-    middleware's edit, which rewrites the request each call, the clearing is
-    stored: the state and the session's log keep the originals, search finds
-    them, and the provider's cached prefix changes only when a pass lands.
-    With ``then_summarize`` the policy is a pipeline: the summary runs only if
-    the window is still at ``trigger`` once cleared. ``keep_reasoning_turns``
-    (beyond LangChain) also clears the reasoning text of older turns, their
-    signatures kept.
-    """
-    clear = ClearToolResults(
-        keep_tool_uses=keep,
-        exclude_tools=tuple(exclude_tools),
-        clear_tool_inputs=clear_tool_inputs,
-        min_cleared_tokens=clear_at_least,
-        placeholder=placeholder,
-        keep_reasoning_turns=keep_reasoning_turns,
-    )
-    strategy = clear if then_summarize is None else Pipeline((clear, then_summarize))
-    return CompactionPolicy(trigger=TokenCount(trigger), strategy=strategy)
-
-
-def policy_from_clear_tool_uses_edit(
-    edit: Any, *, then_summarize: Summarize | None = None
-) -> CompactionPolicy:
-    """``clear_tool_uses_policy`` from a LangChain ``ClearToolUsesEdit``."""
-    return clear_tool_uses_policy(
-        trigger=edit.trigger,
-        clear_at_least=edit.clear_at_least,
-        keep=edit.keep,
-        clear_tool_inputs=edit.clear_tool_inputs,
-        exclude_tools=tuple(edit.exclude_tools),
-        placeholder=edit.placeholder,
-        then_summarize=then_summarize,
-    )
-
-
-def _text(message: BaseMessage) -> str:
-    """The text of a message; non-text blocks (images...) are not sent to the service."""
-    if isinstance(message.content, str):
-        return message.content
-    parts: list[str] = []
-    for block in message.content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, Mapping) and block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-    return "".join(parts)
-
-
-def event_id(message: BaseMessage) -> str:
-    """The message's id when the service accepts it, else a stable hash of the message."""
-    if message.id and _ID.fullmatch(message.id):
-        return message.id
-    basis = message.id or json.dumps(message.model_dump(mode="json"), sort_keys=True)
-    return "lc-" + hashlib.sha256(basis.encode()).hexdigest()[:40]
-
-
-def message_to_event(message: BaseMessage) -> Event | None:
-    """Our event for a LangChain message (None for kinds the service has no role for)."""
-    common: dict[str, Any] = {"id": event_id(message), "text": _text(message)}
-    common["metadata"] = {"lc.type": message.type}
-    if isinstance(message, HumanMessage):
-        return Event(role=Role.USER, **common)
-    if isinstance(message, SystemMessage):
-        return Event(role=Role.SYSTEM, **common)
-    if isinstance(message, AIMessage):
-        signatures = call_signatures(message)
-        calls = tuple(
-            ToolCall(
-                id=call.get("id") or f"{common['id']}-{i}",
-                name=call["name"],
-                arguments_json=json.dumps(call.get("args", {}), ensure_ascii=False),
-                signature=signatures.get(call.get("id") or "", b""),
-            )
-            for i, call in enumerate(message.tool_calls)
-        )
-        common["metadata"].update(verbatim(message))
-        common["metadata"].update(provenance(message))
-        return Event(
-            role=Role.ASSISTANT,
-            tool_calls=calls,
-            reasoning=reasoning_of(message),
-            author=message.name or "",
-            **common,
-        )
-    if isinstance(message, ToolMessage):
-        result = ToolResult(
-            call_id=message.tool_call_id,
-            name=message.name or "",
-            content=common.pop("text"),
-            is_error=message.status == "error",
-        )
-        return Event(role=Role.TOOL, tool_results=(result,), **common)
-    return None
-
-
-def event_to_message(event: Event) -> AnyMessage:
-    """A LangChain message for one of ours: the summary turn, or an event not in the state."""
-    match event.role:
-        case Role.USER:
-            return HumanMessage(content=event.text, id=event.id)
-        case Role.SYSTEM:
-            return SystemMessage(content=event.text, id=event.id)
-        case Role.TOOL:
-            result = event.tool_results[0]
-            return ToolMessage(
-                content=result.content,
-                tool_call_id=result.call_id,
-                name=result.name or None,
-                status="error" if result.is_error else "success",
-                id=event.id,
-            )
-        case Role.ASSISTANT:
-            calls = [
-                {"id": c.id, "name": c.name, "args": json.loads(c.arguments_json or "{}")}
-                for c in event.tool_calls
-            ]
-            content, kwargs = restored(event)
-            if event.cleared:
-                content, kwargs = with_reasoning(content, kwargs, event.reasoning)
-            return AIMessage(
-                content=content, additional_kwargs=kwargs, tool_calls=calls, id=event.id
-            )
-    raise ValueError(f"unknown role {event.role!r}")
-
-
-def compacted_messages(
-    window: Sequence[Event],
-    messages: Sequence[AnyMessage],
-    mirrored: Collection[str] | None = None,
-) -> list[AnyMessage]:
-    """The model's messages: the window in log order, each kept event as the state's own message.
-
-    A cleared event's message is a copy showing its placeholder (the state's
-    message keeps the original, as the log does).
-
-    Only messages the window archived, and ones the graph no longer has
-    (removed from its state), are left out. A message edited in place keeps
-    its id, so the model gets the edited one. Messages the session has
-    never seen (``mirrored``: the ids sent to it; by default everything after
-    the last message the window keeps) — another middleware's, or ones that
-    reached the state after the window was read — stay where they stand,
-    before the kept message that follows them. System messages stay in place
-    like any other (the latest is never archived).
-    """
-    by_id = {event_id(m): m for m in messages}
-    kept = {e.id for e in window if not e.synthetic}
-    if mirrored is None:
-        last = max((i for i, m in enumerate(messages) if event_id(m) in kept), default=-1)
-        mirrored = {event_id(m) for m in messages[: last + 1]}
-    before: dict[str, list[AnyMessage]] = {}
-    pending: list[AnyMessage] = []
-    for message in messages:
-        mid = event_id(message)
-        if mid in kept:
-            before[mid] = pending
-            pending = []
-        elif mid not in mirrored:
-            pending.append(message)
-    out: list[AnyMessage] = []
-    for event in window:
-        own = by_id.get(event.id) if not event.synthetic else None
-        if own is None and not event.synthetic:
-            continue  # no longer in the graph's messages (a RemoveMessage): not sent either
-        out.extend(before.get(event.id, ()))
-        if own is not None and event.cleared:
-            own = cleared_message(own, event)
-        out.append(own if own is not None else event_to_message(event))
-    out.extend(pending)
-    return without_orphans(out)
-
-
-def without_orphans(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
-    """``messages`` with each orphan ``ToolMessage`` (no call before it still waiting for
-    its answer) as a ``HumanMessage`` of its ``orphan_text``, as the renderings have it."""
-    waiting: dict[str, int] = {}
-    out: list[AnyMessage] = []
-    for message in messages:
-        if isinstance(message, AIMessage):
-            for call in message.tool_calls:
-                if call.get("id"):
-                    waiting[str(call["id"])] = waiting.get(str(call["id"]), 0) + 1
-        elif isinstance(message, ToolMessage):
-            if waiting.get(message.tool_call_id, 0) > 0:
-                waiting[message.tool_call_id] -= 1
-            else:
-                result = ToolResult(
-                    call_id=message.tool_call_id,
-                    name=message.name or "",
-                    content=_text(message),
-                    is_error=message.status == "error",
-                )
-                message = HumanMessage(content=orphan_text(result), id=message.id)
-        out.append(message)
-    return out
-
-
-def cleared_message(message: AnyMessage, event: Event) -> AnyMessage:
-    """A copy of the state's ``message`` showing what clearing left of it (the state keeps
-    the original): a ``ToolMessage``'s placeholder, an ``AIMessage``'s cleared arguments
-    and reasoning text (its signatures unchanged)."""
-    if isinstance(message, ToolMessage) and event.tool_results:
-        return message.model_copy(update={"content": event.tool_results[0].content})
-    if isinstance(message, AIMessage):
-        update: dict[str, Any] = {}
-        if event.tool_calls:
-            arguments = {c.id: c.arguments_json for c in event.tool_calls}
-            update["tool_calls"] = [
-                {**call, "args": json.loads(arguments[cid])}
-                if (cid := call.get("id")) is not None and cid in arguments
-                else call
-                for call in message.tool_calls
-            ]
-        if event.reasoning:
-            content, kwargs = with_reasoning(
-                message.content, message.additional_kwargs, event.reasoning
-            )
-            update.update(content=content, additional_kwargs=kwargs)
-        return message.model_copy(update=update)
-    return message
-
-
-def ensure_ids(messages: Sequence[BaseMessage]) -> None:
-    """Give id-less messages an id in place, as LangChain's own middleware does, so that two
-    equal messages stay two events (and the model gets both)."""
-    for message in messages:
-        if message.id is None:
-            message.id = str(uuid.uuid4())
 
 
 def _thread_session_id(runtime: Runtime[Any]) -> str:
@@ -459,7 +219,7 @@ class SessionCompactionMiddleware(AgentMiddleware):
                         scheduled = appended.compaction_scheduled or scheduled
             self._sent[key].update(e.id for e in batch)
         if self.await_compaction and scheduled:
-            handle.compact(_BARRIER)
+            handle.compact(BARRIER)
 
     async def _amirror(self, key: str, messages: Sequence[AnyMessage]) -> None:
         """``_mirror`` for async agents."""
@@ -485,7 +245,7 @@ class SessionCompactionMiddleware(AgentMiddleware):
                         scheduled = appended.compaction_scheduled or scheduled
             self._sent[key].update(e.id for e in batch)
         if self.await_compaction and scheduled:
-            await handle.compact(_BARRIER)
+            await handle.compact(BARRIER)
 
     # -- the hooks --
 
@@ -570,13 +330,6 @@ class SessionCompactionMiddleware(AgentMiddleware):
         result = await handler(compacted)
         self._answered(request, version, result)
         return result
-
-
-def prefix_end(context: SessionContext, messages: Sequence[AnyMessage]) -> int | None:
-    """The index among ``messages`` of the last one the window's stable prefix gave (None
-    when the prefix is empty or none of its events is among them)."""
-    stable = {e.id for e in context.events[: context.stable_prefix_events]}
-    return max((i for i, m in enumerate(messages) if event_id(m) in stable), default=None)
 
 
 def _answer(result: object) -> AIMessage | None:
