@@ -38,6 +38,7 @@ LINE = re.compile(
     r"^TARGET (economics_\w+): measured ratio (\d+\.\d\d|inf) \(target <= 0.5\) (PASS|MISS)$"
 )
 AUTO = replace(GPT_4O, name="auto", read=0.1, increment=1)
+TRAIL = "identifier_trail_tau_airline"
 
 
 def window(*sizes: int, cleared: int = -1) -> tuple[tuple[str, bool, int], ...]:
@@ -216,7 +217,10 @@ def test_quick_run_prints_every_target_and_writes_json_and_plot(tmp_path: Path) 
         for p in results["price_models"]
     }
     assert set(results["traces"]) == {"tau-airline", "coding-task", "synthetic-chat"}
-    assert printed == expected == set(results["targets"]), done.stdout
+    assert printed == expected == set(results["targets"]) - {TRAIL}, done.stdout
+    (trail,) = [line for line in done.stdout.splitlines() if line.startswith(f"TARGET {TRAIL}:")]
+    assert re.match(rf"^TARGET {TRAIL}: measured ratio (\d+\.\d\d|inf) \(target <= 1\) ", trail)
+    assert "summarize_trail" in results["traces"]["tau-airline"]["test"]
     for family in results["traces"].values():
         assert {"none", "adk_interval", "langchain_summarization", "anthropic_clear"} <= set(
             family["test"]

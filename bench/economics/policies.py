@@ -25,13 +25,18 @@ The peers run their documented defaults, never tuned:
   our server.
 
 Every summarizing policy, ours and peers', caps its summary at
-``SUMMARY_TOKENS`` (the extractive summarizer fills it).
+``SUMMARY_TOKENS`` (the extractive summarizer fills it). ``summarize``
+gives its trail the default share (an eighth); ``summarize_no_trail`` none;
+``summarize_trail`` all of a 400- or 512-token summary but ``TRAIL_PROSE``
+tokens, on earlier triggers (``TRAIL_TRIGGERS``), keeping 2 events: the
+family issue 34's target is held to, and the one dev keeps it if it can be
+kept (``TRAIL_DEV_FLOOR``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sidecar.adapters.adk_mapping import adk_policy
 from sidecar.compaction.clear_tool_results import ClearToolResults
@@ -50,6 +55,17 @@ PEER_TOKENS = 4000
 TRIGGERS = (0.5, 1.0, 2.0)
 """Our triggers: these multiples of the trace family's scale."""
 ANTHROPIC_TRIGGER = 100_000
+TRAIL_TRIGGERS = (1 / 6, 1 / 4)
+"""``summarize_trail``'s triggers, as multiples of the scale: a pass as soon as the
+conversation is worth one, the trail carrying what the agent will use."""
+TRAIL_PROSE = 10
+"""What a ``summarize_trail`` summary keeps for prose; the rest of it is its trail."""
+TRAIL_TARGET = (0.95, 0.35)
+"""Issue 34's target on τ-bench's test split: this retention at most this share of the
+conversation tokens of sending everything."""
+TRAIL_DEV_FLOOR = 0.97
+"""``summarize_trail``'s setting is the cheapest on dev at this retention or more: the
+target's 0.95 and a margin for the split (dev and test differed by up to 0.015)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,12 +94,26 @@ def _clear(uses: int = KEEP_TOOL_USES) -> ClearToolResults:
     return ClearToolResults(keep_tool_uses=uses, boundary=_P)
 
 
+def _trail(summary_tokens: int) -> Summarize:
+    return Summarize(
+        max_events_to_keep=2,
+        overlap=1,
+        max_summary_tokens=summary_tokens,
+        identifier_trail_tokens=summary_tokens - TRAIL_PROSE,
+        boundary=_P,
+    )
+
+
 # Each family: what a pass keeps (its own unit) -> the strategy, for a trigger of t tokens.
 _FAMILIES: dict[str, tuple[str, tuple[float, ...], Callable[[int, float], Strategy]]] = {
     "token_budget": ("budget x trigger", (0.25, 0.5),
                      lambda t, k: TokenBudget(max_tokens=int(t * k), boundary=_P)),
     "turn_window": ("turns", (1, 3), lambda t, k: TurnWindow(max_turns=int(k))),
     "summarize": ("events kept", (4, 10), lambda t, k: _summarize(int(k))),
+    "summarize_no_trail": ("events kept", (4, 10),
+                           lambda t, k: replace(_summarize(int(k)), identifier_trail_tokens=0)),
+    "summarize_trail": (f"2 events kept, summary tokens (all but {TRAIL_PROSE} the trail)",
+                        (400, 512), lambda t, k: _trail(int(k))),
     "clear_tool_results": ("tool uses kept", (1, 3), lambda t, k: _clear(int(k))),
     "clear_then_budget": ("budget x trigger", (0.25, 0.5),
                           lambda t, k: Pipeline((_clear(), TokenBudget(max_tokens=int(t * k),
@@ -100,6 +130,7 @@ def grid(
     ``first_only``: the first keep setting of each family (the quick mode's)."""
     out: dict[str, list[Entry]] = {}
     for family, (unit, keeps, make) in _FAMILIES.items():
+        own = TRAIL_TRIGGERS[:1] if first_only else TRAIL_TRIGGERS
         out[family] = [
             Entry(
                 family,
@@ -107,7 +138,7 @@ def grid(
                 CompactionPolicy(TokenCount(int(scale * t)), make(int(scale * t), k)),
                 f"trigger {int(scale * t)} tokens, {unit} {k:g}",
             )
-            for t in triggers
+            for t in (own if family == "summarize_trail" else triggers)
             for k in (keeps[:1] if first_only else keeps)
         ]
     # Letta-style: about the newest exchange in the window, the rest left to a search.

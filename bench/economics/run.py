@@ -41,7 +41,15 @@ from bench.economics.langchain_peer import PEERS as LANGCHAIN_PEERS
 from bench.economics.langchain_peer import replay_langchain
 from bench.economics.long_task import coding_tasks
 from bench.economics.measure import Replayed, replay_all, server_config
-from bench.economics.policies import SUMMARY_TOKENS, TRIGGERS, Entry, grid, peers
+from bench.economics.policies import (
+    SUMMARY_TOKENS,
+    TRAIL_DEV_FLOOR,
+    TRAIL_TARGET,
+    TRIGGERS,
+    Entry,
+    grid,
+    peers,
+)
 from bench.economics.pricing import (
     GEMINI_FLASH_USD,
     GPT_4O_MINI_USD,
@@ -152,10 +160,12 @@ async def _runs(client: AsyncClient, traces: list[Trace], entry: Entry, tag: str
 
 
 def choose(dev: dict[str, list[dict[str, Any]]], peer_retention: float) -> dict[str, int]:
-    """Per family, the index of the setting kept: the cheapest at >= the peer's retention."""
+    """Per family, the index of the setting kept: the cheapest at >= the peer's retention
+    (``summarize_trail``: at >= ``TRAIL_DEV_FLOOR`` too); else the best retention."""
     chosen = {}
     for family, rows in dev.items():
-        fit = [i for i, r in enumerate(rows) if r["retention"] >= peer_retention]
+        floor = max(peer_retention, TRAIL_DEV_FLOOR) if family == "summarize_trail" else 0.0
+        fit = [i for i, r in enumerate(rows) if r["retention"] >= max(peer_retention, floor)]
         if fit:
             chosen[family] = min(fit, key=lambda i: rows[i]["conversation_tokens"])
         else:
@@ -231,10 +241,29 @@ async def run_family(
     }
 
 
+def trail_target(name: str, fam: dict[str, Any]) -> Target | None:
+    """Issue 34's: ``summarize_trail``'s share of the conversation tokens ÷ 0.35, on test,
+    when it keeps >= 0.95 of what the agent used (else inf); for τ-bench only."""
+    row = fam["test"].get("summarize_trail")
+    if name != "tau-airline" or row is None:
+        return None
+    least, most = TRAIL_TARGET
+    share = row["conversation_vs_none"]
+    return Target(
+        "identifier_trail_tau_airline",
+        share / most if row["retention"] >= least else float("inf"),
+        1.0,
+        False,
+        f"summarize_trail [{row['setting']}]: retention {row['retention']:.3f} (target >="
+        f" {least}) at {share:.3f} of the conversation tokens (target <= {most})",
+    )
+
+
 def targets(name: str, fam: dict[str, Any], prices: Sequence[PriceModel]) -> list[Target]:
-    """Per price model: our cheapest at >= the best peer's retention ÷ that peer's bill."""
+    """Per price model: our cheapest at >= the best peer's retention ÷ that peer's bill; and
+    the identifier trail's (``trail_target``)."""
     test = fam["test"]
-    out = []
+    out = [t for t in [trail_target(name, fam)] if t is not None]
     for p in prices:
         peer_rows = [(n, f) for n, f in test.items() if f["kind"] == "peer"]
         peer, pf = max(

@@ -64,7 +64,8 @@ def tables(result: dict[str, Any]) -> str:
                 + " |"
             )
         lines.append("")
-    lines += ["| target (ours ÷ the best-retention peer, billed) | ratio | verdict | compared |",
+    lines += ["| target (`economics_*`: ours ÷ the best-retention peer, billed) | ratio | verdict"
+              " | compared |",
               "|---|---|---|---|"]  # fmt: skip
     for target, t in result["targets"].items():
         ratio = "—" if t["ratio"] == float("inf") else f"{t['ratio']:.2f}"
