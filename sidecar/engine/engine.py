@@ -108,7 +108,6 @@ class SessionEngine:
         self.summarizer = summarizer
         self.estimator = estimator or default_estimator()
         self.default_policy = default_policy
-        self._default_policy_json = policy_json(default_policy)  # once, not per append
         self.limits = limits or Limits()
         self.summary_timeout_s = summary_timeout_s
         self.locks = LockRegistry()
@@ -120,9 +119,16 @@ class SessionEngine:
         self._replicas = ReplicaRelay(self)
         self.restores = Restorer(self)
         self.sessions = Sessions(self, self.models, self.limits, default_policy)
-        self._appends = Appends(self)
         self._counters = ThreadPoolExecutor(
             max_workers=min(4, os.cpu_count() or 1), thread_name_prefix="token-count"
+        )
+        self._appends = Appends(
+            self,
+            self._steps,
+            self._pipelines,
+            self._counters,
+            schedule_summary=self._schedule_summary,
+            default_policy_json=policy_json(default_policy),  # once, not per append
         )
         # Planning over a whole window runs on threads of its own, never on the loop,
         # and never in front of another session's token counting.
