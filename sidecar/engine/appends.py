@@ -51,7 +51,7 @@ result, a stream's folded appends) is counted on another core while the event
 loop goes on serving other calls. Below this size the hop to the thread
 (about 60 us) costs more than the counting itself. The first count of all goes
 to the thread whatever its size: the default estimator builds its encoding
-then (100-200 ms, see ``compaction.tokens``), which on the loop would hold up
+then (100-200 ms, see ``sidecar.tokenizer``), which on the loop would hold up
 every other call, health checks included.
 """
 

@@ -37,7 +37,6 @@ from sidecar.compaction.calibration import resolved
 from sidecar.compaction.pipeline import Pipeline
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.summarize import Summarize
-from sidecar.compaction.tokens import TokenEstimator, default_estimator
 from sidecar.engine.answer_window import window_after, with_window
 from sidecar.engine.appends import COUNT_IN_THREAD_CHARS, Appends
 from sidecar.engine.locks import LockRegistry
@@ -69,6 +68,7 @@ from sidecar.model import (
 from sidecar.providers.profiles import ModelProfiles
 from sidecar.store.protocol import PlainAppend, Store
 from sidecar.summarizer.protocol import Summarizer
+from sidecar.tokenizer import TokenEstimator, default_estimator
 
 __all__ = [
     "COUNT_IN_THREAD_CHARS",

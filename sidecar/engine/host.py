@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Protocol
 
 from sidecar.compaction.policy import CompactionPolicy
-from sidecar.compaction.tokens import TokenEstimator
 from sidecar.engine.locks import LockRegistry
 from sidecar.engine.observer import EngineObserver
 from sidecar.engine.session_model import SessionModels
@@ -23,6 +22,7 @@ from sidecar.engine.window_work import WindowWork
 from sidecar.model import Session
 from sidecar.store.protocol import Store
 from sidecar.summarizer.protocol import Summarizer
+from sidecar.tokenizer import TokenEstimator
 
 
 class EngineHost(Protocol):
