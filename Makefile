@@ -129,9 +129,11 @@ clients-java-gen: $(NODE_STAMP)
 clients-java-gen-check: $(NODE_STAMP)
 	clients/java/scripts/gen.sh --check
 
+## ruff, then the import contracts of pyproject.toml: the package layers and no circles.
 lint: setup
 	$(BIN)/ruff check sidecar tests scripts bench
 	$(BIN)/ruff format --check sidecar tests scripts bench
+	$(BIN)/lint-imports --no-logo
 
 typecheck: setup
 	$(BIN)/mypy
@@ -173,5 +175,5 @@ deploy-test: helm
 	bash scripts/deploy/deploy_test.sh
 
 clean:
-	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache \
+	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache .import_linter_cache \
 		$(TS_DIR)/node_modules $(TS_DIR)/dist

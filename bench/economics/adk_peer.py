@@ -26,8 +26,9 @@ from bench.economics.retention import Judge
 from bench.economics.traces import Trace
 from bench.json_lines import ROOT, ask, stop
 from sidecar.compaction.formatting import format_event
-from sidecar.compaction.tokens import TiktokenEstimator, count_event
+from sidecar.compaction.tokens import count_event
 from sidecar.model import Event, Role, ToolCall, ToolResult
+from sidecar.tokenizer import TiktokenEstimator
 
 ADK_PYTHON = ROOT / ".venv-adk" / "bin" / "python"
 PEERS = {

@@ -47,9 +47,9 @@ from bench.economics.pricing import Call
 from bench.economics.retention import Judge
 from bench.economics.traces import Trace
 from sidecar.compaction.formatting import format_event
-from sidecar.compaction.history import truncate_to_tokens
-from sidecar.compaction.tokens import TiktokenEstimator, count_event
+from sidecar.compaction.tokens import count_event
 from sidecar.model import Event, Role, ToolCall, ToolResult
+from sidecar.tokenizer import TiktokenEstimator, truncate_to_tokens
 
 PEERS = ("langchain_summarization", "langchain_clear")
 

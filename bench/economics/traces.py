@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.economics.transcripts import Transcript
-from sidecar.compaction.tokens import TiktokenEstimator
 from sidecar.model import Event, Role, ToolCall, ToolResult
+from sidecar.tokenizer import TiktokenEstimator
 
 TAU_DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "tau-bench"
 """Where the τ-bench trajectories are (``/work/shared/data/tau-bench`` beside the repo)."""

@@ -29,8 +29,8 @@ from sidecar.client import (
     UnavailableError,
 )
 from sidecar.compaction.formatting import format_event
-from sidecar.compaction.tokens import TokenEstimator, default_estimator
 from sidecar.model import Event
+from sidecar.tokenizer import TokenEstimator, default_estimator
 
 DEFAULT_MAX_TOKENS = 1_000
 DEFAULT_MAX_HITS = 20

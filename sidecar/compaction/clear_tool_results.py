@@ -41,16 +41,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from sidecar.compaction.identifiers import (
-    MAX_SPAN_CHARS,
-    TRAIL_SEPARATOR,
-    newest_actions,
-    pointers,
-)
-from sidecar.compaction.tokens import TokenEstimator, count_event, default_estimator
+from sidecar.compaction.identifiers import MAX_SPAN_CHARS, newest_actions, pointers
+from sidecar.compaction.tokens import count_event
 from sidecar.compaction.window import Window, check_max_dropped_identifiers, check_min_saved_tokens
 from sidecar.errors import InvalidConfig
 from sidecar.model import Boundary, CompactionPlan, Event, SkipReason, ToolCall, ToolResult
+from sidecar.summarizer.protocol import TRAIL_SEPARATOR
+from sidecar.tokenizer import TokenEstimator, default_estimator
 
 DEFAULT_KEEP_TOOL_USES = 3
 DEFAULT_PLACEHOLDER = (

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sidecar.compaction.formatting import part_placeholder
-from sidecar.compaction.tokens import TokenEstimator
 from sidecar.model import Event, Role
+from sidecar.tokenizer import TokenEstimator, truncate_to_tokens
 
 DEFAULT_MAX_INPUT_TOKENS = 100_000
 DEFAULT_MAX_TOOL_RESULT_TOKENS = 2_000
@@ -56,20 +56,6 @@ class FormattedHistory:
     tokens: int
     dropped_events: int
     truncated_results: int
-
-
-def truncate_to_tokens(text: str, limit: int, estimator: TokenEstimator) -> str:
-    """The longest prefix of ``text`` within ``limit`` tokens (by binary search on length)."""
-    if estimator.count(text) <= limit:
-        return text
-    low, high = 0, len(text)
-    while low < high:
-        mid = (low + high + 1) // 2
-        if estimator.count(text[:mid]) <= limit:
-            low = mid
-        else:
-            high = mid - 1
-    return text[:low]
 
 
 def _result_content(content: str, limit: int, estimator: TokenEstimator) -> tuple[str, bool]:

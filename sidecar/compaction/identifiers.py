@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from sidecar.compaction.formatting import format_event
 from sidecar.model import Event, Role
+from sidecar.summarizer.protocol import TRAIL_LABEL, TRAIL_SEPARATOR
 
 MAX_EVENT_CHARS = 8 << 10
 """How much of one text (a message, a tool result, a call's arguments) is read."""
@@ -46,9 +47,6 @@ MAX_IDENTIFIER_CHARS = 96
 """Longer tokens (encoded blobs, signatures) are not identifiers anyone repeats."""
 MAX_IDENTIFIERS = 64
 """The most identifiers a span yields by default."""
-TRAIL_LABEL = "Identifiers:"
-"""The label of a summary's trail line."""
-TRAIL_SEPARATOR = ", "
 
 # A token: word runs joined by connectors, optionally led by a path or tag mark,
 # never ending in punctuation (``ZFA04Y.`` at a sentence end is ``ZFA04Y``).
@@ -290,11 +288,6 @@ def trail_of(summary: str) -> list[str]:
         return []
     line = tail[at + len(TRAIL_LABEL) :].split("\n", 1)[0]
     return [i for i in (p.strip() for p in line.split(TRAIL_SEPARATOR)) if i]
-
-
-def trail_line(identifiers: Sequence[str]) -> str:
-    """The trail line for ``identifiers`` ("" for none)."""
-    return f"{TRAIL_LABEL} {TRAIL_SEPARATOR.join(identifiers)}" if identifiers else ""
 
 
 MAX_POINTERS = 5

@@ -30,12 +30,12 @@ from sidecar.compaction.loss import MAX_REPORTED, judged
 from sidecar.compaction.sliding_window import SlidingWindow
 from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.token_budget import TokenBudget
-from sidecar.compaction.tokens import TokenEstimator
 from sidecar.compaction.triggers import Trigger
 from sidecar.compaction.turn_window import TurnWindow
 from sidecar.compaction.window import apply_plan
 from sidecar.errors import InvalidConfig
 from sidecar.model import CompactionPlan, CompactionResult, Event, SessionCounters
+from sidecar.tokenizer import TokenEstimator
 
 WindowStep = SlidingWindow | TurnWindow | TokenBudget | ClearToolResults
 Step = WindowStep | Summarize

@@ -33,9 +33,8 @@ from sidecar.compaction.history import (
     FormattedHistory,
     format_history,
 )
-from sidecar.compaction.identifiers import trail_line
 from sidecar.compaction.loss import judged
-from sidecar.compaction.tokens import TokenEstimator, count_event, default_estimator
+from sidecar.compaction.tokens import count_event
 from sidecar.compaction.window import (
     Window,
     check_max_dropped_identifiers,
@@ -45,7 +44,8 @@ from sidecar.compaction.window import (
 from sidecar.errors import InvalidConfig
 from sidecar.model import Boundary, CompactionPlan, Event, Role, SkipReason, new_event_id
 from sidecar.summarizer.prompts import DEFAULT_SHADOW_PROMPT, DEFAULT_SYSTEM_PROMPT
-from sidecar.summarizer.protocol import Summarizer, SummaryRequest, SummaryResponse
+from sidecar.summarizer.protocol import Summarizer, SummaryRequest, SummaryResponse, trail_line
+from sidecar.tokenizer import TokenEstimator, default_estimator
 
 DEFAULT_MAX_EVENTS_TO_KEEP = 10
 DEFAULT_OVERLAP = 2

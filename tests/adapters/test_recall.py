@@ -19,8 +19,8 @@ from sidecar.adapters.recall import (
     recall,
 )
 from sidecar.client import Client
-from sidecar.compaction.tokens import default_estimator
 from sidecar.model import Event, Role, ToolResult
+from sidecar.tokenizer import default_estimator
 
 AT = datetime(2026, 12, 1, 16, 9, 25, tzinfo=UTC)
 

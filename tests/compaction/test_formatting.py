@@ -8,9 +8,10 @@ import textwrap
 import pytest
 
 from sidecar.compaction.formatting import format_event
-from sidecar.compaction.tokens import TiktokenEstimator, count_event, default_estimator
+from sidecar.compaction.tokens import count_event
 from sidecar.errors import InvalidConfig
 from sidecar.model import Event, Part, Reasoning, Role, ToolCall, ToolResult
+from sidecar.tokenizer import TiktokenEstimator, default_estimator
 
 
 def test_plain_roles_are_labelled() -> None:
@@ -110,7 +111,7 @@ def test_tokenizer_loads_with_networking_unavailable() -> None:
         socket.socket.connect = refuse
         socket.create_connection = refuse
         socket.getaddrinfo = refuse
-        from sidecar.compaction.tokens import default_estimator
+        from sidecar.tokenizer import default_estimator
         print(default_estimator().count("hello world"))
         """
     )

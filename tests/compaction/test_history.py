@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from sidecar.compaction.history import format_history, truncate_to_tokens
-from sidecar.compaction.tokens import default_estimator
+from sidecar.compaction.history import format_history
 from sidecar.model import Event, Part, Reasoning, Role, ToolCall, ToolResult
+from sidecar.tokenizer import default_estimator, truncate_to_tokens
 from tests.compaction.builders import u
 
 EST = default_estimator()

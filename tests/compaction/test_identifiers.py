@@ -16,10 +16,10 @@ from sidecar.compaction.identifiers import (
     missing,
     of_span,
     rank,
-    trail_line,
     trail_of,
 )
 from sidecar.model import Event, Role, ToolCall, ToolResult
+from sidecar.summarizer.protocol import trail_line
 
 
 def user(text: str) -> Event:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from sidecar.compaction.summarize import Summarize, SummaryJob
-from sidecar.compaction.tokens import default_estimator
 from sidecar.compaction.window import apply_plan
 from sidecar.errors import InvalidConfig, SummarizerUnavailable
 from sidecar.model import Role, SkipReason
+from sidecar.tokenizer import default_estimator
 from tests.compaction.builders import a, ids, s, summary_pair, t, u
 from tests.compaction.fakes import FakeSummarizer
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 import pytest
 
 from sidecar.compaction import trail
-from sidecar.compaction.identifiers import TRAIL_LABEL, trail_of
+from sidecar.compaction.identifiers import trail_of
 from sidecar.compaction.summarize import Summarize, SummaryJob
-from sidecar.compaction.tokens import count_event, default_estimator
+from sidecar.compaction.tokens import count_event
 from sidecar.compaction.window import apply_plan
 from sidecar.errors import InvalidConfig
 from sidecar.model import Event, Role, ToolCall, ToolResult
 from sidecar.summarizer.extractive import ExtractiveSummarizer
+from sidecar.summarizer.protocol import TRAIL_LABEL
+from sidecar.tokenizer import default_estimator
 from tests.compaction.fakes import FakeSummarizer
 
 ESTIMATOR = default_estimator()

@@ -7,11 +7,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from sidecar.compaction.clear_tool_results import ClearToolResults
-from sidecar.compaction.tokens import count_event, default_estimator
+from sidecar.compaction.tokens import count_event
 from sidecar.model import Event
 from sidecar.providers.conversation import LEADING_USER_TEXT, NO_RESULT
 from sidecar.providers.render import ContextFormat, render
 from sidecar.providers.wire import JsonObject
+from sidecar.tokenizer import default_estimator
 from tests.providers import sdk
 from tests.providers.builders import PNG, REMOTE_PDF, a, call, result, s, t, thought, u
 

@@ -82,7 +82,7 @@ def test_serve_help_imports_no_tokenizer() -> None:
 def test_an_engine_and_its_estimator_build_no_encoding_until_they_count() -> None:
     loaded = loaded_modules_after(
         """
-        from sidecar.compaction.tokens import TiktokenEstimator, default_estimator
+        from sidecar.tokenizer import TiktokenEstimator, default_estimator
         from sidecar.engine.engine import SessionEngine
         from sidecar.store.sqlite import SqliteStore
         SessionEngine(SqliteStore(":memory:"))
