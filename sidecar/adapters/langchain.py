@@ -158,14 +158,16 @@ class SessionCompactionMiddleware(AgentMiddleware):
 
     # -- clients and keys --
 
-    def _client(self) -> Client:
+    def sync_client(self) -> Client:
+        """The ``Client`` sync agents' calls use: the one given, else one made on first use."""
         if self._sync is None:
             if not self._address:
                 raise TypeError("a sync agent needs a Client or an address, not an AsyncClient")
             self._sync = Client(self._address, **self._options)
         return self._sync
 
-    def _aclient(self) -> AsyncClient:
+    def async_client(self) -> AsyncClient:
+        """The ``AsyncClient`` async agents' calls use: the one given, else one per event loop."""
         if self._async is not None:
             return self._async
         if not self._address:
@@ -197,7 +199,7 @@ class SessionCompactionMiddleware(AgentMiddleware):
     def _mirror(self, key: str, messages: Sequence[AnyMessage]) -> None:
         """Append the messages not sent yet, the last call's answer with its usage; with
         ``await_compaction``, wait for a summary the appends started."""
-        client = self._client()
+        client = self.sync_client()
         if key not in self._sent:
             with contextlib.suppress(AlreadyExistsError):
                 client.create_session(key, self.policy, {"adapter": "langchain"})
@@ -223,7 +225,7 @@ class SessionCompactionMiddleware(AgentMiddleware):
 
     async def _amirror(self, key: str, messages: Sequence[AnyMessage]) -> None:
         """``_mirror`` for async agents."""
-        client = self._aclient()
+        client = self.async_client()
         if key not in self._sent:
             with contextlib.suppress(AlreadyExistsError):
                 await client.create_session(key, self.policy, {"adapter": "langchain"})
@@ -253,7 +255,7 @@ class SessionCompactionMiddleware(AgentMiddleware):
         """Mirror the new messages, read the compacted window; never changes the state."""
         key = self.key(runtime)
         self._mirror(key, state["messages"])
-        self._windows[key] = self._client().session(key).context()
+        self._windows[key] = self.sync_client().session(key).context()
         return None
 
     async def abefore_model(
@@ -262,7 +264,7 @@ class SessionCompactionMiddleware(AgentMiddleware):
         """``before_model`` for async agents."""
         key = self.key(runtime)
         await self._amirror(key, state["messages"])
-        self._windows[key] = await self._aclient().session(key).context()
+        self._windows[key] = await self.async_client().session(key).context()
         return None
 
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:

@@ -55,11 +55,11 @@ def recall_tool(
 
     def search(query: str, runtime: ToolRuntime) -> str:
         key = middleware.key(_graph_runtime(runtime))
-        return recall(middleware._client(), key, query, settings)
+        return recall(middleware.sync_client(), key, query, settings)
 
     async def asearch(query: str, runtime: ToolRuntime) -> str:
         key = middleware.key(_graph_runtime(runtime))
-        return await arecall(middleware._aclient(), key, query, settings)
+        return await arecall(middleware.async_client(), key, query, settings)
 
     return StructuredTool.from_function(
         func=search, coroutine=asearch, name="recall", description=TOOL_DESCRIPTION
