@@ -339,7 +339,7 @@ class SqliteStore:
         writer = self._writer
         if writer is None:
             raise StoreUnavailable("sqlite store is not open")
-        queued = writer.submit_many(
+        outcomes = await writer.write_many(
             [
                 (
                     functools.partial(_append_plain, append, policy_json),
@@ -349,19 +349,6 @@ class SqliteStore:
                 for append in appends
             ]
         )
-        outcomes: list[AppendOutcome | Exception] = []
-        try:
-            for done in queued:
-                try:
-                    outcomes.append(await done)
-                except Exception as exc:
-                    outcomes.append(exc)
-        finally:
-            for done in queued:  # a cancelled caller: the writes go ahead, unheard
-                if not done.done():
-                    done.cancel()
-                elif not done.cancelled():
-                    done.exception()
         if any(isinstance(o, AppendOutcome) and o.written for o in outcomes):
             self._indexer.appended()
         return outcomes
