@@ -1,19 +1,11 @@
 """The SQLite store: the embedded default, one file, no server.
 
-Connections. One writer connection, a small pool of reader connections
-(WAL lets readers run while the writer commits), and connections of their
-own for searches, so that no search, however long, keeps a context read
-waiting for a reader (see ``sqlite_search``). aiosqlite gives each
-connection its own thread; a whole transaction (BEGIN ... COMMIT and every
-statement between) is queued to that thread as ONE function, so:
-
-- nothing blocks the event loop;
-- transactions never interleave, however many coroutines call the store at
-  once: the writer's thread runs them one after the other;
-- a transaction costs one thread hop, not one per statement.
-
+Connections. One writer, a small pool of readers, and connections of their
+own for searches and for checkpoints, each on its own thread; a whole
+transaction is queued to that thread as ONE function (``sqlite_connections``).
 The transaction bodies are plain functions of a ``sqlite3.Connection``, in
-``sqlite_writes`` and ``sqlite_reads``; this module only routes them.
+``sqlite_writes``, ``sqlite_reads`` and ``sqlite_history``; this module only
+routes them.
 
 Group commit. Writes that arrive while the writer is busy are queued, fairly
 between sessions (``fair_queue``), and the next transaction runs a group of
@@ -51,9 +43,6 @@ import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
-import aiosqlite
-
-from sidecar.errors import StoreUnavailable
 from sidecar.model import (
     CompactionPlan,
     CompactionResult,
@@ -81,17 +70,10 @@ from sidecar.store.protocol import (
     SearchQuery,
     SessionFilter,
 )
-from sidecar.store.sqlite_checkpoints import Checkpointer
+from sidecar.store.sqlite_connections import SqliteConnections
 from sidecar.store.sqlite_indexing import SearchIndexer
-from sidecar.store.sqlite_schema import (
-    SYNCHRONOUS_MODES,
-    configure_reader,
-    configure_writer,
-    migrate,
-)
-from sidecar.store.sqlite_search import SearchConnections
 from sidecar.store.sqlite_threads import run_in_connection_thread
-from sidecar.store.sqlite_writer import SqliteWriter, in_transaction
+from sidecar.store.sqlite_writer import SqliteWriter
 
 __all__ = ["SqliteStore", "run_in_connection_thread"]
 
@@ -110,74 +92,35 @@ class SqliteStore:
         search_connections: int = 2,
         decoded_cache_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
-        if synchronous.upper() not in SYNCHRONOUS_MODES:
-            raise ValueError(f"synchronous must be one of {SYNCHRONOUS_MODES}, got {synchronous!r}")
-        if readers < 1:
-            raise ValueError(f"readers must be at least 1, got {readers}")
+        self._connections = SqliteConnections(
+            path, synchronous=synchronous, readers=readers, search_connections=search_connections
+        )
         self.path = path
-        self.synchronous = synchronous.upper()
-        self._reader_count = readers
-        self._writer: SqliteWriter | None = None
-        self._readers: list[aiosqlite.Connection] = []
-        self._idle: asyncio.Queue[aiosqlite.Connection] = asyncio.Queue()
-        self._searches = SearchConnections(search_connections)
-        self._checkpointer = Checkpointer()
+        self.synchronous = self._connections.synchronous
         self._indexer = SearchIndexer(lambda body: self._write(body), lambda body: self._read(body))
         self._decoded = DecodedEvents(decoded_cache_bytes)
+
+    @property
+    def _writer(self) -> SqliteWriter | None:
+        """The writer while open (white-box tests reach its connection and queue)."""
+        return self._connections.writer
 
     # -- lifecycle -----------------------------------------------------------
 
     async def open(self) -> None:
         """Connect, set the pragmas, run pending migrations (SchemaTooNew if the file is newer)."""
-        if self._writer is not None:
+        if self._connections.writer is not None:
             return
-        writer = await aiosqlite.connect(self.path, isolation_level=None)
-        try:
-            await run_in_connection_thread(
-                writer, lambda db: configure_writer(db, self.synchronous)
-            )
-            await run_in_connection_thread(writer, lambda db: migrate(db, self.path))
-            for _ in range(self._reader_count):
-                reader = await aiosqlite.connect(self.path, isolation_level=None)
-                self._readers.append(reader)
-                await run_in_connection_thread(reader, configure_reader)
-                self._idle.put_nowait(reader)
-            await self._searches.open(self.path)
-            await self._checkpointer.open(self.path)
-        except BaseException:
-            await writer.close()
-            await self._close_readers()
-            await self._searches.close(wait=False)
-            await self._checkpointer.close()
-            raise
-        self._writer = SqliteWriter(writer)
+        await self._connections.open()
         if await self._read(lambda db: db.execute("SELECT 1 FROM fts_pending LIMIT 1").fetchone()):
             self._indexer.appended()  # left pending by a crash or a close
 
     async def close(self) -> None:
         """Refuse new calls, let the ones in flight finish (stopping searches), then disconnect."""
-        writer = self._writer
-        if writer is None:
+        if self._connections.writer is None:
             return
         await self._indexer.close()
-        await writer.idle()  # the writes running and queued still commit
-        self._writer = None
-        await self._searches.close()  # searches in flight are stopped: they are only reads
-        # Taking every reader back from the pool waits for the reads in flight.
-        for _ in self._readers:
-            await self._idle.get()
-        await self._close_readers()
-        await self._checkpointer.close()
-        # Queued after any write in flight, on the writer's own thread. Cheap, and
-        # keeps the planner's statistics fresh for the next open.
-        await run_in_connection_thread(writer.connection, lambda db: db.execute("PRAGMA optimize"))
-        await writer.connection.close()
-
-    async def _close_readers(self) -> None:
-        readers, self._readers = self._readers, []
-        self._idle = asyncio.Queue()
-        for reader in readers:
-            await reader.close()
+        await self._connections.close()
 
     async def ping(self) -> None:
         """Write the heartbeat row and read through a reader; StoreUnavailable if either fails.
@@ -185,8 +128,7 @@ class SqliteStore:
         A write, not just a query: a full disk still serves reads, and health
         must turn NOT_SERVING while appends cannot be stored.
         """
-        if self._writer is None:
-            raise StoreUnavailable("sqlite store is not open")
+        self._connections.require_writer()
 
         def beat(db: sqlite3.Connection) -> None:
             db.execute(
@@ -212,20 +154,11 @@ class SqliteStore:
         Bodies read the clock themselves (``utcnow()`` inside the lambda), so
         update times follow commit order.
         """
-        writer = self._writer
-        if writer is None:
-            raise StoreUnavailable("sqlite store is not open")
-        return await writer.write(body, session_id=session_id, weight=weight)
+        return await self._connections.write(body, session_id=session_id, weight=weight)
 
     async def _read(self, body: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``body`` as one read transaction (one snapshot) on an idle reader."""
-        if self._writer is None:
-            raise StoreUnavailable("sqlite store is not open")
-        reader = await self._idle.get()
-        try:
-            return await run_in_connection_thread(reader, in_transaction(body, begin="BEGIN"))
-        finally:
-            self._idle.put_nowait(reader)
+        return await self._connections.read(body)
 
     def drop_caches(self) -> None:
         """Forget the decoded events (the server does when it has been idle a while)."""
@@ -336,10 +269,7 @@ class SqliteStore:
         be, and the writer commits them in groups; they cost no task each,
         and the group's outcomes come back in one wake-up.
         """
-        writer = self._writer
-        if writer is None:
-            raise StoreUnavailable("sqlite store is not open")
-        queued = writer.submit_many(
+        outcomes = await self._connections.write_many(
             [
                 (
                     functools.partial(_append_plain, append, policy_json),
@@ -349,19 +279,6 @@ class SqliteStore:
                 for append in appends
             ]
         )
-        outcomes: list[AppendOutcome | Exception] = []
-        try:
-            for done in queued:
-                try:
-                    outcomes.append(await done)
-                except Exception as exc:
-                    outcomes.append(exc)
-        finally:
-            for done in queued:  # a cancelled caller: the writes go ahead, unheard
-                if not done.done():
-                    done.cancel()
-                elif not done.cancelled():
-                    done.exception()
         if any(isinstance(o, AppendOutcome) and o.written for o in outcomes):
             self._indexer.appended()
         return outcomes
@@ -411,15 +328,14 @@ class SqliteStore:
         timeout_s: float | None = None,
         max_bytes: int | None = None,
     ) -> Page[SearchHit]:
-        if self._writer is None:
-            raise StoreUnavailable("sqlite store is not open")
+        self._connections.require_writer()
         size = effective_page_size(page_size)
         loop = asyncio.get_running_loop()
         began = loop.time()
         async with asyncio.timeout(timeout_s):  # waiting for the writer counts against it
             await self._indexer.before_search()  # exact for everything acknowledged before it
         left = None if timeout_s is None else max(0.0, timeout_s - (loop.time() - began))
-        return await self._searches.run(
+        return await self._connections.search(
             lambda db: reads.search(db, query, size=size, token=page_token, max_bytes=max_bytes),
             left,
         )

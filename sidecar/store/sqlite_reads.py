@@ -157,10 +157,11 @@ def active_with_ids(
     return tuple(event for _, _, event in found)
 
 
-_ACTIVE_ROWS_SQL = (
+ACTIVE_ROWS_SQL = (
     f"SELECT e.pk, {VIEW_COLUMNS} FROM events e"
     " WHERE e.session = ? AND e.archived = 0 ORDER BY e.sort_key, e.position"
 )
+"""The active window with each row's key, so the decoded-event cache can skip unchanged rows."""
 
 
 def active_window(
@@ -170,7 +171,7 @@ def active_window(
     pk, session = get_session(db, session_id)
     if cache is None:
         return session, active_events(db, pk)
-    rows = db.execute(_ACTIVE_ROWS_SQL, (pk,))
+    rows = db.execute(ACTIVE_ROWS_SQL, (pk,))
     return session, tuple(cache.event(row[0], row[1:]) for row in rows)
 
 

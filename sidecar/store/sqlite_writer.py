@@ -150,6 +150,29 @@ class SqliteWriter:
             task.add_done_callback(self._drains.discard)
         return futures
 
+    async def write_many(
+        self, writes: Sequence[tuple[Callable[[sqlite3.Connection], T], str, int]]
+    ) -> list[T | Exception]:
+        """Queue each ``(body, session_id, weight)`` now (``submit_many``); each one's outcome.
+
+        A write's error is its outcome, in its place, not raised.
+        """
+        queued = self.submit_many(writes)
+        outcomes: list[T | Exception] = []
+        try:
+            for done in queued:
+                try:
+                    outcomes.append(await done)
+                except Exception as exc:
+                    outcomes.append(exc)
+        finally:
+            for done in queued:  # a cancelled caller: the writes go ahead, unheard
+                if not done.done():
+                    done.cancel()
+                elif not done.cancelled():
+                    done.exception()
+        return outcomes
+
     async def idle(self) -> None:
         """Wait until every write made so far has committed or failed (the drain stops)."""
         while self._drains:

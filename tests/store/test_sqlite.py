@@ -12,10 +12,10 @@ import pytest
 
 from sidecar.errors import SchemaTooNew, SessionNotFound, StoreUnavailable
 from sidecar.model import CompactionPlan, Event, Part, Role
-from sidecar.store import sqlite_reads, sqlite_schema
+from sidecar.store import sqlite_schema
 from sidecar.store.protocol import SearchQuery
 from sidecar.store.sqlite import SqliteStore, run_in_connection_thread
-from sidecar.store.sqlite_reads import ACTIVE_WINDOW_SQL
+from sidecar.store.sqlite_reads import ACTIVE_ROWS_SQL, ACTIVE_WINDOW_SQL
 from sidecar.store.sqlite_schema import MIGRATIONS, Migration, current_version, migrate
 
 
@@ -151,7 +151,7 @@ def test_constructor_rejects_bad_settings(path: str) -> None:
         SqliteStore(path, readers=0)
 
 
-@pytest.mark.parametrize("sql", [ACTIVE_WINDOW_SQL, sqlite_reads._ACTIVE_ROWS_SQL])
+@pytest.mark.parametrize("sql", [ACTIVE_WINDOW_SQL, ACTIVE_ROWS_SQL])
 async def test_active_window_query_uses_the_partial_index(
     path: str, store: SqliteStore, sql: str
 ) -> None:

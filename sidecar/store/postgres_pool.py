@@ -1,0 +1,156 @@
+"""The PostgreSQL store's connections: one asyncpg pool, each call one transaction on it.
+
+Writes run in READ COMMITTED, serialized per session by a row lock (see
+``postgres_writes``); reads that need one snapshot (a session and its
+window) in a REPEATABLE READ, READ ONLY one.
+
+Failures. Anything that means "the database cannot answer now" — refused or
+dropped connections, a shutdown or failover in progress, too many
+connections, a full disk, a statement timeout, a serialization failure — is
+StoreUnavailable (gRPC UNAVAILABLE), so clients retry and health turns
+NOT_SERVING. The pool replaces broken connections as they are returned, so
+service resumes by itself when the database is back. Reads and appends (which
+are idempotent by event id) are retried once at once on such a failure: the
+first call after a database restart usually meets a pooled connection the
+server has closed, and should not fail for that.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import asyncpg
+
+from sidecar.errors import InvalidConfig, StoreUnavailable
+from sidecar.store.postgres_schema import Db, folds_accents, migrate
+
+T = TypeVar("T")
+log = logging.getLogger("sidecar.store.postgres")  # the store's own: operators filter on it
+
+UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,  # refused, reset, unreachable, DNS
+    TimeoutError,
+    ssl.SSLError,
+    asyncpg.PostgresConnectionError,  # dropped connection, rejected login
+    asyncpg.InterfaceError,  # connection closed under us, pool closing
+    asyncpg.exceptions.InternalClientError,  # protocol state left behind by a dropped link
+    asyncpg.exceptions.OperatorInterventionError,  # shutdown, crash, statement timeout
+    asyncpg.exceptions.InsufficientResourcesError,  # disk full, too many connections
+    asyncpg.exceptions.TransactionRollbackError,  # serialization failure, deadlock
+    asyncpg.exceptions.ReadOnlySQLTransactionError,  # connected to a standby after failover
+)
+"""What an outage raises: each is StoreUnavailable, never the call's own failure."""
+
+
+class PostgresPool:
+    """The pool every call of a PostgresStore runs on (see the module docstring)."""
+
+    def __init__(
+        self,
+        dsn: str,
+        where: str,
+        *,
+        pool_size: int,
+        connect_timeout_s: float,
+        statement_timeout_s: float,
+    ) -> None:
+        self.dsn = dsn
+        self.where = where
+        """The database's URL without its password, for errors and logs."""
+        self.pool_size = pool_size
+        self.connect_timeout_s = connect_timeout_s
+        self.statement_timeout_s = statement_timeout_s
+        self.pool: asyncpg.Pool | None = None
+        """The asyncpg pool while open, else None."""
+        self.folds_accents = False
+        """Whether search folds accents (the unaccent extension was there); set by open."""
+
+    async def open(self) -> None:
+        """Connect, and run pending migrations (SchemaTooNew if the database is newer)."""
+        if self.pool is not None:
+            return
+        try:
+            pool = await asyncpg.create_pool(
+                self.dsn,
+                min_size=min(2, self.pool_size),
+                max_size=self.pool_size,
+                timeout=self.connect_timeout_s,
+                command_timeout=self.statement_timeout_s,
+                # Statements differ per batch size; a server-side cache per shape is
+                # cheap, and it is dropped with the connection.
+                statement_cache_size=256,
+            )
+        except UNAVAILABLE_ERRORS as exc:
+            raise StoreUnavailable(f"postgres {self.where}: {exc}") from exc
+        except asyncpg.PostgresError as exc:  # bad credentials, no such database
+            raise InvalidConfig("store", f"postgres {self.where}: {exc}") from exc
+        try:
+            async with pool.acquire() as db:
+                await migrate(db, self.where)
+                self.folds_accents = await folds_accents(db)
+        except BaseException:
+            await pool.close()
+            raise
+        if not self.folds_accents:
+            log.warning(
+                "postgres %s: the unaccent extension could not be installed, so search"
+                ' does not fold accents ("cafe" will not find "café"); install'
+                " PostgreSQL's contrib package, or have an owner run CREATE EXTENSION"
+                " unaccent, then run ALTER TEXT SEARCH CONFIGURATION"
+                " compaction_search ALTER MAPPING FOR hword, hword_part, word WITH"
+                " unaccent, simple and rebuild the search column",
+                self.where,
+            )
+        self.pool = pool
+
+    async def close(self) -> None:
+        """Wait for the calls in flight, then disconnect."""
+        pool, self.pool = self.pool, None
+        if pool is not None:
+            await pool.close()
+
+    async def run(self, body: Callable[[Db], Awaitable[T]], *, retry: bool) -> T:
+        """Run ``body`` on a pooled connection; map outages to StoreUnavailable."""
+        attempts = 2 if retry else 1
+        for attempt in range(1, attempts + 1):
+            pool = self.pool
+            if pool is None:
+                raise StoreUnavailable("postgres store is not open")
+            try:
+                async with pool.acquire(timeout=self.connect_timeout_s) as db:
+                    try:
+                        return await body(db)
+                    except UNAVAILABLE_ERRORS:
+                        # A connection in doubt is never handed to the next caller, and
+                        # its siblings likely died with it (a restart, a failover): the
+                        # pool reconnects each before its next use.
+                        db.terminate()
+                        await pool.expire_connections()
+                        raise
+            except UNAVAILABLE_ERRORS as exc:
+                if attempt < attempts:
+                    log.info("postgres call failed (%s), retrying once", exc)
+                    continue
+                raise StoreUnavailable(f"postgres {self.where}: {exc}") from exc
+        raise AssertionError("unreachable")
+
+    async def write(self, body: Callable[[Db], Awaitable[T]], *, retry: bool = False) -> T:
+        """Run ``body`` as one READ COMMITTED transaction."""
+
+        async def in_transaction(db: Db) -> T:
+            async with db.transaction():
+                return await body(db)
+
+        return await self.run(in_transaction, retry=retry)
+
+    async def read(self, body: Callable[[Db], Awaitable[T]]) -> T:
+        """Run ``body`` as one read-only snapshot (REPEATABLE READ)."""
+
+        async def in_snapshot(db: Db) -> T:
+            async with db.transaction(isolation="repeatable_read", readonly=True):
+                return await body(db)
+
+        return await self.run(in_snapshot, retry=True)

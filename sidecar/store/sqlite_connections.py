@@ -1,0 +1,138 @@
+"""The SQLite store's connections, and each call one transaction on them.
+
+One writer connection, a small pool of reader connections (WAL lets readers
+run while the writer commits), connections of their own for searches, so
+that no search, however long, keeps a context read waiting for a reader
+(``sqlite_search``), and one for checkpoints (``sqlite_checkpoints``).
+aiosqlite gives each connection its own thread; a whole transaction
+(BEGIN ... COMMIT and every statement between) is queued to that thread as
+ONE function, so:
+
+- nothing blocks the event loop;
+- transactions never interleave, however many coroutines call the store at
+  once: the writer's thread runs them one after the other (``sqlite_writer``);
+- a transaction costs one thread hop, not one per statement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import aiosqlite
+
+from sidecar.errors import StoreUnavailable
+from sidecar.store.sqlite_checkpoints import Checkpointer
+from sidecar.store.sqlite_schema import (
+    SYNCHRONOUS_MODES,
+    configure_reader,
+    configure_writer,
+    migrate,
+)
+from sidecar.store.sqlite_search import SearchConnections
+from sidecar.store.sqlite_threads import run_in_connection_thread
+from sidecar.store.sqlite_writer import SqliteWriter, in_transaction
+
+T = TypeVar("T")
+
+
+class SqliteConnections:
+    """Every connection of one SqliteStore's file (see the module docstring)."""
+
+    def __init__(
+        self, path: str, *, synchronous: str, readers: int, search_connections: int
+    ) -> None:
+        if synchronous.upper() not in SYNCHRONOUS_MODES:
+            raise ValueError(f"synchronous must be one of {SYNCHRONOUS_MODES}, got {synchronous!r}")
+        if readers < 1:
+            raise ValueError(f"readers must be at least 1, got {readers}")
+        self.path = path
+        self.synchronous = synchronous.upper()
+        self._reader_count = readers
+        self.writer: SqliteWriter | None = None
+        """The writer while open, else None."""
+        self._readers: list[aiosqlite.Connection] = []
+        self._idle: asyncio.Queue[aiosqlite.Connection] = asyncio.Queue()
+        self._searches = SearchConnections(search_connections)
+        self._checkpointer = Checkpointer()
+
+    def require_writer(self) -> SqliteWriter:
+        """The writer; StoreUnavailable when the store is not open."""
+        writer = self.writer
+        if writer is None:
+            raise StoreUnavailable("sqlite store is not open")
+        return writer
+
+    async def open(self) -> None:
+        """Connect, set the pragmas, run pending migrations (SchemaTooNew if the file is newer)."""
+        writer = await aiosqlite.connect(self.path, isolation_level=None)
+        try:
+            await run_in_connection_thread(
+                writer, lambda db: configure_writer(db, self.synchronous)
+            )
+            await run_in_connection_thread(writer, lambda db: migrate(db, self.path))
+            for _ in range(self._reader_count):
+                reader = await aiosqlite.connect(self.path, isolation_level=None)
+                self._readers.append(reader)
+                await run_in_connection_thread(reader, configure_reader)
+                self._idle.put_nowait(reader)
+            await self._searches.open(self.path)
+            await self._checkpointer.open(self.path)
+        except BaseException:
+            await writer.close()
+            await self._close_readers()
+            await self._searches.close(wait=False)
+            await self._checkpointer.close()
+            raise
+        self.writer = SqliteWriter(writer)
+
+    async def close(self) -> None:
+        """Let the writes in flight commit and the reads finish (stopping searches), disconnect."""
+        writer = self.writer
+        if writer is None:
+            return
+        await writer.idle()  # the writes running and queued still commit
+        self.writer = None
+        await self._searches.close()  # searches in flight are stopped: they are only reads
+        # Taking every reader back from the pool waits for the reads in flight.
+        for _ in self._readers:
+            await self._idle.get()
+        await self._close_readers()
+        await self._checkpointer.close()
+        # Queued after any write in flight, on the writer's own thread. Cheap, and
+        # keeps the planner's statistics fresh for the next open.
+        await run_in_connection_thread(writer.connection, lambda db: db.execute("PRAGMA optimize"))
+        await writer.connection.close()
+
+    async def _close_readers(self) -> None:
+        readers, self._readers = self._readers, []
+        self._idle = asyncio.Queue()
+        for reader in readers:
+            await reader.close()
+
+    async def write(
+        self, body: Callable[[sqlite3.Connection], T], *, session_id: str = "", weight: int = 1
+    ) -> T:
+        """Run ``body`` in an IMMEDIATE transaction on the writer's thread (``sqlite_writer``)."""
+        return await self.require_writer().write(body, session_id=session_id, weight=weight)
+
+    async def write_many(
+        self, writes: Sequence[tuple[Callable[[sqlite3.Connection], T], str, int]]
+    ) -> list[T | Exception]:
+        """Queue each ``(body, session_id, weight)`` at once; each one's outcome or error."""
+        return await self.require_writer().write_many(writes)
+
+    async def read(self, body: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``body`` as one read transaction (one snapshot) on an idle reader."""
+        self.require_writer()
+        reader = await self._idle.get()
+        try:
+            return await run_in_connection_thread(reader, in_transaction(body, begin="BEGIN"))
+        finally:
+            self._idle.put_nowait(reader)
+
+    async def search(self, body: Callable[[sqlite3.Connection], T], timeout_s: float | None) -> T:
+        """Run ``body`` as one read transaction on a search connection, stopped on time."""
+        return await self._searches.run(body, timeout_s)
