@@ -21,7 +21,7 @@ from google.rpc import code_pb2
 from grpc_status import rpc_status
 
 from sidecar.compaction.policy import CompactionPolicy
-from sidecar.engine.engine import AppendResult, SessionEngine
+from sidecar.engine.engine import SessionEngine
 from sidecar.engine.validation import check_labels
 from sidecar.engine.watchers import Lagged
 from sidecar.errors import InvalidArgument, LimitExceeded
@@ -34,13 +34,15 @@ from sidecar.gen.compaction.v1 import (
 from sidecar.gen.compaction.v1 import (
     session_pb2,
 )
-from sidecar.model import CompactionResult, Event, LabelUpdate, ModelUsage, Session
+from sidecar.model import CompactionResult, Event, Session
 from sidecar.providers.fragments import Fragments
 from sidecar.providers.prefix import StablePrefix
 from sidecar.providers.render import ContextFormat
 from sidecar.server import answers, compaction_ids, convert, fields, renderings
+from sidecar.server.appends import Appends
 from sidecar.server.auth import TokenFile
 from sidecar.server.context_cache import ContextResponses, EventBlobs
+from sidecar.server.decoding import Undecodable
 from sidecar.server.fields import status_of
 from sidecar.server.inflight import InflightBudget
 from sidecar.server.status import to_status
@@ -136,7 +138,10 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         self.contexts = ContextResponses(cache_bytes - cache_bytes // 2)
         self.last_call = time.monotonic()
         """When the last unary call or stream batch came in (``time.monotonic``)."""
-        self._stream_batches = StreamBatches(self)
+        self.appends = Appends(engine, self.contexts, self.blobs)
+        """AppendEvents' and StreamEvents' appends, which keep the kept answers true."""
+        self.stream_batches = StreamBatches(engine, self.appends, max_message_bytes)
+        """StreamEvents' answers to each batch of requests that arrived together."""
         self.context_reads: collections.Counter[str] = collections.Counter()
         """GetContext answers by how they were made: ``kept`` or ``built``."""
 
@@ -271,59 +276,12 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
 
     # -- appends ----------------------------------------------------------
 
-    async def append(
-        self,
-        session_id: str,
-        events: Any,
-        expected_version: int,
-        create_if_missing: bool,
-        label_updates: Sequence[pb.LabelUpdate] = (),
-        usage: ModelUsage | None = None,
-    ) -> AppendResult:
-        stored = fields.stored(session_id)
-        updates = [
-            LabelUpdate(
-                session_id=(
-                    fields.stored(u.session_id, f"label_updates[{i}].session_id")
-                    if u.session_id
-                    else ""
-                ),
-                set=dict(u.set),
-                remove=tuple(u.remove),
-                expected_version=fields.optional_version(u.expected_version),
-            )
-            for i, u in enumerate(label_updates)
-        ]
-        result = await self.engine.append(
-            stored,
-            convert.events_in(events, self.engine.limits),
-            expected_version=fields.optional_version(expected_version),
-            create_if_missing=create_if_missing,
-            label_updates=updates,
-            usage=usage,
-        )
-        for update in updates:
-            if update.session_id:
-                self.contexts.forget(update.session_id)
-        self.appended(stored, result)
-        return result
-
-    def appended(self, stored: str, result: AppendResult) -> None:
-        """Carry the session's kept GetContext answer forward over an append, or drop it."""
-        if result.written == 0 or (result.compaction is not None and result.compaction.compacted):
-            # A retry changes nothing here, but the version it reports may have moved
-            # elsewhere (a background summary, another replica): the kept answer cannot
-            # be carried forward on its word.
-            self.contexts.forget(stored)
-        else:
-            self.contexts.appended(stored, result.session, result.events, self.blobs)
-
     @unary
     async def AppendEvents(
         self, request: pb.AppendEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.AppendEventsResponse:
         async with self.inflight.holding(request.ByteSize(), context.peer()):
-            result = await self.append(
+            result = await self.appends.append(
                 request.session_id,
                 request.events,
                 request.expected_version,
@@ -355,7 +313,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             await abort(context, exc)
             raise  # unreachable: abort raises
         stream = EventStream(
-            answer=self._stream_batches.answer,
+            answer=self._answer_batch,
             watch=lambda session_id: self.engine.watch(fields.stored(session_id)),
             revoked=functools.partial(self.revoked, context, scope),
             budget=self.inflight,
@@ -372,6 +330,12 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, REVOKED)
         finally:
             self._close_stream(peer)
+
+    async def _answer_batch(
+        self, requests: list[pb.StreamEventsRequest | Undecodable]
+    ) -> list[pb.StreamEventsResponse]:
+        self.last_call = time.monotonic()  # a stream's batch is a call, for the idle clock
+        return await self.stream_batches.answer(requests)
 
     # -- context and compaction -------------------------------------------
 
