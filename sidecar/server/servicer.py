@@ -8,12 +8,11 @@ in ``status.py`` and nowhere else.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
@@ -34,13 +33,12 @@ from sidecar.gen.compaction.v1 import (
 from sidecar.gen.compaction.v1 import (
     session_pb2,
 )
-from sidecar.model import CompactionResult, Event, Session
+from sidecar.model import CompactionResult, Session
 from sidecar.providers.fragments import Fragments
-from sidecar.providers.prefix import StablePrefix
-from sidecar.providers.render import ContextFormat
-from sidecar.server import answers, compaction_ids, convert, fields, renderings
+from sidecar.server import answers, compaction_ids, convert, fields
 from sidecar.server.appends import Appends
 from sidecar.server.auth import TokenFile
+from sidecar.server.context_answers import ContextAnswers
 from sidecar.server.context_cache import ContextResponses, EventBlobs
 from sidecar.server.decoding import Undecodable
 from sidecar.server.fields import status_of
@@ -142,7 +140,15 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         """AppendEvents' and StreamEvents' appends, which keep the kept answers true."""
         self.stream_batches = StreamBatches(engine, self.appends, max_message_bytes)
         """StreamEvents' answers to each batch of requests that arrived together."""
-        self.context_reads: collections.Counter[str] = collections.Counter()
+        self.context_answers = ContextAnswers(
+            engine,
+            blobs=self.blobs,
+            fragments=self.fragments,
+            contexts=self.contexts,
+            max_message_bytes=max_message_bytes,
+        )
+        """GetContext's answers, kept in the caches above or built."""
+        self.context_reads = self.context_answers.reads
         """GetContext answers by how they were made: ``kept`` or ``built``."""
 
     def _session_out(self, session: Session, out: session_pb2.Session) -> session_pb2.Session:
@@ -343,61 +349,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     async def GetContext(
         self, request: pb.GetContextRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.GetContextResponse:
-        session_id = fields.stored(request.session_id)
-        fmt = renderings.format_in(request.format)
-        if session_id in self.contexts:  # one header read tells whether it still holds
-            header = await self.store.get_session(session_id)
-            kept = self.contexts.get(session_id, header)
-            if fmt is not None and kept is not None:
-                kept = self._kept_rendered(session_id, header, kept, fmt)
-            if kept is not None:
-                self.engine.models.note(header)  # the estimate a usage report is held to
-                self.context_reads["kept"] += 1
-                # a rendered answer is fitted already (see renderings.rendered)
-                return (
-                    kept if fmt is not None else answers.fit_context(kept, self.max_message_bytes)
-                )
-        session, events = await self.engine.context(session_id)
-        prefix = StablePrefix(session, events, self.blobs.digest)
-        out = self.blobs.response(session, events, prefix, self.max_message_bytes)
-        self.context_reads["built"] += 1
-        if out.content_omitted:  # read in parts by the client: neither kept nor rendered
-            return out
-        self.contexts.put(session_id, session, out, events, prefix)
-        if fmt is not None:
-            return self._rendered(session_id, session, out, events, fmt)
-        return out
-
-    def _kept_rendered(
-        self,
-        session_id: str,
-        session: Session,
-        kept: pb.GetContextResponse,
-        fmt: ContextFormat,
-    ) -> pb.GetContextResponse | None:
-        """The kept answer in ``fmt``: kept itself, or rendered from the kept window; None
-        when the window is not kept (then it is read again)."""
-        rendered = self.contexts.rendered(session_id, fmt)
-        if rendered is not None:
-            return rendered
-        window = self.contexts.window(session_id)
-        if window is None:
-            return None
-        return self._rendered(session_id, session, kept, window, fmt)
-
-    def _rendered(
-        self,
-        session_id: str,
-        session: Session,
-        answer: pb.GetContextResponse,
-        window: Sequence[Event],
-        fmt: ContextFormat,
-    ) -> pb.GetContextResponse:
-        """``answer`` (for ``window``) rendered in ``fmt``, and kept beside it."""
-        out = renderings.rendered(answer, window, fmt, self.max_message_bytes, self.fragments)
-        if out.rendering_bytes:  # not when the answer goes out without content
-            self.contexts.keep_rendered(session_id, session, fmt, out.answer, out.rendering_bytes)
-        return out.answer
+        return await self.context_answers.get_context(request)
 
     @unary
     async def Compact(
