@@ -1,8 +1,12 @@
 """The CompactionService servicer: protobuf in, engine call, protobuf out.
 
 Every handler converts its request to the model, calls the engine (or the
-store for plain reads), and converts back. Errors are mapped to status codes
-in ``status.py`` and nowhere else.
+store for plain reads), and converts back. This is the gRPC surface: the
+handlers live beside it, one module per concept (``sessions``, ``appends``
+with ``stream_batches`` and ``streams``, ``context_answers``, ``history``);
+Compact and WatchSession are here. A unary handler's error is logged and
+answered here (``unary``); errors are mapped to status codes in
+``status.py`` and nowhere else.
 """
 
 from __future__ import annotations
@@ -19,9 +23,7 @@ import grpc
 from google.rpc import code_pb2
 from grpc_status import rpc_status
 
-from sidecar.compaction.policy import CompactionPolicy
 from sidecar.engine.engine import SessionEngine
-from sidecar.engine.validation import check_labels
 from sidecar.engine.watchers import Lagged
 from sidecar.errors import InvalidArgument, LimitExceeded
 from sidecar.gen.compaction.v1 import (
@@ -33,22 +35,22 @@ from sidecar.gen.compaction.v1 import (
 from sidecar.gen.compaction.v1 import (
     session_pb2,
 )
-from sidecar.model import CompactionResult, Session
+from sidecar.model import CompactionResult
 from sidecar.providers.fragments import Fragments
-from sidecar.server import answers, compaction_ids, convert, fields
+from sidecar.server import answers, convert, fields
 from sidecar.server.appends import Appends
 from sidecar.server.auth import TokenFile
 from sidecar.server.context_answers import ContextAnswers
 from sidecar.server.context_cache import ContextResponses, EventBlobs
 from sidecar.server.decoding import Undecodable
 from sidecar.server.fields import status_of
+from sidecar.server.history import History
 from sidecar.server.inflight import InflightBudget
+from sidecar.server.sessions import SessionHeaders
 from sidecar.server.status import to_status
 from sidecar.server.stream_batches import StreamBatches
 from sidecar.server.streams import EventStream, Revoked
 from sidecar.server.tenancy import Scope, current_scope
-from sidecar.store.protocol import SearchQuery, SessionFilter
-from sidecar.store.search_terms import query_terms
 
 log = logging.getLogger(__name__)
 
@@ -150,11 +152,15 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         """GetContext's answers, kept in the caches above or built."""
         self.context_reads = self.context_answers.reads
         """GetContext answers by how they were made: ``kept`` or ``built``."""
-
-    def _session_out(self, session: Session, out: session_pb2.Session) -> session_pb2.Session:
-        convert.session_out(session, out, self.engine.models.profile(session))
-        out.session_id = current_scope.get().outside(session.session_id)
-        return out
+        self.history = History(
+            engine,
+            self.contexts,
+            max_message_bytes=max_message_bytes,
+            search_timeout_s=search_timeout_s,
+        )
+        """The log's handlers: compaction records, restores, events and search."""
+        self.sessions = SessionHeaders(engine, self.contexts)
+        """The session headers' handlers: create, get, list, update, delete."""
 
     def drop_caches(self) -> None:
         """Forget the kept GetContext answers and events' wire bytes."""
@@ -214,71 +220,31 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     async def CreateSession(
         self, request: pb.CreateSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> session_pb2.Session:
-        policy = convert.policy_in(request.policy) if request.HasField("policy") else None
-        session = await self.engine.create_session(
-            fields.stored(request.session_id),
-            policy=policy,
-            labels=dict(request.labels),
-            model=request.model,
-        )
-        return self._session_out(session, session_pb2.Session())
+        return await self.sessions.create_session(request)
 
     @unary
     async def GetSession(
         self, request: pb.GetSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> session_pb2.Session:
-        session = await self.store.get_session(fields.stored(request.session_id))
-        return self._session_out(session, session_pb2.Session())
+        return await self.sessions.get_session(request)
 
     @unary
     async def ListSessions(
         self, request: pb.ListSessionsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.ListSessionsResponse:
-        check_labels(request.label_filter, self.engine.limits, "label_filter")
-        page = await self.store.list_sessions(
-            SessionFilter(labels=dict(request.label_filter), id_prefix=current_scope.get().prefix),
-            page_size=request.page_size,
-            page_token=request.page_token,
-        )
-        out = pb.ListSessionsResponse(next_page_token=page.next_page_token)
-        for session in page.items:
-            self._session_out(session, out.sessions.add())
-        return out
+        return await self.sessions.list_sessions(request)
 
     @unary
     async def UpdateSession(
         self, request: pb.UpdateSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> session_pb2.Session:
-        session_id = fields.stored(request.session.session_id, "session.session_id")
-        paths = list(request.update_mask.paths)
-        if not paths:
-            raise InvalidArgument("update_mask", "name at least one of: policy, labels, model")
-        unknown = [p for p in paths if p not in ("policy", "labels", "model")]
-        if unknown:
-            raise InvalidArgument("update_mask.paths", f"cannot update {unknown[0][:64]!r}")
-        new_policy: CompactionPolicy | None = None
-        if "policy" in paths and request.session.HasField("policy"):
-            new_policy = convert.policy_in(request.session.policy, "session.policy")
-        self.contexts.forget(session_id)
-        session = await self.engine.update_session(
-            session_id,
-            policy=new_policy,
-            set_policy="policy" in paths,
-            labels=dict(request.session.labels) if "labels" in paths else None,
-            model=request.session.model if "model" in paths else None,
-            expected_version=fields.optional_version(request.expected_version),
-        )
-        return self._session_out(session, session_pb2.Session())
+        return await self.sessions.update_session(request)
 
     @unary
     async def DeleteSession(
         self, request: pb.DeleteSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.DeleteSessionResponse:
-        session_id = fields.stored(request.session_id)
-        self.contexts.forget(session_id)
-        await self.store.delete_session(session_id)
-        self.engine.models.forget(session_id)  # its estimates go with it
-        return pb.DeleteSessionResponse()
+        return await self.sessions.delete_session(request)
 
     # -- appends ----------------------------------------------------------
 
@@ -419,105 +385,22 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     async def ListCompactions(
         self, request: pb.ListCompactionsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.ListCompactionsResponse:
-        session_id = fields.stored(request.session_id)
-        budget = self.max_message_bytes // 2
-        if request.ids_of:  # one record's ids, page by page
-            record = await self.engine.restores.record(session_id, request.ids_of)
-            listed, token = compaction_ids.ids_page(
-                record, request.page_size, request.page_token, budget
-            )
-            return pb.ListCompactionsResponse(compactions=[listed], next_page_token=token)
-        page = await self.engine.restores.history(
-            session_id,
-            page_size=request.page_size,
-            page_token=request.page_token,
-            max_bytes=budget,
-        )
-        out = pb.ListCompactionsResponse(next_page_token=page.next_page_token)
-        for record in page.items:
-            added = out.compactions.add()
-            convert.record_out(record, added)
-            answers.fit_record(added, budget)  # a record alone past a page: its ids left out
-        return out
+        return await self.history.list_compactions(request)
 
     @unary
     async def RestoreCompaction(
         self, request: pb.RestoreCompactionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.RestoreCompactionResponse:
-        session_id = fields.stored(request.session_id)
-        self.contexts.forget(session_id)
-        result = await self.engine.restores.restore(
-            session_id,
-            request.compaction_id,
-            expected_version=fields.optional_version(request.expected_version),
-            pause_auto_compaction=request.pause_auto_compaction,
-        )
-        return await self.engine.window_work.run(self._restore_answer, result)
-
-    def _restore_answer(self, result: CompactionResult) -> pb.RestoreCompactionResponse:
-        out = pb.RestoreCompactionResponse()
-        answers.result_out(result, out.result, self.max_message_bytes)
-        answers.fit_result(out.result, out, self.max_message_bytes)
-        return out
+        return await self.history.restore_compaction(request)
 
     @unary
     async def ListEvents(
         self, request: pb.ListEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.ListEventsResponse:
-        page = await self.store.list_events(
-            fields.stored(request.session_id),
-            page_size=request.page_size,
-            page_token=request.page_token,
-            include_archived=not request.active_only,
-            max_bytes=self.max_message_bytes // 2,
-        )
-        out = pb.ListEventsResponse(next_page_token=page.next_page_token)
-        convert.events_out(page.items, out.events)
-        return out
+        return await self.history.list_events(request)
 
     @unary
     async def SearchEvents(
         self, request: pb.SearchEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.SearchEventsResponse:
-        if not request.query.strip():
-            raise InvalidArgument("query", "is required")
-        query_terms(request.query)  # past the bounds, refused before the store is touched
-        scope = current_scope.get()
-        query = SearchQuery(
-            text=request.query,
-            session_id=fields.stored(request.session_id) if request.session_id else None,
-            session_prefix=scope.prefix,
-            roles=tuple(convert.role_in(r, f"roles[{i}]") for i, r in enumerate(request.roles)),
-            include_active=request.include_active,
-            since=convert.time_in(request.since, "since") if request.HasField("since") else None,
-            until=convert.time_in(request.until, "until") if request.HasField("until") else None,
-        )
-        remaining = context.time_remaining()
-        budget = self.search_timeout_s
-        by_deadline = remaining is not None and remaining < budget
-        try:
-            page = await self.store.search(
-                query,
-                page_size=request.page_size,
-                page_token=request.page_token,
-                timeout_s=remaining if by_deadline else budget,
-                max_bytes=self.max_message_bytes // 2,
-            )
-        except TimeoutError:
-            if by_deadline:
-                raise  # the caller's own deadline: DEADLINE_EXCEEDED
-            raise LimitExceeded(
-                "search_timeout_s",
-                f"the search ran past {budget:g} s, the longest one may take; narrow it"
-                " (rarer words, one session, a time range, a smaller page)",
-            ) from None
-        out = pb.SearchEventsResponse(next_page_token=page.next_page_token)
-        for hit in page.items:
-            added = out.hits.add(
-                session_id=scope.outside(hit.session_id),
-                rank=hit.rank,
-                snippet=hit.snippet,
-                archived_by=hit.archived_by,
-            )
-            convert.event_out(hit.event, added.event)
-        return out
+        return await self.history.search_events(request, context)
