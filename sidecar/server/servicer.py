@@ -1,28 +1,29 @@
 """The CompactionService servicer: protobuf in, engine call, protobuf out.
 
 Every handler converts its request to the model, calls the engine (or the
-store for plain reads), and converts back. Errors are mapped to status codes
-in ``status.py`` and nowhere else.
+store for plain reads), and converts back. This is the gRPC surface: the
+handlers live beside it, one module per concept (``sessions``, ``appends``
+with ``stream_batches`` and ``streams``, ``context_answers``, ``history``);
+Compact and WatchSession are here. A unary handler's error is logged and
+answered here (``unary``); errors are mapped to status codes in
+``status.py`` and nowhere else.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
 from google.rpc import code_pb2
 from grpc_status import rpc_status
 
-from sidecar.compaction.policy import CompactionPolicy
-from sidecar.engine.engine import AppendResult, SessionEngine
-from sidecar.engine.validation import check_labels
+from sidecar.engine.engine import SessionEngine
 from sidecar.engine.watchers import Lagged
 from sidecar.errors import InvalidArgument, LimitExceeded
 from sidecar.gen.compaction.v1 import (
@@ -34,21 +35,22 @@ from sidecar.gen.compaction.v1 import (
 from sidecar.gen.compaction.v1 import (
     session_pb2,
 )
-from sidecar.model import CompactionResult, Event, LabelUpdate, ModelUsage, Session
+from sidecar.model import CompactionResult
 from sidecar.providers.fragments import Fragments
-from sidecar.providers.prefix import StablePrefix
-from sidecar.providers.render import ContextFormat
-from sidecar.server import answers, compaction_ids, convert, fields, renderings
+from sidecar.server import answers, convert, fields
+from sidecar.server.appends import Appends
 from sidecar.server.auth import TokenFile
+from sidecar.server.context_answers import ContextAnswers
 from sidecar.server.context_cache import ContextResponses, EventBlobs
+from sidecar.server.decoding import Undecodable
 from sidecar.server.fields import status_of
+from sidecar.server.history import History
 from sidecar.server.inflight import InflightBudget
+from sidecar.server.sessions import SessionHeaders
 from sidecar.server.status import to_status
 from sidecar.server.stream_batches import StreamBatches
 from sidecar.server.streams import EventStream, Revoked
 from sidecar.server.tenancy import Scope, current_scope
-from sidecar.store.protocol import SearchQuery, SessionFilter
-from sidecar.store.search_terms import query_terms
 
 log = logging.getLogger(__name__)
 
@@ -136,14 +138,29 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         self.contexts = ContextResponses(cache_bytes - cache_bytes // 2)
         self.last_call = time.monotonic()
         """When the last unary call or stream batch came in (``time.monotonic``)."""
-        self._stream_batches = StreamBatches(self)
-        self.context_reads: collections.Counter[str] = collections.Counter()
+        self.appends = Appends(engine, self.contexts, self.blobs)
+        """AppendEvents' and StreamEvents' appends, which keep the kept answers true."""
+        self.stream_batches = StreamBatches(engine, self.appends, max_message_bytes)
+        """StreamEvents' answers to each batch of requests that arrived together."""
+        self.context_answers = ContextAnswers(
+            engine,
+            blobs=self.blobs,
+            fragments=self.fragments,
+            contexts=self.contexts,
+            max_message_bytes=max_message_bytes,
+        )
+        """GetContext's answers, kept in the caches above or built."""
+        self.context_reads = self.context_answers.reads
         """GetContext answers by how they were made: ``kept`` or ``built``."""
-
-    def _session_out(self, session: Session, out: session_pb2.Session) -> session_pb2.Session:
-        convert.session_out(session, out, self.engine.models.profile(session))
-        out.session_id = current_scope.get().outside(session.session_id)
-        return out
+        self.history = History(
+            engine,
+            self.contexts,
+            max_message_bytes=max_message_bytes,
+            search_timeout_s=search_timeout_s,
+        )
+        """The log's handlers: compaction records, restores, events and search."""
+        self.sessions = SessionHeaders(engine, self.contexts)
+        """The session headers' handlers: create, get, list, update, delete."""
 
     def drop_caches(self) -> None:
         """Forget the kept GetContext answers and events' wire bytes."""
@@ -203,127 +220,40 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     async def CreateSession(
         self, request: pb.CreateSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> session_pb2.Session:
-        policy = convert.policy_in(request.policy) if request.HasField("policy") else None
-        session = await self.engine.create_session(
-            fields.stored(request.session_id),
-            policy=policy,
-            labels=dict(request.labels),
-            model=request.model,
-        )
-        return self._session_out(session, session_pb2.Session())
+        return await self.sessions.create_session(request)
 
     @unary
     async def GetSession(
         self, request: pb.GetSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> session_pb2.Session:
-        session = await self.store.get_session(fields.stored(request.session_id))
-        return self._session_out(session, session_pb2.Session())
+        return await self.sessions.get_session(request)
 
     @unary
     async def ListSessions(
         self, request: pb.ListSessionsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.ListSessionsResponse:
-        check_labels(request.label_filter, self.engine.limits, "label_filter")
-        page = await self.store.list_sessions(
-            SessionFilter(labels=dict(request.label_filter), id_prefix=current_scope.get().prefix),
-            page_size=request.page_size,
-            page_token=request.page_token,
-        )
-        out = pb.ListSessionsResponse(next_page_token=page.next_page_token)
-        for session in page.items:
-            self._session_out(session, out.sessions.add())
-        return out
+        return await self.sessions.list_sessions(request)
 
     @unary
     async def UpdateSession(
         self, request: pb.UpdateSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> session_pb2.Session:
-        session_id = fields.stored(request.session.session_id, "session.session_id")
-        paths = list(request.update_mask.paths)
-        if not paths:
-            raise InvalidArgument("update_mask", "name at least one of: policy, labels, model")
-        unknown = [p for p in paths if p not in ("policy", "labels", "model")]
-        if unknown:
-            raise InvalidArgument("update_mask.paths", f"cannot update {unknown[0][:64]!r}")
-        new_policy: CompactionPolicy | None = None
-        if "policy" in paths and request.session.HasField("policy"):
-            new_policy = convert.policy_in(request.session.policy, "session.policy")
-        self.contexts.forget(session_id)
-        session = await self.engine.update_session(
-            session_id,
-            policy=new_policy,
-            set_policy="policy" in paths,
-            labels=dict(request.session.labels) if "labels" in paths else None,
-            model=request.session.model if "model" in paths else None,
-            expected_version=fields.optional_version(request.expected_version),
-        )
-        return self._session_out(session, session_pb2.Session())
+        return await self.sessions.update_session(request)
 
     @unary
     async def DeleteSession(
         self, request: pb.DeleteSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.DeleteSessionResponse:
-        session_id = fields.stored(request.session_id)
-        self.contexts.forget(session_id)
-        await self.store.delete_session(session_id)
-        self.engine.models.forget(session_id)  # its estimates go with it
-        return pb.DeleteSessionResponse()
+        return await self.sessions.delete_session(request)
 
     # -- appends ----------------------------------------------------------
-
-    async def append(
-        self,
-        session_id: str,
-        events: Any,
-        expected_version: int,
-        create_if_missing: bool,
-        label_updates: Sequence[pb.LabelUpdate] = (),
-        usage: ModelUsage | None = None,
-    ) -> AppendResult:
-        stored = fields.stored(session_id)
-        updates = [
-            LabelUpdate(
-                session_id=(
-                    fields.stored(u.session_id, f"label_updates[{i}].session_id")
-                    if u.session_id
-                    else ""
-                ),
-                set=dict(u.set),
-                remove=tuple(u.remove),
-                expected_version=fields.optional_version(u.expected_version),
-            )
-            for i, u in enumerate(label_updates)
-        ]
-        result = await self.engine.append(
-            stored,
-            convert.events_in(events, self.engine.limits),
-            expected_version=fields.optional_version(expected_version),
-            create_if_missing=create_if_missing,
-            label_updates=updates,
-            usage=usage,
-        )
-        for update in updates:
-            if update.session_id:
-                self.contexts.forget(update.session_id)
-        self.appended(stored, result)
-        return result
-
-    def appended(self, stored: str, result: AppendResult) -> None:
-        """Carry the session's kept GetContext answer forward over an append, or drop it."""
-        if result.written == 0 or (result.compaction is not None and result.compaction.compacted):
-            # A retry changes nothing here, but the version it reports may have moved
-            # elsewhere (a background summary, another replica): the kept answer cannot
-            # be carried forward on its word.
-            self.contexts.forget(stored)
-        else:
-            self.contexts.appended(stored, result.session, result.events, self.blobs)
 
     @unary
     async def AppendEvents(
         self, request: pb.AppendEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.AppendEventsResponse:
         async with self.inflight.holding(request.ByteSize(), context.peer()):
-            result = await self.append(
+            result = await self.appends.append(
                 request.session_id,
                 request.events,
                 request.expected_version,
@@ -355,7 +285,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             await abort(context, exc)
             raise  # unreachable: abort raises
         stream = EventStream(
-            answer=self._stream_batches.answer,
+            answer=self._answer_batch,
             watch=lambda session_id: self.engine.watch(fields.stored(session_id)),
             revoked=functools.partial(self.revoked, context, scope),
             budget=self.inflight,
@@ -373,67 +303,19 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         finally:
             self._close_stream(peer)
 
+    async def _answer_batch(
+        self, requests: list[pb.StreamEventsRequest | Undecodable]
+    ) -> list[pb.StreamEventsResponse]:
+        self.last_call = time.monotonic()  # a stream's batch is a call, for the idle clock
+        return await self.stream_batches.answer(requests)
+
     # -- context and compaction -------------------------------------------
 
     @unary
     async def GetContext(
         self, request: pb.GetContextRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.GetContextResponse:
-        session_id = fields.stored(request.session_id)
-        fmt = renderings.format_in(request.format)
-        if session_id in self.contexts:  # one header read tells whether it still holds
-            header = await self.store.get_session(session_id)
-            kept = self.contexts.get(session_id, header)
-            if fmt is not None and kept is not None:
-                kept = self._kept_rendered(session_id, header, kept, fmt)
-            if kept is not None:
-                self.engine.models.note(header)  # the estimate a usage report is held to
-                self.context_reads["kept"] += 1
-                # a rendered answer is fitted already (see renderings.rendered)
-                return (
-                    kept if fmt is not None else answers.fit_context(kept, self.max_message_bytes)
-                )
-        session, events = await self.engine.context(session_id)
-        prefix = StablePrefix(session, events, self.blobs.digest)
-        out = self.blobs.response(session, events, prefix, self.max_message_bytes)
-        self.context_reads["built"] += 1
-        if out.content_omitted:  # read in parts by the client: neither kept nor rendered
-            return out
-        self.contexts.put(session_id, session, out, events, prefix)
-        if fmt is not None:
-            return self._rendered(session_id, session, out, events, fmt)
-        return out
-
-    def _kept_rendered(
-        self,
-        session_id: str,
-        session: Session,
-        kept: pb.GetContextResponse,
-        fmt: ContextFormat,
-    ) -> pb.GetContextResponse | None:
-        """The kept answer in ``fmt``: kept itself, or rendered from the kept window; None
-        when the window is not kept (then it is read again)."""
-        rendered = self.contexts.rendered(session_id, fmt)
-        if rendered is not None:
-            return rendered
-        window = self.contexts.window(session_id)
-        if window is None:
-            return None
-        return self._rendered(session_id, session, kept, window, fmt)
-
-    def _rendered(
-        self,
-        session_id: str,
-        session: Session,
-        answer: pb.GetContextResponse,
-        window: Sequence[Event],
-        fmt: ContextFormat,
-    ) -> pb.GetContextResponse:
-        """``answer`` (for ``window``) rendered in ``fmt``, and kept beside it."""
-        out = renderings.rendered(answer, window, fmt, self.max_message_bytes, self.fragments)
-        if out.rendering_bytes:  # not when the answer goes out without content
-            self.contexts.keep_rendered(session_id, session, fmt, out.answer, out.rendering_bytes)
-        return out.answer
+        return await self.context_answers.get_context(request)
 
     @unary
     async def Compact(
@@ -503,105 +385,22 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     async def ListCompactions(
         self, request: pb.ListCompactionsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.ListCompactionsResponse:
-        session_id = fields.stored(request.session_id)
-        budget = self.max_message_bytes // 2
-        if request.ids_of:  # one record's ids, page by page
-            record = await self.engine.restores.record(session_id, request.ids_of)
-            listed, token = compaction_ids.ids_page(
-                record, request.page_size, request.page_token, budget
-            )
-            return pb.ListCompactionsResponse(compactions=[listed], next_page_token=token)
-        page = await self.engine.restores.history(
-            session_id,
-            page_size=request.page_size,
-            page_token=request.page_token,
-            max_bytes=budget,
-        )
-        out = pb.ListCompactionsResponse(next_page_token=page.next_page_token)
-        for record in page.items:
-            added = out.compactions.add()
-            convert.record_out(record, added)
-            answers.fit_record(added, budget)  # a record alone past a page: its ids left out
-        return out
+        return await self.history.list_compactions(request)
 
     @unary
     async def RestoreCompaction(
         self, request: pb.RestoreCompactionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.RestoreCompactionResponse:
-        session_id = fields.stored(request.session_id)
-        self.contexts.forget(session_id)
-        result = await self.engine.restores.restore(
-            session_id,
-            request.compaction_id,
-            expected_version=fields.optional_version(request.expected_version),
-            pause_auto_compaction=request.pause_auto_compaction,
-        )
-        return await self.engine.window_work.run(self._restore_answer, result)
-
-    def _restore_answer(self, result: CompactionResult) -> pb.RestoreCompactionResponse:
-        out = pb.RestoreCompactionResponse()
-        answers.result_out(result, out.result, self.max_message_bytes)
-        answers.fit_result(out.result, out, self.max_message_bytes)
-        return out
+        return await self.history.restore_compaction(request)
 
     @unary
     async def ListEvents(
         self, request: pb.ListEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.ListEventsResponse:
-        page = await self.store.list_events(
-            fields.stored(request.session_id),
-            page_size=request.page_size,
-            page_token=request.page_token,
-            include_archived=not request.active_only,
-            max_bytes=self.max_message_bytes // 2,
-        )
-        out = pb.ListEventsResponse(next_page_token=page.next_page_token)
-        convert.events_out(page.items, out.events)
-        return out
+        return await self.history.list_events(request)
 
     @unary
     async def SearchEvents(
         self, request: pb.SearchEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.SearchEventsResponse:
-        if not request.query.strip():
-            raise InvalidArgument("query", "is required")
-        query_terms(request.query)  # past the bounds, refused before the store is touched
-        scope = current_scope.get()
-        query = SearchQuery(
-            text=request.query,
-            session_id=fields.stored(request.session_id) if request.session_id else None,
-            session_prefix=scope.prefix,
-            roles=tuple(convert.role_in(r, f"roles[{i}]") for i, r in enumerate(request.roles)),
-            include_active=request.include_active,
-            since=convert.time_in(request.since, "since") if request.HasField("since") else None,
-            until=convert.time_in(request.until, "until") if request.HasField("until") else None,
-        )
-        remaining = context.time_remaining()
-        budget = self.search_timeout_s
-        by_deadline = remaining is not None and remaining < budget
-        try:
-            page = await self.store.search(
-                query,
-                page_size=request.page_size,
-                page_token=request.page_token,
-                timeout_s=remaining if by_deadline else budget,
-                max_bytes=self.max_message_bytes // 2,
-            )
-        except TimeoutError:
-            if by_deadline:
-                raise  # the caller's own deadline: DEADLINE_EXCEEDED
-            raise LimitExceeded(
-                "search_timeout_s",
-                f"the search ran past {budget:g} s, the longest one may take; narrow it"
-                " (rarer words, one session, a time range, a smaller page)",
-            ) from None
-        out = pb.SearchEventsResponse(next_page_token=page.next_page_token)
-        for hit in page.items:
-            added = out.hits.add(
-                session_id=scope.outside(hit.session_id),
-                rank=hit.rank,
-                snippet=hit.snippet,
-                archived_by=hit.archived_by,
-            )
-            convert.event_out(hit.event, added.event)
-        return out
+        return await self.history.search_events(request, context)

@@ -24,18 +24,15 @@ no request id to carry) and the stream goes on.
 from __future__ import annotations
 
 import asyncio
-import time
-from typing import TYPE_CHECKING
 
 from google.rpc import code_pb2
 
+from sidecar.engine.engine import SessionEngine
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.server import answers, convert, fields
+from sidecar.server.appends import Appends
 from sidecar.server.decoding import Undecodable, undecodable_message
 from sidecar.store.protocol import PlainAppend
-
-if TYPE_CHECKING:
-    from sidecar.server.servicer import CompactionServicer
 
 Indexed = list[tuple[int, pb.StreamEventsRequest]]
 Answered = list[tuple[int, pb.StreamEventsResponse]]
@@ -47,16 +44,23 @@ def _plain(request: pb.StreamEventsRequest) -> bool:
 
 
 class StreamBatches:
-    """Answers a stream's batches for the servicer; see the module docstring."""
+    """Answers a stream's batches for the servicer; see the module docstring.
 
-    def __init__(self, servicer: CompactionServicer) -> None:
-        self._servicer = servicer
+    It is handed what it calls: the engine (for the combined appends and the
+    limits), the servicer's ``Appends`` (every other append goes through them,
+    and a combined one is carried into the kept GetContext answers by them),
+    and the server's send limit its acknowledgements are fitted within.
+    """
+
+    def __init__(self, engine: SessionEngine, appends: Appends, max_message_bytes: int) -> None:
+        self._engine = engine
+        self._appends = appends
+        self._max_message_bytes = max_message_bytes
 
     async def answer(
         self, requests: list[pb.StreamEventsRequest | Undecodable]
     ) -> list[pb.StreamEventsResponse]:
         """Answer requests that arrived together; the answers come back in request order."""
-        self._servicer.last_call = time.monotonic()
         answered: Answered = []
         by_session: dict[str, Indexed] = {}
         for index, request in enumerate(requests):
@@ -100,8 +104,7 @@ class StreamBatches:
         self, sessions: list[tuple[Indexed, list[pb.StreamEventsRequest]]]
     ) -> Answered:
         """Sessions whose requests each fold into one unchecked append, in one engine call."""
-        servicer = self._servicer
-        limits = servicer.engine.limits
+        limits = self._engine.limits
         appends: list[PlainAppend] = []
         ready: list[tuple[Indexed, list[pb.StreamEventsRequest]]] = []
         again: list[Indexed] = []
@@ -115,7 +118,7 @@ class StreamBatches:
             appends.append(PlainAppend(stored, tuple(events), group[0].create_if_missing))
             ready.append((items, group))
         answered: Answered = []
-        results = await servicer.engine.append_many(appends) if appends else []
+        results = await self._engine.append_many(appends) if appends else []
         for (items, group), append, result in zip(ready, appends, results, strict=True):
             if isinstance(result, Exception):
                 if len(group) > 1:
@@ -127,8 +130,8 @@ class StreamBatches:
                 out.error.CopyFrom(fields.status_of(result))
                 answered.append((items[0][0], out))
                 continue
-            servicer.appended(append.session_id, result)
-            acks = answers.split_ack(group, result, servicer.max_message_bytes)
+            self._appends.appended(append.session_id, result)
+            acks = answers.split_ack(group, result, self._max_message_bytes)
             answered += zip((index for index, _ in items), acks, strict=True)
         for items in again:
             answered += await self._one_by_one(items)
@@ -146,7 +149,7 @@ class StreamBatches:
         """
         groups: list[list[pb.StreamEventsRequest]] = []
         size = 0
-        limit = self._servicer.engine.limits.max_events_per_append
+        limit = self._engine.limits.max_events_per_append
         for request in requests:
             last = groups[-1] if groups else None
             if (
@@ -170,10 +173,9 @@ class StreamBatches:
         A failed combined append stored nothing, so re-running the requests
         alone gives each its own answer (and its own error, naming its field).
         """
-        servicer = self._servicer
         if len(group) > 1:
             try:
-                combined = await servicer.append(
+                combined = await self._appends.append(
                     group[0].session_id,
                     [event for request in group for event in request.events],
                     0,
@@ -184,24 +186,23 @@ class StreamBatches:
             except Exception:
                 pass  # fall through to one by one
             else:
-                return answers.split_ack(group, combined, servicer.max_message_bytes)
+                return answers.split_ack(group, combined, self._max_message_bytes)
         return [await self._alone(request) for request in group]
 
     async def _one_by_one(self, items: Indexed) -> Answered:
         return [(index, await self._alone(request)) for index, request in items]
 
     async def _alone(self, request: pb.StreamEventsRequest) -> pb.StreamEventsResponse:
-        servicer = self._servicer
         out = pb.StreamEventsResponse(request_id=request.request_id, session_id=request.session_id)
         try:
-            result = await servicer.append(
+            result = await self._appends.append(
                 request.session_id,
                 request.events,
                 request.expected_version,
                 request.create_if_missing,
                 usage=fields.usage_in(request),
             )
-            answers.ack_out(result, out.append, servicer.max_message_bytes, out)
+            answers.ack_out(result, out.append, self._max_message_bytes, out)
         except asyncio.CancelledError:
             raise
         except Exception as exc:

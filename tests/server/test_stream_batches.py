@@ -47,7 +47,7 @@ async def test_plain_appends_to_many_sessions_are_one_engine_call(tmp_path: Path
         batch.insert(5, request(90, "checked", expected_version=1))
         batch.insert(7, Undecodable("truncated message"))
         batch.append(request(95, "ghost", create_if_missing=False))  # fails in the store
-        answers = await sidecar.servicer._stream_batches.answer(batch)
+        answers = await sidecar.servicer.stream_batches.answer(batch)
 
         assert len(answers) == len(batch)
         sent = [r.request_id if isinstance(r, pb.StreamEventsRequest) else "" for r in batch]
@@ -88,7 +88,7 @@ async def test_one_session_in_a_batch_goes_alone(tmp_path: Path) -> None:
             return await many(appends)
 
         engine.append_many = counted_many  # type: ignore[method-assign]
-        answers = await sidecar.servicer._stream_batches.answer(
+        answers = await sidecar.servicer.stream_batches.answer(
             [request(n, "only") for n in range(5)]
         )
         assert [a.request_id for a in answers] == [f"r{n}" for n in range(5)]

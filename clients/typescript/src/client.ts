@@ -13,7 +13,7 @@
 
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { FieldMaskSchema, timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { createClient, type CallOptions as ConnectCallOptions, type Client, type Interceptor } from "@connectrpc/connect";
+import { createClient, type CallOptions as ConnectCallOptions, type Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import type * as http2 from "node:http2";
 
@@ -22,26 +22,11 @@ import {
   type SearchEventsRequestSchema,
   type SearchHit,
 } from "./gen/compaction/v1/compaction_service_pb.js";
-import type { Role } from "./gen/compaction/v1/event_pb.js";
-import type { CompactionPolicySchema } from "./gen/compaction/v1/policy_pb.js";
 import type { Session } from "./gen/compaction/v1/session_pb.js";
 import { SidecarError } from "./errors.js";
+import type { CallOptions, PolicyInit, RawClient, SearchOptions } from "./options.js";
 import { DEFAULT_RETRY_POLICY, withRetries, type RetryPolicy } from "./retry.js";
-import { SessionHandle } from "./session.js";
-
-/** The generated Connect client of compaction.v1.CompactionService: every RPC, raw. */
-export type RawClient = Client<typeof CompactionService>;
-
-/** A policy as a plain object: `{ trigger: { kind: { case: "turnCount", value: 20 } }, ... }`. */
-export type PolicyInit = MessageInitShape<typeof CompactionPolicySchema>;
-
-/** Per-call options. */
-export interface CallOptions {
-  /** A deadline for the call, all its retries and backoffs included. Default: the client's `timeoutMs`. */
-  readonly timeoutMs?: number;
-  /** Cancels the call (and its retries): it rejects with CANCELLED. */
-  readonly signal?: AbortSignal;
-}
+import { SessionHandle, type SessionClient } from "./session.js";
 
 export interface SidecarClientOptions {
   /** Where the sidecar listens: `host:port` (plaintext h2c), or an `http://` / `https://` URL. */
@@ -58,27 +43,11 @@ export interface SidecarClientOptions {
   readonly interceptors?: readonly Interceptor[];
 }
 
-/** Options of `search`. */
-export interface SearchOptions extends CallOptions {
-  /** Restrict to one session; unset searches every session. */
-  readonly sessionId?: string;
-  /** Restrict to these roles. */
-  readonly roles?: readonly Role[];
-  /** Search the active window too (archived events are always searched). */
-  readonly includeActive?: boolean;
-  /** Events at or after this time. */
-  readonly since?: Date;
-  /** Events before this time. */
-  readonly until?: Date;
-  /** Hits per page fetched (default: the server's, 100). */
-  readonly pageSize?: number;
-}
-
 function baseUrl(address: string): string {
   return /^https?:\/\//.test(address) ? address : `http://${address}`;
 }
 
-export class SidecarClient {
+export class SidecarClient implements SessionClient {
   /** The generated client, for anything the wrapper does not cover. */
   readonly raw: RawClient;
   readonly timeoutMs: number | undefined;

@@ -7,14 +7,8 @@
  * `SidecarError` with the status code and the server's google.rpc details.
  */
 
-export {
-  SidecarClient,
-  type CallOptions,
-  type PolicyInit,
-  type RawClient,
-  type SearchOptions,
-  type SidecarClientOptions,
-} from "./client.js";
+export { SidecarClient, type SidecarClientOptions } from "./client.js";
+export { type CallOptions, type PolicyInit, type RawClient, type SearchOptions } from "./options.js";
 export {
   SessionHandle,
   type AppendOptions,

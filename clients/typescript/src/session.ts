@@ -4,9 +4,8 @@
  */
 
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import { Code } from "@connectrpc/connect";
+import { Code, type CallOptions as ConnectCallOptions } from "@connectrpc/connect";
 
-import type { CallOptions, PolicyInit, SearchOptions, SidecarClient } from "./client.js";
 import {
   ContextFormat,
   GetContextResponseSchema,
@@ -20,6 +19,7 @@ import type { Event } from "./gen/compaction/v1/event_pb.js";
 import type { Compaction as CompactionRecord, CompactionResult, Session } from "./gen/compaction/v1/session_pb.js";
 import { SidecarError } from "./errors.js";
 import { withIds, type EventInit } from "./ids.js";
+import type { CallOptions, PolicyInit, RawClient, SearchOptions } from "./options.js";
 import { EventStream, Watch } from "./streams.js";
 import { usageMessage, type ModelUsageInit } from "./usage.js";
 
@@ -114,9 +114,32 @@ function sameWindow(a: readonly Event[], b: readonly Event[]): boolean {
   );
 }
 
+/**
+ * What a handle calls through: its `SidecarClient` (handed in by `client.session(id)`), seen
+ * only as the calls a handle makes, so this module does not import the client's.
+ */
+export interface SessionClient {
+  /** The generated client. */
+  readonly raw: RawClient;
+  /** One unary call, retried on UNAVAILABLE when `retry` (the caller vouches it is safe). */
+  unary<T>(
+    call: (options: ConnectCallOptions) => Promise<T>,
+    retry: boolean,
+    options: CallOptions | undefined,
+  ): Promise<T>;
+  /** Options for a stream: the deadline is the whole stream's, the signal ends it. */
+  streamOptions(options: CallOptions | undefined): ConnectCallOptions;
+  /** Every item of every page: `fetch(pageToken)` returns a page and the next token. */
+  paged<T>(fetch: (pageToken: string) => Promise<[readonly T[], string]>): AsyncIterable<T>;
+  /** A session's header. */
+  getSession(sessionId: string, options?: CallOptions): Promise<Session>;
+  /** Full-text search; see `SidecarClient.search`. */
+  search(query: string, options?: SearchOptions): AsyncIterable<SearchHit>;
+}
+
 export class SessionHandle {
   constructor(
-    private readonly client: SidecarClient,
+    private readonly client: SessionClient,
     readonly sessionId: string,
   ) {}
 
