@@ -296,6 +296,37 @@ def test_the_economics_pages_tables_are_the_committed_results_and_need_their_mar
     assert "| `none` |" in text
 
 
+def test_a_rerun_of_one_family_replaces_its_figures_and_targets_and_is_named() -> None:
+    from bench.economics import table
+
+    def run(mode: str, families: dict[str, int], seconds: float) -> dict[str, object]:
+        return {
+            "mode": mode,
+            "command": f"python -m bench.economics ({seconds:g})",
+            "total_s": seconds,
+            "price_models": {"gpt-4o": {}},
+            "traces": {name: {"figure": value} for name, value in families.items()},
+            "targets": {
+                f"economics_{name.replace('-', '_')}_gpt_4o": {"ratio": value}
+                for name, value in families.items()
+            },
+        }
+
+    earlier = run("full", {"tau-airline": 1, "coding-task": 2}, 2640)
+    merged = table.merge(earlier, run("full", {"tau-airline": 3}, 900))
+    assert merged["traces"] == {"tau-airline": {"figure": 3}, "coding-task": {"figure": 2}}
+    assert merged["targets"] == {
+        "economics_tau_airline_gpt_4o": {"ratio": 3},
+        "economics_coding_task_gpt_4o": {"ratio": 2},
+    }
+    assert merged["reruns"] == [
+        {"families": ["tau-airline"], "command": "python -m bench.economics (900)", "total_s": 900}
+    ]
+    assert merged["total_s"] == 2640  # the first run's own time
+    with pytest.raises(ValueError, match="same mode"):
+        table.merge(earlier, run("quick", {"tau-airline": 3}, 60))
+
+
 def test_measure_policy_takes_a_policy_dict_and_answers_retention_and_bills() -> None:
     """The entry point other work measures its policies with: a dict as CompactionPolicy.to_dict
     gives, any traces, a fresh server; a policy that cuts reports less retention than none."""
@@ -326,3 +357,20 @@ async def test_adk_peer_runs_adk_own_runner_and_bills_the_requests_it_really_sen
     assert sum(c.summary_input for c in done.calls) == done.summary_input_tokens
     assert done.calls[-1].window_tokens < sum(count_event(e) for e in trace.events[:-1])
     assert done.retention.used > 0
+
+
+def test_dev_keeps_the_trail_family_by_its_own_floor_and_the_others_by_the_peers() -> None:
+    from bench.economics.policies import TRAIL_DEV_FLOOR
+    from bench.economics.run import choose
+
+    def rows(*pairs: tuple[float, int]) -> list[dict[str, float]]:
+        return [{"retention": r, "conversation_tokens": c} for r, c in pairs]
+
+    dev = {
+        "summarize_trail": rows((TRAIL_DEV_FLOOR - 0.01, 100), (TRAIL_DEV_FLOOR, 300), (0.99, 400)),
+        "token_budget": rows((0.99, 100), (1.0, 900), (1.0, 800)),
+    }
+    # A peer that never compacts holds everything: the trail family is not held to it.
+    assert choose(dev, peer_retention=1.0) == {"summarize_trail": 1, "token_budget": 2}
+    short = {"summarize_trail": rows((0.90, 100), (0.95, 200))}
+    assert choose(short, peer_retention=0.5) == {"summarize_trail": 1}  # none fits: the best

@@ -161,11 +161,12 @@ async def _runs(client: AsyncClient, traces: list[Trace], entry: Entry, tag: str
 
 def choose(dev: dict[str, list[dict[str, Any]]], peer_retention: float) -> dict[str, int]:
     """Per family, the index of the setting kept: the cheapest at >= the peer's retention
-    (``summarize_trail``: at >= ``TRAIL_DEV_FLOOR`` too); else the best retention."""
+    (``summarize_trail``: at >= ``TRAIL_DEV_FLOOR``, its own target's); else the best
+    retention."""
     chosen = {}
     for family, rows in dev.items():
-        floor = max(peer_retention, TRAIL_DEV_FLOOR) if family == "summarize_trail" else 0.0
-        fit = [i for i, r in enumerate(rows) if r["retention"] >= max(peer_retention, floor)]
+        floor = TRAIL_DEV_FLOOR if family == "summarize_trail" else peer_retention
+        fit = [i for i, r in enumerate(rows) if r["retention"] >= floor]
         if fit:
             chosen[family] = min(fit, key=lambda i: rows[i]["conversation_tokens"])
         else:

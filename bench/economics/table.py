@@ -4,7 +4,10 @@
 replaces what lies between ``START`` and ``END`` in the page with one table per
 trace family (test split: retention, conversation tokens and the bill per price
 model, each ÷ no compaction) and the targets' table. ``--check`` only says
-whether the page is current.
+whether the page is current. ``--merge RERUN.json`` first puts the families of
+a later run of some of them (``python -m bench.economics --only NAME``) and
+their targets into the results file, in place of the earlier run's, and
+records the rerun, which the tables then name.
 """
 
 from __future__ import annotations
@@ -25,8 +28,14 @@ END = "<!-- economics-table:end -->"
 def tables(result: dict[str, Any]) -> str:
     """The markdown: a table per trace family, then the targets."""
     prices = list(result["price_models"])
+    reruns = "".join(
+        f" {', '.join(r['families'])} rerun alone later with `{r['command']}`"
+        f" ({r['total_s'] / 60:.0f} minutes)."
+        for r in result.get("reruns", [])
+    )
     lines = [
-        f"From a {result['mode']} run ({result['total_s'] / 60:.0f} minutes). Test split only."
+        f"From a {result['mode']} run ({result['total_s'] / 60:.0f} minutes).{reruns}"
+        " Test split only."
         " Billed ÷ no compaction per price model, the summarizer billed at the agent model's"
         " price / at the cheap model's (Gemini 2.5 Flash for ours and ADK, gpt-4o-mini for"
         " LangChain).",
@@ -83,13 +92,42 @@ def replace_between(text: str, body: str) -> str:
     return f"{head}{START}\n{body}\n{END}{tail}"
 
 
+def merge(result: dict[str, Any], rerun: dict[str, Any]) -> dict[str, Any]:
+    """``result`` with ``rerun``'s families and their targets in place of its own."""
+    if rerun["mode"] != result["mode"] or set(rerun["price_models"]) != set(result["price_models"]):
+        raise ValueError("a rerun must be of the same mode and price models")
+    slugs = [f"_{name.replace('-', '_')}" for name in rerun["traces"]]
+    targets = {
+        name: t for name, t in result["targets"].items() if not any(s in name for s in slugs)
+    }
+    return {
+        **result,
+        "traces": {**result["traces"], **rerun["traces"]},
+        "targets": {**targets, **rerun["targets"]},
+        "reruns": [
+            *result.get("reruns", []),
+            {
+                "families": list(rerun["traces"]),
+                "command": rerun.get("command", ""),
+                "total_s": rerun["total_s"],
+            },
+        ],
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.economics.table", description=__doc__)
     parser.add_argument("results", nargs="?", type=Path, default=DEFAULT_RESULTS)
     parser.add_argument("--page", type=Path, default=DEFAULT_PAGE, help="the page to update")
     parser.add_argument("--check", action="store_true", help="only check the page is current")
+    parser.add_argument(
+        "--merge", type=Path, help="a later run of some families, merged into the results first"
+    )
     args = parser.parse_args(argv)
     result = json.loads(args.results.read_text())
+    if args.merge is not None:
+        result = merge(result, json.loads(args.merge.read_text()))
+        args.results.write_text(json.dumps(result, indent=1) + "\n")
     text = args.page.read_text()
     updated = replace_between(text, tables(result))
     if args.check:
