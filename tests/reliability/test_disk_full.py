@@ -7,8 +7,10 @@ Two ways to fill it:
   ``sqlite3.OperationalError("database or disk is full")``, under load from
   the usual clients (they retry UNAVAILABLE) plus a prober whose refused
   appends are never retried, so their ids must never appear;
-- real: the database on a 2 MiB tmpfs filled by a ballast file (needs root
-  and mount(2); skipped, visibly, where the sandbox forbids it).
+- real: the database on a 2 MiB tmpfs filled by a ballast file. mount(2)
+  needs root; an ordinary user's run repeats the test as root of a user and
+  mount namespace of its own (``unshare --user --map-root-user --mount``),
+  where the tmpfs is its alone. Where the kernel allows neither, it fails.
 
 Either way the history must check out afterwards and the file must pass
 ``PRAGMA integrity_check``.
@@ -19,9 +21,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import os
 import random
 import sqlite3
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -147,9 +151,7 @@ def small_tmpfs(path: Path, size: str) -> Iterator[Path]:
         text=True,
     )
     if result.returncode != 0:
-        pytest.skip(
-            f"cannot mount a tmpfs here ({result.stderr.strip()}); the injected test covers it"
-        )
+        pytest.fail(f"cannot mount a tmpfs at {path}: {result.stderr.strip()}")
     try:
         yield path
     finally:
@@ -181,7 +183,36 @@ def fill(path: Path) -> None:
                     raise
 
 
-async def test_a_real_full_tmpfs_refuses_cleanly_and_recovers(tmp_path: Path) -> None:
+IN_NAMESPACE = "SIDECAR_TESTS_IN_MOUNT_NAMESPACE"
+"""Set for the run of a test repeated inside a user and mount namespace of its own."""
+
+
+def repeat_as_namespace_root(request: pytest.FixtureRequest) -> None:
+    """Run this test again, alone, as root of a new user and mount namespace; it must pass."""
+    done = subprocess.run(
+        [
+            *("unshare", "--user", "--map-root-user", "--mount"),
+            *(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"),
+            request.node.nodeid,
+        ],
+        cwd=request.config.rootpath,
+        env={**os.environ, IN_NAMESPACE: "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    output = f"in a user and mount namespace:\n{done.stdout[-6000:]}\n{done.stderr[-2000:]}"
+    assert done.returncode == 0, output
+    assert "1 passed" in done.stdout, output
+
+
+async def test_a_real_full_tmpfs_refuses_cleanly_and_recovers(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if os.geteuid() != 0 and IN_NAMESPACE not in os.environ:
+        await asyncio.to_thread(repeat_as_namespace_root, request)
+        return
     with small_tmpfs(tmp_path / "disk", "2m") as disk:
         db_path = disk / "sidecar.db"
         history = History()
