@@ -91,10 +91,11 @@ $(TS_STAMP): $(TS_DIR)/package.json $(TS_DIR)/package-lock.json
 	cd $(TS_DIR) && npm ci --silent --no-audit --no-fund
 	touch $(TS_STAMP)
 
-## TypeScript client: strict build, generated-code staleness check, its tests and the
+## TypeScript client: strict build, generated-code staleness check, no import circles (dpdm), its tests and the
 ## conformance suite against a real server from .venv.
 clients-ts: setup $(TS_STAMP)
-	cd $(TS_DIR) && npm run check-gen && SIDECAR_BIN=$(abspath $(BIN))/compaction-sidecar npm test
+	cd $(TS_DIR) && npm run check-gen && npm run check-cycles \
+		&& SIDECAR_BIN=$(abspath $(BIN))/compaction-sidecar npm test
 
 ## Regenerate clients/typescript/src/gen from protos/.
 protos-ts: $(TS_STAMP)
