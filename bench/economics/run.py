@@ -86,6 +86,8 @@ class Family:
     triggers: tuple[float, ...] = TRIGGERS
 
 
+TAU_TRIALS = (0, 1, 2, 3)
+"""τ-bench's trials replayed by default: all four runs of each task, as ``measure_policy``."""
 _SESSIONS = itertools.count()
 """Each replay's sessions get a fresh prefix (a setting's label is not a valid id)."""
 _SEEDS = {"ops": 301, "coding": 202, "chat": 150}
@@ -110,7 +112,7 @@ def _synthetic(name: str, quick: bool) -> Family:
     return Family(f"synthetic-{name}", about, split(1000), split(0), int(window * 0.15), (1.0,))
 
 
-def families(quick: bool, trials: tuple[int, ...] = (0, 1)) -> list[Family]:
+def families(quick: bool, trials: tuple[int, ...] = TAU_TRIALS) -> list[Family]:
     """The trace families, at full size or the quick mode's; τ-bench's ``trials`` of each task."""
     trials = (0,) if quick else trials
 
@@ -296,7 +298,7 @@ async def run_all(
     quick: bool,
     workdir: Path,
     only: Sequence[str] = (),
-    trials: tuple[int, ...] = (0, 1),
+    trials: tuple[int, ...] = TAU_TRIALS,
     triggers: tuple[float, ...] | None = None,
 ) -> tuple[dict[str, Any], list[Target]]:
     prices = QUICK_PRICE_MODELS if quick else PRICE_MODELS
@@ -340,7 +342,9 @@ def main(argv: list[str] | None = None) -> int:
         help="our triggers as multiples of each family's scale, comma-separated (default 0.5,1,2)",
     )
     parser.add_argument(
-        "--trials", default="0,1", help="τ-bench trials of each task, comma-separated (0-3)"
+        "--trials",
+        default=",".join(map(str, TAU_TRIALS)),
+        help="τ-bench trials of each task, comma-separated (default all four, 0-3)",
     )
     parser.add_argument(
         "--only", action="append", default=[], help="run only this trace family (repeatable)"
