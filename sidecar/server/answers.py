@@ -61,6 +61,16 @@ def result_out(result: CompactionResult, into: session_pb2.CompactionResult, lim
     convert.result_out(result, into)
 
 
+def result_in(
+    result: CompactionResult, into: session_pb2.CompactionResult, outer: Message, limit: int
+) -> None:
+    """``result`` into ``into`` (``result_out``), then bounded while ``outer``, the message it
+    travels in, passes ``limit`` (``fit_result``): a compaction's result as every answer
+    carries it."""
+    result_out(result, into, limit)
+    fit_result(into, outer, limit)
+
+
 def least_bytes(events: Sequence[Event]) -> int:
     """Fewer bytes than ``events`` take on the wire even without content: each one's id, its
     tag and length, and a role."""

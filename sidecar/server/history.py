@@ -81,8 +81,7 @@ class History:
 
     def _restore_answer(self, result: CompactionResult) -> pb.RestoreCompactionResponse:
         out = pb.RestoreCompactionResponse()
-        answers.result_out(result, out.result, self.max_message_bytes)
-        answers.fit_result(out.result, out, self.max_message_bytes)
+        answers.result_in(result, out.result, out, self.max_message_bytes)
         return out
 
     async def list_events(self, request: pb.ListEventsRequest) -> pb.ListEventsResponse:

@@ -337,8 +337,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
 
     def _compact_answer(self, result: CompactionResult) -> pb.CompactResponse:
         out = pb.CompactResponse()
-        answers.result_out(result, out.result, self.max_message_bytes)
-        answers.fit_result(out.result, out, self.max_message_bytes)
+        answers.result_in(result, out.result, out, self.max_message_bytes)
         return out
 
     async def WatchSession(
@@ -372,8 +371,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
                 if isinstance(update, Lagged):
                     out.missed = update.missed
                 else:
-                    answers.result_out(update, out.compaction, self.max_message_bytes)
-                    answers.fit_result(out.compaction, out, self.max_message_bytes)
+                    answers.result_in(update, out.compaction, out, self.max_message_bytes)
                 yield out
         finally:
             watcher.close()

@@ -291,8 +291,7 @@ class EventStream:
             if isinstance(update, Lagged):
                 continue  # a stream only relays results; WatchSession reports lag
             out = pb.StreamEventsResponse(session_id=session_id)
-            answers.result_out(update, out.compaction, self._max_message_bytes)
-            answers.fit_result(out.compaction, out, self._max_message_bytes)
+            answers.result_in(update, out.compaction, out, self._max_message_bytes)
             size = out.ByteSize()
             self._count(size)
             await self._outgoing.put(out, size)
