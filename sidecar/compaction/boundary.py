@@ -17,6 +17,10 @@ Under both, a kept tool result whose request lies before the cut pulls the cut
 back (under TURN, to the start of the request's turn), so no tool result is
 ever kept without its call — even when a slow tool answers after the user has
 spoken again.
+
+``settle_head_cut`` settles a cut on the window's head alone (see
+``sidecar.compaction.head``): what lies after the head is summed up by the
+earliest head request that one of its results answers.
 """
 
 from __future__ import annotations
@@ -89,6 +93,47 @@ def settle_cut(real: Sequence[Event], cut: int, boundary: Boundary) -> int:
     return _settle_on_tool_pair(real, starts, needs, earliest_need, cut)
 
 
+def settle_head_cut(
+    head: Sequence[Event],
+    cut: int,
+    boundary: Boundary,
+    *,
+    beyond: int | None,
+    real_events: int,
+    turns: int,
+) -> int | None:
+    """``settle_cut(real, cut, boundary)`` where ``head`` is ``real``'s start, or None.
+
+    ``real`` holds ``real_events`` events and ``turns`` turn starts.
+    ``beyond`` is the earliest index of ``head`` whose request a result after
+    the head answers (None: none does). None when only more of the window can
+    tell where the cut lands: it would snap forward past the head, or (under
+    TOOL_PAIR) the newest turn, whose waiting requests hold the cut, starts
+    inside the head.
+    """
+    if cut <= 0:
+        return 0
+    starts = turn_starts(head)
+    needs = _request_of_results(head)
+    earliest_need = _suffix_min(needs)
+    if beyond is not None:
+        earliest_need = [beyond if need is None else min(need, beyond) for need in earliest_need]
+    if boundary is Boundary.TURN:
+        if bisect.bisect_left(starts, cut) == len(starts):
+            return None
+        return _settle_on_turn(starts, earliest_need, cut)
+    last = real_events - 1
+    cut = min(cut, last)
+    if cut >= len(head) or len(starts) == turns:
+        return None
+    # The newest turn starts past the head, so its waiting requests lie past the cut.
+    while cut < last and head[cut].tool_results and needs[cut] is None and not head[cut].tool_calls:
+        cut += 1
+        if cut == len(head):
+            return None
+    return _back_to_requests(earliest_need, cut)
+
+
 def _settle_on_turn(starts: list[int], earliest_need: list[int | None], cut: int) -> int:
     if not starts:
         return 0
@@ -119,6 +164,11 @@ def _settle_on_tool_pair(
     # Orphan results at the cut have no request to keep them company: archive them.
     while cut < last and real[cut].tool_results and needs[cut] is None and not real[cut].tool_calls:
         cut += 1
+    return _back_to_requests(earliest_need, cut)
+
+
+def _back_to_requests(earliest_need: list[int | None], cut: int) -> int:
+    """Under TOOL_PAIR: move the cut back to the earliest request a kept result answers."""
     while cut > 0:
         need = earliest_need[cut]
         if need is None or need >= cut:

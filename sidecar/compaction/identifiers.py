@@ -150,6 +150,13 @@ def _texts(event: Event) -> Iterator[_Text]:
         )
 
 
+def action_chars(event: Event) -> int:
+    """How much of the span budget ``_action_tokens`` spends reading ``event``."""
+    if event.role is not Role.ASSISTANT or event.synthetic:
+        return 0
+    return sum(min(len(piece.text), MAX_EVENT_CHARS) for piece in _texts(event))
+
+
 def rank(identifiers: Iterable[Identifier], limit: int = MAX_IDENTIFIERS) -> list[Identifier]:
     """The best ``limit`` of ``identifiers``: used first, then newest, most frequent, first seen.
 

@@ -9,7 +9,9 @@ report is their count and the best ``MAX_REPORTED`` of them. A strategy's
 ``max_dropped_identifiers`` refuses a pass that would drop more
 (``would_drop_identifiers``). Bounded as the identifiers are: one pass reads
 at most ``MAX_SPAN_CHARS`` of what leaves and ``MAX_WINDOW_CHARS`` of what
-stays, and at most ``MAX_IDENTIFIERS`` are counted.
+stays, and at most ``MAX_IDENTIFIERS`` are counted. So a plan made on the
+window's head is judged as on the whole window once the head's kept events
+alone hold all the judge reads (``reads_end_within``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from sidecar.compaction.identifiers import Presence, of_span
+from sidecar.compaction.formatting import format_event
+from sidecar.compaction.identifiers import (
+    MAX_SPAN_CHARS,
+    MAX_WINDOW_CHARS,
+    Presence,
+    action_chars,
+    of_span,
+)
 from sidecar.compaction.window import apply_plan
 from sidecar.model import CompactionPlan, Event, SkipReason
 
@@ -54,3 +63,20 @@ def judged(
             summarizer_latency_ms=plan.summarizer_latency_ms,
         )
     return report
+
+
+def reads_end_within(kept: Sequence[Event]) -> bool:
+    """Whether judging a plan reads nothing of the window past ``kept``.
+
+    ``kept`` are the events the plan leaves right after its cut, in log
+    order. ``Presence`` reads the window left from its start, ``MAX_WINDOW_CHARS``
+    in all; the later actions are read from its start too, ``MAX_SPAN_CHARS``
+    at most: both budgets are spent before ``kept`` ends.
+    """
+    shown = actions = 0
+    for event in kept:
+        shown += len(format_event(event)) + 1
+        actions += action_chars(event)
+        if shown > MAX_WINDOW_CHARS and actions >= MAX_SPAN_CHARS:
+            return True
+    return False

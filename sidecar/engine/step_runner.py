@@ -1,8 +1,10 @@
 """Running one compaction step and landing its plan.
 
-A window step is planned from the active window while the caller holds the
-session's lock. A summary reads the window under the lock, calls the
-summarizer without it, and takes the lock again only to land its plan. A plan
+A window step is planned while the caller holds the session's lock, from the
+window's head where that makes the same plan (``sidecar.compaction.head``),
+growing the head until it does, else from the whole active window. A summary
+reads the window under the lock, calls the summarizer without it, and takes
+the lock again only to land its plan. A plan
 lands with a check that no other compaction landed since its window was read
 and that what it archives is still active; losing that race makes the step a
 no-op (superseded), and appends made meanwhile stand. Every landed compaction
@@ -16,13 +18,15 @@ import logging
 import time
 from dataclasses import replace
 
+from sidecar.compaction.clear_tool_results import ClearToolResults
+from sidecar.compaction.head import first_head, plan_from_head
 from sidecar.compaction.pipeline import WindowStep, plan_step
 from sidecar.compaction.summarize import Summarize
 from sidecar.engine import answer_window
 from sidecar.engine.host import EngineHost
 from sidecar.engine.results import CAUSE, skipped
 from sidecar.errors import SummarizerTimeout, SummarizerUnavailable, VersionConflict
-from sidecar.model import CompactionPlan, CompactionResult, Session, SkipReason
+from sidecar.model import CompactionPlan, CompactionResult, Event, Session, SkipReason
 
 # The engine's logger: log pipelines filter on its name (see sidecar.server.logs).
 log = logging.getLogger("sidecar.engine.engine")
@@ -51,18 +55,44 @@ class StepRunner:
         (``sidecar.engine.answer_window``).
         """
         host = self._host
-        session, window = await host.store.active_window(session_id)
+        session, plan, window = await self._planned(session_id, strategy)
         if expected_version is not None and session.version != expected_version:
             raise VersionConflict(
                 f"session {session_id!r} changed to version {session.version}",
                 current_version=session.version,
             )
-        plan = await host.window_work.run(plan_step, strategy, window, host.estimator)
         plan = replace(plan, base_compaction_id=session.last_compaction_id)
         result, after = await self.land(session_id, session, plan)
         if with_window and plan.is_empty:
-            result = answer_window.with_window(result, answer_window.listed(window))
+            listed = (
+                answer_window.listed(window)
+                if window is not None
+                else await answer_window.window_after(host.store, session_id, session)
+            )
+            result = answer_window.with_window(result, listed)
         return result, after
+
+    async def _planned(
+        self, session_id: str, strategy: WindowStep
+    ) -> tuple[Session, CompactionPlan, tuple[Event, ...] | None]:
+        """The session, ``strategy``'s plan, and the whole window when it was read.
+
+        From the head while that decides, each head twice the last; from the
+        whole window once the head cannot (``plan_from_head``).
+        """
+        host = self._host
+        store = host.store
+        size = first_head(strategy, (await store.get_session(session_id)).counters.real_events)
+        count_calls = isinstance(strategy, ClearToolResults)
+        while size is not None:
+            session, head = await store.window_head(session_id, size, count_calls=count_calls)
+            made = await host.window_work.run(plan_from_head, strategy, head, host.estimator)
+            if isinstance(made, CompactionPlan):
+                return session, made, head.events if head.complete else None
+            size = made.events if made.events is None else max(made.events, 2 * size + 1)
+        session, window = await store.active_window(session_id)
+        plan = await host.window_work.run(plan_step, strategy, window, host.estimator)
+        return session, plan, window
 
     async def summary(
         self, session_id: str, strategy: Summarize, timeout_s: float

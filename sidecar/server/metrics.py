@@ -58,6 +58,7 @@ STORE_OPERATIONS = frozenset(
         "append",
         "append_many",
         "active_window",
+        "window_head",
         "apply",
         "list_events",
         "search",

@@ -24,6 +24,7 @@ from typing import Any
 
 import asyncpg
 
+from sidecar.compaction.head import WindowHead
 from sidecar.errors import StoreUnavailable
 from sidecar.model import (
     CompactionPlan,
@@ -34,6 +35,7 @@ from sidecar.model import (
     UsageReport,
     utcnow,
 )
+from sidecar.store import postgres_head as head
 from sidecar.store import postgres_history as history
 from sidecar.store import postgres_reads as reads
 from sidecar.store import postgres_writes as writes
@@ -277,6 +279,15 @@ class PostgresStore:
     async def active_window(self, session_id: str) -> tuple[Session, tuple[Event, ...]]:
         return await self._connections.read(
             lambda db: reads.active_window(db, session_id, self._decoded)
+        )
+
+    async def window_head(
+        self, session_id: str, events: int, *, count_calls: bool = False
+    ) -> tuple[Session, WindowHead]:
+        return await self._connections.read(
+            lambda db: head.window_head(
+                db, session_id, events, count_calls=count_calls, cache=self._decoded
+            )
         )
 
     async def apply(self, session_id: str, plan: CompactionPlan) -> ApplyOutcome:

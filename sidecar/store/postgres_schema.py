@@ -39,6 +39,7 @@ import asyncpg
 
 from sidecar.errors import SchemaTooNew
 from sidecar.store.sqlite_schema import Migration
+from sidecar.store.tool_links import links_of_content
 
 INDEXED_TEXT_CHARS = 262_144
 
@@ -250,6 +251,41 @@ _MIGRATION_9 = Migration(
     ),
 )
 
+
+async def _link_existing_events(db: Db) -> None:
+    """``tool_links`` rows for the events stored before the table was."""
+    rows = await db.fetch(
+        "SELECT session, id, content FROM events"
+        """ WHERE content LIKE '%"c":[%' OR content LIKE '%"r":[%'"""
+    )
+    links = [(row[0], row[1], kind, key) for row in rows for kind, key in links_of_content(row[2])]
+    if links:
+        await db.executemany(
+            "INSERT INTO tool_links (session, event, kind, call_key) VALUES ($1, $2, $3, $4)",
+            links,
+        )
+
+
+_MIGRATION_10 = Migration(
+    10,
+    "tool links: each event's tool calls and results by call id, so a pass plans on the head",
+    (
+        """
+        CREATE TABLE tool_links (
+            session bigint NOT NULL REFERENCES sessions (pk) ON DELETE CASCADE,
+            event text NOT NULL,
+            kind smallint NOT NULL,
+            call_key bigint NOT NULL
+        )
+        """,
+        "CREATE INDEX tool_links_by_call ON tool_links (session, kind, call_key)",
+        # The system messages and summaries every pass partitions off: few, anywhere.
+        "CREATE INDEX events_pinned ON events (session, sort_key, position)"
+        " WHERE NOT archived AND (role = 'system' OR synthetic)",
+    ),
+    _link_existing_events,
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     _MIGRATION_1,
     _MIGRATION_2,
@@ -260,6 +296,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _MIGRATION_7,
     _MIGRATION_8,
     _MIGRATION_9,
+    _MIGRATION_10,
 )
 """Every migration, in order; versions are 1, 2, 3, ... with no gap."""
 
@@ -301,6 +338,8 @@ async def migrate(db: Db, where: str, migrations: Sequence[Migration] | None = N
         for migration in migrations[found:]:
             for statement in migration.statements:
                 await db.execute(statement)
+            if migration.then is not None:
+                await migration.then(db)
             await db.execute(
                 "INSERT INTO schema_version (version, description) VALUES ($1, $2)",
                 migration.version,

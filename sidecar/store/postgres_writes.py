@@ -39,6 +39,7 @@ from sidecar.store.postgres_reads import (
 )
 from sidecar.store.postgres_schema import Db
 from sidecar.store.protocol import AppendOutcome, ApplyOutcome
+from sidecar.store.tool_links import links_of
 
 
 async def create_session(
@@ -123,6 +124,15 @@ async def _insert_events(
         # PostgreSQL text cannot hold U+0000; the JSON content keeps it, escaped.
         [format_event(e).replace("\x00", " ") for e in events],
     )
+    links = [(e.id, kind, key) for e in events for kind, key in links_of(e)]
+    if links:
+        await db.execute(
+            """INSERT INTO tool_links (session, event, kind, call_key)
+               SELECT $1, x.event, x.kind, x.call_key
+               FROM unnest($2::text[], $3::smallint[], $4::bigint[]) AS x(event, kind, call_key)""",
+            session_pk,
+            *(list(column) for column in zip(*links, strict=True)),
+        )
 
 
 async def save_header(db: Db, session_pk: int, session: Session, *, previous_version: int) -> None:

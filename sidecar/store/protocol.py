@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Generic, Protocol, TypeVar
 
+from sidecar.compaction.head import WindowHead
 from sidecar.model import (
     Cause,
     CompactionPlan,
@@ -248,6 +249,16 @@ class Store(Protocol):
 
         A cleared event comes as the window shows it: its placeholder, the
         placeholder's token count, ``cleared`` set.
+        """
+
+    async def window_head(
+        self, session_id: str, events: int, *, count_calls: bool = False
+    ) -> tuple[Session, WindowHead]:
+        """The session and the first ``events`` events of its active window, in log order,
+        with what the rest of it adds up to (``WindowHead``), in one snapshot.
+
+        Costs the head and its own tool calls, looked up by index: nothing past
+        the head is decoded. ``count_calls`` also counts the window's tool calls.
         """
 
     async def apply(self, session_id: str, plan: CompactionPlan) -> ApplyOutcome:

@@ -43,6 +43,7 @@ import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
+from sidecar.compaction.head import WindowHead
 from sidecar.model import (
     CompactionPlan,
     CompactionResult,
@@ -52,6 +53,7 @@ from sidecar.model import (
     UsageReport,
     utcnow,
 )
+from sidecar.store import sqlite_head as head
 from sidecar.store import sqlite_history as history
 from sidecar.store import sqlite_reads as reads
 from sidecar.store import sqlite_writes as writes
@@ -285,6 +287,15 @@ class SqliteStore:
 
     async def active_window(self, session_id: str) -> tuple[Session, tuple[Event, ...]]:
         return await self._read(lambda db: reads.active_window(db, session_id, self._decoded))
+
+    async def window_head(
+        self, session_id: str, events: int, *, count_calls: bool = False
+    ) -> tuple[Session, WindowHead]:
+        return await self._read(
+            lambda db: head.window_head(
+                db, session_id, events, count_calls=count_calls, cache=self._decoded
+            )
+        )
 
     async def apply(self, session_id: str, plan: CompactionPlan) -> ApplyOutcome:
         if plan.is_empty:

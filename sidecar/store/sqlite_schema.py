@@ -42,19 +42,26 @@ Layout, and why:
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sidecar.errors import SchemaTooNew
+from sidecar.store.tool_links import links_of_content
 
 
 @dataclass(frozen=True, slots=True)
 class Migration:
-    """One schema step: its version number, what it does, and its statements."""
+    """One schema step: its version number, what it does, and its statements.
+
+    ``then`` runs after the statements, in the same transaction, for rows SQL
+    cannot compute (a store awaits it when it returns an awaitable).
+    """
 
     version: int
     description: str
     statements: tuple[str, ...]
+    then: Callable[[Any], Any] | None = None
 
 
 _MIGRATION_1 = Migration(
@@ -217,6 +224,43 @@ _MIGRATION_9 = Migration(
     ),
 )
 
+
+def _link_existing_events(db: sqlite3.Connection) -> None:
+    """``tool_links`` rows for the events stored before the table was."""
+    rows = db.execute(
+        "SELECT session, id, content FROM events"
+        """ WHERE content LIKE '%"c":[%' OR content LIKE '%"r":[%'"""
+    )
+    db.executemany(
+        "INSERT INTO tool_links (session, event, kind, call_key) VALUES (?, ?, ?, ?)",
+        (
+            (session, event, kind, key)
+            for session, event, content in rows
+            for kind, key in links_of_content(content)
+        ),
+    )
+
+
+_MIGRATION_10 = Migration(
+    10,
+    "tool links: each event's tool calls and results by call id, so a pass plans on the head",
+    (
+        """
+        CREATE TABLE tool_links (
+            session INTEGER NOT NULL REFERENCES sessions (pk) ON DELETE CASCADE,
+            event TEXT NOT NULL,
+            kind INTEGER NOT NULL,
+            call_key INTEGER NOT NULL
+        )
+        """,
+        "CREATE INDEX tool_links_by_call ON tool_links (session, kind, call_key)",
+        # The system messages and summaries every pass partitions off: few, anywhere.
+        "CREATE INDEX events_pinned ON events (session, sort_key, position)"
+        " WHERE archived = 0 AND (role = 'system' OR synthetic = 1)",
+    ),
+    _link_existing_events,
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     _MIGRATION_1,
     _MIGRATION_2,
@@ -227,6 +271,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _MIGRATION_7,
     _MIGRATION_8,
     _MIGRATION_9,
+    _MIGRATION_10,
 )
 """Every migration, in order; versions are 1, 2, 3, ... with no gap."""
 
@@ -283,6 +328,8 @@ def migrate(
         for migration in migrations[found:]:
             for statement in migration.statements:
                 db.execute(statement)
+            if migration.then is not None:
+                migration.then(db)
             db.execute(
                 "INSERT INTO schema_version (version, description) VALUES (?, ?)",
                 (migration.version, migration.description),

@@ -33,6 +33,7 @@ from sidecar.store.sqlite_reads import (
     get_session,
     window_counters,
 )
+from sidecar.store.tool_links import links_of
 
 # Well under SQLite's bound-parameter limit, for ``id IN (...)`` lookups.
 _CHUNK = 500
@@ -131,6 +132,11 @@ def _insert_event(
         ),
     )
     db.execute("INSERT INTO fts_pending (pk) VALUES (?)", (cursor.lastrowid,))
+    if event.tool_calls or event.tool_results:
+        db.executemany(
+            "INSERT INTO tool_links (session, event, kind, call_key) VALUES (?, ?, ?, ?)",
+            [(session_pk, event.id, kind, key) for kind, key in links_of(event)],
+        )
 
 
 def index_pending(
@@ -393,6 +399,7 @@ def delete_session(db: sqlite3.Connection, session_id: str) -> None:
         "DELETE FROM fts_pending WHERE pk IN (SELECT pk FROM events WHERE session = ?)",
         (session_pk,),
     )
+    db.execute("DELETE FROM tool_links WHERE session = ?", (session_pk,))
     db.execute("DELETE FROM events WHERE session = ?", (session_pk,))
     db.execute("DELETE FROM compactions WHERE session = ?", (session_pk,))
     db.execute("DELETE FROM sessions WHERE pk = ?", (session_pk,))
