@@ -63,3 +63,35 @@ def test_matched_retention_admits_ours_within_two_standard_errors_only() -> None
     matched = compare_within_noise(ROWS, PRICE, "clear_peer")
     assert (matched.ours, matched.floor) == ("summary", 0.998)
     assert matched.ratio == 101.0 / 100.0
+
+
+def test_the_page_states_each_miss_by_how_much_and_the_comparisons_beside_it() -> None:
+    from bench.economics import table
+
+    none = ROWS["none"]["prices"][PRICE]["billed"]
+    test = {
+        name: {**r, "setting": "", "conversation_vs_none": 1.0,
+               "prices": {PRICE: {**r["prices"][PRICE], "billed_cheap_summarizer":
+                                  r["prices"][PRICE]["billed"], "vs_none":
+                                  r["prices"][PRICE]["billed"] / none}}}
+        for name, r in ROWS.items()
+    }  # fmt: skip
+    fam = {"about": "τ-bench-like", "test_traces": 1, "overhead_tokens": [3681], "test": test}
+    (target,) = targets("tau-airline", fam, [replace(GPT_4O, name=PRICE)])
+    result = {
+        "mode": "full",
+        "total_s": 60.0,
+        "price_models": {PRICE: {}},
+        "traces": {"tau-airline": fam},
+        "targets": {target.name: target.to_json(), "other": {**target.to_json(), "ratio": 1.0}},
+    }
+    page = table.tables(result)
+    assert "| — | miss (none of ours reaches the peer's retention) |" in page
+    assert "| 1.00 | miss (2.0 x the bound) |" in page
+    beside = [line for line in page.splitlines() if line.startswith("| tau-airline | gpt-4o |")]
+    assert beside == [
+        "| tau-airline | gpt-4o"
+        " | — miss: none of ours at >= 1.000 (`clear_peer`; ours best 0.998)"
+        " | 0.95 miss: `summary` / `summary_peer` at >= 0.995"
+        " | 1.01 miss: `summary` / `clear_peer` at >= 0.998 |"
+    ]

@@ -61,11 +61,10 @@ from bench.economics.pricing import (
 from bench.economics.score import pinned_bill, score
 from bench.economics.traces import Trace, from_transcript, tau_airline
 from bench.economics.transcripts import TRANSCRIPTS
-from bench.economics.verdict import best_peer, compare
+from bench.economics.verdict import TARGET_RATIO, best_peer, compare
 from sidecar.client import AsyncClient
 from sidecar.server.app import start
 
-TARGET_RATIO = 0.5
 QUICK_STEPS = 10
 """--quick: the coding task's tool steps (and one task, three τ-bench runs, one setting each)."""
 DEFAULT_JSON = Path(__file__).parent.parent / "results-economics.json"

@@ -31,6 +31,8 @@ from typing import Any
 
 Rows = Mapping[str, Mapping[str, Any]]
 """A family's test rows by policy name: kind, retention, identifier counts, passes, prices."""
+TARGET_RATIO = 0.5
+"""The target's bound: billed ÷ the compared peer's bill."""
 NOISE_SE = 2.0
 """The matched-retention band: this many standard errors of the retention difference."""
 
