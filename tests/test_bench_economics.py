@@ -256,21 +256,25 @@ def test_langchain_peers_run_create_agent_and_bill_the_requests_it_really_sent()
     assert whole.retention.ratio == 1.0
 
 
-def test_price_models_name_their_source_and_date() -> None:
-    from bench.economics.pricing import PRICE_MODELS
+def test_price_models_name_their_source_and_date_and_keep_the_issues_cache_rules() -> None:
+    """Issue 33's rules, per model: (cached read, cache write, minimum prefix, TTL, breakpoints)."""
+    from bench.economics.pricing import LOOKBACK_BLOCKS, PRICE_MODELS
 
-    names = {p.name for p in PRICE_MODELS}
-    assert {
-        "claude-sonnet-4.5",
-        "claude-opus-4.5",
-        "gpt-4o",
-        "gpt-5.6",
-        "gemini-2.5-flash",
-    } <= names
+    rules = {p.name: (p.read, p.write, p.min_prefix, p.ttl_s, p.breakpoints) for p in PRICE_MODELS}
+    assert rules == {
+        "claude-sonnet-4.5": (0.1, 1.25, 1024, 300.0, True),
+        "claude-opus-4.5": (0.1, 1.25, 4096, 300.0, True),
+        "gpt-4o": (0.5, 1.0, 1024, 300.0, False),
+        "gpt-5.1": (0.1, 1.0, 1024, 300.0, False),
+        "gpt-5.6": (0.1, 1.25, 1024, 1800.0, False),
+        "gemini-2.5-flash": (0.1, 1.0, 2048, 300.0, False),
+        "gemini-3.5-flash": (0.1, 1.0, 4096, 300.0, False),
+    }
+    assert LOOKBACK_BLOCKS == 20
     for p in PRICE_MODELS:
         assert isinstance(p, PriceModel)
         assert p.source.startswith("https://")
-        assert p.checked
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", p.checked)
 
 
 def test_the_economics_pages_tables_are_the_committed_results_and_need_their_markers(

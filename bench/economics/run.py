@@ -14,7 +14,8 @@ defaults (``bench.economics.policies``). Per family of traces:
 Quality is the binding constraint: retention (``bench.economics.retention``).
 Target, per trace family and price model: the peer with the highest test
 retention (the cheaper of equals) is the one compared; our cheapest policy
-with retention at least that peer's must bill <= 0.5 x it.
+with retention at least that peer's must bill <= 0.5 x it (``bench.economics.verdict``,
+with the two comparisons reported beside it).
 """
 
 from __future__ import annotations
@@ -60,10 +61,10 @@ from bench.economics.pricing import (
 from bench.economics.score import pinned_bill, score
 from bench.economics.traces import Trace, from_transcript, tau_airline
 from bench.economics.transcripts import TRANSCRIPTS
+from bench.economics.verdict import TARGET_RATIO, best_peer, compare
 from sidecar.client import AsyncClient
 from sidecar.server.app import start
 
-TARGET_RATIO = 0.5
 QUICK_STEPS = 10
 """--quick: the coding task's tool steps (and one task, three τ-bench runs, one setting each)."""
 DEFAULT_JSON = Path(__file__).parent.parent / "results-economics.json"
@@ -263,32 +264,19 @@ def trail_target(name: str, fam: dict[str, Any]) -> Target | None:
 
 
 def targets(name: str, fam: dict[str, Any], prices: Sequence[PriceModel]) -> list[Target]:
-    """Per price model: our cheapest at >= the best peer's retention ÷ that peer's bill; and
-    the identifier trail's (``trail_target``)."""
-    test = fam["test"]
+    """Per price model: our cheapest at >= the best peer's retention ÷ that peer's bill
+    (``bench.economics.verdict``); and the identifier trail's (``trail_target``)."""
     out = [t for t in [trail_target(name, fam)] if t is not None]
     for p in prices:
-        peer_rows = [(n, f) for n, f in test.items() if f["kind"] == "peer"]
-        peer, pf = max(
-            peer_rows, key=lambda r: (r[1]["retention"], -r[1]["prices"][p.name]["billed"])
-        )
-        fit = [
-            (f["prices"][p.name]["billed"], n)
-            for n, f in test.items()
-            if f["kind"] == "ours" and f["retention"] >= pf["retention"]
-        ]
-        billed = pf["prices"][p.name]["billed"]
-        ours = min(fit)[1] if fit else None
-        ratio = min(fit)[0] / billed if fit else float("inf")
-        best_ours = max((f["retention"] for f in test.values() if f["kind"] == "ours"), default=0.0)
+        c = compare(fam["test"], p.name, best_peer(fam["test"], p.name))
+        ours = c.ours or f"none of ours (best {c.best_ours:.3f})"
         out.append(
             Target(
                 f"economics_{name}_{p.name}".replace("-", "_").replace(".", "_"),
-                ratio,
+                c.ratio,
                 TARGET_RATIO,
                 False,
-                f"{ours} / {peer} billed ({p.name}), at retention >= {pf['retention']:.3f}"
-                + ("" if fit else f" (none of ours reaches it; our best {best_ours:.3f})"),
+                f"{ours} / {c.peer} billed ({p.name}), at retention >= {c.peer_retention:.3f}",
             )
         )
     return out

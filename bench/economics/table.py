@@ -3,11 +3,13 @@
 ``python -m bench.economics.table [results.json] [--page docs/economics.md]``
 replaces what lies between ``START`` and ``END`` in the page with one table per
 trace family (test split: retention, conversation tokens and the bill per price
-model, each ÷ no compaction) and the targets' table. ``--check`` only says
-whether the page is current. ``--merge RERUN.json`` first puts the families of
-a later run of some of them (``python -m bench.economics --only NAME``) and
-their targets into the results file, in place of the earlier run's, and
-records the rerun, which the tables then name.
+model, each ÷ no compaction), the targets' table (each miss with by how much), and
+the comparisons reported beside the target (``bench.economics.verdict``: against
+the best peer that compacts, and at matched retention), all from the results
+file alone. ``--check`` only says whether the page is current. ``--merge
+RERUN.json`` first puts the families of a later run of some of them (``python -m
+bench.economics --only NAME``) and their targets into the results file, in place
+of the earlier run's, and records the rerun, which the tables then name.
 """
 
 from __future__ import annotations
@@ -18,6 +20,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench.economics.verdict import (
+    NOISE_SE,
+    TARGET_RATIO,
+    Comparison,
+    best_peer,
+    compare,
+    compare_within_noise,
+)
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 DEFAULT_RESULTS = ROOT / "bench" / "results-economics.json"
 DEFAULT_PAGE = ROOT / "docs" / "economics.md"
@@ -26,7 +37,7 @@ END = "<!-- economics-table:end -->"
 
 
 def tables(result: dict[str, Any]) -> str:
-    """The markdown: a table per trace family, then the targets."""
+    """The markdown: a table per trace family, the targets, the comparisons beside them."""
     prices = list(result["price_models"])
     reruns = "".join(
         f" {', '.join(r['families'])} rerun alone later with `{r['command']}`"
@@ -78,9 +89,57 @@ def tables(result: dict[str, Any]) -> str:
               "|---|---|---|---|"]  # fmt: skip
     for target, t in result["targets"].items():
         ratio = "—" if t["ratio"] == float("inf") else f"{t['ratio']:.2f}"
-        verdict = "pass" if t["pass"] else "miss"
-        lines.append(f"| `{target}` | {ratio} | {verdict} | {t['description']} |")
-    return "\n".join(lines)
+        lines.append(f"| `{target}` | {ratio} | {_verdict(t)} | {t['description']} |")
+    return "\n".join([*lines, "", *beside(result)])
+
+
+def _verdict(target: dict[str, Any]) -> str:
+    """pass, or miss and by how much: the ratio as a multiple of its bound."""
+    if target["pass"]:
+        return "pass"
+    if target["ratio"] == float("inf"):
+        return "miss (none of ours reaches the peer's retention)"
+    return f"miss ({target['ratio'] / target['bound']:.1f} x the bound)"
+
+
+def _cell(c: Comparison) -> str:
+    if c.peer is None:
+        return "no such peer"
+    if c.ours is None:
+        return (
+            f"— miss: none of ours at >= {c.peer_retention:.3f} (`{c.peer}`;"
+            f" ours best {c.best_ours:.3f})"
+        )
+    verdict = "pass" if c.ratio <= TARGET_RATIO else "miss"
+    return f"{c.ratio:.2f} {verdict}: `{c.ours}` / `{c.peer}` at >= {c.floor:.3f}"
+
+
+def beside(result: dict[str, Any]) -> list[str]:
+    """The comparisons reported beside the target, never in its place (``verdict``), per trace
+    family and price model, from the test rows of ``result``."""
+    lines = [
+        "Beside the target, not in its place (`bench.economics.verdict`, from the same test"
+        " rows; billed ÷ the peer's bill, <= 0.5 read as the target's bound): **against the best"
+        " peer that compacts** (the best retention among the peers that made a pass on the test"
+        " traces), and **at matched retention** (ours not below the best peer's by more than"
+        f" {NOISE_SE:g} standard errors of the difference, identifier uses pooled and counted as"
+        " independent, which narrows the band).",
+        "",
+        "| trace | price model | the target: best peer | beside: best compacting peer"
+        f" | beside: matched retention (±{NOISE_SE:g} SE) |",
+        "|---|---|---|---|---|",
+    ]
+    for name, fam in result["traces"].items():
+        test = fam["test"]
+        for price in result["price_models"]:
+            best = best_peer(test, price)
+            cells = (
+                compare(test, price, best),
+                compare(test, price, best_peer(test, price, compacting=True)),
+                compare_within_noise(test, price, best),
+            )
+            lines.append(f"| {name} | {price} | " + " | ".join(map(_cell, cells)) + " |")
+    return lines
 
 
 def replace_between(text: str, body: str) -> str:

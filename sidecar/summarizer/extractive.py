@@ -6,6 +6,10 @@ verbatim (newest last), the exact tool names used, and the assistant's latest
 conclusions, folded with the previous summary, capped at the token budget,
 and it ends with the request's must-keep identifiers as the trail line
 (``Identifiers: ...``), which the request's budget already leaves room for.
+Its usage figures are a model's for the same request: the input counts the
+instruction (with the must-keep list) as well as the history, as the Gemini
+summarizer's ``prompt_token_count`` does, so what it stands in for is billed
+whole.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import html
 import re
 
+from sidecar.summarizer.prompts import with_must_keep
 from sidecar.summarizer.protocol import SummaryRequest, SummaryResponse, trail_line
 from sidecar.tokenizer import default_estimator, truncate_to_tokens
 
@@ -50,7 +55,8 @@ class ExtractiveSummarizer:
             text = f"{text}\n{trail_line(request.identifiers)}" if text else ""
         return SummaryResponse(
             text=text,
-            input_tokens=estimator.count(request.history),
+            input_tokens=estimator.count(with_must_keep(request.system_prompt, request.identifiers))
+            + estimator.count(request.history),
             output_tokens=estimator.count(text),
             finish_reason="STOP",
         )
