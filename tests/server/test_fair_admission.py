@@ -21,7 +21,7 @@ from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
 from sidecar.server.app import Sidecar
 from sidecar.server.inflight import InflightBudget
-from tests.server.harness import address, running
+from tests.server.harness import address, running, until
 from tests.server.test_api import turn
 
 if TYPE_CHECKING:  # the async stub type exists only in the generated .pyi
@@ -33,13 +33,6 @@ A = (("authorization", "Bearer a-token"),)
 B = (("authorization", "Bearer b-token"),)
 FLOODING_CONNECTIONS = 8
 OWN_CONNECTION = (("grpc.use_local_subchannel_pool", 1),)  # a channel per connection
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    """Wait for the server to reach a state (requests waiting), not for a length of time."""
-    async with asyncio.timeout(30):
-        while not condition():  # noqa: ASYNC110 - the server's state, which signals nothing
-            await asyncio.sleep(0.01)
 
 
 def recording(sidecar: Sidecar, monkeypatch: pytest.MonkeyPatch) -> list[str]:
