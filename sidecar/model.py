@@ -432,6 +432,19 @@ class UsageReport:
         return session.incarnation == self.incarnation and self.context_version <= session.version
 
 
+NAMESPACE_SEPARATOR = "#"
+"""Between a tenant's name and the client's id in a stored session id (``acme#s1``).
+
+It never appears in an id a client sends, so a stored id without it is in no
+tenant's namespace (single-tenant mode)."""
+
+
+def namespace_of(session_id: str) -> str:
+    """The tenant a stored session id belongs to; "" for one in no tenant's namespace."""
+    namespace, separator, _ = session_id.partition(NAMESPACE_SEPARATOR)
+    return namespace if separator else ""
+
+
 @dataclass(frozen=True, slots=True)
 class Session:
     """A session's header: identity, version, policy, model and running counters.

@@ -122,7 +122,8 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     ) -> None:
         self.engine = engine
         self.inflight = InflightBudget(max_inflight_bytes)
-        """What appends may hold at once, in bytes: every stream's and unary call's."""
+        """What appends may hold at once, in bytes: every stream's and unary call's, let in
+        fairly between tenants and between each tenant's connections (``inflight.py``)."""
         self.search_timeout_s = search_timeout_s
         """The longest one SearchEvents may take (a caller's shorter deadline wins)."""
         self.max_message_bytes = max_message_bytes
@@ -252,7 +253,8 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
     async def AppendEvents(
         self, request: pb.AppendEventsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.AppendEventsResponse:
-        async with self.inflight.holding(request.ByteSize(), context.peer()):
+        tenant = self.scope_of(context).tenant
+        async with self.inflight.holding(request.ByteSize(), context.peer(), tenant):
             result = await self.appends.append(
                 request.session_id,
                 request.events,
@@ -292,6 +294,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             max_message_bytes=self.max_message_bytes,
             idle_check_s=REVOCATION_CHECK_S,
             connection=peer,
+            tenant=scope.tenant,
         )
         try:
             # Closed here, not when collected: its tasks end and its budget returns at once.

@@ -15,7 +15,8 @@ bounded in bytes as well as in messages:
   that stops reading stops the stream answering, then reading;
 - every request read counts against the server's in-flight budget
   (``inflight.py``, ``--max-inflight-mib``) until its answer is produced, and
-  every answer until it is written.
+  every answer until it is written; past the budget a request waits its turn
+  fairly between tenants, then between the tenant's connections.
 
 Past any of them the stream stops reading: a client that does not read its
 answers stops the server from reading its requests, and HTTP/2 flow control
@@ -168,12 +169,15 @@ class EventStream:
         max_message_bytes: int,
         idle_check_s: float,
         connection: str = "",
+        tenant: str | None = None,
     ) -> None:
         self._answer = answer
         self._watch = watch
         self._revoked = revoked
         self._budget = budget
-        self._connection = connection  # the budget lets connections in fairly, by this key
+        # The budget lets tenants in fairly, and each tenant's connections, by these keys.
+        self._connection = connection
+        self._tenant = tenant
         self._max_message_bytes = max_message_bytes
         self._idle_check_s = idle_check_s
         self._inbox: ByteQueue[Request] = ByteQueue(STREAM_READ_AHEAD, STREAM_READ_AHEAD_BYTES)
@@ -248,7 +252,7 @@ class EventStream:
                 if request is None:
                     break
                 size = request_bytes(request)
-                await self._budget.admit(size, self._connection)
+                await self._budget.admit(size, self._connection, self._tenant)
                 self._held += size
                 self._inbox.put_nowait(request, size)
         finally:

@@ -17,8 +17,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 
 from sidecar.engine.validation import check_session_id
-
-SEPARATOR = "#"
+from sidecar.model import NAMESPACE_SEPARATOR
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +28,7 @@ class Scope:
 
     @property
     def prefix(self) -> str:
-        return "" if self.tenant is None else self.tenant + SEPARATOR
+        return "" if self.tenant is None else self.tenant + NAMESPACE_SEPARATOR
 
     def inside(self, session_id: str, field: str = "session_id") -> str:
         """The stored id of a session the client names; InvalidArgument for a bad id."""

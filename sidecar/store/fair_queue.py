@@ -1,4 +1,4 @@
-"""Writes waiting for the SQLite writer, served fairly between sessions.
+"""Writes waiting for the SQLite writer, served fairly between tenants, then sessions.
 
 SQLite has one writer, so every write waits behind the ones queued before
 it. Served first come, first served, a session that floods (eight streams
@@ -13,6 +13,15 @@ order. A session returning after a pause is credited at most ``credit``
 (one group's weight) behind the present, so it cannot save up a turn
 that would shut the others out.
 
+In multi-tenant mode that is done in two levels, as CFS does for groups of
+threads: a tenant's clock advances by the weight of all its sessions'
+writes, the writer takes from the tenant whose clock is lowest, and within
+it from the session whose clock is lowest. Per session alone, a tenant
+writing to eight sessions would get eight shares of the writer to a quiet
+tenant's one. The tenant is the namespace of the stored session id
+(``sidecar.model.namespace_of``); without tenants every id is in the one
+namespace "", and the queue is fair between sessions alone.
+
 Groups are bounded in weight as well as in number (``MAX_GROUP_WEIGHT``,
 ``MAX_GROUP``) so the group a write joins commits soon: a quiet write waits
 for about the group being committed and its own.
@@ -25,6 +34,8 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+from sidecar.model import namespace_of
+
 MAX_GROUP = 256
 """Writes committed together at most."""
 
@@ -36,6 +47,9 @@ A write heavier than that forms a group of its own.
 
 WEIGHT_BYTES = 16 << 10
 """Event content bytes that weigh as much as one event."""
+
+IDLE_KEPT = 64
+"""Clocks of keys with nothing queued kept beyond twice the queued work, at each level."""
 
 
 def write_weight(events: int, content_bytes: int = 0) -> int:
@@ -51,8 +65,46 @@ class _Queued:
     item: Any = field(compare=False)
 
 
+class _Sessions:
+    """One namespace's queued writes, tagged per session on the namespace's own virtual time."""
+
+    __slots__ = ("_finish", "_heap", "_now", "_seq", "credit")
+
+    def __init__(self, credit: int) -> None:
+        self.credit = credit
+        self._heap: list[_Queued] = []
+        self._finish: dict[str, int] = {}  # per session: the virtual time its queued work ends
+        self._now = 0  # virtual time: the highest start tag taken so far
+        self._seq = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def put(self, key: str, weight: int, item: Any) -> None:
+        """Queue ``item`` after the session's own work, at most ``credit`` behind the present."""
+        floor = self._now - self.credit
+        start = max(floor, self._finish.get(key, floor))
+        self._finish[key] = start + weight
+        heapq.heappush(self._heap, _Queued(start, next(self._seq), weight, item))
+
+    def next_weight(self) -> int:
+        """The weight of the write ``take`` would return."""
+        return self._heap[0].weight
+
+    def take(self) -> Any:
+        """The write whose session's clock is lowest."""
+        queued = heapq.heappop(self._heap)
+        self._now = max(self._now, queued.start)
+        # A session whose work ended before now would be tagged at most ``credit``
+        # earlier if forgotten: a bounded gift, and it bounds the table by the
+        # sessions with work queued or served just now.
+        if len(self._finish) > 2 * len(self._heap) + IDLE_KEPT:
+            self._finish = {k: f for k, f in self._finish.items() if f > self._now}
+        return queued.item
+
+
 class FairQueue:
-    """Items keyed by session, taken in groups, lowest virtual start first."""
+    """Items keyed by stored session id, taken in groups: lowest tenant, then session, first."""
 
     def __init__(
         self,
@@ -64,38 +116,56 @@ class FairQueue:
         self.max_group = max_group
         self.max_group_weight = max_group_weight
         self.credit = max_group_weight if credit is None else credit
-        self._heap: list[_Queued] = []
-        self._finish: dict[str, int] = {}  # per key: the virtual time its queued work ends
-        self._now = 0  # virtual time: the highest start tag taken so far
+        self._spaces: dict[str, _Sessions] = {}
+        self._turns: list[tuple[int, int, str]] = []
+        """Namespaces with writes queued, by the virtual start of their next write."""
+        self._finish: dict[str, int] = {}  # per namespace: the virtual time its last write ended
+        self._now = 0  # virtual time between namespaces: the highest start taken so far
         self._seq = itertools.count()
+        self._count = 0
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return self._count
 
     def put(self, key: str, weight: int, item: Any) -> None:
-        """Queue ``item``: after the key's own work, and at most ``credit`` behind the present."""
-        floor = self._now - self.credit
-        start = max(floor, self._finish.get(key, floor))
-        self._finish[key] = start + weight
-        heapq.heappush(self._heap, _Queued(start, next(self._seq), weight, item))
+        """Queue ``item`` after its session's own work, each level at most ``credit`` behind."""
+        space = namespace_of(key)
+        sessions = self._spaces.get(space)
+        if sessions is None:
+            sessions = self._spaces[space] = _Sessions(self.credit)
+        if not sessions:  # its namespace starts waiting: after its own work, credit bounded
+            floor = self._now - self.credit
+            start = max(floor, self._finish.get(space, floor))
+            heapq.heappush(self._turns, (start, next(self._seq), space))
+        sessions.put(key, weight, item)
+        self._count += 1
 
     def take_group(self) -> list[Any]:
         """The next group: lowest tags first, until it is full in number or in weight."""
         group: list[Any] = []
         weight = 0
-        while self._heap and len(group) < self.max_group:
-            if group and weight + self._heap[0].weight > self.max_group_weight:
+        while self._turns and len(group) < self.max_group:
+            start, _, space = self._turns[0]
+            sessions = self._spaces[space]
+            next_weight = sessions.next_weight()
+            if group and weight + next_weight > self.max_group_weight:
                 break
-            queued = heapq.heappop(self._heap)
-            self._now = max(self._now, queued.start)
-            group.append(queued.item)
-            weight += queued.weight
+            heapq.heappop(self._turns)
+            self._now = max(self._now, start)
+            group.append(sessions.take())
+            weight += next_weight
+            # The namespace's clock moves on by what it wrote; with more queued, it
+            # waits again from there.
+            self._finish[space] = start + next_weight
+            if sessions:
+                heapq.heappush(self._turns, (start + next_weight, next(self._seq), space))
+        self._count -= len(group)
         self._forget_idle()
         return group
 
     def _forget_idle(self) -> None:
-        # A key whose work ended before now would be tagged at most ``credit``
-        # earlier if forgotten: a bounded gift, and it bounds the table by the
-        # keys with work queued or served just now.
-        if len(self._finish) > 2 * len(self._heap) + 64:
+        # As within a namespace (``_Sessions.take``): an idle namespace forgotten is
+        # credited at most ``credit``, and its sessions' clocks go with it.
+        if len(self._finish) > 2 * len(self._turns) + IDLE_KEPT:
             self._finish = {k: f for k, f in self._finish.items() if f > self._now}
+            self._spaces = {k: s for k, s in self._spaces.items() if s or k in self._finish}

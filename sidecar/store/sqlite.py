@@ -8,7 +8,7 @@ The transaction bodies are plain functions of a ``sqlite3.Connection``, in
 routes them.
 
 Group commit. Writes that arrive while the writer is busy are queued, fairly
-between sessions (``fair_queue``), and the next transaction runs a group of
+between tenants and then sessions (``fair_queue``), and the next transaction runs a group of
 them, each inside its own SAVEPOINT, then commits once (``sqlite_writer``).
 A write that fails (a version conflict, an unknown session) rolls back to
 its savepoint and gets its own error; the others still commit. Every write
@@ -152,7 +152,7 @@ class SqliteStore:
     ) -> T:
         """Run ``body`` in an IMMEDIATE transaction on the writer's thread (``sqlite_writer``).
 
-        Queued fairly between sessions by ``weight`` and committed in groups.
+        Queued fairly between tenants, then sessions, by ``weight`` and committed in groups.
         Bodies read the clock themselves (``utcnow()`` inside the lambda), so
         update times follow commit order.
         """

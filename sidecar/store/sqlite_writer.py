@@ -1,7 +1,7 @@
 """The SQLite store's one writing connection, and the writes waiting for it.
 
 SQLite has one writer, so writes queue. They wait in a ``FairQueue``
-(fairly between sessions, by weight) and are committed in groups, one
+(fairly between tenants, then between sessions, by weight) and are committed in groups, one
 transaction per group with a savepoint per write, so a burst of small
 appends costs one commit instead of one each.
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -12,7 +13,7 @@ from sidecar.server.config import ServerConfig
 from sidecar.summarizer.protocol import Summarizer
 from tests.postgres_server import free_port
 
-__all__ = ["address", "free_port", "running"]
+__all__ = ["address", "free_port", "running", "until"]
 
 
 @asynccontextmanager
@@ -40,3 +41,14 @@ async def running(
 
 def address(sidecar: Sidecar) -> str:
     return f"127.0.0.1:{sidecar.port}"
+
+
+async def until(condition: Callable[[], bool], timeout_s: float = 60.0) -> None:
+    """Wait for a state of the server (requests waiting, a stream stalled, a budget drained).
+
+    A state, not a length of time: on a loaded machine it comes late, never
+    wrongly. ``timeout_s`` is only how long a test waits for one that never comes.
+    """
+    async with asyncio.timeout(timeout_s):
+        while not condition():  # noqa: ASYNC110 - the server's state, which signals nothing
+            await asyncio.sleep(0.01)

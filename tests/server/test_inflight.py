@@ -249,3 +249,78 @@ async def test_connections_take_turns_by_the_bytes_they_were_let_in() -> None:
     assert order.index("b") < order.index("a")  # a had just been let in 100 bytes
     assert budget.held == 0
     assert budget.waiting == 0
+
+
+async def test_a_quiet_tenant_waits_for_one_request_not_one_per_connection_of_a_flood() -> None:
+    """Tenant a floods on eight connections, one request waiting on each; b's goes next."""
+    budget = InflightBudget(100)
+    await budget.admit(100, "a-0", tenant="a")
+    order: list[str] = []
+
+    async def admit(connection: str, tenant: str) -> None:
+        await budget.admit(100, connection, tenant)
+        order.append(connection)
+
+    floods = [asyncio.create_task(admit(f"a-{n}", "a")) for n in range(8)]
+    await settle()
+    quiet = asyncio.create_task(admit("b-0", "b"))
+    await settle()
+    budget.release(100)  # room for one request: the quiet tenant's turn
+    await settle()
+    assert order == ["b-0"]  # by connection, every one of a's was as far behind as b's
+    await quiet
+    for n in range(8):
+        budget.release(budget.held)
+        await settle()
+        assert len(order) == n + 2
+    await asyncio.gather(*floods)
+    # Among a's connections, by their own clocks: a-0 had just been let in 100 bytes.
+    assert order[1:] == [f"a-{n}" for n in range(1, 8)] + ["a-0"]
+
+
+async def test_a_tenants_connections_take_turns_within_its_share() -> None:
+    """Within tenant a, a quiet connection goes ahead of a flooding one; a and b alternate."""
+    budget = InflightBudget(10)
+    await budget.admit(10, "b-0", tenant="b")
+    order: list[str] = []
+
+    async def admit(connection: str, tenant: str) -> None:
+        await budget.admit(10, connection, tenant)
+        order.append(connection)
+        await asyncio.sleep(0)
+        budget.release(10)  # answered at once
+
+    tasks = [asyncio.create_task(admit("a-flood", "a")) for _ in range(4)]
+    tasks += [asyncio.create_task(admit("b-0", "b")) for _ in range(3)]
+    await settle()
+    tasks.append(asyncio.create_task(admit("a-quiet", "a")))
+    await settle()
+    budget.release(10)
+    await asyncio.gather(*tasks)
+    # The tenants take turns by bytes (b had just been let in; a tie goes to the one
+    # that waited first). a's first turn goes to its flooding connection, which asked
+    # first; its second to the quiet one, though it came after all four of the flood's.
+    assert order == ["a-flood", "a-quiet", "b-0", "a-flood", "b-0", "a-flood", "b-0", "a-flood"]
+    assert budget.held == 0
+    assert budget.waiting == 0
+
+
+async def test_without_tenants_requests_are_fair_between_connections_alone() -> None:
+    """With no tenant named, every call is of one tenant: per connection, as before."""
+    budget = InflightBudget(100)
+    await budget.admit(100, "x")
+    order: list[str] = []
+
+    async def admit(connection: str) -> None:
+        await budget.admit(100, connection)
+        order.append(connection)
+
+    tasks = [asyncio.create_task(admit("x")) for _ in range(3)]
+    await settle()
+    tasks.append(asyncio.create_task(admit("y")))
+    await settle()
+    for _ in range(4):
+        budget.release(budget.held)
+        await settle()
+    await asyncio.gather(*tasks)
+    assert order == ["y", "x", "x", "x"]

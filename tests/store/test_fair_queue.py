@@ -82,7 +82,57 @@ def test_the_table_of_sessions_stays_bounded() -> None:
     for n in range(10_000):
         queue.put(f"s{n}", 1, n)
         queue.take_group()
+    assert len(queue._spaces[""]._finish) <= 64 + 2
+
+
+def test_the_tables_of_tenants_and_their_sessions_stay_bounded() -> None:
+    queue = FairQueue()
+    for n in range(10_000):
+        queue.put(f"t{n}#s", 1, n)
+        queue.put(f"t{n % 3}#s{n}", 1, n)
+        queue.take_group()
+    assert len(queue) == 0
     assert len(queue._finish) <= 64 + 2
+    assert len(queue._spaces) <= 64 + 2
+    assert all(len(sessions._finish) <= 64 + 2 for sessions in queue._spaces.values())
+
+
+def test_a_tenant_flooding_eight_sessions_gets_one_share_of_the_writer_not_eight() -> None:
+    """Tenant a keeps eight sessions backlogged, tenant b one: b gets half the writes."""
+    queue = FairQueue(max_group_weight=16)
+    for b in range(8):
+        for n in range(8):
+            queue.put(f"a#flood-{n}", 16, f"a{n}/{b}")
+        queue.put("b#busy", 16, f"b/{b}")
+    first = [item for group in taken(queue)[:8] for item in group]
+    assert sum(item.startswith("b") for item in first) == 4  # by session alone: 1 in 9
+    assert [item for item in first if item.startswith("b")] == [f"b/{b}" for b in range(4)]
+
+
+def test_within_a_tenant_a_quiet_session_goes_ahead_of_its_flooding_ones() -> None:
+    queue = FairQueue(max_group_weight=16)
+    for b in range(8):
+        for n in range(8):
+            queue.put(f"a#flood-{n}", 16, f"flood-{n}/{b}")
+        queue.put("b#busy", 16, f"b/{b}")
+    for _ in range(16):
+        queue.take_group()
+    queue.put("a#quiet", 1, "quiet")
+    # a's next turn is the quiet session's; b may have the turn before it.
+    assert "quiet" in [item for group in taken(queue)[:2] for item in group]
+
+
+def test_a_returning_tenant_is_credited_at_most_one_group() -> None:
+    queue = FairQueue(max_group_weight=4)
+    for b in range(50):
+        queue.put("a#busy", 4, f"busy{b}")
+    for _ in range(25):
+        queue.take_group()
+    for b in range(6):
+        queue.put(f"b#back-{b}", 4, f"back{b}")  # six sessions of its own: one share still
+    order = [group[0] for group in taken(queue)[:6]]
+    assert order[0] == "back0"
+    assert 2 <= sum(item.startswith("back") for item in order) <= 4
 
 
 def test_write_weight_counts_events_and_bytes() -> None:
