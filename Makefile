@@ -63,7 +63,7 @@ bench-quick: setup bench-adk-venv
 ## regenerated).
 ## make test runs its --quick mode (tests/test_bench_economics.py).
 bench-economics: setup
-	$(BIN)/python -m bench.economics --json bench/results-economics.json --plot docs/economics.png
+	$(BIN)/python -m bench.economics --jobs 2 --json bench/results-economics.json --plot docs/economics.png
 	$(BIN)/python -m bench.economics.table bench/results-economics.json --page docs/economics.md
 
 ## Every check: lint, types, the proto contract, tests.

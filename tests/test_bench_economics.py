@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.economics import run
 from bench.economics.adk_peer import replay_adk
 from bench.economics.anthropic_edit import PLACEHOLDER, edit, replay_edited
 from bench.economics.langchain_peer import replay_langchain
@@ -196,6 +197,8 @@ def test_quick_run_prints_every_target_and_writes_json_and_plot(tmp_path: Path) 
             "-m",
             "bench.economics",
             "--quick",
+            "--jobs",
+            "2",
             "--json",
             str(out),
             "--plot",
@@ -216,7 +219,8 @@ def test_quick_run_prints_every_target_and_writes_json_and_plot(tmp_path: Path) 
         for f in results["traces"]
         for p in results["price_models"]
     }
-    assert set(results["traces"]) == {"tau-airline", "coding-task", "synthetic-chat"}
+    # --jobs 2 ran each family in a process of its own; merged in the families' order.
+    assert list(results["traces"]) == ["tau-airline", "coding-task", "synthetic-chat"]
     assert printed == expected == set(results["targets"]) - {TRAIL}, done.stdout
     (trail,) = [line for line in done.stdout.splitlines() if line.startswith(f"TARGET {TRAIL}:")]
     assert re.match(rf"^TARGET {TRAIL}: measured ratio (\d+\.\d\d|inf) \(target <= 1\) ", trail)
@@ -378,3 +382,14 @@ def test_dev_keeps_the_trail_family_by_its_own_floor_and_the_others_by_the_peers
     assert choose(dev, peer_retention=1.0) == {"summarize_trail": 1, "token_budget": 2}
     short = {"summarize_trail": rows((0.90, 100), (0.95, 200))}
     assert choose(short, peer_retention=0.5) == {"summarize_trail": 1}  # none fits: the best
+
+
+def test_an_unknown_trace_family_is_refused_naming_it_and_the_known_ones(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        run.main(["--only", "tau-retail", "--jobs", "2"])
+    assert stopped.value.code == 2
+    assert "--only: no trace family tau-retail (known: tau-airline, coding-task" in (
+        capsys.readouterr().err
+    )

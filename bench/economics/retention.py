@@ -21,6 +21,7 @@ must not be the code whose summaries and placeholders it grades.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -45,9 +46,16 @@ def _words(text: str) -> Iterable[tuple[str, bool]]:
             yield word, False
 
 
-def tokens(text: str) -> set[str]:
+# Every policy's replay of a trace judges the same user messages, tool results and
+# actions, and each step re-reads the events its predecessors were sent: both token
+# sets are kept per text, a bounded number of them (the bench's working set is far less).
+_TEXTS_KEPT = 1 << 15
+
+
+@functools.lru_cache(maxsize=_TEXTS_KEPT)
+def tokens(text: str) -> frozenset[str]:
     """Every token of ``text``, case-folded, edge punctuation off (a URL kept whole)."""
-    return {word.casefold() for word, _ in _words(text)}
+    return frozenset(word.casefold() for word, _ in _words(text))
 
 
 def is_identifier(word: str) -> bool:
@@ -61,9 +69,10 @@ def is_identifier(word: str) -> bool:
     return len(word) >= 4 and bool(_INNER.search(word))
 
 
-def identifiers(text: str) -> set[str]:
+@functools.lru_cache(maxsize=_TEXTS_KEPT)
+def identifiers(text: str) -> frozenset[str]:
     """The identifiers of ``text``, case-folded."""
-    return {word.casefold() for word, url in _words(text) if url or is_identifier(word)}
+    return frozenset(word.casefold() for word, url in _words(text) if url or is_identifier(word))
 
 
 def _values(node: Any) -> Iterable[str]:

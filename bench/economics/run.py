@@ -42,6 +42,7 @@ from bench.economics.langchain_peer import PEERS as LANGCHAIN_PEERS
 from bench.economics.langchain_peer import replay_langchain
 from bench.economics.long_task import coding_tasks
 from bench.economics.measure import Replayed, replay_all, server_config
+from bench.economics.parallel import FamilyFailed, run_families
 from bench.economics.policies import (
     SUMMARY_TOKENS,
     TRAIL_DEV_FLOOR,
@@ -337,22 +338,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", action="append", default=[], help="run only this trace family (repeatable)"
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="run the trace families side by side, this many processes at a time (default 1)",
+    )
     args = parser.parse_args(argv)
+    known = [f.name for f in families(False)]
+    if unknown := sorted(set(args.only) - set(known)):
+        parser.error(f"--only: no trace family {', '.join(unknown)} (known: {', '.join(known)})")
     logging.basicConfig(level=logging.WARNING)
     say(f"mode: {'quick' if args.quick else 'full'}; {NOTE}")
     started = time.perf_counter()
+    trials = tuple(int(t) for t in args.trials.split(","))
+    triggers = tuple(float(t) for t in args.triggers.split(",")) if args.triggers else None
     with tempfile.TemporaryDirectory(prefix="bench-economics-") as tmp:
-        figures, found = asyncio.run(
-            run_all(
-                args.quick,
-                Path(tmp),
-                args.only,
-                tuple(int(t) for t in args.trials.split(",")),
-                tuple(float(t) for t in args.triggers.split(",")) if args.triggers else None,
+        if args.jobs > 1:
+            names = [
+                f.name for f in families(args.quick, trials) if not args.only or f.name in args.only
+            ]
+            common = [*(["--quick"] if args.quick else []), "--trials", args.trials]
+            common += ["--triggers", args.triggers] if args.triggers else []
+            try:
+                figures, targets = run_families(names, common, args.jobs, Path(tmp), say)
+            except FamilyFailed as exc:
+                say(str(exc))
+                return 1
+        else:
+            figures, found = asyncio.run(
+                run_all(args.quick, Path(tmp), args.only, trials, triggers)
             )
-        )
-    for target in found:
-        say(target.line())
+            for target in found:
+                say(target.line())
+            targets = {t.name: t.to_json() for t in found}
     total = time.perf_counter() - started
     say(f"total {total:.1f} s")
     prices = QUICK_PRICE_MODELS if args.quick else PRICE_MODELS
@@ -365,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
         "price_models": {p.name: _price_json(p) for p in prices},
         "total_s": total,
         "traces": figures,
-        "targets": {t.name: t.to_json() for t in found},
+        "targets": targets,
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=1) + "\n")
