@@ -14,7 +14,10 @@ advances by the bytes its requests are let in, and so does each connection's
 within its tenant: the tenant whose clock is lowest goes next, and of its
 connections the one whose clock is lowest. Without tenants (no token file, or
 one without tenant names) every call is of one tenant, and requests wait
-fairly between connections alone. So a quiet tenant waits for about the
+fairly between connections alone. A connection is what grpc's ``peer()``
+names it: every client of a Unix socket is the one peer ``unix:``, so
+there its clients share one connection's turn (tenants still take turns
+apart). So a quiet tenant waits for about the
 request being let in, not for one of every connection a flooding tenant
 opened, nor one of every stream those connections hold open; and within a
 tenant, a quiet connection waits the same way beside a flooding one. A tenant

@@ -62,6 +62,10 @@ Resp = TypeVar("Resp")
 REVOCATION_CHECK_S = 0.5
 REVOKED = "bearer token revoked: this call ended with it"
 
+StreamKey = tuple[str | None, str]
+"""What open long-lived calls are counted by: the caller's tenant (None without tenants) and
+its connection's peer."""
+
 
 def unary(
     handler: Callable[[Any, Req, grpc.aio.ServicerContext[Req, Resp]], Awaitable[Resp]],
@@ -131,7 +135,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         self.store = engine.store
         self.tokens = tokens
         self.max_streams_per_connection = max_streams_per_connection
-        self._streams: dict[str, int] = {}  # open StreamEvents/WatchSession calls per peer
+        self._streams: dict[StreamKey, int] = {}  # open long-lived calls per tenant and peer
         self.blobs = EventBlobs(cache_bytes // 4)
         self.fragments = Fragments(cache_bytes // 2 - cache_bytes // 4)
         """Renderings' encoded blocks per event and each format's last window state (what an
@@ -169,30 +173,34 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         self.fragments.clear()
         self.contexts.clear()
 
-    def _open_stream(self, context: grpc.aio.ServicerContext[Any, Any]) -> str:
-        """Count a long-lived call against its connection; LimitExceeded past the cap.
+    def _open_stream(self, context: grpc.aio.ServicerContext[Any, Any]) -> StreamKey:
+        """Count a long-lived call against its tenant's on its connection; LimitExceeded past
+        the cap.
 
         HTTP/2's own stream limit would queue the extra calls on the client
         without a word; a clear RESOURCE_EXHAUSTED naming the limit is better.
-        Returns the peer, for ``_close_stream``.
+        Counted per tenant as well: where two tenants' calls share what grpc
+        shows as one connection (every client of a Unix socket is the peer
+        ``unix:``; a proxy's one connection), one tenant's streams never use
+        up the other's allowance. Returns the key, for ``_close_stream``.
         """
-        peer = context.peer()
-        open_now = self._streams.get(peer, 0)
+        key = (self.scope_of(context).tenant, context.peer())
+        open_now = self._streams.get(key, 0)
         if open_now >= self.max_streams_per_connection:
             raise LimitExceeded(
                 "max_streams_per_connection",
                 f"{open_now} streams already open on this connection,"
                 f" the limit is {self.max_streams_per_connection}",
             )
-        self._streams[peer] = open_now + 1
-        return peer
+        self._streams[key] = open_now + 1
+        return key
 
-    def _close_stream(self, peer: str) -> None:
-        left = self._streams[peer] - 1
+    def _close_stream(self, key: StreamKey) -> None:
+        left = self._streams[key] - 1
         if left:
-            self._streams[peer] = left
+            self._streams[key] = left
         else:
-            del self._streams[peer]
+            del self._streams[key]
 
     def revoked(self, context: grpc.aio.ServicerContext[Any, Any], scope: Scope) -> bool:
         """Whether an open call's token is no longer in force (or now names another tenant).
@@ -282,7 +290,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         scope = self.scope_of(context)
         current_scope.set(scope)
         try:
-            peer = self._open_stream(context)
+            opened = self._open_stream(context)
         except LimitExceeded as exc:
             await abort(context, exc)
             raise  # unreachable: abort raises
@@ -293,7 +301,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             budget=self.inflight,
             max_message_bytes=self.max_message_bytes,
             idle_check_s=REVOCATION_CHECK_S,
-            connection=peer,
+            connection=context.peer(),
             tenant=scope.tenant,
         )
         try:
@@ -304,7 +312,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         except Revoked:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, REVOKED)
         finally:
-            self._close_stream(peer)
+            self._close_stream(opened)
 
     async def _answer_batch(
         self, requests: list[pb.StreamEventsRequest | Undecodable]
@@ -350,7 +358,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         try:
             session_id = fields.stored(request.session_id)
             await self.store.get_session(session_id)
-            peer = self._open_stream(context)
+            opened = self._open_stream(context)
         except Exception as exc:
             await abort(context, exc)
             raise  # unreachable: abort raises
@@ -378,7 +386,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
                 yield out
         finally:
             watcher.close()
-            self._close_stream(peer)
+            self._close_stream(opened)
 
     # -- the log ------------------------------------------------------------
 

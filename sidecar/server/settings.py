@@ -98,7 +98,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "max_streams_per_connection",
         "100",
-        "open `StreamEvents`/`WatchSession` calls per connection; past it `RESOURCE_EXHAUSTED`",
+        "open `StreamEvents`/`WatchSession` calls per connection and tenant (two tenants on one"
+        " connection, as every client of a Unix socket is, count apart); past it"
+        " `RESOURCE_EXHAUSTED`",
     ),
     Setting(
         "max_inflight_mib",

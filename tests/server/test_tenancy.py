@@ -246,3 +246,27 @@ async def test_label_updates_name_sessions_of_the_callers_own_tenant(tmp_path: P
             )
             == grpc.StatusCode.NOT_FOUND
         )
+
+
+async def test_one_tenants_streams_leave_another_its_own_allowance_on_one_connection(
+    tmp_path: Path,
+) -> None:
+    """Two tenants' calls on one connection (as every client of a Unix socket is one peer
+    to grpc, and a proxy's calls are): each has ``max_streams_per_connection`` of its own."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text("acme acme-token\nglobex globex-token\n")
+    async with running(tmp_path, auth_token_file=str(tokens), max_streams_per_connection=1) as sc:
+        async with grpc.aio.insecure_channel(address(sc)) as channel:
+            stub = pb_grpc.CompactionServiceStub(channel)
+            for tenant in (ACME, GLOBEX):
+                await stub.CreateSession(pb.CreateSessionRequest(session_id="s"), metadata=tenant)
+            acme = stub.WatchSession(pb.WatchSessionRequest(session_id="s"), metadata=ACME)
+            await acme.initial_metadata()
+            again = stub.WatchSession(pb.WatchSessionRequest(session_id="s"), metadata=ACME)
+            assert await code_of(again.read()) == grpc.StatusCode.RESOURCE_EXHAUSTED
+            globex = stub.WatchSession(pb.WatchSessionRequest(session_id="s"), metadata=GLOBEX)
+            await globex.initial_metadata()  # refused here, by acme's stream, before
+            with pytest.raises(TimeoutError):  # and it stays open
+                await asyncio.wait_for(asyncio.shield(globex.code()), 0.3)
+            acme.cancel()
+            globex.cancel()
