@@ -20,7 +20,7 @@ from bench.economics.adk_peer import replay_adk
 from bench.economics.anthropic_edit import PLACEHOLDER, edit, replay_edited
 from bench.economics.langchain_peer import replay_langchain
 from bench.economics.long_task import coding_task
-from bench.economics.measure import replay_trace, server_config
+from bench.economics.measure import replay_trace, server_config, stop_at_window
 from bench.economics.policies import peers
 from bench.economics.pricing import GPT_4O, GPT_56, SONNET_45, Call, PriceModel, bill
 from bench.economics.run import QUICK_STEPS
@@ -33,6 +33,7 @@ from sidecar.compaction.tokens import count_event
 from sidecar.compaction.triggers import TokenCount
 from sidecar.model import Boundary, Event, Role, ToolCall, ToolResult
 from sidecar.server.app import start
+from tests.bench_events import reads
 
 ROOT = Path(__file__).resolve().parent.parent
 LINE = re.compile(
@@ -156,11 +157,7 @@ async def test_the_judge_sees_the_window_getcontext_answers(tmp_path: Path) -> N
         Event(id="a0", role=Role.ASSISTANT, tool_calls=(ToolCall("c0", "find", "{}"),)),
         Event(id="t0", role=Role.TOOL, tool_results=(ToolResult("c0", "find", "ZFA04Y"),)),
     ]
-    for i in range(1, 6):
-        events.append(Event(id=f"a{i}", role=Role.ASSISTANT,
-                            tool_calls=(ToolCall(f"c{i}", "read", "{}"),)))  # fmt: skip
-        events.append(Event(id=f"t{i}", role=Role.TOOL,
-                            tool_results=(ToolResult(f"c{i}", "read", "w " * 300),)))  # fmt: skip
+    events += reads(1, 6)
     events.append(Event(id="a9", role=Role.ASSISTANT,
                         tool_calls=(ToolCall("c9", "cancel", '{"id": "ZFA04Y"}'),)))  # fmt: skip
     trace = Trace("t", "", "", tuple(events), 0)
@@ -371,17 +368,45 @@ def test_dev_keeps_the_trail_family_by_its_own_floor_and_the_others_by_the_peers
     from bench.economics.policies import TRAIL_DEV_FLOOR
     from bench.economics.run import choose
 
-    def rows(*pairs: tuple[float, int]) -> list[dict[str, float]]:
-        return [{"retention": r, "conversation_tokens": c} for r, c in pairs]
+    def rows(*pairs: tuple[float, float]) -> list[dict[str, float]]:
+        return [{"retention": r, "bill_vs_none": b} for r, b in pairs]
 
     dev = {
-        "summarize_trail": rows((TRAIL_DEV_FLOOR - 0.01, 100), (TRAIL_DEV_FLOOR, 300), (0.99, 400)),
-        "token_budget": rows((0.99, 100), (1.0, 900), (1.0, 800)),
+        "summarize_trail": rows((TRAIL_DEV_FLOOR - 0.01, 0.3), (TRAIL_DEV_FLOOR, 0.9), (0.99, 1.2)),
+        "token_budget": rows((0.99, 0.5), (1.0, 0.95), (1.0, 0.9)),
     }
     # A peer that never compacts holds everything: the trail family is not held to it.
     assert choose(dev, peer_retention=1.0) == {"summarize_trail": 1, "token_budget": 2}
-    short = {"summarize_trail": rows((0.90, 100), (0.95, 200))}
-    assert choose(short, peer_retention=0.5) == {"summarize_trail": 1}  # none fits: the best
+    short = {"summarize_trail": rows((0.90, 0.1), (0.95, 0.2), (0.95, 0.15))}
+    # None fits: the best retention, the cheaper of equals.
+    assert choose(short, peer_retention=0.5) == {"summarize_trail": 2}
+
+
+def test_dev_chooses_by_the_bill_not_by_the_tokens_sent() -> None:
+    """A setting that sends fewer tokens but breaks the prompt cache more often bills more: dev
+    keeps the one that bills less, as the target counts it."""
+    from bench.economics.run import choose, relative_bill
+
+    none = {"prices": {"a": {"billed": 100.0}, "b": {"billed": 200.0}}}
+    few_tokens = {"prices": {"a": {"billed": 90.0}, "b": {"billed": 240.0}}}  # 0.9 and 1.2
+    cached = {"prices": {"a": {"billed": 95.0}, "b": {"billed": 190.0}}}  # 0.95 and 0.95
+    assert relative_bill(few_tokens, none) == pytest.approx((0.9 * 1.2) ** 0.5)
+    assert relative_bill(cached, none) == pytest.approx(0.95)
+    dev = {
+        "token_budget": [
+            {
+                "retention": 1.0,
+                "conversation_tokens": 10,
+                "bill_vs_none": relative_bill(few_tokens, none),
+            },
+            {
+                "retention": 1.0,
+                "conversation_tokens": 50,
+                "bill_vs_none": relative_bill(cached, none),
+            },
+        ]
+    }
+    assert choose(dev, peer_retention=1.0) == {"token_budget": 1}
 
 
 def test_an_unknown_trace_family_is_refused_naming_it_and_the_known_ones(
@@ -393,3 +418,34 @@ def test_an_unknown_trace_family_is_refused_naming_it_and_the_known_ones(
     assert "--only: no trace family tau-retail (known: tau-airline, coding-task" in (
         capsys.readouterr().err
     )
+
+
+async def test_a_prompt_past_the_models_window_stops_the_agent_there(tmp_path: Path) -> None:
+    """Sending everything to a 2,000-token model fails at the first call past it: the replay
+    stops there and every later step is judged as sent nothing; a budget that keeps the prompt
+    inside the window runs to the end. A peer's whole replay is cut the same way."""
+    events = [Event(id="u", role=Role.USER, text="order ZFA04Y please")]
+    events += reads(0, 8, '{"id": "ZFA04Y"}')
+    trace = Trace("small", "", "", tuple(events), 200, window_tokens=2000)
+    budget = CompactionPolicy(
+        TokenCount(1200), TokenBudget(max_tokens=600, boundary=Boundary.TOOL_PAIR)
+    )
+    sidecar = await start(server_config(tmp_path / "w.db"))
+    try:
+        async with AsyncClient(f"127.0.0.1:{sidecar.port}") as client:
+            whole = await replay_trace(client, "whole", trace, None)
+            kept = await replay_trace(client, "kept", trace, budget)
+    finally:
+        await sidecar.stop(0.5)
+    assert whole.failed_at is not None
+    assert len(whole.calls) == whole.failed_at < 8
+    assert len(whole.steps) == 8
+    assert all(not s.held for s in whole.steps[whole.failed_at :])
+    assert all(s.held == {"zfa04y"} for s in whole.steps[: whole.failed_at])
+    assert kept.failed_at is None
+    assert len(kept.calls) == 8
+    edited = stop_at_window(trace, replay_edited(trace))  # Anthropic's clearing, at 100k: none
+    assert edited.failed_at == whole.failed_at
+    assert len(edited.calls) == edited.failed_at
+    assert all(not s.held for s in edited.steps[edited.failed_at :])
+    assert score([trace, trace], [whole, kept], (SONNET_45,))["failed_traces"] == 1

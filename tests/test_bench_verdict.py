@@ -8,7 +8,14 @@ from typing import Any
 
 from bench.economics.pricing import GPT_4O
 from bench.economics.run import targets
-from bench.economics.verdict import best_peer, compare, compare_within_noise, within_noise
+from bench.economics.verdict import (
+    best_peer,
+    cluster,
+    compare,
+    compare_within_noise,
+    retention_se,
+    within_noise,
+)
 
 PRICE = "gpt-4o"
 
@@ -95,3 +102,44 @@ def test_the_page_states_each_miss_by_how_much_and_the_comparisons_beside_it() -
         " | 0.95 miss: `summary` / `summary_peer` at >= 0.995"
         " | 1.01 miss: `summary` / `clear_peer` at >= 0.998 |"
     ]
+
+
+def _traced(kind: str, held_per_trace: list[int], used: int = 100) -> dict[str, Any]:
+    rows = [{"trace": f"t{i}", "used": used, "held": h} for i, h in enumerate(held_per_trace)]
+    total = used * len(held_per_trace)
+    return {**row(kind, sum(held_per_trace), 100.0, used=total), "per_trace": rows}
+
+
+def test_noise_is_measured_between_traces_so_a_loss_in_one_trace_is_within_it() -> None:
+    """The same 20 lost uses of 1,000: all in one trace is within two trace-clustered standard
+    errors (another sample of traces could miss it), one or two in every trace is not; the pooled
+    count of uses, blind to traces, would call both outside."""
+    peer = _traced("peer", [100] * 10)
+    one_trace = _traced("ours", [80] + [100] * 9)
+    every_trace = _traced("ours", [98] * 10)
+    assert within_noise(peer, one_trace)
+    assert not within_noise(peer, every_trace)
+    pooled = {k: v for k, v in one_trace.items() if k != "per_trace"}
+    assert not within_noise(peer, pooled)
+    se = retention_se(one_trace)
+    assert se is not None
+    assert 0.015 < se < 0.025
+
+
+def test_tau_bench_trials_of_one_task_are_one_cluster() -> None:
+    assert cluster("tau-25-3") == cluster("tau-25-0") == "tau-25"
+    assert cluster("coding-7") == "coding-7"
+
+
+def test_a_policy_whose_prompt_passed_the_window_is_no_candidate_on_either_side() -> None:
+    """The peer of best retention overflowed the model's window on a trace (the provider refuses
+    the call): the next peer that runs is compared; an overflowing policy of ours is not an
+    answer, however cheap."""
+    rows = {
+        **ROWS,
+        "clear_peer": {**ROWS["clear_peer"], "failed_traces": 1},
+        "cheap": {**row("ours", 999, 10.0, passes=3), "failed_traces": 2},
+    }
+    assert best_peer(rows, PRICE) == "summary_peer"
+    against = compare(rows, PRICE, "summary_peer")
+    assert (against.ours, against.best_ours) == ("summary", 0.998)

@@ -6,8 +6,9 @@ the contents ADK really sent, and each summary call's prompt and summary.
 Here they are turned into windows the way the server's events are counted
 (``count_event``; a content's id is a hash of it, so an unchanged content
 is an unchanged prefix for the cache) and judged, and the summary calls are
-billed before the call they land in. The summary is cut to ``SUMMARY_TOKENS``
-(about 4 characters a token, in the worker).
+billed before the call they land in. The summary's length is the one every
+fake summary has (``bench.economics.summary_size``, in characters in the
+worker).
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.economics.measure import Replayed, action_of, cache_key, source_of
-from bench.economics.policies import SUMMARY_TOKENS
 from bench.economics.pricing import Call
 from bench.economics.retention import Judge
+from bench.economics.summary_size import RATIO
 from bench.economics.traces import Trace
 from bench.json_lines import ROOT, ask, stop
 from sidecar.compaction.formatting import format_event
@@ -81,8 +82,9 @@ def as_event(content: dict[str, Any], arguments: dict[str, str]) -> Event:
     return Event(id=eid, role=role, text="\n".join(texts), tool_calls=calls)
 
 
-async def replay_adk(traces: list[Trace], peer: str) -> list[Replayed]:
-    """Replay each trace through ADK's Runner with ``peer``'s compaction config (one worker)."""
+async def replay_adk(traces: list[Trace], peer: str, ratio: float = RATIO) -> list[Replayed]:
+    """Replay each trace through ADK's Runner with ``peer``'s compaction config (one worker);
+    its summaries at the length ``ratio`` gives (``summary_size``)."""
     process = await asyncio.create_subprocess_exec(
         str(ADK_PYTHON), "-m", "bench.economics.adk_peer_worker", cwd=ROOT,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=_LIMIT,
@@ -91,7 +93,7 @@ async def replay_adk(traces: list[Trace], peer: str) -> list[Replayed]:
     try:
         for trace in traces:
             command = {"op": "replay", "trace": _trace_json(trace), "config": PEERS[peer],
-                       "summary_chars": SUMMARY_TOKENS * 4}  # fmt: skip
+                       "ratio": ratio}  # fmt: skip
             out.append(_judged(trace, await ask(process, "ADK peer worker", command)))
     finally:
         await stop(process)
@@ -116,7 +118,9 @@ def _judged(trace: Trace, reply: dict[str, Any]) -> Replayed:
             out.calls.append(Call(clock, tuple(cache_key(e) for e in window)))
             clock += trace.call_gap_s
             action = action_of(event)
-            out.steps.append(judge.step(action, [format_event(e) for e in window]))
+            texts = [format_event(e) for e in window]
+            out.steps.append(judge.step(action, texts))
+            out.probe(trace, event, texts)
             judge.assistant(action)
         else:
             judge.source(source_of(event))

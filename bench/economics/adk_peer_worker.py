@@ -9,8 +9,11 @@ reporting a prompt token count (characters ÷ 4, system prompt included, as
 ADK's token trigger reads ``usage_metadata``). Tools answer with the trace's
 recorded results. The summarizer is ADK's ``LlmEventSummarizer`` around a
 deterministic model: its summary is the extractive rule (the user's lines,
-the tool names, the last three agent lines) cut to ``summary_chars``.
-Standard library and ADK only; the parent counts tokens and judges.
+the tool names, the last three agent lines) at the length every fake
+summary has (``bench.economics.summary_size``, in characters: the
+conversation ADK renders into its prompt over ``ratio``, at most
+``PEER_CAP`` tokens). Standard library and ADK only; the parent counts
+tokens and judges.
 """
 
 from __future__ import annotations
@@ -34,6 +37,15 @@ from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 from pydantic import Field
 
+from bench.economics.summary_size import (
+    CHARS_PER_TOKEN,
+    FLOOR,
+    PEER_CAP,
+    RATIO,
+    cut_chars,
+    fit,
+    target_size,
+)
 from bench.json_lines import serve
 
 
@@ -89,7 +101,7 @@ class ExtractiveLlm(BaseLlm):
     """The summarizer's model: the extractive rule over ADK's own summary prompt."""
 
     calls: list[dict[str, Any]] = Field(default_factory=list)
-    summary_chars: int = 2048
+    ratio: float = RATIO
 
     async def generate_content_async(
         self, llm_request: LlmRequest, stream: bool = False
@@ -101,7 +113,11 @@ class ExtractiveLlm(BaseLlm):
         answers = [line for line in lines if re.match(r"^\w+: ", line) and not
                    line.startswith("user: ")][-3:]  # fmt: skip
         summary = "\n".join(["User requests:", *asked, "Tools: " + ", ".join(tools), *answers])
-        summary = summary[: self.summary_chars]
+        # What ADK renders of the events: its prompt less its own instruction.
+        template = LlmEventSummarizer._DEFAULT_PROMPT_TEMPLATE
+        read = len(prompt) - len(template.format(conversation_history=""))
+        size = target_size(read, PEER_CAP * CHARS_PER_TOKEN, self.ratio, FLOOR * CHARS_PER_TOKEN)
+        summary = fit(summary, size, len, cut_chars)
         self.calls.append({"prompt": prompt, "summary": summary})
         yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text=summary)]))
 
@@ -129,10 +145,10 @@ class Worker:
         return None
 
     async def replay(
-        self, trace: dict[str, Any], config: dict[str, Any], summary_chars: int
+        self, trace: dict[str, Any], config: dict[str, Any], ratio: float = RATIO
     ) -> dict[str, Any]:
         model = ScriptedLlm(model="scripted", script=[], seen=[], system_chars=len(trace["system"]))
-        summarizer_model = ExtractiveLlm(model="extractive", calls=[], summary_chars=summary_chars)
+        summarizer_model = ExtractiveLlm(model="extractive", calls=[], ratio=ratio)
         outputs: dict[str, list[str]] = {}
         for e in trace["events"]:
             for r in e["results"]:

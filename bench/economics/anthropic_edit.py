@@ -60,7 +60,9 @@ def replay_edited(trace: Trace, trigger: int = TRIGGER, keep: int = KEEP) -> Rep
             out.calls.append(Call(clock, tuple(cache_key(e) for e in window)))
             clock += trace.call_gap_s
             action = action_of(event)
-            out.steps.append(judge.step(action, [format_event(e) for e in window]))
+            texts = [format_event(e) for e in window]
+            out.steps.append(judge.step(action, texts))
+            out.probe(trace, event, texts)
             judge.assistant(action)
             if any(e.cleared for e in window):
                 out.passes["clear_tool_uses"] = out.passes.get("clear_tool_uses", 0) + 1

@@ -11,9 +11,11 @@ of the trace is one ``invoke`` on one thread (``InMemorySaver``).
   LangChain's own approximate token counter, the summarizer's input trimmed
   to 4,000 tokens). The summarizer is deterministic: the same extraction
   as our extractive summarizer (the user's messages verbatim, the tool
-  names, the last three assistant texts) capped at ``SUMMARY_TOKENS``; its
-  input is billed as the prompt LangChain would send a model (its own
-  summary prompt around the trimmed messages), its output as the summary.
+  names, the last three assistant texts) at the length every fake summary
+  has (``bench.economics.summary_size``: the messages it is sent over the
+  ratio, at most ``PEER_CAP``); its input is billed as the prompt LangChain
+  would send a model (its own summary prompt around the trimmed messages),
+  its output as the summary.
 - ``langchain_clear``: ``ContextEditingMiddleware(edits=[ClearToolUsesEdit()])``
   with its defaults (trigger 100,000 tokens, keep 3), re-applied to the
   state's messages before every call, as LangChain does.
@@ -34,22 +36,31 @@ from langchain.agents.middleware import (
 )
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    ToolMessage,
+    get_buffer_string,
+)
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel, ConfigDict, Field
 
+from bench.economics.fake_summarizer import sized
 from bench.economics.measure import Replayed, action_of, source_of
-from bench.economics.policies import PEER_TOKENS, SUMMARY_TOKENS
+from bench.economics.policies import PEER_TOKENS
 from bench.economics.pricing import Call
 from bench.economics.retention import Judge
+from bench.economics.summary_size import PEER_CAP, RATIO
 from bench.economics.traces import Trace
 from sidecar.compaction.formatting import format_event
 from sidecar.compaction.tokens import count_event
 from sidecar.model import Event, Role, ToolCall, ToolResult
-from sidecar.tokenizer import TiktokenEstimator, truncate_to_tokens
+from sidecar.tokenizer import TiktokenEstimator
 
 PEERS = ("langchain_summarization", "langchain_clear")
 
@@ -114,8 +125,9 @@ def _ai(event: Event) -> AIMessage:
     return AIMessage(content=event.text, tool_calls=calls, id=event.id)
 
 
-def _extract(messages: Sequence[BaseMessage]) -> str:
-    """The extractive summarizer's rule over LangChain messages, capped at SUMMARY_TOKENS."""
+def _extract(messages: Sequence[BaseMessage], ratio: float = RATIO) -> str:
+    """The extractive summarizer's rule over LangChain messages, at the calibrated length for
+    the messages as LangChain's prompt renders them (``summary_size``)."""
     asked = [str(m.content) for m in messages if isinstance(m, HumanMessage)]
     tools = sorted({c["name"] for m in messages for c in getattr(m, "tool_calls", None) or []})
     answers = [str(m.content) for m in messages if isinstance(m, AIMessage) and m.content][-3:]
@@ -123,11 +135,13 @@ def _extract(messages: Sequence[BaseMessage]) -> str:
         "## User requests\n" + "\n".join(asked) + "\n## Tools used\n" + ", ".join(tools)
         + "\n## Latest findings\n" + "\n".join(answers)
     )  # fmt: skip
-    return truncate_to_tokens(text, SUMMARY_TOKENS, TiktokenEstimator())
+    read = TiktokenEstimator().count(get_buffer_string(messages, format="xml"))
+    return sized(text, read, PEER_CAP, ratio)
 
 
-def replay_langchain(trace: Trace, peer: str) -> Replayed:
-    """Replay ``trace`` through ``create_agent`` with ``peer``'s middleware (one of PEERS)."""
+def replay_langchain(trace: Trace, peer: str, ratio: float = RATIO) -> Replayed:
+    """Replay ``trace`` through ``create_agent`` with ``peer``'s middleware (one of PEERS);
+    its summaries at the length ``ratio`` gives (``summary_size``)."""
     estimator = TiktokenEstimator()
     model = ScriptedModel()
     summaries: list[tuple[int, int, int]] = []  # (next call, input, output) of each summary
@@ -137,7 +151,7 @@ def replay_langchain(trace: Trace, peer: str) -> Replayed:
 
         def summarize(messages: list[AnyMessage]) -> str:
             prompt = holder[0]._format_summary_prompt(messages)  # what a model would be sent
-            summary = _extract(messages)
+            summary = _extract(messages, ratio)
             tokens = (estimator.count(str(prompt)), estimator.count(summary))
             summaries.append((len(model.seen), *tokens))
             return summary
@@ -200,6 +214,7 @@ def replay_langchain(trace: Trace, peer: str) -> Replayed:
             clock += trace.call_gap_s
             action = action_of(event)
             out.steps.append(judge.step(action, texts))
+            out.probe(trace, event, texts)
             judge.assistant(action)
             # The tool results the agent appended after this call are sources for the next.
             for after in rest[rest.index(event) + 1 :]:

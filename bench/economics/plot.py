@@ -3,8 +3,10 @@
 One panel per trace family (rows) and price model (columns), from the
 results ``bench.economics`` wrote, test split only: x is the policy's billed
 input tokens ÷ no compaction's, y its retention. Ours are circles, the
-peers squares, no compaction a black cross; the shaded corner is where the
-target lies (retention at least the best peer's, billed at most half its).
+peers squares, no compaction a black cross; a policy stopped at the model's
+window on some trace is drawn hollow and labelled so (it could not run); the
+shaded corner is where the target lies (retention at least the best peer's
+that runs, billed at most half its).
 matplotlib is a bench-only dependency (the ``bench`` extra).
 """
 
@@ -21,6 +23,8 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 
 import matplotlib.pyplot as plt
+
+from bench.economics.verdict import best_peer, runs
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DEFAULT_RESULTS = ROOT / "bench" / "results-economics.json"
@@ -39,15 +43,22 @@ def draw(result: dict[str, Any], out: Path) -> None:
         test = fam["test"]
         for col, price in enumerate(prices):
             ax = axes[row][col]
-            peers = [f for f in test.values() if f["kind"] == "peer"]
-            best = max(peers, key=lambda f: (f["retention"], -f["prices"][price]["billed"]))
-            x0 = 0.5 * best["prices"][price]["vs_none"]
-            ax.fill_between([0, x0], best["retention"], 1.02, color="green", alpha=0.12)
+            peer = best_peer(test, price)
+            if peer is not None:
+                best = test[peer]
+                x0 = 0.5 * best["prices"][price]["vs_none"]
+                ax.fill_between([0, x0], best["retention"], 1.02, color="green", alpha=0.12)
             for policy, f in test.items():
                 x, y = f["prices"][price]["vs_none"], f["retention"]
-                color = "black" if f["kind"] == "baseline" else None
-                ax.scatter([x], [y], marker=_MARK[f["kind"]], color=color, s=22)
-                ax.annotate(policy, (x, y), fontsize=5, xytext=(2, 2), textcoords="offset points")
+                if f["kind"] == "baseline":
+                    ax.scatter([x], [y], marker=_MARK["baseline"], color="black", s=22)
+                else:
+                    color = f"C{list(test).index(policy) % 10}"
+                    face = color if runs(f) else "none"
+                    ax.scatter([x], [y], marker=_MARK[f["kind"]], edgecolors=color,
+                               facecolors=face, s=22)  # fmt: skip
+                label = policy if runs(f) else f"{policy} (stopped at the window)"
+                ax.annotate(label, (x, y), fontsize=5, xytext=(2, 2), textcoords="offset points")
             ax.set_title(f"{name}, {price}", fontsize=7)
             ax.set_xlabel("billed ÷ no compaction", fontsize=6)
             ax.set_ylabel("retention", fontsize=6)

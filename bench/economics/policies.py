@@ -24,13 +24,19 @@ The peers run their documented defaults, never tuned:
   request as the API does (``bench.economics.anthropic_edit``): no policy on
   our server.
 
-Every summarizing policy, ours and peers', caps its summary at
-``SUMMARY_TOKENS`` (the extractive summarizer fills it). ``summarize``
-gives its trail the default share (an eighth); ``summarize_no_trail`` none;
-``summarize_trail`` all of a 400- or 512-token summary but ``TRAIL_PROSE``
-tokens, on earlier triggers (``TRAIL_TRIGGERS``), keeping 2 events: the
-family issue 34's target is held to, and the one dev keeps it if it can be
-kept (``TRAIL_DEV_FLOOR``).
+Every summary, ours and the peers', is a deterministic fake at one stated
+length rule (``bench.economics.summary_size``): the conversation it reads
+over the ratio, within our policy's own budget (``SUMMARY_TOKENS``) or the
+peers' ``PEER_CAP``. ``summarize`` gives its trail the default share (an
+eighth); ``summarize_no_trail`` none; ``summarize_trail`` all of a 400- or
+512-token summary but ``TRAIL_PROSE`` tokens, on earlier triggers
+(``TRAIL_TRIGGERS``), keeping 2 events: the family issue 34's target is held
+to, and the one dev keeps it if it can be kept (``TRAIL_DEV_FLOOR``).
+
+``recall_first`` is the one family whose agent searches: a tight token
+budget (Letta's shape: little in the prompt, the rest a search away), the
+agent recalling by ``bench.economics.recall``'s answer-blind rule, every
+search billed.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from bench.economics.summary_size import PEER_CAP
 from sidecar.adapters.adk_mapping import adk_policy
 from sidecar.compaction.clear_tool_results import ClearToolResults
 from sidecar.compaction.pipeline import Pipeline
@@ -58,6 +65,8 @@ ANTHROPIC_TRIGGER = 100_000
 TRAIL_TRIGGERS = (1 / 6, 1 / 4)
 """``summarize_trail``'s triggers, as multiples of the scale: a pass as soon as the
 conversation is worth one, the trail carrying what the agent will use."""
+RECALL_TRIGGERS = (0.25, 0.5)
+"""``recall_first``'s triggers, as multiples of the scale; each keeps a fifth of its trigger."""
 TRAIL_PROSE = 10
 """What a ``summarize_trail`` summary keeps for prose; the rest of it is its trail."""
 TRAIL_TARGET = (0.95, 0.35)
@@ -73,7 +82,9 @@ class Entry:
     """A policy under test: name, kind ("baseline", "ours", "peer"), policy, setting label.
 
     ``edit``: the peer whose requests are rebuilt from the whole history on
-    every call rather than read from our server (``anthropic_clear``).
+    every call rather than read from our server (``anthropic_clear``);
+    ``recall``: the agent searches what compaction moved out
+    (``bench.economics.recall``).
     """
 
     name: str
@@ -81,6 +92,7 @@ class Entry:
     policy: CompactionPolicy | None
     setting: str = ""
     edit: str = ""
+    recall: bool = False
 
 
 _P = Boundary.TOOL_PAIR
@@ -141,14 +153,21 @@ def grid(
             for t in (own if family == "summarize_trail" else triggers)
             for k in (keeps[:1] if first_only else keeps)
         ]
-    # Letta-style: about the newest exchange in the window, the rest left to a search.
-    tight = CompactionPolicy(
-        TokenCount(max(200, scale // 4)), TokenBudget(max_tokens=max(100, scale // 20), boundary=_P)
-    )
+    # Letta-style: little in the prompt, the rest a recall away.
     out["recall_first"] = [
-        Entry("recall_first", "ours", tight, f"trigger {max(200, scale // 4)}, budget"
-              f" {max(100, scale // 20)} tokens")
-    ]  # fmt: skip
+        Entry(
+            "recall_first",
+            "ours",
+            CompactionPolicy(
+                TokenCount(max(200, int(scale * t))),
+                TokenBudget(max_tokens=max(100, int(scale * t) // 5), boundary=_P),
+            ),
+            f"trigger {max(200, int(scale * t))}, budget {max(100, int(scale * t) // 5)} tokens,"
+            " recall",
+            recall=True,
+        )
+        for t in ((0.25,) if first_only else RECALL_TRIGGERS)
+    ]
     return out
 
 
@@ -166,7 +185,7 @@ def _adk_emulated() -> list[Entry]:
         Entry(
             "adk_interval",
             "peer",
-            adk_policy(compaction_interval=3, overlap_size=1, max_summary_tokens=SUMMARY_TOKENS),
+            adk_policy(compaction_interval=3, overlap_size=1, max_summary_tokens=PEER_CAP),
             "emulated",
         ),
         Entry(
@@ -175,7 +194,7 @@ def _adk_emulated() -> list[Entry]:
             adk_policy(
                 token_threshold=PEER_TOKENS,
                 event_retention_size=5,
-                max_summary_tokens=SUMMARY_TOKENS,
+                max_summary_tokens=PEER_CAP,
             ),
             "emulated",
         ),

@@ -142,16 +142,23 @@ class Judge:
     def assistant(self, action: str) -> None:
         self._see(action, "assistant")
 
+    def used(self, action: str) -> frozenset[str]:
+        """The identifiers ``action`` uses that it could only have taken from its context."""
+        return frozenset(i for i in identifiers(action) if self._first.get(i) == "source")
+
+    def held(self, action: str, context: Iterable[str]) -> frozenset[str]:
+        """Of what ``action`` uses, what the texts of ``context`` hold; records nothing."""
+        used = self.used(action)
+        if not used:
+            return used
+        seen: set[str] = set()
+        for text in context:
+            seen |= tokens(text)
+        return frozenset(i for i in used if i in seen)
+
     def step(self, action: str, context: Iterable[str]) -> Step:
         """Judge one assistant action against the texts of the context it was sent."""
-        used = frozenset(i for i in identifiers(action) if self._first.get(i) == "source")
-        held: set[str] = set()
-        if used:
-            seen: set[str] = set()
-            for text in context:
-                seen |= tokens(text)
-            held = {i for i in used if i in seen}
-        judged = Step(len(self.steps), used, frozenset(held))
+        judged = Step(len(self.steps), self.used(action), self.held(action, context))
         self.steps.append(judged)
         return judged
 

@@ -6,8 +6,10 @@ assistant step, under no compaction, our policy families and the peers'
 defaults (``bench.economics.policies``). Per family of traces:
 
 1. dev split: every setting of each of our families; the setting kept is the
-   cheapest in conversation tokens whose retention is at least the best
-   peer's on dev (else the one with the highest retention);
+   cheapest whose retention is at least the best peer's on dev (else the one
+   with the highest retention, the cheaper of equals). Cheapest is by the
+   bill, as the target counts it: billed ÷ no compaction's on dev, the
+   geometric mean over the price models;
 2. test split: none, each family at its chosen setting, the peers; every
    reported figure is from here.
 
@@ -25,6 +27,7 @@ import asyncio
 import itertools
 import json
 import logging
+import math
 import sys
 import tempfile
 import time
@@ -41,7 +44,7 @@ from bench.economics.anthropic_edit import replay_edited
 from bench.economics.langchain_peer import PEERS as LANGCHAIN_PEERS
 from bench.economics.langchain_peer import replay_langchain
 from bench.economics.long_task import coding_tasks
-from bench.economics.measure import Replayed, replay_all, server_config
+from bench.economics.measure import Replayed, bench_server, replay_all, stop_at_window
 from bench.economics.parallel import FamilyFailed, run_families
 from bench.economics.policies import (
     SUMMARY_TOKENS,
@@ -59,20 +62,22 @@ from bench.economics.pricing import (
     QUICK_PRICE_MODELS,
     PriceModel,
 )
+from bench.economics.recall import RecallRule
 from bench.economics.score import pinned_bill, score
+from bench.economics.summary_size import PEER_CAP, RATIO
 from bench.economics.traces import Trace, from_transcript, tau_airline
 from bench.economics.transcripts import TRANSCRIPTS
 from bench.economics.verdict import TARGET_RATIO, best_peer, compare
 from sidecar.client import AsyncClient
-from sidecar.server.app import start
 
 QUICK_STEPS = 10
 """--quick: the coding task's tool steps (and one task, three τ-bench runs, one setting each)."""
 DEFAULT_JSON = Path(__file__).parent.parent / "results-economics.json"
 NOTE = (
     "retention = share of the identifiers each step used (first seen in an earlier user message"
-    " or tool result) still in the context it was sent; extractive summarizer, summaries capped"
-    f" at {SUMMARY_TOKENS} tokens"
+    " or tool result) still in the context it was sent; every summary a deterministic fake at"
+    " one length rule (bench.economics.summary_size: the conversation read over the ratio,"
+    f" ours within {SUMMARY_TOKENS} tokens, the peers' within {PEER_CAP})"
 )
 
 
@@ -153,30 +158,45 @@ def cheap_for(entry: Entry) -> tuple[float, float] | None:
     return GEMINI_FLASH_USD if entry.kind != "baseline" else None
 
 
-async def _runs(client: AsyncClient, traces: list[Trace], entry: Entry, tag: str) -> list[Replayed]:
+async def _runs(
+    client: AsyncClient, traces: list[Trace], entry: Entry, tag: str, ratio: float = RATIO
+) -> list[Replayed]:
+    """``entry`` over ``traces``: the peers as their own code, ours through the server; every
+    fake summary at the length ``ratio`` gives (``summary_size``)."""
     if entry.edit == "anthropic_clear":
-        return [replay_edited(t) for t in traces]
+        return [stop_at_window(t, replay_edited(t)) for t in traces]
     if entry.edit in ADK_PEERS:
-        return await replay_adk(traces, entry.edit)
+        adk = await replay_adk(traces, entry.edit, ratio)
+        return [stop_at_window(t, r) for t, r in zip(traces, adk, strict=True)]
     if entry.edit in LANGCHAIN_PEERS:
-        return [replay_langchain(t, entry.edit) for t in traces]
-    return await replay_all(client, traces, entry.policy, f"{tag}/{entry.name}/{next(_SESSIONS)}")
+        return [stop_at_window(t, replay_langchain(t, entry.edit, ratio)) for t in traces]
+    recall = RecallRule() if entry.recall else None
+    label = f"{tag}/{entry.name}/{next(_SESSIONS)}"
+    return await replay_all(client, traces, entry.policy, label, recall)
+
+
+def relative_bill(figures: dict[str, Any], none: dict[str, Any]) -> float:
+    """Billed ÷ no compaction's, the geometric mean over the price models scored."""
+    ratios = [
+        figures["prices"][name]["billed"] / max(1e-9, billed["billed"])
+        for name, billed in none["prices"].items()
+    ]
+    return math.exp(sum(math.log(max(r, 1e-12)) for r in ratios) / max(1, len(ratios)))
 
 
 def choose(dev: dict[str, list[dict[str, Any]]], peer_retention: float) -> dict[str, int]:
-    """Per family, the index of the setting kept: the cheapest at >= the peer's retention
-    (``summarize_trail``: at >= ``TRAIL_DEV_FLOOR``, its own target's); else the best
-    retention."""
+    """Per family, the index of the setting kept: the cheapest (``bill_vs_none``) at >= the
+    peer's retention (``summarize_trail``: at >= ``TRAIL_DEV_FLOOR``, its own target's); else
+    the best retention, the cheaper of equals."""
     chosen = {}
     for family, rows in dev.items():
         floor = TRAIL_DEV_FLOOR if family == "summarize_trail" else peer_retention
         fit = [i for i, r in enumerate(rows) if r["retention"] >= floor]
         if fit:
-            chosen[family] = min(fit, key=lambda i: rows[i]["conversation_tokens"])
+            chosen[family] = min(fit, key=lambda i: rows[i]["bill_vs_none"])
         else:
             chosen[family] = max(
-                range(len(rows)),
-                key=lambda i: (rows[i]["retention"], -rows[i]["conversation_tokens"]),
+                range(len(rows)), key=lambda i: (rows[i]["retention"], -rows[i]["bill_vs_none"])
             )
     return chosen
 
@@ -187,6 +207,7 @@ async def run_family(
     prices: Sequence[PriceModel],
     quick: bool,
     triggers: tuple[float, ...] | None = None,
+    ratio: float = RATIO,
 ) -> dict[str, Any]:
     started = time.perf_counter()
     dev_traces, test_traces = fam.dev(), fam.test()
@@ -196,29 +217,34 @@ async def run_family(
     the_peers = peers(real_adk=not quick and adk_available())
     dev_peer: dict[str, float] = {}
     for entry in the_peers:
-        runs = await _runs(client, dev_traces, entry, f"{fam.name}-dev")
+        runs = await _runs(client, dev_traces, entry, f"{fam.name}-dev", ratio)
         dev_peer[entry.name] = score(dev_traces, runs, ())["retention"]
     best_dev_peer = max(dev_peer.values())
+    baseline = Entry("none", "baseline", None)
+    dev_none = score(dev_traces, await _runs(client, dev_traces, baseline, "dev"), prices)
     dev: dict[str, list[dict[str, Any]]] = {}
     for family, entries in options.items():
         dev[family] = []
         for entry in entries:
-            s = score(dev_traces, await _runs(client, dev_traces, entry, f"{fam.name}-dev"), ())
+            runs = await _runs(client, dev_traces, entry, f"{fam.name}-dev", ratio)
+            s = score(dev_traces, runs, prices)
             dev[family].append(
                 {"setting": entry.setting, "retention": s["retention"],
-                 "conversation_tokens": s["conversation_tokens"]}
+                 "conversation_tokens": s["conversation_tokens"],
+                 "bill_vs_none": relative_bill(s, dev_none), "searches": s["searches"]}
             )  # fmt: skip
             say(f"  dev {family} [{entry.setting}]: retention {s['retention']:.3f},"
-                f" conversation tokens {s['conversation_tokens']}")  # fmt: skip
+                f" conversation tokens {s['conversation_tokens']},"
+                f" billed {dev[family][-1]['bill_vs_none']:.3f} x none")  # fmt: skip
     chosen = choose(dev, best_dev_peer)
     test_entries = [
-        Entry("none", "baseline", None),
+        baseline,
         *(options[f][i] for f, i in chosen.items()),
         *the_peers,
     ]
     test: dict[str, Any] = {}
     for entry in test_entries:
-        runs = await _runs(client, test_traces, entry, f"{fam.name}-test")
+        runs = await _runs(client, test_traces, entry, f"{fam.name}-test", ratio)
         s = score(test_traces, runs, prices, cheap_for(entry))
         test[entry.name] = {"kind": entry.kind, "setting": entry.setting, **s}
     none = test["none"]
@@ -289,9 +315,10 @@ async def run_all(
     only: Sequence[str] = (),
     trials: tuple[int, ...] = TAU_TRIALS,
     triggers: tuple[float, ...] | None = None,
+    ratio: float = RATIO,
 ) -> tuple[dict[str, Any], list[Target]]:
     prices = QUICK_PRICE_MODELS if quick else PRICE_MODELS
-    sidecar = await start(server_config(workdir / "economics.db"))
+    sidecar = await bench_server(workdir / "economics.db", ratio)
     figures: dict[str, Any] = {}
     found: list[Target] = []
     try:
@@ -299,7 +326,7 @@ async def run_all(
             for fam in families(quick, trials):
                 if only and fam.name not in only:
                     continue
-                figures[fam.name] = await run_family(client, fam, prices, quick, triggers)
+                figures[fam.name] = await run_family(client, fam, prices, quick, triggers, ratio)
                 report(fam.name, figures[fam.name], prices)
                 for target in targets(fam.name, figures[fam.name], prices):
                     say(f"  {target.description}")
@@ -339,6 +366,13 @@ def main(argv: list[str] | None = None) -> int:
         "--only", action="append", default=[], help="run only this trace family (repeatable)"
     )
     parser.add_argument(
+        "--summary-ratio",
+        type=float,
+        default=RATIO,
+        help=f"input tokens per summary token of every fake summarizer (default {RATIO:g};"
+        " bench.economics.summary_size)",
+    )
+    parser.add_argument(
         "--jobs",
         type=int,
         default=1,
@@ -360,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:
             ]
             common = [*(["--quick"] if args.quick else []), "--trials", args.trials]
             common += ["--triggers", args.triggers] if args.triggers else []
+            common += ["--summary-ratio", str(args.summary_ratio)]
             try:
                 figures, targets = run_families(names, common, args.jobs, Path(tmp), say)
             except FamilyFailed as exc:
@@ -367,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
         else:
             figures, found = asyncio.run(
-                run_all(args.quick, Path(tmp), args.only, trials, triggers)
+                run_all(args.quick, Path(tmp), args.only, trials, triggers, args.summary_ratio)
             )
             for target in found:
                 say(target.line())
@@ -381,6 +416,7 @@ def main(argv: list[str] | None = None) -> int:
             ["python -m bench.economics", *(argv if argv is not None else sys.argv[1:])]
         ),
         "note": NOTE,
+        "summary_ratio": args.summary_ratio,
         "price_models": {p.name: _price_json(p) for p in prices},
         "total_s": total,
         "traces": figures,

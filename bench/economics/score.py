@@ -4,7 +4,10 @@ Retention is summed over every step of every trace (identifiers held ÷
 used). Billed tokens are summed over every call of every trace, each
 trace's calls priced with its own pinned overhead. Two summarizer columns:
 at the agent model's price, and at the cheap model the policy's docs
-summarize with (``cheap``).
+summarize with (``cheap``). Each trace's own counts are kept too
+(``per_trace``: identifiers used and held, billed per price model), so
+that the noise between traces can be measured (``bench.economics.verdict``),
+not only the pooled ratio.
 
 ``measure_policy`` runs one policy (a ``CompactionPolicy`` or its dict
 form) over a split of τ-bench, or any traces, on a fresh server: the entry
@@ -19,14 +22,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.economics.measure import Replayed, as_policy, replay_all, server_config
+from bench.economics.measure import Replayed, as_policy, bench_server, replay_all
 from bench.economics.pricing import PRICE_MODELS, PriceModel, bill
+from bench.economics.probes import OUTCOMES
+from bench.economics.recall import RecallRule
 from bench.economics.retention import Retention
 from bench.economics.traces import Trace, tau_airline
 from sidecar.client import AsyncClient
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.model import Role
-from sidecar.server.app import start
 
 
 def score(
@@ -38,10 +42,13 @@ def score(
     """Retention, conversation tokens, passes and the bill per price model of ``runs``."""
     kept = Retention()
     passes: dict[str, int] = {}
+    probes: dict[str, int] = {}
     for run in runs:
         kept += run.retention
         for strategy, n in run.passes.items():
             passes[strategy] = passes.get(strategy, 0) + n
+        for found, n in run.probes.items():
+            probes[found] = probes.get(found, 0) + n
     out: dict[str, Any] = {
         "traces": len(runs),
         "calls": sum(len(r.calls) for r in runs),
@@ -60,15 +67,30 @@ def score(
         ),
         "summary_input_tokens": sum(r.summary_input_tokens for r in runs),
         "summary_output_tokens": sum(r.summary_output_tokens for r in runs),
+        "failed_traces": sum(r.failed_at is not None for r in runs),
+        "searches": sum(r.searches for r in runs),
+        "recalled": sum(r.recalled for r in runs),
         "passes": passes,
+        "probes": {found: probes.get(found, 0) for found in OUTCOMES} if probes else {},
         "prices": {},
+        "per_trace": [
+            {
+                "trace": r.trace,
+                "used": r.retention.used,
+                "held": r.retention.held,
+                "failed_at": r.failed_at,
+                "billed": {},
+            }
+            for r in runs
+        ],
     }
     for p in prices:
         billed = cached = prompt = summarizer = 0.0
         billed_cheap = 0.0
-        for t, r in zip(traces, runs, strict=True):
+        for t, r, row in zip(traces, runs, out["per_trace"], strict=True):
             bills = bill(r.calls, p, t.overhead_tokens)
-            billed += sum(b.billed for b in bills)
+            row["billed"][p.name] = sum(b.billed for b in bills)
+            billed += row["billed"][p.name]
             cached += sum(b.cached for b in bills)
             prompt += sum(b.prompt for b in bills)
             summarizer += sum(b.summarizer for b in bills)
@@ -84,13 +106,13 @@ def score(
 
 
 async def _replay_on_fresh_server(
-    traces: Sequence[Trace], policy: CompactionPolicy | None
+    traces: Sequence[Trace], policy: CompactionPolicy | None, recall: RecallRule | None
 ) -> list[Replayed]:
     with tempfile.TemporaryDirectory(prefix="bench-measure-") as tmp:
-        sidecar = await start(server_config(Path(tmp) / "m.db"))
+        sidecar = await bench_server(Path(tmp) / "m.db")
         try:
             async with AsyncClient(f"127.0.0.1:{sidecar.port}", default_timeout=120.0) as c:
-                return await replay_all(c, traces, policy, "measured")
+                return await replay_all(c, traces, policy, "measured", recall)
         finally:
             await sidecar.stop(0.5)
 
@@ -101,8 +123,10 @@ def measure_policy(
     *,
     split: str = "dev",
     prices: Sequence[PriceModel] = PRICE_MODELS,
+    recall: RecallRule | None = None,
 ) -> dict[str, Any]:
-    """Run one policy over ``traces`` (default: τ-bench airline ``split``, all 4 trials).
+    """Run one policy over ``traces`` (default: τ-bench airline ``split``, all 4 trials); with
+    ``recall``, its agent searches by that rule (``bench.economics.recall``).
 
     Answers what ``score`` does: retention (identifiers held ÷ used, every
     step), the conversation tokens sent, and the bill per price model with
@@ -110,7 +134,7 @@ def measure_policy(
     settings on "dev"; report on "test".
     """
     chosen = list(traces) if traces is not None else tau_airline(split)
-    runs = asyncio.run(_replay_on_fresh_server(chosen, as_policy(policy)))
+    runs = asyncio.run(_replay_on_fresh_server(chosen, as_policy(policy), recall))
     return score(chosen, runs, prices)
 
 

@@ -2,8 +2,10 @@
 
 ``python -m bench.economics.table [results.json] [--page docs/economics.md]``
 replaces what lies between ``START`` and ``END`` in the page with one table per
-trace family (test split: retention, conversation tokens and the bill per price
-model, each ÷ no compaction), the targets' table (each miss with by how much), and
+trace family (test split: retention with its trace-clustered standard error,
+conversation tokens and the bill per price model, each ÷ no compaction, and
+what else the row did: probes, searches, traces stopped at the model's
+window), the targets' table (each miss with by how much), and
 the comparisons reported beside the target (``bench.economics.verdict``: against
 the best peer that compacts, and at matched retention), all from the results
 file alone. ``--check`` only says whether the page is current. ``--merge
@@ -27,6 +29,7 @@ from bench.economics.verdict import (
     best_peer,
     compare,
     compare_within_noise,
+    retention_se,
 )
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -44,12 +47,14 @@ def tables(result: dict[str, Any]) -> str:
         f" ({r['total_s'] / 60:.0f} minutes)."
         for r in result.get("reruns", [])
     )
+    ratio = result.get("summary_ratio")
+    sized = f" Every fake summary is its input ÷ {ratio:g} in tokens." if ratio else ""
     lines = [
         f"From a {result['mode']} run ({result['total_s'] / 60:.0f} minutes).{reruns}"
-        " Test split only."
-        " Billed ÷ no compaction per price model, the summarizer billed at the agent model's"
-        " price / at the cheap model's (Gemini 2.5 Flash for ours and ADK, gpt-4o-mini for"
-        " LangChain).",
+        " Test split only. Retention ± its standard error between traces (τ-bench: between"
+        " tasks). Billed ÷ no compaction per price model, the summarizer billed at the agent"
+        " model's price / at the cheap model's (Gemini 2.5 Flash for ours and ADK, gpt-4o-mini"
+        f" for LangChain).{sized}",
         "",
     ]
     for name, fam in result["traces"].items():
@@ -60,8 +65,8 @@ def tables(result: dict[str, Any]) -> str:
             "",
             "| policy | setting (chosen on dev) | retention | conversation | "
             + " | ".join(prices)
-            + " |",
-            "|---|---|---|---|" + "---|" * len(prices),
+            + " | also |",
+            "|---|---|---|---|" + "---|" * len(prices) + "---|",
         ]
         for policy, f in fam["test"].items():
             cells = []
@@ -73,15 +78,17 @@ def tables(result: dict[str, Any]) -> str:
                     f"{agent:.2f}" if abs(agent - cheap) < 0.005 else f"{agent:.2f} / {cheap:.2f}"
                 )
             kind = " (peer)" if f["kind"] == "peer" else ""
+            se = retention_se(f)
+            kept = f"{f['retention']:.3f}" + ("" if se is None else f" ± {se:.3f}")
             lines.append(
-                f"| `{policy}`{kind} | {f['setting'] or '—'} | {f['retention']:.3f} |"
-                f" {f['conversation_vs_none']:.2f} | " + " | ".join(cells) + " |"
+                f"| `{policy}`{kind} | {f['setting'] or '—'} | {kept} |"
+                f" {f['conversation_vs_none']:.2f} | " + " | ".join(cells) + f" | {_also(f)} |"
             )
         if "pinned_share" in fam:
             lines.append(
                 "| pinned prompt at best (written once, then cached; no policy cuts it) | | | 0 | "
                 + " | ".join(f"{fam['pinned_share'][p]:.2f}" for p in prices)
-                + " |"
+                + " | |"
             )
         lines.append("")
     lines += ["| target (`economics_*`: ours ÷ the best-retention peer, billed) | ratio | verdict"
@@ -91,6 +98,23 @@ def tables(result: dict[str, Any]) -> str:
         ratio = "—" if t["ratio"] == float("inf") else f"{t['ratio']:.2f}"
         lines.append(f"| `{target}` | {ratio} | {_verdict(t)} | {t['description']} |")
     return "\n".join([*lines, "", *beside(result)])
+
+
+def _also(row: dict[str, Any]) -> str:
+    """What else a row did: its traces stopped at the model's window, its searches, probes."""
+    notes = []
+    if failed := row.get("failed_traces"):
+        notes.append(f"**stopped at the model's window on {failed} of {row['traces']} traces**")
+    if searches := row.get("searches"):
+        notes.append(f"{searches} searches brought back {row.get('recalled', 0)} uses")
+    if probes := row.get("probes"):
+        total = sum(probes.values())
+        notes.append(
+            f"probes {probes.get('held', 0) + probes.get('recalled', 0)} of {total} kept"
+            + (f" ({probes['recalled']} by a search)" if probes.get("recalled") else "")
+            + (f", {probes['decoy']} a decoy only" if probes.get("decoy") else "")
+        )
+    return "; ".join(notes)
 
 
 def _verdict(target: dict[str, Any]) -> str:
@@ -122,8 +146,9 @@ def beside(result: dict[str, Any]) -> list[str]:
         " rows; billed ÷ the peer's bill, <= 0.5 read as the target's bound): **against the best"
         " peer that compacts** (the best retention among the peers that made a pass on the test"
         " traces), and **at matched retention** (ours not below the best peer's by more than"
-        f" {NOISE_SE:g} standard errors of the difference, identifier uses pooled and counted as"
-        " independent, which narrows the band).",
+        f" {NOISE_SE:g} standard errors of the difference, paired by trace and clustered by"
+        " trace: on τ-bench by task). A policy stopped at the model's window is no candidate on"
+        " either side.",
         "",
         "| trace | price model | the target: best peer | beside: best compacting peer"
         f" | beside: matched retention (±{NOISE_SE:g} SE) |",

@@ -12,7 +12,8 @@ the replay calls the model (reads GetContext) before each one.
   (``data/tau_airline_tools.json``). Calls are taken ``CALL_GAP_S`` apart: the
   trajectories carry no times, and a user answering takes about that.
 - ``from_transcript``: one of the seeded synthetic transcripts
-  (``bench.economics.transcripts``), flattened, its overhead as a count.
+  (``bench.economics.transcripts``), flattened, its overhead as a count, its
+  planted-fact probes with it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.economics.probes import ProbeCheck
 from bench.economics.transcripts import Transcript
 from sidecar.model import Event, Role, ToolCall, ToolResult
 from sidecar.tokenizer import TiktokenEstimator
@@ -41,7 +43,8 @@ class Trace:
     """One session to replay: ``system`` and ``tools`` pinned ahead of ``events``.
 
     ``overhead_tokens``: the system prompt and tool list as billed on each
-    call; ``window_tokens``: the input window of the model the agent calls.
+    call; ``window_tokens``: the input window of the model the agent calls;
+    ``probes``: its planted-fact probes, if it has any (``bench.economics.probes``).
     """
 
     name: str
@@ -51,6 +54,7 @@ class Trace:
     overhead_tokens: int
     window_tokens: int = 128_000
     call_gap_s: float = CALL_GAP_S
+    probes: tuple[ProbeCheck, ...] = ()
 
 
 def count(text: str) -> int:
@@ -112,6 +116,8 @@ def tau_airline(split: str, trials: Sequence[int] = (0, 1, 2, 3)) -> list[Trace]
 
 
 def from_transcript(t: Transcript) -> Trace:
-    """A synthetic transcript as a trace: its turns in order, its overhead as a count."""
+    """A synthetic transcript as a trace: its turns in order, its overhead as a count, its
+    probes answered by the last event of the turn that asks for each."""
     events = tuple(e for turn in t.turns for e in turn)
-    return Trace(t.name, "", "", events, t.overhead_tokens, t.window_tokens, t.call_gap_s)
+    probes = tuple(ProbeCheck(t.turns[p.needed_turn][-1].id, p.value, p.decoys) for p in t.probes)
+    return Trace(t.name, "", "", events, t.overhead_tokens, t.window_tokens, t.call_gap_s, probes)

@@ -10,13 +10,13 @@ same events byte for byte:
 - ``chat``: a chat assistant with no tools, long answers and the odd pasted
   document.
 
-A ``Fact`` is planted in one turn (a user message, a tool result or an
-answer) and needed in a later one, whose user message asks for it by topic.
-The benchmark no longer scores these planted-fact probes (their questions
-reused the fact's own words and an oracle decided when to search, so every
-policy scored 1.00); it judges retention instead (``bench.economics.retention``).
-These transcripts' steps use almost no identifiers from earlier results, so
-on them retention says little and the figures are about cost.
+Each plants a few facts that later turns need: planted-fact probes
+(``bench.economics.probes``), each stated once, with look-alike decoys in
+other turns, and asked for much later in other words, the answer stating
+it. Retention is judged on them as on every trace
+(``bench.economics.retention``); the probes' outcomes (held, recalled, a
+decoy only, missing) are reported beside it. Apart from the probes these
+transcripts' steps use almost no identifiers from earlier messages.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from bench.economics.probes import Plan, Probe, ProbeSpec
 from sidecar.model import Event, Role, ToolCall, ToolResult
 
 _WORDS = tuple(
@@ -73,23 +74,8 @@ _START = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
-class Fact:
-    """A value planted in ``planted_turn`` that the user asks for in ``needed_turn``.
-
-    ``query`` names the fact's topic in words of the planting turn (what an
-    agent would search for), never its value.
-    """
-
-    name: str
-    value: str
-    query: str
-    planted_turn: int
-    needed_turn: int
-
-
-@dataclass(frozen=True, slots=True)
 class Transcript:
-    """A session to replay: its turns (each starting with the user's event) and facts.
+    """A session to replay: its turns (each starting with the user's event) and probes.
 
     ``window_tokens`` is the input window of the model the agent calls;
     ``overhead_tokens`` the system prompt and tool schemas sent ahead of the
@@ -101,7 +87,7 @@ class Transcript:
 
     name: str
     turns: tuple[tuple[Event, ...], ...]
-    facts: tuple[Fact, ...]
+    probes: tuple[Probe, ...]
     window_tokens: int
     overhead_tokens: int
     call_gap_s: float
@@ -198,78 +184,73 @@ def _code(rng: random.Random, path: str, lines: int, extra: str = "") -> str:
     return "\n".join(out)
 
 
-class _Plan:
-    """Where each fact is planted and asked for: in the first fifth, and 40-90 % further on.
-
-    ``kinds`` are (name, value, query, the planting message with ``{v}`` for the value).
-    """
-
-    def __init__(
-        self, rng: random.Random, turns: int, kinds: list[tuple[str, str, str, str]]
-    ) -> None:
-        self.facts: list[Fact] = []
-        self._planted: dict[int, tuple[Fact, str]] = {}
-        for i, (name, value, query, template) in enumerate(kinds):
-            planted = 2 + i * max(1, turns // (5 * len(kinds)))
-            needed = min(planted + int(turns * (0.4 + 0.5 * rng.random())), turns - 1)
-            fact = Fact(name, value, query, planted, needed)
-            self.facts.append(fact)
-            self._planted[planted] = (fact, template)
-        self._needed = {f.needed_turn: f for f in self.facts}
-
-    def planted(self, turn: int) -> Fact | None:
-        found = self._planted.get(turn)
-        return found[0] if found else None
-
-    def message(self, turn: int) -> str | None:
-        """The user's message of ``turn`` when it plants a fact or asks for one."""
-        if turn in self._planted:
-            fact, template = self._planted[turn]
-            return template.format(v=fact.value)
-        if turn in self._needed:
-            fact = self._needed[turn]
-            return f"Back to the {fact.query}: what was the {fact.name}?"
-        return None
-
-
 def ops(turns: int = 300, window_tokens: int = 128_000, seed: int = 301) -> Transcript:
     """The operations agent: incidents, each investigated with 2-5 tool loops."""
     rng = random.Random(seed)
     b = _Builder("ops")
-    kinds = [
-        ("order number", f"ORD-{rng.randint(10000, 99999)}", "Whitfield refund order",
-         "Customer Dana Whitfield's refund is stuck; her order is {v}. Keep it in mind."),
-        ("hostname", f"db-replica-{rng.randint(10, 99)}.eu-west-{rng.randint(1, 3)}",
-         "replica lagging host", "The lagging replica host is {v}; we'll revisit it."),
-        ("decision", f"freeze deploys until {rng.choice(['Friday', 'Monday'])} 18:00 UTC",
-         "team decision freeze deploys", "Decision for the team: {v}. Note it."),
-        ("ticket", f"INC-{rng.randint(1000, 9999)}", "postmortem ticket",
-         "Open the postmortem under ticket {v}."),
-        ("config value", f"max_connections={rng.randint(150, 900)}", "pgbouncer pool setting",
-         "The pgbouncer pool setting we agreed on is {v}."),
-        ("on-call", f"{rng.choice(['Priya', 'Lena'])} {rng.choice(['Okafor', 'Moreau'])}",
-         "escalations on-call engineer", "Escalations go to on-call engineer {v} this week."),
+
+    def order() -> str:
+        return f"ORD-{rng.randint(10000, 99999)}"
+
+    def host() -> str:
+        return f"db-replica-{rng.randint(10, 99)}.eu-west-{rng.randint(1, 3)}"
+
+    def ticket() -> str:
+        return f"INC-{rng.randint(1000, 9999)}"
+
+    def pool() -> str:
+        return f"max_connections:{rng.randint(150, 900)}"
+
+    def freeze() -> str:
+        return f"2026-12-{rng.randint(1, 28):02d}T{rng.randint(10, 23)}:00Z"
+
+    specs = [
+        ProbeSpec("order", order(),
+                  "Customer Dana Whitfield's refund is stuck; her order is {v}. Keep it in mind.",
+                  "Which purchase was it whose money never made it back to the customer?",
+                  (("Unrelated: Omar Haddad's refund went through, order {v}.", order()),
+                   ("Dana Whitfield also placed a second order, {v}; it shipped fine.", order()))),
+        ProbeSpec("lagging host", host(),
+                  "The lagging replica host is {v}; we'll revisit it.",
+                  "Remind me which database copy was falling behind?",
+                  (("The healthy replica is {v}, no lag there.", host()),
+                   ("Replica {v} was rebuilt last month.", host()))),
+        ProbeSpec("deploy freeze end", freeze(),
+                  "Decision for the team: freeze deploys until {v}. Note it.",
+                  "Until when are we holding off on shipping changes?",
+                  (("The last freeze ended {v}.", freeze()),)),
+        ProbeSpec("postmortem ticket", ticket(),
+                  "Open the postmortem under ticket {v}.",
+                  "Under what number are we writing up the post-incident review?",
+                  (("The customer-facing incident from last week is {v}.", ticket()),
+                   ("Ticket {v} tracks the certificate rotation.", ticket()))),
+        ProbeSpec("pool limit", pool(),
+                  "The pgbouncer pool setting we agreed on is {v}.",
+                  "What limit did we settle on for the connection pooler?",
+                  (("The old pgbouncer pool setting was {v}.", pool()),
+                   ("The database itself allows {v}.", pool()))),
     ]  # fmt: skip
-    plan = _Plan(rng, turns, kinds)
+    plan = Plan(rng, turns, specs)
     for n in range(turns):
         service = rng.choice(_SERVICES)
         alert = plan.message(n)
         b.user(alert or f"{service} is alerting: {_sentence(rng, rng.randint(6, 16))} Look?")
-        host = plan.planted(n)
+        planted = plan.planted(n)
         for loop in range(rng.randint(1, 4)):
             calls: list[tuple[str, dict[str, object], str]] = []
             for _ in range(rng.randint(1, 2)):
                 tool = rng.choice(["kubectl_get", "search_logs", "query_metrics", "describe_pod"])
                 lines = rng.randint(4, 24)
                 extra = ""
-                if host is not None and loop == 0 and host.name == "hostname":
-                    extra = f"replication lag 41s on {host.value}"
+                if planted is not None and loop == 0 and planted.name == "lagging host":
+                    extra = f"replication lag 41s on {planted.value}"
                 calls.append((tool, {"service": service, "window": "1h"},
                               _log_lines(rng, service, lines, extra)))  # fmt: skip
             b.tools(_sentence(rng, rng.randint(4, 10)), calls)
-        b.say(f"{_sentence(rng, rng.randint(20, 60))} {_sentence(rng, rng.randint(10, 30))}")
+        answer = plan.answer(n) or _sentence(rng, rng.randint(20, 60))
+        b.say(f"{answer} {_sentence(rng, rng.randint(10, 30))}")
     return Transcript(
-        "ops", _freeze(b), tuple(plan.facts), window_tokens, 3_000, 8.0, 60.0, 40, 600.0
+        "ops", _freeze(b), tuple(plan.probes), window_tokens, 3_000, 8.0, 60.0, 40, 600.0
     )
 
 
@@ -278,19 +259,39 @@ def coding(turns: int = 200, window_tokens: int = 128_000, seed: int = 202) -> T
     rng = random.Random(seed)
     b = _Builder("coding")
     modules = [f"src/{rng.choice(_WORDS)}/{rng.choice(_WORDS)}_{i}.py" for i in range(60)]
-    kinds = [
-        ("file path", f"src/billing/rounding_{rng.randint(10, 99)}.py", "invoice rounding bug file",
-         "The invoice rounding bug lives in {v}; remember that file."),
-        ("decision", f"use {rng.choice(['advisory locks', 'SELECT FOR UPDATE'])} for the ledger",
-         "ledger locking decision", "Ledger locking decision: {v} (ADR-17)."),
-        ("test name", f"test_refund_partial_{rng.randint(100, 999)}", "flaky refund test",
-         "The flaky refund test is named {v}; we'll quarantine it later."),
-        ("function", f"reconcile_batch_v{rng.randint(2, 9)}", "reconciliation entry point",
-         "The reconciliation entry point is {v}."),
-        ("env var", f"LEDGER_SHARDS={rng.randint(4, 64)}", "ledger shard count variable",
-         "The ledger shard count variable in production is {v}."),
+
+    def shards() -> str:
+        return f"LEDGER_SHARDS:{rng.randint(4, 64)}"
+
+    specs = [
+        ProbeSpec("file", f"src/billing/rounding_{rng.randint(10, 99)}.py",
+                  "The invoice rounding bug lives in {v}; remember that file.",
+                  "Where was the code that gets the cents wrong on bills?",
+                  (("Tax rounding is handled in {v}, which is fine.",
+                    f"src/billing/rounding_{rng.randint(10, 99)}.py"),
+                   ("The old invoice code was in {v}.",
+                    f"src/legacy/invoice_{rng.randint(10, 99)}.py"))),
+        ProbeSpec("decision record", f"ADR-{rng.randint(10, 99)}",
+                  "Ledger locking decision recorded as {v}: advisory locks.",
+                  "Which architecture record holds what we chose for serializing ledger writes?",
+                  (("{v} covers the payments retry policy.", f"ADR-{rng.randint(10, 99)}"),)),
+        ProbeSpec("test", f"test_refund_partial_{rng.randint(100, 999)}",
+                  "The flaky refund test is named {v}; we'll quarantine it later.",
+                  "What's the name of the test that fails now and then on returns?",
+                  (("{v} passes reliably.", f"test_refund_full_{rng.randint(100, 999)}"),
+                   ("The flaky checkout test is {v}.",
+                    f"test_checkout_partial_{rng.randint(100, 999)}"))),
+        ProbeSpec("entry point", f"reconcile_batch_v{rng.randint(5, 9)}",
+                  "The reconciliation entry point is {v}.",
+                  "What do I call to start matching up the batches?",
+                  (("{v} is deprecated; do not call it.",
+                    f"reconcile_batch_v{rng.randint(2, 4)}"),)),
+        ProbeSpec("shard setting", shards(),
+                  "The ledger shard count variable in production is {v}.",
+                  "How many partitions does the ledger run with in prod?",
+                  (("In staging it is {v}.", shards()),)),
     ]  # fmt: skip
-    plan = _Plan(rng, turns, kinds)
+    plan = Plan(rng, turns, specs)
     for n in range(turns):
         path = rng.choice(modules)
         b.user(plan.message(n) or f"In {path}: {_sentence(rng, rng.randint(8, 20))} Fix it.")
@@ -304,9 +305,9 @@ def coding(turns: int = 200, window_tokens: int = 128_000, seed: int = 202) -> T
         b.tools("Applying the change.", [("apply_patch", edit, "patch applied")])
         tests = _log_lines(rng, "pytest", rng.randint(5, 30))
         b.tools("Running the tests.", [("run_tests", {"path": "tests/"}, tests)])
-        b.say(f"Fixed. {_sentence(rng, rng.randint(15, 45))}")
+        b.say(f"{plan.answer(n) or 'Fixed.'} {_sentence(rng, rng.randint(15, 45))}")
     return Transcript(
-        "coding", _freeze(b), tuple(plan.facts), window_tokens, 2_500, 6.0, 90.0, 25, 900.0
+        "coding", _freeze(b), tuple(plan.probes), window_tokens, 2_500, 6.0, 90.0, 25, 900.0
     )
 
 
@@ -314,17 +315,31 @@ def chat(turns: int = 150, window_tokens: int = 32_000, seed: int = 150) -> Tran
     """The chat assistant: questions, long answers, a pasted document now and then."""
     rng = random.Random(seed)
     b = _Builder("chat")
-    kinds = [
-        ("booking reference", f"BK-{rng.randint(100000, 999999)}", "Lisbon hotel booking reference",
-         "My Lisbon hotel booking reference is {v}, please remember it."),
-        ("decision", f"the {rng.choice(['blue', 'green', 'amber'])} one",
-         "branding logo variant", "Final answer on the branding logo variant: {v}."),
-        ("budget", f"EUR {rng.randint(20, 90)},000", "marketing budget cap",
-         "The marketing budget cap is {v} for the quarter."),
-        ("name", f"{rng.choice(['Aurora', 'Basalt', 'Cobalt'])}-{rng.randint(2, 9)}",
-         "project codename", "The project codename is {v} from now on."),
+
+    def booking() -> str:
+        return f"BK-{rng.randint(100000, 999999)}"
+
+    specs = [
+        ProbeSpec("booking reference", booking(),
+                  "My Lisbon hotel booking reference is {v}, please remember it.",
+                  "What's the confirmation number for where I'm staying in Portugal's capital?",
+                  (("My Porto hotel booking reference is {v}.", booking()),
+                   ("The Lisbon restaurant reservation is {v}.", booking()))),
+        ProbeSpec("logo variant", f"LOGO-{rng.randint(10, 99)}",
+                  "Final answer on the branding: we go with logo variant {v}.",
+                  "Which emblem design did we pick in the end?",
+                  (("Variant {v} was the runner-up.", f"LOGO-{rng.randint(10, 99)}"),)),
+        ProbeSpec("budget cap", f"EUR{rng.randint(20, 90)}000",
+                  "The marketing budget cap is {v} for the quarter.",
+                  "How much can the promotion team spend this quarter at most?",
+                  (("Last quarter's cap was {v}.", f"EUR{rng.randint(20, 90)}000"),)),
+        ProbeSpec("codename", f"{rng.choice(['Aurora', 'Basalt', 'Cobalt'])}-{rng.randint(2, 9)}",
+                  "The project codename is {v} from now on.",
+                  "What are we calling the initiative internally these days?",
+                  (("The previous project's codename was {v}.",
+                    f"{rng.choice(['Delta', 'Ember', 'Flint'])}-{rng.randint(2, 9)}"),)),
     ]  # fmt: skip
-    plan = _Plan(rng, turns, kinds)
+    plan = Plan(rng, turns, specs)
     for n in range(turns):
         message = plan.message(n)
         if message is not None:
@@ -335,9 +350,9 @@ def chat(turns: int = 150, window_tokens: int = 32_000, seed: int = 150) -> Tran
         else:
             b.user(f"{_sentence(rng, rng.randint(8, 30))} What do you think?")
         paragraphs = [_sentence(rng, rng.randint(20, 45)) for _ in range(rng.randint(2, 8))]
-        b.say("\n\n".join(paragraphs))
+        b.say("\n\n".join([*filter(None, [plan.answer(n)]), *paragraphs]))
     return Transcript(
-        "chat", _freeze(b), tuple(plan.facts), window_tokens, 800, 0.0, 45.0, 30, 480.0
+        "chat", _freeze(b), tuple(plan.probes), window_tokens, 800, 0.0, 45.0, 30, 480.0
     )
 
 

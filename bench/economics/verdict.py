@@ -8,6 +8,11 @@ computed the same way, and from the JSON alone.
 best test retention (the cheaper of equals); our cheapest policy at
 retention >= that peer's, billed ÷ that peer's bill, must be <= 0.5.
 
+A policy whose prompt passed the model's window on some trace (``failed_traces``:
+the provider refuses that call and the agent stops) is no candidate on
+either side: a peer that cannot run is not the one to beat, and a policy of
+ours that cannot run is not an answer, whatever its retention up to there.
+
 Two comparisons are reported beside it, labelled, never in its place:
 
 - **against the best peer that compacts**: the peer of best retention among
@@ -17,14 +22,18 @@ Two comparisons are reported beside it, labelled, never in its place:
   policy which compacts can reach.
 - **at matched retention within sampling noise**: ours whose retention is
   not below the best peer's by more than two standard errors of the
-  difference (two proportions over the identifier uses, pooled). Uses are
-  counted as independent draws, which they are not (a trace's uses share a
-  fate), so the band is narrower than the true noise: a conservative band.
+  difference. The error is the trace-clustered one of the paired difference
+  (``retention_gap_se``): both policies ran on the same traces, and a trace's
+  identifier uses share a fate, so the unit of sampling is the trace (on
+  τ-bench the task: its four trials are one cluster), not the use. Rows
+  without per-trace counts fall back to two proportions over the pooled
+  uses, which counts uses as independent and so narrows the band.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -50,13 +59,20 @@ class Comparison:
     best_ours: float
 
 
+def runs(row: Mapping[str, Any]) -> bool:
+    """Whether the policy ran every trace to its end: no prompt past the model's window."""
+    return not row.get("failed_traces")
+
+
 def best_peer(test: Rows, price: str, compacting: bool = False) -> str | None:
-    """The peer of best retention, the cheaper under ``price`` of equals; ``compacting``: only
-    among the peers that made a pass. None when there is no such peer."""
+    """The peer of best retention that ``runs``, the cheaper under ``price`` of equals;
+    ``compacting``: only among the peers that made a pass. None when there is no such peer."""
     rows = [
         (name, row)
         for name, row in test.items()
-        if row["kind"] == "peer" and (not compacting or any(row.get("passes", {}).values()))
+        if row["kind"] == "peer"
+        and runs(row)
+        and (not compacting or any(row.get("passes", {}).values()))
     ]
     if not rows:
         return None
@@ -66,7 +82,9 @@ def best_peer(test: Rows, price: str, compacting: bool = False) -> str | None:
 def compare(test: Rows, price: str, peer: str | None, floor: float | None = None) -> Comparison:
     """Our cheapest policy under ``price`` at retention >= ``floor`` (default: ``peer``'s),
     billed ÷ ``peer``'s bill."""
-    best_ours = max((r["retention"] for r in test.values() if r["kind"] == "ours"), default=0.0)
+    best_ours = max(
+        (r["retention"] for r in test.values() if r["kind"] == "ours" and runs(r)), default=0.0
+    )
     if peer is None:
         return Comparison(None, 0.0, 0.0, None, math.inf, best_ours)
     row = test[peer]
@@ -74,7 +92,7 @@ def compare(test: Rows, price: str, peer: str | None, floor: float | None = None
     fit = [
         (r["prices"][price]["billed"], name)
         for name, r in test.items()
-        if r["kind"] == "ours" and r["retention"] >= floor
+        if r["kind"] == "ours" and runs(r) and r["retention"] >= floor
     ]
     if not fit:
         return Comparison(peer, row["retention"], floor, None, math.inf, best_ours)
@@ -84,11 +102,58 @@ def compare(test: Rows, price: str, peer: str | None, floor: float | None = None
     )
 
 
+def cluster(trace: str) -> str:
+    """The sampling unit a trace belongs to: its task on τ-bench (``tau-25-3`` → ``tau-25``,
+    the four trials of a task are one cluster), else the trace itself."""
+    found = re.fullmatch(r"(tau-\d+)-\d+", trace)
+    return found.group(1) if found else trace
+
+
+def _clustered(row: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
+    """Identifier uses and holds per cluster of ``row``'s ``per_trace`` counts."""
+    out: dict[str, tuple[int, int]] = {}
+    for t in row.get("per_trace") or ():
+        used, held = out.get(cluster(t["trace"]), (0, 0))
+        out[cluster(t["trace"])] = (used + int(t["used"]), held + int(t["held"]))
+    return out
+
+
+def retention_se(row: Mapping[str, Any]) -> float | None:
+    """The trace-clustered standard error of ``row``'s retention (a ratio estimator over
+    clusters); None without per-trace counts or with fewer than two clusters using any."""
+    groups = [g for g in _clustered(row).values() if g[0]]
+    n, used = len(groups), sum(u for u, _ in groups)
+    if n < 2 or not used:
+        return None
+    ratio = sum(h for _, h in groups) / used
+    spread = sum((h - ratio * u) ** 2 for u, h in groups) * n / (n - 1)
+    return math.sqrt(spread) / used
+
+
+def retention_gap_se(a: Mapping[str, Any], b: Mapping[str, Any]) -> float | None:
+    """The standard error of ``a``'s retention less ``b``'s, paired by cluster (both ran the
+    same traces); None without per-trace counts for the same clusters in both."""
+    ga, gb = _clustered(a), _clustered(b)
+    if len(ga) < 2 or set(ga) != set(gb):
+        return None
+    used_a, used_b = sum(u for u, _ in ga.values()), sum(u for u, _ in gb.values())
+    if not used_a or not used_b:
+        return None
+    ra = sum(h for _, h in ga.values()) / used_a
+    rb = sum(h for _, h in gb.values()) / used_b
+    terms = [(ga[k][1] - ra * ga[k][0]) / used_a - (gb[k][1] - rb * gb[k][0]) / used_b for k in ga]
+    return math.sqrt(sum(t * t for t in terms) * len(terms) / (len(terms) - 1))
+
+
 def within_noise(peer: Mapping[str, Any], ours: Mapping[str, Any]) -> bool:
     """Whether ``ours``' retention is below ``peer``'s by no more than ``NOISE_SE`` standard
-    errors of the difference (pooled over both rows' identifier uses)."""
-    n_peer, n_ours = int(peer["identifiers_used"]), int(ours["identifiers_used"])
+    errors of the difference: trace-clustered and paired (``retention_gap_se``) when both rows
+    have per-trace counts, else two proportions over the pooled identifier uses."""
     gap = float(peer["retention"]) - float(ours["retention"])
+    clustered = retention_gap_se(peer, ours)
+    if clustered is not None:
+        return gap <= NOISE_SE * clustered + 1e-12
+    n_peer, n_ours = int(peer["identifiers_used"]), int(ours["identifiers_used"])
     if not n_peer or not n_ours:
         return gap <= 0.0
     pooled = (peer["identifiers_held"] + ours["identifiers_held"]) / (n_peer + n_ours)
@@ -102,6 +167,8 @@ def compare_within_noise(test: Rows, price: str, peer: str | None) -> Comparison
     if peer is None:
         return compare(test, price, None)
     admitted = [
-        r["retention"] for r in test.values() if r["kind"] == "ours" and within_noise(test[peer], r)
+        r["retention"]
+        for r in test.values()
+        if r["kind"] == "ours" and runs(r) and within_noise(test[peer], r)
     ]
     return compare(test, price, peer, min(admitted) if admitted else math.inf)
