@@ -92,25 +92,36 @@ def time_out(moment: datetime, into: Timestamp) -> None:
 
 
 def event_in(msg: event_pb2.Event, field: str) -> Event:
-    """A client's event; output-only fields (position, flags, token count) are ignored."""
+    """A client's event; output-only fields (position, flags, token count) are ignored.
+
+    Once per appended event: a list or map the event leaves empty costs no
+    generator and no copy.
+    """
+    calls, results, parts, thoughts = msg.tool_calls, msg.tool_results, msg.parts, msg.reasoning
     return Event(
         id=msg.id,
         role=role_in(msg.role, f"{field}.role"),
         text=msg.text,
-        tool_calls=tuple(
-            ToolCall(c.id, c.name, c.arguments_json or "{}", c.signature) for c in msg.tool_calls
+        tool_calls=(
+            tuple([ToolCall(c.id, c.name, c.arguments_json or "{}", c.signature) for c in calls])
+            if calls
+            else ()
         ),
-        tool_results=tuple(
-            ToolResult(r.call_id, r.name, r.content, r.is_error) for r in msg.tool_results
+        tool_results=(
+            tuple([ToolResult(r.call_id, r.name, r.content, r.is_error) for r in results])
+            if results
+            else ()
         ),
-        parts=tuple(Part(p.mime_type, p.data, p.uri) for p in msg.parts),
+        parts=tuple([Part(p.mime_type, p.data, p.uri) for p in parts]) if parts else (),
         author=msg.author,
         branch=msg.branch,
-        metadata=dict(msg.metadata),
+        metadata=dict(msg.metadata) if msg.metadata else {},
         create_time=time_in(msg.create_time, f"{field}.create_time"),
-        reasoning=tuple(Reasoning(r.text, r.signature, r.redacted, r.id) for r in msg.reasoning)
-        if msg.reasoning
-        else (),
+        reasoning=(
+            tuple([Reasoning(r.text, r.signature, r.redacted, r.id) for r in thoughts])
+            if thoughts
+            else ()
+        ),
     )
 
 
