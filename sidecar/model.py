@@ -155,16 +155,25 @@ class Event:
     reasoning: tuple[Reasoning, ...] = ()
 
     def content_bytes(self) -> int:
-        """Approximate bytes of the event's content as stored and sent."""
-        size = len(self.text.encode()) + sum(len(p.data) + len(p.uri) for p in self.parts)
-        size += sum(
-            len(c.arguments_json) + len(c.name) + len(c.id) + len(c.signature)
-            for c in self.tool_calls
-        )
+        """Approximate bytes of the event's content as stored and sent.
+
+        Twice per appended event (its size checked, its write weighed): a list
+        the event leaves empty costs no generator.
+        """
+        size = len(self.text.encode())
+        if self.parts:
+            size += sum(len(p.data) + len(p.uri) for p in self.parts)
+        if self.tool_calls:
+            size += sum(
+                len(c.arguments_json) + len(c.name) + len(c.id) + len(c.signature)
+                for c in self.tool_calls
+            )
         if self.reasoning:
             size += sum(len(r.text.encode()) + len(r.signature) + len(r.id) for r in self.reasoning)
-        size += sum(len(r.content.encode()) + len(r.name) for r in self.tool_results)
-        size += sum(len(k) + len(v) for k, v in self.metadata.items())
+        if self.tool_results:
+            size += sum(len(r.content.encode()) + len(r.name) for r in self.tool_results)
+        if self.metadata:
+            size += sum(len(k) + len(v) for k, v in self.metadata.items())
         return size
 
     @property
