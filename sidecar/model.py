@@ -5,7 +5,7 @@ Plain frozen dataclasses: no gRPC, no SQL. Every layer above speaks these.
 
 from __future__ import annotations
 
-import uuid
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
@@ -111,9 +111,19 @@ class Part:
     uri: str = ""
 
 
+# A random UUID's version (4) and variant (RFC 4122) bits, as ``uuid.uuid4`` sets them.
+_UUID4_KEEP = ~((0xF000 << 64) | (0xC000 << 48))
+_UUID4_SET = (0x4000 << 64) | (0x8000 << 48)
+
+
 def new_event_id() -> str:
-    """A server-assigned event id."""
-    return uuid.uuid4().hex
+    """A server-assigned event id: a random (version 4) UUID's 32 hex digits.
+
+    What ``uuid.uuid4().hex`` gives, without building a UUID object on the
+    way: once for every event appended without an id.
+    """
+    bits = int.from_bytes(os.urandom(16), "big")
+    return f"{bits & _UUID4_KEEP | _UUID4_SET:032x}"
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -1,8 +1,23 @@
-"""The model's own small rules: an event's content size."""
+"""The model's own small rules: server-assigned ids and an event's content size."""
 
 from __future__ import annotations
 
-from sidecar.model import Event, Part, Reasoning, Role, ToolCall, ToolResult
+import uuid
+
+from sidecar.model import Event, Part, Reasoning, Role, ToolCall, ToolResult, new_event_id
+
+
+def test_a_server_assigned_id_is_a_random_version_4_uuid_in_hex() -> None:
+    ids = [new_event_id() for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    for event_id in ids:
+        parsed = uuid.UUID(hex=event_id)
+        assert parsed.hex == event_id  # 32 lowercase hex digits, as uuid4().hex
+        assert parsed.version == 4
+        assert parsed.variant == uuid.RFC_4122
+    # the 122 random bits do vary: every hex digit but the version's takes many values
+    digits = [{event_id[i] for event_id in ids} for i in range(32)]
+    assert [i for i, seen in enumerate(digits) if len(seen) < 4] == [12]
 
 
 def test_content_bytes_counts_every_kind_of_content_in_utf8() -> None:
