@@ -41,6 +41,7 @@ from sidecar.model import (
     utcnow,
 )
 from sidecar.providers.profiles import ModelProfile
+from sidecar.store.codec import to_micros
 from sidecar.store.protocol import CompactionRecord
 
 _ROLE_IN = {
@@ -85,10 +86,14 @@ def time_in(ts: Timestamp, field: str = "time") -> datetime:
 
 
 def time_out(moment: datetime, into: Timestamp) -> None:
-    stamp = moment.timestamp()
-    seconds = int(stamp // 1)
+    """``moment`` to the microsecond, in whole numbers (a naive one taken as UTC).
+
+    Through a float timestamp, a time far from 1970 lost microseconds (up to
+    30 in year 9999) and the last microsecond of 9999 became year 10000.
+    """
+    seconds, micros = divmod(to_micros(moment), 1_000_000)
     into.seconds = seconds
-    into.nanos = round((stamp - seconds) * 1e6) * 1000
+    into.nanos = micros * 1000
 
 
 def event_in(msg: event_pb2.Event, field: str) -> Event:
