@@ -41,6 +41,7 @@ from sidecar.model import (
     utcnow,
 )
 from sidecar.providers.profiles import ModelProfile
+from sidecar.store.codec import to_micros
 from sidecar.store.protocol import CompactionRecord
 
 _ROLE_IN = {
@@ -85,32 +86,47 @@ def time_in(ts: Timestamp, field: str = "time") -> datetime:
 
 
 def time_out(moment: datetime, into: Timestamp) -> None:
-    stamp = moment.timestamp()
-    seconds = int(stamp // 1)
+    """``moment`` to the microsecond, in whole numbers (a naive one taken as UTC).
+
+    Through a float timestamp, a time far from 1970 lost microseconds (up to
+    30 in year 9999) and the last microsecond of 9999 became year 10000.
+    """
+    seconds, micros = divmod(to_micros(moment), 1_000_000)
     into.seconds = seconds
-    into.nanos = round((stamp - seconds) * 1e6) * 1000
+    into.nanos = micros * 1000
 
 
 def event_in(msg: event_pb2.Event, field: str) -> Event:
-    """A client's event; output-only fields (position, flags, token count) are ignored."""
+    """A client's event; output-only fields (position, flags, token count) are ignored.
+
+    Once per appended event: a list or map the event leaves empty costs no
+    generator and no copy.
+    """
+    calls, results, parts, thoughts = msg.tool_calls, msg.tool_results, msg.parts, msg.reasoning
     return Event(
         id=msg.id,
         role=role_in(msg.role, f"{field}.role"),
         text=msg.text,
-        tool_calls=tuple(
-            ToolCall(c.id, c.name, c.arguments_json or "{}", c.signature) for c in msg.tool_calls
+        tool_calls=(
+            tuple([ToolCall(c.id, c.name, c.arguments_json or "{}", c.signature) for c in calls])
+            if calls
+            else ()
         ),
-        tool_results=tuple(
-            ToolResult(r.call_id, r.name, r.content, r.is_error) for r in msg.tool_results
+        tool_results=(
+            tuple([ToolResult(r.call_id, r.name, r.content, r.is_error) for r in results])
+            if results
+            else ()
         ),
-        parts=tuple(Part(p.mime_type, p.data, p.uri) for p in msg.parts),
+        parts=tuple([Part(p.mime_type, p.data, p.uri) for p in parts]) if parts else (),
         author=msg.author,
         branch=msg.branch,
-        metadata=dict(msg.metadata),
+        metadata=dict(msg.metadata) if msg.metadata else {},
         create_time=time_in(msg.create_time, f"{field}.create_time"),
-        reasoning=tuple(Reasoning(r.text, r.signature, r.redacted, r.id) for r in msg.reasoning)
-        if msg.reasoning
-        else (),
+        reasoning=(
+            tuple([Reasoning(r.text, r.signature, r.redacted, r.id) for r in thoughts])
+            if thoughts
+            else ()
+        ),
     )
 
 

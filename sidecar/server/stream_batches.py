@@ -35,6 +35,7 @@ from sidecar.server.decoding import Undecodable, undecodable_message
 from sidecar.store.protocol import PlainAppend
 
 Indexed = list[tuple[int, pb.StreamEventsRequest]]
+Groups = list[list[pb.StreamEventsRequest]]
 Answered = list[tuple[int, pb.StreamEventsResponse]]
 
 
@@ -73,18 +74,18 @@ class StreamBatches:
                 by_session.setdefault(request.session_id, []).append((index, request))
 
         together: list[tuple[Indexed, list[pb.StreamEventsRequest]]] = []
-        alone: list[Indexed] = []
+        alone: list[tuple[Indexed, Groups]] = []
         for items in by_session.values():
             groups = self._foldable([request for _, request in items])
             if len(groups) == 1 and _plain(groups[0][0]):
                 together.append((items, groups[0]))
             else:
-                alone.append(items)
+                alone.append((items, groups))
         if len(together) < 2:  # one session's append needs no company
-            alone += [items for items, _ in together]
+            alone += [(items, [group]) for items, group in together]
             together = []
 
-        work = [self._in_order(items) for items in alone]
+        work = [self._in_order(items, groups) for items, groups in alone]
         if together:
             work.append(self._together(together))
         if len(alone) == 1 and not together and not answered:  # one session: in order already
@@ -93,10 +94,10 @@ class StreamBatches:
             answered += pairs
         return [out for _, out in sorted(answered, key=lambda pair: pair[0])]
 
-    async def _in_order(self, items: Indexed) -> Answered:
-        """One session's requests, group after group."""
+    async def _in_order(self, items: Indexed, groups: Groups) -> Answered:
+        """One session's requests, group after group (``_foldable``'s groups of them)."""
         outs: list[pb.StreamEventsResponse] = []
-        for group in self._foldable([request for _, request in items]):
+        for group in groups:
             outs += await self._group(group)
         return list(zip((index for index, _ in items), outs, strict=True))
 
@@ -137,9 +138,7 @@ class StreamBatches:
             answered += await self._one_by_one(items)
         return answered
 
-    def _foldable(
-        self, requests: list[pb.StreamEventsRequest]
-    ) -> list[list[pb.StreamEventsRequest]]:
+    def _foldable(self, requests: list[pb.StreamEventsRequest]) -> Groups:
         """Consecutive unchecked appends to one session, up to the per-append event limit.
 
         A request with an expected version stands alone: its check is about
@@ -147,7 +146,7 @@ class StreamBatches:
         usage report, which is about the version it names, and answered in
         its own acknowledgement.
         """
-        groups: list[list[pb.StreamEventsRequest]] = []
+        groups: Groups = []
         size = 0
         limit = self._engine.limits.max_events_per_append
         for request in requests:

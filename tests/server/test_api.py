@@ -160,6 +160,34 @@ async def test_append_retry_is_idempotent(stub: Stub) -> None:
     assert [e.position for e in again.events] == [e.position for e in first.events]
 
 
+async def test_a_create_time_comes_back_to_the_microsecond_across_its_whole_range(
+    stub: Stub,
+) -> None:
+    """Converted through a float, a time far from 1970 lost microseconds (up to 30 in year
+    9999), and the last microsecond of 9999 came back as year 10000: no valid Timestamp."""
+    times = [
+        (253402300799, 999_999_000),  # the last microsecond a Timestamp holds
+        (253402300799, 123_456_000),
+        (9_000_000_000, 1_000),
+        (-62135596800, 999_999_000),  # in year 1
+        (-1, 500_000_000),
+        (1_700_000_000, 654_321_000),
+    ]
+    events = [
+        event_pb2.Event(id=f"t{n}", role=event_pb2.ROLE_USER, text="when")
+        for n in range(len(times))
+    ]
+    for event, (seconds, nanos) in zip(events, times, strict=True):
+        event.create_time.seconds = seconds
+        event.create_time.nanos = nanos
+    ack = await stub.AppendEvents(
+        pb.AppendEventsRequest(session_id="s", events=events, create_if_missing=True)
+    )
+    log = await stub.ListEvents(pb.ListEventsRequest(session_id="s"))
+    for answer in (ack.events, log.events):
+        assert [(e.create_time.seconds, e.create_time.nanos) for e in answer] == times
+
+
 async def test_conflicting_payload_under_an_existing_id(stub: Stub) -> None:
     await stub.AppendEvents(
         pb.AppendEventsRequest(session_id="s", events=turn(0), create_if_missing=True)
