@@ -33,6 +33,10 @@ eighth); ``summarize_no_trail`` none; ``summarize_trail`` all of a 400- or
 (``TRAIL_TRIGGERS``), keeping 2 events: the family issue 34's target is held
 to, and the one dev keeps it if it can be kept (``TRAIL_DEV_FLOOR``).
 
+``clear_at_least`` is clearing as Anthropic's ``clear_at_least`` meters it
+(``min_cleared_tokens``): a pass that would clear less than a share of the
+trigger is not made, so the prompt cache is broken less often for more.
+
 ``recall_first`` is the one family whose agent searches: a tight token
 budget (Letta's shape: little in the prompt, the rest a search away), the
 agent recalling by ``bench.economics.recall``'s answer-blind rule, every
@@ -127,6 +131,9 @@ _FAMILIES: dict[str, tuple[str, tuple[float, ...], Callable[[int, float], Strate
     "summarize_trail": (f"2 events kept, summary tokens (all but {TRAIL_PROSE} the trail)",
                         (400, 512), lambda t, k: _trail(int(k))),
     "clear_tool_results": ("tool uses kept", (1, 3), lambda t, k: _clear(int(k))),
+    # Anthropic's clear_at_least: a pass that clears less breaks the prompt cache for little.
+    "clear_at_least": ("3 tool uses kept, clearing at least x trigger", (0.25, 0.5),
+                       lambda t, k: replace(_clear(), min_cleared_tokens=int(t * k))),
     "clear_then_budget": ("budget x trigger", (0.25, 0.5),
                           lambda t, k: Pipeline((_clear(), TokenBudget(max_tokens=int(t * k),
                                                                        boundary=_P)))),
