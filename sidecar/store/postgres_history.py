@@ -229,7 +229,10 @@ async def _marked(db: Db, pks: list[int]) -> list[rules.Marked]:
     rows = await db.fetch(
         f"SELECT e.pk, {rules.MARKED_COLUMNS} FROM events e WHERE e.pk = ANY($1::bigint[])", pks
     )
-    found = {row[0]: (row[1], bool(row[2]), bool(row[3]), int(row[4])) for row in rows}
+    found = {
+        row[0]: (row[1], bool(row[2]), bool(row[3]), int(row[4]), int(row[5]), int(row[6]))
+        for row in rows
+    }
     return [found[pk] for pk in pks]
 
 

@@ -223,12 +223,12 @@ def _marked(db: sqlite3.Connection, pks: list[int], chunk: int = 500) -> list[ru
     found: dict[int, rules.Marked] = {}
     for start in range(0, len(pks), chunk):
         part = pks[start : start + chunk]
-        for pk, role, synthetic, archived, tokens in db.execute(
+        for pk, role, synthetic, archived, tokens, below, above in db.execute(
             f"SELECT e.pk, {rules.MARKED_COLUMNS} FROM events e"
             f" WHERE e.pk IN ({', '.join('?' for _ in part)})",
             part,
         ):
-            found[pk] = (role, bool(synthetic), bool(archived), tokens)
+            found[pk] = (role, bool(synthetic), bool(archived), tokens, below, above)
     return [found[pk] for pk in pks]
 
 
