@@ -20,7 +20,7 @@ one included: the check needs no exact count. Only when the two ends straddle
 a threshold must the pending events be counted exactly before deciding.
 
 An event appended without an exact count carries its bounds
-(``Event.token_bounds``) and an estimate between them (``estimated``); the
+(``Event.token_bounds``) and an estimate between them (``estimate``); the
 session's counters carry the sum of how far those can be off
 (``SessionCounters.ends``), so a check reads both ends in O(1).
 
@@ -40,8 +40,9 @@ from sidecar.compaction.formatting import format_event
 from sidecar.compaction.tokens import opaque_tokens
 from sidecar.compaction.triggers import Trigger
 from sidecar.model import Event, SessionCounters
+from sidecar.tokenizer import DEFAULT_ENCODING, LONGEST_TOKEN_BYTES
 
-CL100K_LONGEST_TOKEN_BYTES = 128
+CL100K_LONGEST_TOKEN_BYTES = LONGEST_TOKEN_BYTES[DEFAULT_ENCODING]
 """The longest token of ``cl100k_base``, in bytes (a run of spaces; checked by the tests)."""
 
 DEFAULT_BYTES_PER_TOKEN = 4.0
@@ -69,22 +70,19 @@ def _bounds(size: int, opaque: int, longest_token_bytes: int) -> TokenBounds:
     return TokenBounds(low=-(-size // longest_token_bytes) + opaque, high=size + opaque)
 
 
-def estimated(
+def estimate(
     event: Event,
     bytes_per_token: float = DEFAULT_BYTES_PER_TOKEN,
     longest_token_bytes: int = CL100K_LONGEST_TOKEN_BYTES,
-) -> Event:
-    """``event`` with its exact count pending: its bounds, and as ``token_count`` its
-    accounting text's bytes over ``bytes_per_token`` (plus its redacted reasoning), kept
+) -> tuple[int, int, int]:
+    """An estimate of ``count_event(event)`` and its bounds, as ``(estimate, low, high)``:
+    the accounting text's bytes over ``bytes_per_token`` (plus its redacted reasoning), kept
     within the bounds. O(bytes): no tokenizer."""
     size = len(format_event(event).encode())
     opaque = opaque_tokens(event)
     bounds = _bounds(size, opaque, longest_token_bytes)
     guess = round(size / bytes_per_token) + opaque
-    return event.evolve(
-        token_count=min(bounds.high, max(bounds.low, guess)),
-        token_bounds=(bounds.low, bounds.high),
-    )
+    return min(bounds.high, max(bounds.low, guess)), bounds.low, bounds.high
 
 
 def counters_between(
