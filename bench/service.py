@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -15,7 +16,9 @@ from sidecar.server.config import ServerConfig
 async def sidecar_server(directory: Path, database: str = "bench.db") -> AsyncIterator[Sidecar]:
     """A server on 127.0.0.1 and a free port, with no default policy; stopped afterwards.
 
-    Its SQLite file is ``directory/database``.
+    Its SQLite file is ``directory/database``. ``COMPACTION_TOKEN_COUNTING`` in
+    the environment sets its ``--token-counting``, as it does the CLI's (to
+    weigh ``on_append`` against the default, ``when_needed``).
     """
     config = replace(
         ServerConfig(),
@@ -24,6 +27,7 @@ async def sidecar_server(directory: Path, database: str = "bench.db") -> AsyncIt
         default_policy="none",
         shutdown_grace_s=1.0,
         log_level="WARNING",
+        token_counting=os.environ.get("COMPACTION_TOKEN_COUNTING", "when_needed"),
     )
     sidecar = await start(config)
     try:
