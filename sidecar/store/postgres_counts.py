@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from sidecar.model import Event
-from sidecar.store import rules
+from sidecar.store import counter_rules
 from sidecar.store.postgres_reads import EVENT_COLUMNS, event_from_row, get_session, window_counters
 from sidecar.store.postgres_schema import Db
 from sidecar.store.postgres_writes import stored_events
@@ -50,7 +50,7 @@ async def land_counts(db: Db, session_id: str, counts: Mapping[str, int]) -> Cou
         [event.id for event, _ in landed],
         [exact for _, exact in landed],
     )
-    counters = rules.counters_counted(session.counters, landed)
+    counters = counter_rules.counters_counted(session.counters, landed)
     if counters is None:
         since = session.counters.turns_since_compaction
         counters = replace(await window_counters(db, pk), turns_since_compaction=since)

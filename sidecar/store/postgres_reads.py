@@ -16,7 +16,7 @@ import asyncpg
 
 from sidecar.errors import SessionNotFound
 from sidecar.model import Event, Session, SessionCounters, TokenCalibration
-from sidecar.store import rules
+from sidecar.store import counter_rules, rules
 from sidecar.store.codec import decode_event, to_micros
 from sidecar.store.event_cache import DecodedEvents
 from sidecar.store.paging import (
@@ -137,7 +137,7 @@ _WINDOW_COUNTERS_SQL = f"""SELECT count(*),
         count(*) FILTER (WHERE e.role = 'user' AND NOT e.synthetic),
         coalesce(sum(coalesce(e.cleared_token_count, e.token_count))
             FILTER (WHERE e.role <> 'system' OR e.synthetic), 0),
-        coalesce(sum({rules.PENDING_SLACK[0]}), 0), coalesce(sum({rules.PENDING_SLACK[1]}), 0)
+        {counter_rules.PENDING_SUMS}
     FROM events e WHERE e.session = $1 AND NOT e.archived"""
 _LATEST_SYSTEM_SQL = """SELECT coalesce(e.cleared_token_count, e.token_count) FROM events e
     WHERE e.session = $1 AND NOT e.archived AND e.role = 'system' AND NOT e.synthetic
@@ -145,11 +145,11 @@ _LATEST_SYSTEM_SQL = """SELECT coalesce(e.cleared_token_count, e.token_count) FR
 
 
 async def window_counters(db: Db, session_pk: int) -> SessionCounters:
-    """The active window's counters (``rules.window_counters``), summed by PostgreSQL."""
+    """The active window's counters (``counter_rules.window_counters``), summed by PostgreSQL."""
     row = await db.fetchrow(_WINDOW_COUNTERS_SQL, session_pk)
     assert row is not None  # an aggregate always has its row
     system = await db.fetchval(_LATEST_SYSTEM_SQL, session_pk)
-    return rules.window_counters(
+    return counter_rules.window_counters(
         row[0], row[1], row[2], int(row[3]), system or 0, int(row[4]), int(row[5])
     )
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from sidecar.model import Event
-from sidecar.store import rules
+from sidecar.store import counter_rules
 from sidecar.store.protocol import CountsLanded
 from sidecar.store.sqlite_reads import EVENT_COLUMNS, event_from_row, get_session, window_counters
 from sidecar.store.sqlite_writes import stored_events
@@ -50,7 +50,7 @@ def land_counts(db: sqlite3.Connection, session_id: str, counts: Mapping[str, in
         " WHERE session = ? AND id = ?",
         [(exact, pk, event.id) for event, exact in landed],
     )
-    counters = rules.counters_counted(session.counters, landed)
+    counters = counter_rules.counters_counted(session.counters, landed)
     if counters is None:
         since = session.counters.turns_since_compaction
         counters = replace(window_counters(db, pk), turns_since_compaction=since)

@@ -15,7 +15,7 @@ from typing import Any
 
 from sidecar.errors import SessionNotFound
 from sidecar.model import Event, Session, SessionCounters, TokenCalibration
-from sidecar.store import rules
+from sidecar.store import counter_rules, rules
 from sidecar.store.codec import decode_event, decode_labels, from_micros, to_micros
 from sidecar.store.event_cache import DecodedEvents
 from sidecar.store.paging import (
@@ -122,7 +122,7 @@ _WINDOW_COUNTERS_SQL = f"""SELECT count(*),
         coalesce(sum(e.role = 'user' AND e.synthetic = 0), 0),
         coalesce(sum(CASE WHEN e.role = 'system' AND e.synthetic = 0 THEN 0
                      ELSE coalesce(e.cleared_token_count, e.token_count) END), 0),
-        coalesce(sum({rules.PENDING_SLACK[0]}), 0), coalesce(sum({rules.PENDING_SLACK[1]}), 0)
+        {counter_rules.PENDING_SUMS}
     FROM events e WHERE e.session = ? AND e.archived = 0"""
 _LATEST_SYSTEM_SQL = """SELECT coalesce(e.cleared_token_count, e.token_count) FROM events e
     WHERE e.session = ? AND e.archived = 0 AND e.role = 'system' AND e.synthetic = 0
@@ -130,7 +130,7 @@ _LATEST_SYSTEM_SQL = """SELECT coalesce(e.cleared_token_count, e.token_count) FR
 
 
 def window_counters(db: sqlite3.Connection, session_pk: int) -> SessionCounters:
-    """The active window's counters (``rules.window_counters``), summed by SQLite.
+    """The active window's counters (``counter_rules.window_counters``), summed by SQLite.
 
     Still a walk of the window's index entries, but in C with the GIL released,
     not a decode of every event: what a write that changes a few events costs.
@@ -139,7 +139,7 @@ def window_counters(db: sqlite3.Connection, session_pk: int) -> SessionCounters:
         _WINDOW_COUNTERS_SQL, (session_pk,)
     ).fetchone()
     system = db.execute(_LATEST_SYSTEM_SQL, (session_pk,)).fetchone()
-    return rules.window_counters(
+    return counter_rules.window_counters(
         events, real, turns, other, system[0] if system else 0, below, above
     )
 
