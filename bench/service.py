@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -12,11 +13,18 @@ from sidecar.server.config import ServerConfig
 
 
 @asynccontextmanager
-async def sidecar_server(directory: Path, database: str = "bench.db") -> AsyncIterator[Sidecar]:
+async def sidecar_server(
+    directory: Path, database: str = "bench.db", *, token_counting: str | None = None
+) -> AsyncIterator[Sidecar]:
     """A server on 127.0.0.1 and a free port, with no default policy; stopped afterwards.
 
-    Its SQLite file is ``directory/database``.
+    Its SQLite file is ``directory/database``. ``token_counting`` sets its
+    ``--token-counting``; unset, ``COMPACTION_TOKEN_COUNTING`` in the
+    environment does, as it does the CLI's (to weigh ``on_append`` against the
+    default, ``when_needed``).
     """
+    if token_counting is None:
+        token_counting = os.environ.get("COMPACTION_TOKEN_COUNTING", "when_needed")
     config = replace(
         ServerConfig(),
         listen="127.0.0.1:0",
@@ -24,6 +32,7 @@ async def sidecar_server(directory: Path, database: str = "bench.db") -> AsyncIt
         default_policy="none",
         shutdown_grace_s=1.0,
         log_level="WARNING",
+        token_counting=token_counting,
     )
     sidecar = await start(config)
     try:

@@ -1,6 +1,8 @@
 """Target 5: token accounting on big tool results, against short appends and tiktoken alone.
 
-Every append is counted with tiktoken's ``cl100k_base`` on the server. This
+With ``--token-counting on_append`` every append is counted with tiktoken's
+``cl100k_base`` on the server (the default counts only where a decision needs
+it: ``sidecar.engine.exact_counts``), as a session near its threshold is. This
 measures what that costs when events carry ~100 KB tool results (JSON-ish
 lines, different in every event so nothing can be cached):
 
@@ -131,7 +133,9 @@ async def run(scale: Scale, workdir: Path, log: Log) -> Outcome:
     tiktoken_tps: list[float] = []
     big_eps: list[float] = []
     short_eps: list[float] = []
-    async with sidecar_server(workdir) as sidecar:
+    # Counting is what this measures: the server counts every append, as it does with
+    # --token-counting on_append (the default counts only where a decision needs it).
+    async with sidecar_server(workdir, token_counting="on_append") as sidecar:
         async with grpc.aio.insecure_channel(
             f"127.0.0.1:{sidecar.port}",
             options=[("grpc.max_receive_message_length", 16 << 20)],

@@ -128,7 +128,8 @@ async def render(
         f"session {session.session_id}  version {session.version}",
         f"policy   {json.dumps(policy) if policy else 'none (never compacts on its own)'}",
         f"active   {counters.active_events} events, {counters.turns} turns,"
-        f" {counters.tokens} tokens  (log: {len(log)} events, {archived} archived,"
+        f" {'~' if session.active_tokens_estimated else ''}{counters.tokens} tokens"
+        f"  (log: {len(log)} events, {archived} archived,"
         f" {summaries} active summary events, {cleared} active cleared events)",
         LEGEND,
         *([ORDER_NOTE] if placed else []),

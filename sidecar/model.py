@@ -145,6 +145,11 @@ class Event:
     clearing pass replaced: the active window carries the placeholder (and
     its token count), the log keeps the original. ``reasoning`` is the
     model's reasoning, before the text and tool calls.
+
+    ``token_bounds`` is set while the event's exact count is pending (issue
+    37: an append is estimated in O(bytes), counted exactly where a decision
+    needs it): the least and the most tokens its exact count can be, with
+    ``token_count`` an estimate between them. None once counted exactly.
     """
 
     id: str
@@ -163,6 +168,12 @@ class Event:
     token_count: int = 0
     cleared: bool = False
     reasoning: tuple[Reasoning, ...] = ()
+    token_bounds: tuple[int, int] | None = None
+
+    @property
+    def token_count_estimated(self) -> bool:
+        """Whether ``token_count`` is an estimate whose exact count is still pending."""
+        return self.token_bounds is not None
 
     def content_bytes(self) -> int:
         """Approximate bytes of the event's content as stored and sent.
@@ -243,6 +254,13 @@ class SessionCounters:
     message, the summaries and the conversation. ``system_tokens`` is the
     latest system message's share of it, kept so a newer system message can
     replace it in O(1).
+
+    Events whose exact count is pending (``Event.token_bounds``) are in
+    ``tokens`` at their estimates; ``pending_below`` and ``pending_above`` say
+    how far below and above those estimates their exact counts can lie, so
+    the window's exact tokens are within ``tokens_low`` and ``tokens_high``
+    (equal, and equal to ``tokens``, once nothing is pending). A system
+    message is always counted when it is appended: it is never pending.
     """
 
     active_events: int = 0
@@ -251,12 +269,46 @@ class SessionCounters:
     tokens: int = 0
     system_tokens: int = 0
     turns_since_compaction: int = 0
+    pending_below: int = 0
+    pending_above: int = 0
+
+    @property
+    def tokens_exact(self) -> bool:
+        """Whether ``tokens`` is the exact count: no event of the window is pending."""
+        return self.pending_below == 0 and self.pending_above == 0
+
+    @property
+    def tokens_low(self) -> int:
+        return self.tokens - self.pending_below
+
+    @property
+    def tokens_high(self) -> int:
+        return self.tokens + self.pending_above
+
+    def ends(self) -> tuple[SessionCounters, SessionCounters]:
+        """These counters at the low and at the high end of the pending events' bounds.
+
+        Every field but ``tokens`` is exact at both ends; the exact counters lie
+        between them.
+        """
+        if self.tokens_exact:
+            return self, self
+        exact = replace(self, pending_below=0, pending_above=0)
+        return replace(exact, tokens=self.tokens_low), replace(exact, tokens=self.tokens_high)
 
     def after_append(self, event: Event) -> SessionCounters:
         """The counters once ``event`` is appended to the active window."""
         tokens = self.tokens
         system_tokens = self.system_tokens
+        below = self.pending_below
+        above = self.pending_above
+        if event.token_bounds is not None:
+            low, high = event.token_bounds
+            below += event.token_count - low
+            above += high - event.token_count
         if event.role is Role.SYSTEM and not event.synthetic:
+            if event.token_bounds is not None:
+                raise ValueError("a system message is counted exactly when it is appended")
             tokens += event.token_count - system_tokens
             system_tokens = event.token_count
         else:
@@ -269,6 +321,21 @@ class SessionCounters:
             tokens=tokens,
             system_tokens=system_tokens,
             turns_since_compaction=self.turns_since_compaction + turn,
+            pending_below=below,
+            pending_above=above,
+        )
+
+    def after_counting(self, pending: Event, exact: int) -> SessionCounters:
+        """The counters once the exact count of ``pending``, an event of the window counted
+        in them at its estimate, has landed."""
+        if pending.token_bounds is None:
+            return self
+        low, high = pending.token_bounds
+        return replace(
+            self,
+            tokens=self.tokens + exact - pending.token_count,
+            pending_below=self.pending_below - (pending.token_count - low),
+            pending_above=self.pending_above - (high - pending.token_count),
         )
 
     @staticmethod

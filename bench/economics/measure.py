@@ -259,7 +259,9 @@ async def bench_server(db: Path, ratio: float = RATIO) -> Sidecar:
 
 def server_config(db: Path) -> ServerConfig:
     """The real server on a free loopback port over SQLite file ``db``, with the extractive
-    summarizer and no default policy (a session without one never compacts)."""
+    summarizer and no default policy (a session without one never compacts), counting every
+    append exactly: the bill is read from the windows' token counts, and an estimate is
+    not what the provider would bill (the decisions are the same either way)."""
     return replace(
         ServerConfig(),
         listen="127.0.0.1:0",
@@ -268,6 +270,7 @@ def server_config(db: Path) -> ServerConfig:
         summarizer="extractive",
         shutdown_grace_s=1.0,
         log_level="WARNING",
+        token_counting="on_append",
     )
 
 

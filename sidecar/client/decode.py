@@ -25,6 +25,7 @@ from sidecar.client.results import (
     StreamMessage,
 )
 from sidecar.compaction.policy import CompactionPolicy, policy_from_dict
+from sidecar.compaction.token_bounds import event_token_bounds
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import event_pb2, policy_pb2, session_pb2
 from sidecar.model import (
@@ -43,8 +44,13 @@ from sidecar.store.protocol import CompactionRecord
 
 
 def event(msg: event_pb2.Event) -> Event:
-    """An event as stored, output-only fields included."""
-    return replace(
+    """An event as stored, output-only fields included.
+
+    An estimated count (``token_count_estimated``) comes with the bounds its
+    exact count lies within, from the event's bytes as the server takes them
+    (``token_bounds``): the exact count is not known here.
+    """
+    stored = replace(
         convert.event_in(msg, "event"),
         position=msg.position,
         synthetic=msg.synthetic,
@@ -52,6 +58,10 @@ def event(msg: event_pb2.Event) -> Event:
         token_count=msg.token_count,
         cleared=msg.cleared,
     )
+    if not msg.token_count_estimated:
+        return stored
+    bounds = event_token_bounds(stored)
+    return replace(stored, token_bounds=(bounds.low, bounds.high))
 
 
 def events(msgs: Iterable[event_pb2.Event]) -> tuple[Event, ...]:
@@ -91,6 +101,7 @@ def session(msg: session_pb2.Session) -> SessionInfo:
         calibration=calibration(msg),
         auto_compaction_paused=msg.auto_compaction_paused,
         model_profile=model_profile(msg),
+        active_tokens_estimated=msg.active_tokens_estimated,
     )
 
 
@@ -173,6 +184,8 @@ def context(msg: pb.GetContextResponse) -> SessionContext:
         cache_prefix_id=msg.cache_prefix_id,
         stable_prefix_tokens=msg.stable_prefix_tokens,
         stable_prefix_events=msg.stable_prefix_events,
+        token_count_estimated=msg.token_count_estimated,
+        stable_prefix_tokens_estimated=msg.stable_prefix_tokens_estimated,
     )
 
 

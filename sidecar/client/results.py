@@ -20,10 +20,13 @@ class SessionInfo(Session):
     window, output reserve: what a ``context_fraction`` trigger is a fraction
     of), None when the session names no model. The server may know models
     this client's built-in table does not (``--model-profiles``), so it is
-    read from the answer, never looked up here.
+    read from the answer, never looked up here. ``active_tokens_estimated``:
+    ``counters.tokens`` includes estimates, events whose exact count the
+    server has not landed yet (issue 37).
     """
 
     model_profile: ModelProfile | None = None
+    active_tokens_estimated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +71,11 @@ class SessionContext:
     ``stable_prefix_events`` events (``stable_prefix_tokens`` tokens) are
     what every window with that id starts with: where a cache breakpoint
     that lasts until the next change goes.
+
+    ``token_count_estimated`` (and ``stable_prefix_tokens_estimated``): the
+    count includes estimates, events whose exact count the server has not
+    landed yet; each such event has ``token_count_estimated`` set too. Every
+    compaction decision is the one exact counting makes all the same.
     """
 
     events: tuple[Event, ...]
@@ -79,16 +87,24 @@ class SessionContext:
     cache_prefix_id: str = ""
     stable_prefix_tokens: int = 0
     stable_prefix_events: int = 0
+    token_count_estimated: bool = False
+    stable_prefix_tokens_estimated: bool = False
 
     def shows(self, events: tuple[Event, ...]) -> bool:
         """Whether ``events`` are this window's events as it listed them (content aside).
 
         Ids alone are not enough: a clearing changes events in place, keeping
-        their ids, and sets their flag and token count.
+        their ids, and sets their flag and token count. A count that was an
+        estimate on either side is not compared: the exact one may have landed
+        in between, which changes no version and nothing the model is sent.
         """
-        return [(e.id, e.cleared, e.token_count) for e in events] == [
-            (e.id, e.cleared, e.token_count) for e in self.events
-        ]
+        return len(events) == len(self.events) and all(
+            (a.id, a.cleared) == (b.id, b.cleared)
+            and (
+                a.token_count == b.token_count or a.token_count_estimated or b.token_count_estimated
+            )
+            for a, b in zip(events, self.events, strict=True)
+        )
 
 
 @dataclass(frozen=True, slots=True)

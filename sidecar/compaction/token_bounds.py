@@ -19,6 +19,11 @@ of the window's tokens it answers that for every count in between, the exact
 one included: the check needs no exact count. Only when the two ends straddle
 a threshold must the pending events be counted exactly before deciding.
 
+An event appended without an exact count carries its bounds
+(``Event.token_bounds``) and an estimate between them (``estimate``); the
+session's counters carry the sum of how far those can be off
+(``SessionCounters.ends``), so a check reads both ends in O(1).
+
 The bounds settle triggers only. A plan answers token counts
 (``tokens_estimated_saved``, the kept window's counters) and compares them
 with its limits (``token_budget``'s cut, ``min_saved_tokens``, clearing's
@@ -35,9 +40,14 @@ from sidecar.compaction.formatting import format_event
 from sidecar.compaction.tokens import opaque_tokens
 from sidecar.compaction.triggers import Trigger
 from sidecar.model import Event, SessionCounters
+from sidecar.tokenizer import DEFAULT_ENCODING, LONGEST_TOKEN_BYTES
 
-CL100K_LONGEST_TOKEN_BYTES = 128
+CL100K_LONGEST_TOKEN_BYTES = LONGEST_TOKEN_BYTES[DEFAULT_ENCODING]
 """The longest token of ``cl100k_base``, in bytes (a run of spaces; checked by the tests)."""
+
+DEFAULT_BYTES_PER_TOKEN = 4.0
+"""What an estimate assumes before any exact count says otherwise: English prose in cl100k
+runs at about 4 bytes a token, code and JSON at about 3."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +63,26 @@ def event_token_bounds(
 ) -> TokenBounds:
     """Bounds on ``count_event(event)`` for a byte-level BPE whose tokens are at most
     ``longest_token_bytes`` long: each token is one to that many bytes of the text."""
+    return _bounds(len(format_event(event).encode()), opaque_tokens(event), longest_token_bytes)
+
+
+def _bounds(size: int, opaque: int, longest_token_bytes: int) -> TokenBounds:
+    return TokenBounds(low=-(-size // longest_token_bytes) + opaque, high=size + opaque)
+
+
+def estimate(
+    event: Event,
+    bytes_per_token: float = DEFAULT_BYTES_PER_TOKEN,
+    longest_token_bytes: int = CL100K_LONGEST_TOKEN_BYTES,
+) -> tuple[int, int, int]:
+    """An estimate of ``count_event(event)`` and its bounds, as ``(estimate, low, high)``:
+    the accounting text's bytes over ``bytes_per_token`` (plus its redacted reasoning), kept
+    within the bounds. O(bytes): no tokenizer."""
     size = len(format_event(event).encode())
     opaque = opaque_tokens(event)
-    return TokenBounds(low=-(-size // longest_token_bytes) + opaque, high=size + opaque)
+    bounds = _bounds(size, opaque, longest_token_bytes)
+    guess = round(size / bytes_per_token) + opaque
+    return min(bounds.high, max(bounds.low, guess)), bounds.low, bounds.high
 
 
 def counters_between(

@@ -1,10 +1,12 @@
 """Appends: counting, storing under the session's lock, and the compaction they set off.
 
-An append is counted outside the lock, stored under it, and then the
-session's trigger is checked from the stored counters (O(1)): a window
-strategy runs at once under the same lock and its result comes back with the
-append; a summarizing strategy is scheduled in the background; a pipeline
-lands its leading window steps at once (see ``pipeline_runner``).
+An append is counted outside the lock (estimated, or exactly: see
+``exact_counts``), stored under it, and then the session's trigger is checked
+from the stored counters (O(1), exact counts landed first only when the
+bounds cannot settle it): a window strategy runs at once under the same lock
+and its result comes back with the append; a summarizing strategy is
+scheduled in the background; a pipeline lands its leading window steps at
+once (see ``pipeline_runner``).
 
 ``many`` is the same for several sessions at once, for a stream's batch of
 appends to many sessions: one count of all their text, one store call, and
@@ -13,8 +15,8 @@ way, so an append never waits behind another session's compaction; the
 others go through ``one`` side by side.
 
 The path is handed what it needs (the engine as an ``AppendHost``, its step
-and pipeline runners, the counting threads, and how to schedule a summary);
-it does not import the engine.
+and pipeline runners, its counting, and how to schedule a summary); it does
+not import the engine.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor
 from dataclasses import replace
 from typing import cast
 
@@ -30,30 +31,18 @@ from sidecar.compaction.formatting import format_event
 from sidecar.compaction.pipeline import Pipeline
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.summarize import Summarize
-from sidecar.compaction.tokens import opaque_tokens
+from sidecar.engine.exact_counts import ExactCounts
 from sidecar.engine.host import AppendHost
 from sidecar.engine.pipeline_runner import PipelineRunner
 from sidecar.engine.results import CAUSE, AppendResult
 from sidecar.engine.session_model import NOT_THIS_SESSION
 from sidecar.engine.step_runner import StepRunner
 from sidecar.engine.validation import check_events, check_label_updates, check_stored_session_id
-from sidecar.model import Cause, Event, LabelUpdate, ModelUsage, new_event_id
+from sidecar.model import Cause, Event, LabelUpdate, ModelUsage
 from sidecar.store.protocol import AppendOutcome, PlainAppend
 
 # The engine's logger: log pipelines filter on its name (see sidecar.server.logs).
 log = logging.getLogger("sidecar.engine.engine")
-
-COUNT_IN_THREAD_CHARS = 8_192
-"""A batch with at least this much text is counted on a worker thread.
-
-tiktoken releases the GIL while it encodes, so a big batch (a 100 KB tool
-result, a stream's folded appends) is counted on another core while the event
-loop goes on serving other calls. Below this size the hop to the thread
-(about 60 us) costs more than the counting itself. The first count of all goes
-to the thread whatever its size: the default estimator builds its encoding
-then (100-200 ms, see ``sidecar.tokenizer``), which on the loop would hold up
-every other call, health checks included.
-"""
 
 
 class Appends:
@@ -64,7 +53,7 @@ class Appends:
         engine: AppendHost,
         steps: StepRunner,
         pipelines: PipelineRunner,
-        counters: Executor,
+        counts: ExactCounts,
         *,
         schedule_summary: Callable[[str, Summarize], bool],
         default_policy_json: str | None,
@@ -75,10 +64,9 @@ class Appends:
         self._engine = engine
         self._steps = steps
         self._pipelines = pipelines
-        self._counters = counters
+        self._counts = counts
         self._schedule_summary = schedule_summary
         self._default_policy_json = default_policy_json
-        self._counted_before = False  # until a count has finished, counts go to a thread
 
     async def one(
         self,
@@ -95,8 +83,8 @@ class Appends:
         check_stored_session_id(session_id)
         check_events(events, engine.limits)
         check_label_updates(session_id, label_updates, engine.limits)
-        report, ignored = engine.models.usage_report(session_id, usage)
-        (counted,) = await self._counted([events])
+        report, ignored = await self._counts.usage_report(session_id, usage)
+        (counted,) = await self._counts.counted([events])
         CAUSE.set(Cause.TRIGGER)  # any pass this append sets off (a copy of the caller's context)
         async with engine.locks.hold(session_id):
             outcome = await engine.store.append(
@@ -135,7 +123,7 @@ class Appends:
             else:
                 checked.append(index)
         try:
-            counted = await self._counted([appends[index].events for index in checked])
+            counted = await self._counts.counted([appends[index].events for index in checked])
         except Exception as exc:  # the counter itself failed (shut down): nothing was stored
             for index in checked:
                 results[index] = exc
@@ -187,7 +175,7 @@ class Appends:
                     release(append.session_id)
                     continue
                 try:
-                    noted = self._noted(append.session_id, outcome)
+                    noted = await self._noted(append.session_id, outcome)
                 except Exception as exc:  # this session's alone, as its own append's would be
                     results[index] = exc
                     release(append.session_id)
@@ -238,18 +226,26 @@ class Appends:
 
     async def _landed(self, session_id: str, outcome: AppendOutcome) -> AppendResult:
         """The append's result, after the pass it sets off (the caller holds the lock)."""
-        noted = self._noted(session_id, outcome)
+        noted = await self._noted(session_id, outcome)
         if isinstance(noted, AppendResult):
             return noted
         return await self._pass_locked(session_id, noted, outcome)
 
-    def _noted(self, session_id: str, outcome: AppendOutcome) -> AppendResult | CompactionPolicy:
-        """The result of a stored append, or the policy whose window pass runs now."""
+    async def _noted(
+        self, session_id: str, outcome: AppendOutcome
+    ) -> AppendResult | CompactionPolicy:
+        """The result of a stored append, or the policy whose window pass runs now.
+
+        The trigger is decided as exact counting would decide it: from the
+        bounds of the events still pending when they settle it, else once their
+        exact counts have landed (``ExactCounts.fires``).
+        """
         engine = self._engine
         session = outcome.session
         written = outcome.written
         if written:
             engine.observer.appended(written)
+            self._counts.appended(session)
             if log.isEnabledFor(logging.DEBUG):
                 self._log(session_id, outcome.events, session.version)
         policy = engine.policy_of(session)
@@ -258,8 +254,10 @@ class Appends:
             or policy is None
             or policy.trigger is None
             or session.auto_compaction_paused  # a restore paused it
-            or not policy.trigger.fires(session.counters)
         ):
+            return AppendResult(outcome.events, session, written=written)
+        fires, session = await self._counts.fires(session_id, policy.trigger, session)
+        if not fires:
             return AppendResult(outcome.events, session, written=written)
         if isinstance(policy.strategy, Summarize):
             scheduled = self._schedule_summary(session_id, policy.strategy)
@@ -286,29 +284,6 @@ class Appends:
             )
         result, after = await self._steps.window_locked(session_id, policy.strategy, None)
         return AppendResult(outcome.events, after, compaction=result, written=outcome.written)
-
-    async def _counted(self, batches: Sequence[Sequence[Event]]) -> list[tuple[Event, ...]]:
-        """Each batch with its token counts, and ids where events came without one."""
-        texts = [format_event(e) for events in batches for e in events]
-        inline = self._counted_before and sum(map(len, texts)) < COUNT_IN_THREAD_CHARS
-        if inline or not texts:
-            counts = self._count_all(texts)
-        else:
-            loop = asyncio.get_running_loop()
-            counts = await loop.run_in_executor(self._counters, self._count_all, texts)
-            self._counted_before = True
-        each = iter(counts)
-        return [
-            tuple(
-                e.evolve(id=e.id or new_event_id(), token_count=next(each) + opaque_tokens(e))
-                for e in events
-            )
-            for events in batches
-        ]
-
-    def _count_all(self, texts: list[str]) -> list[int]:
-        count = self._engine.estimator.count
-        return [count(text) for text in texts]
 
     def _log(self, session_id: str, events: Sequence[Event], version: int) -> None:
         """A DEBUG record per append: ids and sizes; the content only if asked for."""

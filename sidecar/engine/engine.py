@@ -38,7 +38,8 @@ from sidecar.compaction.pipeline import Pipeline
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.summarize import Summarize
 from sidecar.engine.answer_window import window_after, with_window
-from sidecar.engine.appends import COUNT_IN_THREAD_CHARS, Appends
+from sidecar.engine.appends import Appends
+from sidecar.engine.exact_counts import COUNT_IN_THREAD_CHARS, ExactCounts, TokenCounting
 from sidecar.engine.locks import LockRegistry
 from sidecar.engine.observer import EngineObserver, NoObserver
 from sidecar.engine.pipeline_runner import PipelineRunner
@@ -75,6 +76,7 @@ __all__ = [
     "DEFAULT_SUMMARY_TIMEOUT_S",
     "AppendResult",
     "SessionEngine",
+    "TokenCounting",
     "parse_policy",
     "policy_json",
     "skipped",
@@ -100,7 +102,10 @@ class SessionEngine:
         observer: EngineObserver | None = None,
         log_event_content: bool = False,
         profiles: ModelProfiles | None = None,
+        token_counting: TokenCounting = TokenCounting.WHEN_NEEDED,
     ) -> None:
+        """``token_counting`` says when an appended event is counted exactly
+        (``sidecar.engine.exact_counts``)."""
         self.store = store
         self.models = SessionModels(profiles)
         self.observer: EngineObserver = observer or NoObserver()
@@ -122,11 +127,12 @@ class SessionEngine:
         self._counters = ThreadPoolExecutor(
             max_workers=min(4, os.cpu_count() or 1), thread_name_prefix="token-count"
         )
+        self.counts = ExactCounts(self, self._counters, token_counting)
         self._appends = Appends(
             self,
             self._steps,
             self._pipelines,
-            self._counters,
+            self.counts,
             schedule_summary=self._schedule_summary,
             default_policy_json=policy_json(default_policy),  # once, not per append
         )
@@ -286,7 +292,7 @@ class SessionEngine:
         if not force and (
             policy.trigger is None
             or session.auto_compaction_paused
-            or not policy.trigger.fires(session.counters)
+            or not (await self.counts.fires(session_id, policy.trigger, session))[0]
         ):
             return self._observed(
                 skipped(policy.strategy.name, SkipReason.TRIGGER_NOT_FIRED, session.version)
@@ -405,6 +411,7 @@ class SessionEngine:
         transaction after the summary arrives.
         """
         self._replicas.close()
+        await self.counts.close()
         await self._flights.close(grace_s)
         self._counters.shutdown(wait=False)
         self._window_threads.shutdown(wait=False)

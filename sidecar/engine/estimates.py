@@ -19,14 +19,25 @@ deleted and created again under its id starts with none, here when it is
 deleted or first seen again, and in the store, which takes a report in only
 for the incarnation and a version the session has reached
 (``UsageReport.counts_for``), whichever replica kept the estimate.
+
+A version's context handed out while some of its events were only estimated
+(issue 37: ``SessionCounters.tokens_exact``) is kept with how far it can be
+off and the positions it held (every event up to the session's
+``total_events`` then). When this replica lands those events' exact counts
+(``counted``), every kept version that held them moves by what they changed,
+and is exact once none of its events is pending: a report is only ever held
+against an exact count, as it was before counts could wait.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
 
 MAX_SESSIONS = 4096
 PER_SESSION = 8
+
+_TOKENS, _BELOW, _ABOVE, _THROUGH = range(4)
 
 
 class ContextEstimates:
@@ -35,15 +46,28 @@ class ContextEstimates:
     def __init__(self, max_sessions: int = MAX_SESSIONS, per_session: int = PER_SESSION) -> None:
         self.max_sessions = max_sessions
         self.per_session = per_session
-        # Per session id: its incarnation, and that incarnation's versions' estimates.
-        self._sessions: OrderedDict[str, tuple[int, dict[int, int]]] = OrderedDict()
+        # Per session id: its incarnation, and that incarnation's versions' estimates, each
+        # [tokens, pending below, pending above, the positions it holds].
+        self._sessions: OrderedDict[str, tuple[int, dict[int, list[int]]]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._sessions)
 
-    def note(self, session_id: str, incarnation: int, version: int, tokens: int) -> None:
+    def note(
+        self,
+        session_id: str,
+        incarnation: int,
+        version: int,
+        tokens: int,
+        *,
+        below: int = 0,
+        above: int = 0,
+        through: int = 0,
+    ) -> None:
         """Keep that the context of ``version`` was estimated at ``tokens``.
 
+        ``below`` and ``above``: how far its pending events can be off (0 when
+        its count is exact); ``through``: the highest position it holds.
         Another incarnation than the one kept replaces it: its versions start
         again from 1 and say nothing of the old one's.
         """
@@ -54,16 +78,38 @@ class ContextEstimates:
                 self._sessions.popitem(last=False)
         self._sessions.move_to_end(session_id)
         versions = kept[1]
-        versions[version] = tokens
+        versions[version] = [tokens, below, above, through]
         if len(versions) > self.per_session:
             del versions[min(versions)]
 
-    def estimate(self, session_id: str, version: int) -> tuple[int, int] | None:
-        """The incarnation kept and its estimate of that version's context, if still kept."""
+    def estimate(self, session_id: str, version: int) -> tuple[int, int, bool] | None:
+        """The incarnation kept, its estimate of that version's context, and whether that
+        estimate is the exact count; None when not kept."""
         kept = self._sessions.get(session_id)
         if kept is None or version not in kept[1]:
             return None
-        return kept[0], kept[1][version]
+        entry = kept[1][version]
+        return kept[0], entry[_TOKENS], entry[_BELOW] == 0 and entry[_ABOVE] == 0
+
+    def counted(
+        self, session_id: str, incarnation: int, landed: Iterable[tuple[int, int, int, int]]
+    ) -> None:
+        """Events' exact counts landed: each ``(position, tokens, below, above)`` says by how
+        much its count moved and how far below and above its estimate it could lie.
+
+        Every kept version of that incarnation which held the position moves
+        by it (a pending event is never archived or cleared: passes plan on
+        exact counts, so it is in the window of every version since it came).
+        """
+        kept = self._sessions.get(session_id)
+        if kept is None or kept[0] != incarnation:
+            return
+        for position, tokens, below, above in landed:
+            for entry in kept[1].values():
+                if entry[_THROUGH] >= position and (entry[_BELOW] or entry[_ABOVE]):
+                    entry[_TOKENS] += tokens
+                    entry[_BELOW] -= below
+                    entry[_ABOVE] -= above
 
     def forget(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)

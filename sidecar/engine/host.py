@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from sidecar.compaction.policy import CompactionPolicy
+from sidecar.engine.exact_counts import ExactCounts
 from sidecar.engine.locks import LockRegistry
 from sidecar.engine.observer import EngineObserver
 from sidecar.engine.session_model import SessionModels
@@ -51,6 +52,9 @@ class EngineHost(Protocol):
 
     @property
     def window_work(self) -> WindowWork: ...
+
+    @property
+    def counts(self) -> ExactCounts: ...
 
 
 class AppendHost(EngineHost, Protocol):

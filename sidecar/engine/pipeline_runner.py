@@ -65,7 +65,7 @@ class PipelineRunner:
             results.append(result)
             if result.skipped_reason is SkipReason.SUPERSEDED:
                 break
-            if not still_fires(trigger, session.counters):
+            if not await self._still_fires(session_id, trigger, session):
                 break
         return AppendResult(events, session, pipeline_result(results), written=written)
 
@@ -99,8 +99,18 @@ class PipelineRunner:
             results.append(result)
             if result.skipped_reason is SkipReason.SUPERSEDED:
                 break
-            if not force and not still_fires(
-                trigger, (await host.store.get_session(session_id)).counters
+            if not force and not await self._still_fires(
+                session_id, trigger, await host.store.get_session(session_id)
             ):
                 break
         return pipeline_result(results)
+
+    async def _still_fires(
+        self, session_id: str, trigger: Trigger | None, session: Session
+    ) -> bool:
+        """``still_fires`` on the session's exact counters: events appended while a summary
+        was written may still be pending (``ExactCounts.fires``)."""
+        if trigger is None:
+            return still_fires(trigger, session.counters)
+        fires, _ = await self._host.counts.fires(session_id, trigger, session)
+        return fires

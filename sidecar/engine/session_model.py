@@ -8,7 +8,8 @@ failing at run time, as LangChain's middleware does).
 
 Usage reports calibrate the session's estimates: the provider's prompt
 tokens for the call made with the context of version v, over what we
-estimated that context at (``ContextEstimates``). The ratio goes to the
+counted that context at (``ContextEstimates``), exactly: a version handed out
+with estimates is held to its exact count once it lands. The ratio goes to the
 store with the append that carries the report and lands in its transaction.
 """
 
@@ -75,8 +76,15 @@ class SessionModels:
 
     def note(self, session: Session) -> None:
         """Keep the estimate of the context this session's version holds."""
+        c = session.counters
         self.estimates.note(
-            session.session_id, session.incarnation, session.version, session.counters.tokens
+            session.session_id,
+            session.incarnation,
+            session.version,
+            c.tokens,
+            below=c.pending_below,
+            above=c.pending_above,
+            through=session.total_events,
         )
 
     def forget(self, session_id: str) -> None:
@@ -103,11 +111,20 @@ class SessionModels:
                 f"no estimate kept for version {usage.context_version} (too old, from another"
                 " replica, or before a restart): the report was not counted"
             )
-        incarnation, estimate = kept
+        incarnation, estimate, exact = kept
+        if not exact:
+            return None, ESTIMATED.format(version=usage.context_version)
         if estimate == 0:
             return None, f"version {usage.context_version} was estimated at 0 tokens"
         return UsageReport(usage.prompt_tokens / estimate, usage.context_version, incarnation), ""
 
+
+ESTIMATED = (
+    "version {version}'s context was estimated, and the exact counts of its events were not"
+    " landed here (another replica counted them): the report was not counted"
+)
+"""Why a report is not held against an estimate: it calibrates against exact counts only. The
+engine lands the version's counts first (``ExactCounts.usage_report``); this is what is left."""
 
 NOT_THIS_SESSION = (
     "version {version} is not one this session has reached (it was deleted and created"

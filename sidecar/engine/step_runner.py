@@ -1,6 +1,7 @@
 """Running one compaction step and landing its plan.
 
-A window step is planned while the caller holds the session's lock, from the
+A step plans on exact counts: the session's pending counts land first
+(``exact_counts``). A window step is planned while the caller holds the session's lock, from the
 window's head where that makes the same plan (``sidecar.compaction.head``),
 growing the head until it does, else from the whole active window. A summary
 reads the window under the lock, calls the summarizer without it, and takes
@@ -82,17 +83,31 @@ class StepRunner:
         """
         host = self._host
         store = host.store
-        size = first_head(strategy, (await store.get_session(session_id)).counters.real_events)
+        session = await host.counts.exact(session_id)
+        size = first_head(strategy, session.counters.real_events)
         count_calls = isinstance(strategy, ClearToolResults)
         while size is not None:
             session, head = await store.window_head(session_id, size, count_calls=count_calls)
+            if not session.counters.tokens_exact:  # another replica appended meanwhile
+                await host.counts.exact(session_id, session)
+                continue
             made = await host.window_work.run(plan_from_head, strategy, head, host.estimator)
             if isinstance(made, CompactionPlan):
                 return session, made, head.events if head.complete else None
             size = made.events if made.events is None else max(made.events, 2 * size + 1)
-        session, window = await store.active_window(session_id)
+        session, window = await self.exact_window(session_id)
         plan = await host.window_work.run(plan_step, strategy, window, host.estimator)
         return session, plan, window
+
+    async def exact_window(self, session_id: str) -> tuple[Session, tuple[Event, ...]]:
+        """The session and its active window, every event of it counted exactly: strategies
+        plan on exact counts (``sidecar.engine.exact_counts``)."""
+        host = self._host
+        while True:
+            session, window = await host.store.active_window(session_id)
+            if session.counters.tokens_exact:
+                return session, window
+            await host.counts.exact(session_id, session)
 
     async def summary(
         self, session_id: str, strategy: Summarize, timeout_s: float
@@ -100,7 +115,7 @@ class StepRunner:
         """Summarize the active window, holding the lock only to read it and to land."""
         host = self._host
         async with host.locks.hold(session_id):
-            session, window = await host.store.active_window(session_id)
+            session, window = await self.exact_window(session_id)
         job = await host.window_work.run(strategy.prepare, window, host.estimator)
         if isinstance(job, CompactionPlan):
             plan = replace(job, base_compaction_id=session.last_compaction_id)

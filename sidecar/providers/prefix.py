@@ -78,6 +78,7 @@ class StablePrefix:
         "_id",
         "_incarnation",
         "_items",
+        "_own_estimated",
         "_own_tokens",
         "_shaping",
         "_system_tokens",
@@ -103,6 +104,7 @@ class StablePrefix:
             for item in self._shaping.items
         ]
         self._own_tokens = sum(e.token_count for e in prefix if e.role is not Role.SYSTEM)
+        self._own_estimated = any(e.token_bounds is not None for e in prefix)
         self._system_tokens = 0
         self._note_systems(prefix)
         self._id = ""
@@ -135,6 +137,12 @@ class StablePrefix:
     @property
     def tokens(self) -> int:
         return self._own_tokens + self._system_tokens
+
+    @property
+    def tokens_estimated(self) -> bool:
+        """Whether ``tokens`` includes estimates: an event of the prefix whose exact count
+        had not landed when it was read (a system message is always counted)."""
+        return self._own_estimated
 
     @property
     def id(self) -> str:

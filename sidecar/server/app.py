@@ -27,7 +27,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from sidecar.compaction.calibration import uses_context_fraction
-from sidecar.engine.engine import SessionEngine
+from sidecar.engine.engine import SessionEngine, TokenCounting
 from sidecar.errors import InvalidConfig, StoreUnavailable
 from sidecar.gen.compaction.v1 import compaction_service_pb2, compaction_service_pb2_grpc
 from sidecar.providers.profiles import ModelProfiles
@@ -385,6 +385,7 @@ async def _serve_on(
         limits=config.limits(),
         summary_timeout_s=config.summary_timeout_s,
         profiles=profiles,
+        token_counting=TokenCounting(config.token_counting),
     )
     undo.append(functools.partial(engine.close, 0))
     options: list[tuple[str, Any]] = [

@@ -79,6 +79,7 @@ class ServerConfig:
     read_cache_mib: int = 64
     read_cache_idle_s: float = 30.0
     search_timeout_s: float = 5.0
+    token_counting: str = "when_needed"
     page_token_key: str = field(default="", repr=False)  # a secret: kept out of reprs
 
     def policy(self) -> CompactionPolicy | None:
@@ -210,6 +211,7 @@ _CHOICES = {
     "log_format": ("text", "json"),
     "summarizer": KINDS,
     "sqlite_synchronous": ("OFF", "NORMAL", "FULL", "EXTRA"),
+    "token_counting": ("when_needed", "background", "on_append"),
 }
 # The lowest value each numeric setting may take.
 _AT_LEAST: dict[str, float] = {

@@ -36,7 +36,7 @@ from datetime import datetime
 
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import event_pb2
-from sidecar.model import Event, Session, TokenCalibration
+from sidecar.model import Event, Session, SessionCounters, TokenCalibration
 from sidecar.providers.prefix import StablePrefix, item_digest
 from sidecar.providers.render import ContextFormat
 from sidecar.server import answers, convert
@@ -154,6 +154,8 @@ class EventBlobs:
             cache_prefix_id=prefix.id,
             stable_prefix_tokens=prefix.tokens,
             stable_prefix_events=prefix.events,
+            token_count_estimated=not session.counters.tokens_exact,
+            stable_prefix_tokens_estimated=prefix.tokens_estimated,
         )
         framed = self.framed
         if limit is None:
@@ -205,8 +207,7 @@ class _Kept:
     create_time: datetime
     version: int
     total_events: int  # every stored event's position is at most this
-    tokens: int
-    turns: int
+    counters: SessionCounters  # the session's, whose tokens and turns the header shows
     response: pb.GetContextResponse
     pending: list[bytes]
     size: int
@@ -228,13 +229,16 @@ class _Kept:
             extended.CopyFrom(self.response)
             extended.MergeFromString(b"".join(self.pending))  # appends to the repeated field
             extended.version = self.version
-            extended.token_count = self.tokens
-            extended.turn_count = self.turns
-            extended.estimated_prompt_tokens = self.calibration.scaled(self.tokens)
+            c = self.counters
+            extended.token_count = c.tokens
+            extended.turn_count = c.turns
+            extended.estimated_prompt_tokens = self.calibration.scaled(c.tokens)
+            extended.token_count_estimated = not c.tokens_exact
             if self.prefix is not None:
                 extended.cache_prefix_id = self.prefix.id
                 extended.stable_prefix_tokens = self.prefix.tokens
                 extended.stable_prefix_events = self.prefix.events
+                extended.stable_prefix_tokens_estimated = self.prefix.tokens_estimated
             self.response, self.pending = extended, []
         return self.response
 
@@ -291,13 +295,11 @@ class ContextResponses:
         size = RESPONSE_MEMORY * response.ByteSize() + ENTRY_OVERHEAD
         size += 0 if prefix is None else prefix.charge()
         if self._make_room(size):
-            c = session.counters
             self._entries[session_id] = _Kept(
                 session.create_time,
                 session.version,
                 session.total_events,
-                c.tokens,
-                c.turns,
+                session.counters,
                 response,
                 [],
                 size,
@@ -326,15 +328,16 @@ class ContextResponses:
         if kept is None:
             return
         stored = [e for e in events if e.position > kept.total_events]
-        new = [blobs.framed(e) for e in stored]
         if (
-            not new
+            not stored
             or kept.prefix is None
             or kept.create_time != session.create_time
             or kept.version + 1 != session.version
+            or not self._follows(kept.counters, stored, session.counters)
         ):
             self.forget(session_id)
             return
+        new = [blobs.framed(e) for e in stored]
         grown = RESPONSE_MEMORY * sum(map(len, new))  # parsed into the answer on the next read
         self._bytes -= kept.size
         del self._entries[session_id]
@@ -342,8 +345,7 @@ class ContextResponses:
             return
         kept.version = session.version
         kept.total_events = session.total_events
-        kept.tokens = session.counters.tokens
-        kept.turns = session.counters.turns
+        kept.counters = session.counters
         kept.calibration = session.calibration
         kept.pending += new
         if kept.window is not None:
@@ -357,6 +359,15 @@ class ContextResponses:
         kept.size += grown
         self._entries[session_id] = kept
         self._bytes += kept.size
+
+    @staticmethod
+    def _follows(kept: SessionCounters, stored: Sequence[Event], now: SessionCounters) -> bool:
+        """Whether ``now`` is ``kept`` with ``stored`` appended: false once exact counts
+        landed in between (which bumps no version), so that an answer never shows an event's
+        estimate beside a total that has its exact count."""
+        for event in stored:
+            kept = kept.after_append(event)
+        return kept == now
 
     def window(self, session_id: str) -> list[Event] | None:
         """The events of the kept response, for the state a ``get`` just found current."""

@@ -176,6 +176,8 @@ def event_out(event: Event, into: event_pb2.Event) -> None:
     into.archived = event.archived
     into.token_count = event.token_count
     into.cleared = event.cleared
+    if event.token_bounds is not None:
+        into.token_count_estimated = True
 
 
 def events_out(events: Iterable[Event], into: Any) -> None:
@@ -290,6 +292,7 @@ def session_out(
     into.active_event_count = counters.active_events
     into.turn_count = counters.turns
     into.active_tokens = counters.tokens
+    into.active_tokens_estimated = not counters.tokens_exact
     into.total_event_count = session.total_events
     into.last_compaction_id = session.last_compaction_id
     into.model = session.model

@@ -204,6 +204,17 @@ SETTINGS: tuple[Setting, ...] = (
         " naming `search_timeout_s`",
     ),
     Setting(
+        "token_counting",
+        "`when_needed`",
+        "when an appended event's tokens are counted exactly: `when_needed` estimates each from"
+        " its bytes and counts exactly only where a decision needs it (a trigger the bounds"
+        " cannot settle, a plan, a usage report; every decision is the one exact counting"
+        " makes, and reads say `token_count_estimated` until then), `background` also counts"
+        " soon after each append, in batches, `on_append` counts every append before it is"
+        " stored (the tokenizer's 26 MiB built on the first). See docs/semantics.md, Token"
+        " accounting",
+    ),
+    Setting(
         "page_token_key",
         "PostgreSQL: from the store URL; SQLite: random per process",
         "a secret of 16 or more characters that signs page tokens (see docs/security.md)."

@@ -135,6 +135,8 @@ def decode_event(
     archived: int,
     create_time: int,
     cleared: int = 0,
+    token_low: int | None = None,
+    token_high: int | None = None,
 ) -> Event:
     """The Event stored in one row; the arguments are the row's columns in this order.
 
@@ -165,4 +167,5 @@ def decode_event(
         token_count=token_count,
         cleared=bool(cleared),
         reasoning=_reasoning(reasoning) if reasoning else (),
+        token_bounds=None if token_low is None or token_high is None else (token_low, token_high),
     )

@@ -127,7 +127,7 @@ def after_restore(
     now: datetime,
 ) -> Session:
     """The header once ``target`` is undone; ``window`` holds the counters of the window
-    it leaves (``rules.window_counters``).
+    it leaves (``counter_rules.window_counters``).
 
     Counters are those of the window. ``turns_since_compaction`` goes
     back to what it was before the undone pass, plus the turns appended

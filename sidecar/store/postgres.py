@@ -35,6 +35,7 @@ from sidecar.model import (
     UsageReport,
     utcnow,
 )
+from sidecar.store import postgres_counts as counts
 from sidecar.store import postgres_head as head
 from sidecar.store import postgres_history as history
 from sidecar.store import postgres_reads as reads
@@ -48,6 +49,7 @@ from sidecar.store.protocol import (
     AppendOutcome,
     ApplyOutcome,
     CompactionRecord,
+    CountsLanded,
     Page,
     PlainAppend,
     RestoreOutcome,
@@ -275,6 +277,14 @@ class PostgresStore:
             else StoreUnavailable(f"the append to {append.session_id!r} was cancelled")
             for append, outcome in zip(appends, settled, strict=True)
         ]
+
+    async def pending_counts(self, session_id: str, limit: int) -> tuple[Event, ...]:
+        return await self._connections.read(lambda db: counts.pending_counts(db, session_id, limit))
+
+    async def land_counts(self, session_id: str, exact: Mapping[str, int]) -> CountsLanded:
+        return await self._connections.write(
+            lambda db: counts.land_counts(db, session_id, exact), retry=True
+        )
 
     async def active_window(self, session_id: str) -> tuple[Session, tuple[Event, ...]]:
         return await self._connections.read(

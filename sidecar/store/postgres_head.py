@@ -12,16 +12,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-import asyncpg
-
 from sidecar.compaction.head import WindowHead
 from sidecar.model import Event, Session
-from sidecar.store.codec import to_micros
 from sidecar.store.event_cache import DecodedEvents
 from sidecar.store.postgres_reads import (
     VIEW_COLUMNS,
     WINDOW_CHUNK_ROWS,
-    event_from_row,
+    decoded_rows,
     get_session,
 )
 from sidecar.store.postgres_schema import Db
@@ -63,24 +60,18 @@ async def window_head(
     pk, session = await get_session(db, session_id)
     rows = await db.fetch(_HEAD_SQL, pk, events)
     if len(rows) > WINDOW_CHUNK_ROWS:
-        head = await asyncio.to_thread(_decoded, rows, cache)
+        head = await asyncio.to_thread(decoded_rows, rows, cache)
     else:
-        head = _decoded(rows, cache)
+        head = decoded_rows(rows, cache)
     calls = int(await db.fetchval(_CALLS_SQL, pk)) if count_calls else 0
     if len(head) >= session.counters.active_events:
         return session, window_head_of(session, head, calls=calls)
     after = (rows[-1][-1], rows[-1][4]) if rows else (-1, -1)
-    pinned = _decoded(await db.fetch(_PINNED_AFTER_SQL, pk, *after), cache)
+    pinned = decoded_rows(await db.fetch(_PINNED_AFTER_SQL, pk, *after), cache)
     answered, called = await _links_after(db, pk, head, after)
     return session, window_head_of(
         session, head, calls=calls, pinned=pinned, answered=answered, called=called
     )
-
-
-def _decoded(rows: Sequence[asyncpg.Record], cache: DecodedEvents | None) -> tuple[Event, ...]:
-    if cache is None:
-        return tuple(event_from_row(row[1:10]) for row in rows)
-    return tuple(cache.event(row[0], (*row[1:8], to_micros(row[8]), row[9])) for row in rows)
 
 
 async def _links_after(

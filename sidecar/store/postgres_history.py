@@ -13,7 +13,7 @@ from typing import Any
 
 from sidecar.errors import CompactionNotFound
 from sidecar.model import Cause, CompactionResult
-from sidecar.store import history_rules, rules
+from sidecar.store import counter_rules, history_rules, rules
 from sidecar.store.paging import decode_int_key, encode_token, fingerprint
 from sidecar.store.postgres_reads import (
     VIEW_COLUMNS,
@@ -177,7 +177,7 @@ async def restore(
         session_pk,
         undone,
     )
-    moved = rules.counters_moved(session.counters, was, await _marked(db, marked))
+    moved = counter_rules.counters_moved(session.counters, was, await _marked(db, marked))
     counters = await window_counters(db, session_pk) if moved is None else moved
     after = history_rules.after_restore(session, target, counters, restore_id, pause=pause, now=now)
     await save_header(db, session_pk, after, previous_version=session.version)
@@ -224,12 +224,16 @@ async def restore(
     return RestoreOutcome(after, restore_id, archived, restored, saved)
 
 
-async def _marked(db: Db, pks: list[int]) -> list[rules.Marked]:
-    """``rules.MARKED_COLUMNS`` of the rows ``pks``, in that order."""
+async def _marked(db: Db, pks: list[int]) -> list[counter_rules.Marked]:
+    """``counter_rules.MARKED_COLUMNS`` of the rows ``pks``, in that order."""
     rows = await db.fetch(
-        f"SELECT e.pk, {rules.MARKED_COLUMNS} FROM events e WHERE e.pk = ANY($1::bigint[])", pks
+        f"SELECT e.pk, {counter_rules.MARKED_COLUMNS} FROM events e WHERE e.pk = ANY($1::bigint[])",
+        pks,
     )
-    found = {row[0]: (row[1], bool(row[2]), bool(row[3]), int(row[4])) for row in rows}
+    found = {
+        row[0]: (row[1], bool(row[2]), bool(row[3]), int(row[4]), int(row[5]), int(row[6]))
+        for row in rows
+    }
     return [found[pk] for pk in pks]
 
 

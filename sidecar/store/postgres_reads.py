@@ -16,7 +16,7 @@ import asyncpg
 
 from sidecar.errors import SessionNotFound
 from sidecar.model import Event, Session, SessionCounters, TokenCalibration
-from sidecar.store import rules
+from sidecar.store import counter_rules, rules
 from sidecar.store.codec import decode_event, to_micros
 from sidecar.store.event_cache import DecodedEvents
 from sidecar.store.paging import (
@@ -42,16 +42,18 @@ SESSION_COLUMNS = """s.pk, s.id, s.version, s.policy_json, s.labels, s.create_ti
     s.update_time, s.active_events, s.real_events, s.turns, s.tokens, s.system_tokens,
     s.turns_since_compaction, s.total_events, s.last_compaction_id, s.model,
     s.calibration_factor, s.calibration_samples, s.auto_compaction_paused,
-    s.stable_prefix_tokens, s.stable_prefix_events"""
+    s.stable_prefix_tokens, s.stable_prefix_events, s.pending_below, s.pending_above"""
 
 EVENT_COLUMNS = """e.id, e.role, e.content, e.position, e.token_count, e.synthetic,
-    e.archived, e.create_time, e.cleared_content IS NOT NULL"""
+    e.archived, e.create_time, e.cleared_content IS NOT NULL, e.token_low, e.token_high"""
 """An event as the log holds it: a cleared one with its original content (ListEvents, search)."""
 VIEW_COLUMNS = """e.id, e.role, coalesce(e.cleared_content, e.content), e.position,
     coalesce(e.cleared_token_count, e.token_count), e.synthetic, e.archived, e.create_time,
-    e.cleared_content IS NOT NULL"""
-"""An event as the active window shows it: a cleared one with its placeholder and its count."""
-_EVENT_WIDTH = 9
+    e.cleared_content IS NOT NULL, CASE WHEN e.cleared_content IS NULL THEN e.token_low END,
+    CASE WHEN e.cleared_content IS NULL THEN e.token_high END"""
+"""An event as the active window shows it: a cleared one with its placeholder and its count
+(counted exactly when it was cleared)."""
+EVENT_WIDTH = 11
 
 # ``NOT archived`` spelled as in the partial index's predicate, so the planner uses it.
 _HEADLINE_OPTIONS = (
@@ -76,6 +78,8 @@ def session_from_row(row: asyncpg.Record) -> tuple[int, Session]:
             tokens=row[10],
             system_tokens=row[11],
             turns_since_compaction=row[12],
+            pending_below=row[21],
+            pending_above=row[22],
         ),
         total_events=row[13],
         last_compaction_id=row[14],
@@ -90,7 +94,17 @@ def session_from_row(row: asyncpg.Record) -> tuple[int, Session]:
 def event_from_row(row: asyncpg.Record | tuple[Any, ...]) -> Event:
     """The Event of a row (or a slice of one) whose first columns are EVENT_COLUMNS."""
     return decode_event(
-        row[0], row[1], row[2], row[3], row[4], row[5], row[6], to_micros(row[7]), row[8]
+        row[0],
+        row[1],
+        row[2],
+        row[3],
+        row[4],
+        row[5],
+        row[6],
+        to_micros(row[7]),
+        row[8],
+        row[9],
+        row[10],
     )
 
 
@@ -118,11 +132,12 @@ async def get_session(db: Db, session_id: str, *, for_update: bool = False) -> t
 
 
 # As on SQLite (``sqlite_reads.window_counters``): summed by the server, nothing decoded.
-_WINDOW_COUNTERS_SQL = """SELECT count(*),
+_WINDOW_COUNTERS_SQL = f"""SELECT count(*),
         count(*) FILTER (WHERE e.role <> 'system' AND NOT e.synthetic),
         count(*) FILTER (WHERE e.role = 'user' AND NOT e.synthetic),
         coalesce(sum(coalesce(e.cleared_token_count, e.token_count))
-            FILTER (WHERE e.role <> 'system' OR e.synthetic), 0)
+            FILTER (WHERE e.role <> 'system' OR e.synthetic), 0),
+        {counter_rules.PENDING_SUMS}
     FROM events e WHERE e.session = $1 AND NOT e.archived"""
 _LATEST_SYSTEM_SQL = """SELECT coalesce(e.cleared_token_count, e.token_count) FROM events e
     WHERE e.session = $1 AND NOT e.archived AND e.role = 'system' AND NOT e.synthetic
@@ -130,11 +145,13 @@ _LATEST_SYSTEM_SQL = """SELECT coalesce(e.cleared_token_count, e.token_count) FR
 
 
 async def window_counters(db: Db, session_pk: int) -> SessionCounters:
-    """The active window's counters (``rules.window_counters``), summed by PostgreSQL."""
+    """The active window's counters (``counter_rules.window_counters``), summed by PostgreSQL."""
     row = await db.fetchrow(_WINDOW_COUNTERS_SQL, session_pk)
     assert row is not None  # an aggregate always has its row
     system = await db.fetchval(_LATEST_SYSTEM_SQL, session_pk)
-    return rules.window_counters(row[0], row[1], row[2], int(row[3]), system or 0)
+    return counter_rules.window_counters(
+        row[0], row[1], row[2], int(row[3]), system or 0, int(row[4]), int(row[5])
+    )
 
 
 async def active_with_ids(db: Db, session_pk: int, ids: Sequence[str]) -> tuple[Event, ...]:
@@ -177,19 +194,20 @@ async def active_window(
     pk, session = await get_session(db, session_id)
     if session.counters.active_events <= WINDOW_CHUNK_ROWS:
         rows = await db.fetch(_ACTIVE_ROWS_SQL, pk)
-        return session, _decoded(rows, cache)
+        return session, decoded_rows(rows, cache)
     events: list[Event] = []
     cursor = await db.cursor(_ACTIVE_ROWS_SQL, pk)
     while rows := await cursor.fetch(WINDOW_CHUNK_ROWS):
-        events += await asyncio.to_thread(_decoded, rows, cache)
+        events += await asyncio.to_thread(decoded_rows, rows, cache)
     return session, tuple(events)
 
 
-def _decoded(rows: Sequence[asyncpg.Record], cache: DecodedEvents | None) -> tuple[Event, ...]:
-    """Rows of ``_ACTIVE_ROWS_SQL`` as events, unchanged ones taken from ``cache``."""
+def decoded_rows(rows: Sequence[asyncpg.Record], cache: DecodedEvents | None) -> tuple[Event, ...]:
+    """Rows whose key is followed by VIEW_COLUMNS (``_ACTIVE_ROWS_SQL``'s) as events,
+    unchanged ones taken from ``cache``."""
     if cache is None:
         return tuple(event_from_row(row[1:]) for row in rows)
-    return tuple(cache.event(row[0], (*row[1:8], to_micros(row[8]), row[9])) for row in rows)
+    return tuple(cache.event(row[0], (*row[1:8], to_micros(row[8]), *row[9:12])) for row in rows)
 
 
 async def list_events(
@@ -233,7 +251,7 @@ async def list_events(
     next_token = ""
     if kept and (kept < len(rows) or len(sizes) > fit):
         last = rows[kept - 1]
-        next_token = encode_token("events", bound, (last[_EVENT_WIDTH], last[3]))
+        next_token = encode_token("events", bound, (last[EVENT_WIDTH], last[3]))
     return Page(items[:kept], next_token)
 
 
@@ -347,11 +365,11 @@ async def search(
     present = [(place, found[pk]) for place, pk in enumerate(wanted) if pk in found]
     items = tuple(
         SearchHit(
-            session_id=row[_EVENT_WIDTH],
+            session_id=row[EVENT_WIDTH],
             event=event_from_row(row),
-            rank=float(row[_EVENT_WIDTH + 1]),
-            snippet=row[_EVENT_WIDTH + 2],
-            archived_by=row[_EVENT_WIDTH + 3] or "",
+            rank=float(row[EVENT_WIDTH + 1]),
+            snippet=row[EVENT_WIDTH + 2],
+            archived_by=row[EVENT_WIDTH + 3] or "",
         )
         for _, row in present
     )

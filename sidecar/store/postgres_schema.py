@@ -286,6 +286,19 @@ _MIGRATION_10 = Migration(
     _link_existing_events,
 )
 
+_MIGRATION_11 = Migration(
+    11,
+    "exact counts left for later: a pending event's bounds, and how far the counters may be off",
+    (
+        # As on SQLite: set while the event's exact count is pending, NULL once counted.
+        "ALTER TABLE events ADD COLUMN token_low integer",
+        "ALTER TABLE events ADD COLUMN token_high integer",
+        "ALTER TABLE sessions ADD COLUMN pending_below bigint NOT NULL DEFAULT 0",
+        "ALTER TABLE sessions ADD COLUMN pending_above bigint NOT NULL DEFAULT 0",
+        "CREATE INDEX events_pending ON events (session, position) WHERE token_low IS NOT NULL",
+    ),
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     _MIGRATION_1,
     _MIGRATION_2,
@@ -297,6 +310,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _MIGRATION_8,
     _MIGRATION_9,
     _MIGRATION_10,
+    _MIGRATION_11,
 )
 """Every migration, in order; versions are 1, 2, 3, ... with no gap."""
 

@@ -84,7 +84,7 @@ async def create_session(
     )
 
 
-async def _stored_events(db: Db, session_pk: int, ids: Sequence[str]) -> dict[str, Event]:
+async def stored_events(db: Db, session_pk: int, ids: Sequence[str]) -> dict[str, Event]:
     rows = await db.fetch(
         f"SELECT {EVENT_COLUMNS} FROM events e WHERE e.session = $1 AND e.id = ANY($2::text[])",
         session_pk,
@@ -105,12 +105,14 @@ async def _insert_events(
     """Insert a batch in one statement (one round trip, however many events)."""
     await db.execute(
         """INSERT INTO events (session, position, sort_key, id, role, content, token_count,
-               synthetic, written_by, create_time, body)
+               synthetic, written_by, create_time, body, token_low, token_high)
            SELECT $1, x.position, x.sort_key, x.id, x.role, x.content, x.token_count,
-               $2, $3, x.create_time, x.body
+               $2, $3, x.create_time, x.body, x.token_low, x.token_high
            FROM unnest($4::bigint[], $5::bigint[], $6::text[], $7::text[], $8::text[],
-                       $9::integer[], $10::timestamptz[], $11::text[])
-               AS x(position, sort_key, id, role, content, token_count, create_time, body)""",
+                       $9::integer[], $10::timestamptz[], $11::text[], $12::integer[],
+                       $13::integer[])
+               AS x(position, sort_key, id, role, content, token_count, create_time, body,
+                    token_low, token_high)""",
         session_pk,
         synthetic,
         written_by,
@@ -123,6 +125,8 @@ async def _insert_events(
         [e.create_time for e in events],
         # PostgreSQL text cannot hold U+0000; the JSON content keeps it, escaped.
         [format_event(e).replace("\x00", " ") for e in events],
+        [e.token_bounds[0] if e.token_bounds else None for e in events],
+        [e.token_bounds[1] if e.token_bounds else None for e in events],
     )
     links = [(e.id, kind, key) for e in events for kind, key in links_of(e)]
     if links:
@@ -145,8 +149,8 @@ async def save_header(db: Db, session_pk: int, session: Session, *, previous_ver
                total_events = $11, last_compaction_id = $12, model = $13,
                calibration_factor = $14, calibration_samples = $15,
                auto_compaction_paused = $16, stable_prefix_tokens = $17,
-               stable_prefix_events = $18
-           WHERE pk = $19 AND version = $20""",
+               stable_prefix_events = $18, pending_below = $19, pending_above = $20
+           WHERE pk = $21 AND version = $22""",
         session.version,
         session.policy_json,
         encode_labels(session.labels),
@@ -165,6 +169,8 @@ async def save_header(db: Db, session_pk: int, session: Session, *, previous_ver
         session.auto_compaction_paused,
         session.stable_prefix_tokens,
         session.stable_prefix_events,
+        c.pending_below,
+        c.pending_above,
         session_pk,
         previous_version,
     )
@@ -221,7 +227,7 @@ async def append(
         found = await get_session(db, session_id, for_update=True)
     session_pk, session = found
 
-    stored = await _stored_events(db, session_pk, [e.id for e in events])
+    stored = await stored_events(db, session_pk, [e.id for e in events])
     batch = rules.sort_batch(session, events, stored)
     if not batch.new and not created:
         return AppendOutcome(batch.result, session, 0)
@@ -293,7 +299,7 @@ async def apply(
             "SELECT sort_key FROM events WHERE session = $1 AND id = $2", session_pk, target.id
         )
         rules.check_insert_slot(target, sort_key)
-        taken = await _stored_events(db, session_pk, [e.id for e in plan.inserts])
+        taken = await stored_events(db, session_pk, [e.id for e in plan.inserts])
         inserts = rules.placed_inserts(session, plan, taken)
         await _insert_events(
             db,

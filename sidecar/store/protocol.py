@@ -55,6 +55,16 @@ class PlainAppend:
 
 
 @dataclass(frozen=True, slots=True)
+class CountsLanded:
+    """What ``Store.land_counts`` wrote: the session after it (same version), and each event
+    whose exact count it set, as it was while pending (its estimate and bounds), with that
+    count."""
+
+    session: Session
+    landed: tuple[tuple[Event, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ApplyOutcome:
     """A landed compaction: the session after it and what it archived.
 
@@ -214,7 +224,9 @@ class Store(Protocol):
     ) -> AppendOutcome:
         """Append a batch in one transaction. Idempotent by event id.
 
-        ``events`` come with ``token_count`` set. An id already stored with the
+        ``events`` come with ``token_count`` set, exact or, with ``token_bounds``,
+        an estimate whose exact count lands later (``land_counts``); a
+        non-synthetic system message comes counted. An id already stored with the
         same payload returns the stored event and writes nothing; with a
         different payload it raises EventConflict and nothing of the batch is
         written. A mismatching ``expected_version`` raises VersionConflict.
@@ -243,6 +255,22 @@ class Store(Protocol):
         each wait, commit and wake its caller on its own.
         """
         ...
+
+    async def pending_counts(self, session_id: str, limit: int) -> tuple[Event, ...]:
+        """Up to ``limit`` of the session's events whose exact count is pending
+        (``Event.token_bounds`` set), oldest first, with their content as appended;
+        SessionNotFound if absent."""
+
+    async def land_counts(self, session_id: str, exact: Mapping[str, int]) -> CountsLanded:
+        """Set the exact token counts of pending events, by id, in one transaction.
+
+        The session's counters move by what each count changed for the window
+        (an archived or cleared event's changes nothing there); the version and
+        update time do not move, so no client's ``expected_version`` and no
+        read cached by version is disturbed. An id not pending (counted
+        already, here or by another replica; unknown) is left alone.
+        SessionNotFound if absent.
+        """
 
     async def active_window(self, session_id: str) -> tuple[Session, tuple[Event, ...]]:
         """The session and its active (non-archived) events in log order; O(window).

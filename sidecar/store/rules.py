@@ -293,64 +293,6 @@ def placed_inserts(
     )
 
 
-def window_counters(
-    events: int, real: int, turns: int, other_tokens: int, system_tokens: int
-) -> SessionCounters:
-    """``SessionCounters.of_window`` of a window the store summed up in SQL, never decoded.
-
-    ``other_tokens`` sums every event's count but the non-synthetic system
-    messages'; ``system_tokens`` is the latest one's (0 without one). Every
-    turn is counted in ``turns_since_compaction``, as ``of_window`` does.
-    """
-    return SessionCounters(
-        active_events=events,
-        real_events=real,
-        turns=turns,
-        tokens=other_tokens + system_tokens,
-        system_tokens=system_tokens,
-        turns_since_compaction=turns,
-    )
-
-
-MARKED_COLUMNS = "e.role, e.synthetic, e.archived, coalesce(e.cleared_token_count, e.token_count)"
-"""What ``counters_moved`` reads of each row a restore marks, in its order."""
-
-
-Marked = tuple[str, bool, bool, int]
-"""A row's ``MARKED_COLUMNS``: role, synthetic, archived, the token count the window shows."""
-
-
-def counters_moved(
-    before: SessionCounters, was: Sequence[Marked], now: Sequence[Marked]
-) -> SessionCounters | None:
-    """The window's counters once a few rows changed from ``was`` to ``now``
-    (``MARKED_COLUMNS`` of the same rows, before and after), from its counters
-    ``before``: what a restore costs is its own rows, not a sum over the window.
-
-    None when a non-synthetic system message is among them: which one is the
-    latest may have changed, and the caller sums the window
-    (``window_counters``). ``turns_since_compaction`` is kept; the caller sets it.
-    """
-    events = real = turns = other = 0
-    for sign, rows in ((-1, was), (1, now)):
-        for role, synthetic, archived, tokens in rows:
-            if archived:
-                continue
-            if role == "system" and not synthetic:
-                return None
-            events += sign
-            real += sign * (not synthetic)
-            turns += sign * (role == "user" and not synthetic)
-            other += sign * tokens
-    return replace(
-        before,
-        active_events=before.active_events + events,
-        real_events=before.real_events + real,
-        turns=before.turns + turns,
-        tokens=before.tokens + other,
-    )
-
-
 def after_compaction(
     session: Session,
     plan: CompactionPlan,

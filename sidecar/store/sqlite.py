@@ -53,6 +53,7 @@ from sidecar.model import (
     UsageReport,
     utcnow,
 )
+from sidecar.store import sqlite_counts as counts
 from sidecar.store import sqlite_head as head
 from sidecar.store import sqlite_history as history
 from sidecar.store import sqlite_reads as reads
@@ -65,6 +66,7 @@ from sidecar.store.protocol import (
     AppendOutcome,
     ApplyOutcome,
     CompactionRecord,
+    CountsLanded,
     Page,
     PlainAppend,
     RestoreOutcome,
@@ -284,6 +286,16 @@ class SqliteStore:
         if any(isinstance(o, AppendOutcome) and o.written for o in outcomes):
             self._indexer.appended()
         return outcomes
+
+    async def pending_counts(self, session_id: str, limit: int) -> tuple[Event, ...]:
+        return await self._read(lambda db: counts.pending_counts(db, session_id, limit))
+
+    async def land_counts(self, session_id: str, exact: Mapping[str, int]) -> CountsLanded:
+        return await self._write(
+            lambda db: counts.land_counts(db, session_id, exact),
+            session_id=session_id,
+            weight=write_weight(len(exact)),
+        )
 
     async def active_window(self, session_id: str) -> tuple[Session, tuple[Event, ...]]:
         return await self._read(lambda db: reads.active_window(db, session_id, self._decoded))

@@ -14,12 +14,11 @@ from collections.abc import Sequence
 from sidecar.compaction.head import WindowHead
 from sidecar.model import Event, Session
 from sidecar.store.event_cache import DecodedEvents
-from sidecar.store.sqlite_reads import VIEW_COLUMNS, event_from_row, get_session
+from sidecar.store.sqlite_reads import EVENT_WIDTH, VIEW_COLUMNS, event_from_row, get_session
 from sidecar.store.tool_links import CALL, RESULT, head_calls
 from sidecar.store.tool_links import window_head as window_head_of
 
 _CHUNK = 500
-_WIDTH = 9  # VIEW_COLUMNS
 
 _HEAD_SQL = (
     f"SELECT e.pk, {VIEW_COLUMNS}, e.sort_key FROM events e"
@@ -63,8 +62,8 @@ def window_head(
 
 def _decoded(rows: Sequence[sqlite3.Row], cache: DecodedEvents | None) -> tuple[Event, ...]:
     if cache is None:
-        return tuple(event_from_row(row[1 : 1 + _WIDTH]) for row in rows)
-    return tuple(cache.event(row[0], row[1 : 1 + _WIDTH]) for row in rows)
+        return tuple(event_from_row(row[1 : 1 + EVENT_WIDTH]) for row in rows)
+    return tuple(cache.event(row[0], row[1 : 1 + EVENT_WIDTH]) for row in rows)
 
 
 def _links_after(

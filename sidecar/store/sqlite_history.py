@@ -16,7 +16,7 @@ from typing import Any
 
 from sidecar.errors import CompactionNotFound
 from sidecar.model import Cause, CompactionResult
-from sidecar.store import history_rules, rules
+from sidecar.store import counter_rules, history_rules, rules
 from sidecar.store.codec import dump_json, from_micros, to_micros
 from sidecar.store.paging import decode_int_key, encode_token, fingerprint
 from sidecar.store.protocol import RESTORE_STRATEGY, CompactionRecord, Page, RestoreOutcome
@@ -126,7 +126,7 @@ def restore(
 
     Costs the rows the undone pass marked (found through the partial indexes
     on the marks, migration 8) and its summary turn, not the window: the
-    counters move by what those rows changed (``rules.counters_moved``).
+    counters move by what those rows changed (``counter_rules.counters_moved``).
     """
     session_pk, session = get_session(db, session_id)
     rules.check_version(session, expected_version)
@@ -173,7 +173,7 @@ def restore(
         " WHERE session = ? AND written_by = ? AND archived = 0",
         (restore_id, session_pk, undone),
     )
-    moved = rules.counters_moved(session.counters, was, _marked(db, marked))
+    moved = counter_rules.counters_moved(session.counters, was, _marked(db, marked))
     counters = window_counters(db, session_pk) if moved is None else moved
     after = history_rules.after_restore(session, target, counters, restore_id, pause=pause, now=now)
     save_header(db, session_pk, after)
@@ -218,17 +218,17 @@ def restore(
     return RestoreOutcome(after, restore_id, archived, restored, saved)
 
 
-def _marked(db: sqlite3.Connection, pks: list[int], chunk: int = 500) -> list[rules.Marked]:
-    """``rules.MARKED_COLUMNS`` of the rows ``pks``, in that order."""
-    found: dict[int, rules.Marked] = {}
+def _marked(db: sqlite3.Connection, pks: list[int], chunk: int = 500) -> list[counter_rules.Marked]:
+    """``counter_rules.MARKED_COLUMNS`` of the rows ``pks``, in that order."""
+    found: dict[int, counter_rules.Marked] = {}
     for start in range(0, len(pks), chunk):
         part = pks[start : start + chunk]
-        for pk, role, synthetic, archived, tokens in db.execute(
-            f"SELECT e.pk, {rules.MARKED_COLUMNS} FROM events e"
+        for pk, role, synthetic, archived, tokens, below, above in db.execute(
+            f"SELECT e.pk, {counter_rules.MARKED_COLUMNS} FROM events e"
             f" WHERE e.pk IN ({', '.join('?' for _ in part)})",
             part,
         ):
-            found[pk] = (role, bool(synthetic), bool(archived), tokens)
+            found[pk] = (role, bool(synthetic), bool(archived), tokens, below, above)
     return [found[pk] for pk in pks]
 
 

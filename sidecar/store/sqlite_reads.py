@@ -15,7 +15,7 @@ from typing import Any
 
 from sidecar.errors import SessionNotFound
 from sidecar.model import Event, Session, SessionCounters, TokenCalibration
-from sidecar.store import rules
+from sidecar.store import counter_rules, rules
 from sidecar.store.codec import decode_event, decode_labels, from_micros, to_micros
 from sidecar.store.event_cache import DecodedEvents
 from sidecar.store.paging import (
@@ -39,16 +39,18 @@ SESSION_COLUMNS = """s.pk, s.id, s.version, s.policy_json, s.labels, s.create_ti
     s.update_time, s.active_events, s.real_events, s.turns, s.tokens, s.system_tokens,
     s.turns_since_compaction, s.total_events, s.last_compaction_id, s.model,
     s.calibration_factor, s.calibration_samples, s.auto_compaction_paused,
-    s.stable_prefix_tokens, s.stable_prefix_events"""
+    s.stable_prefix_tokens, s.stable_prefix_events, s.pending_below, s.pending_above"""
 
 EVENT_COLUMNS = """e.id, e.role, e.content, e.position, e.token_count, e.synthetic,
-    e.archived, e.create_time, e.cleared_content IS NOT NULL"""
+    e.archived, e.create_time, e.cleared_content IS NOT NULL, e.token_low, e.token_high"""
 """An event as the log holds it: a cleared one with its original content (ListEvents, search)."""
 VIEW_COLUMNS = """e.id, e.role, coalesce(e.cleared_content, e.content), e.position,
     coalesce(e.cleared_token_count, e.token_count), e.synthetic, e.archived, e.create_time,
-    e.cleared_content IS NOT NULL"""
-"""An event as the active window shows it: a cleared one with its placeholder and its count."""
-_EVENT_WIDTH = 9
+    e.cleared_content IS NOT NULL, CASE WHEN e.cleared_content IS NULL THEN e.token_low END,
+    CASE WHEN e.cleared_content IS NULL THEN e.token_high END"""
+"""An event as the active window shows it: a cleared one with its placeholder and its count
+(counted exactly when it was cleared)."""
+EVENT_WIDTH = 11
 
 # ``archived = 0`` spelled literally, so the planner can use the partial index.
 ACTIVE_WINDOW_SQL = (
@@ -77,6 +79,8 @@ def session_from_row(row: Sequence[Any]) -> tuple[int, Session]:
             tokens=row[10],
             system_tokens=row[11],
             turns_since_compaction=row[12],
+            pending_below=row[21],
+            pending_above=row[22],
         ),
         total_events=row[13],
         last_compaction_id=row[14],
@@ -90,7 +94,7 @@ def session_from_row(row: Sequence[Any]) -> tuple[int, Session]:
 
 def event_from_row(row: Sequence[Any]) -> Event:
     """The Event of a row whose first columns are EVENT_COLUMNS."""
-    return decode_event(*row[:_EVENT_WIDTH])
+    return decode_event(*row[:EVENT_WIDTH])
 
 
 def find_session(db: sqlite3.Connection, session_id: str) -> tuple[int, Session] | None:
@@ -113,11 +117,12 @@ def active_events(db: sqlite3.Connection, session_pk: int) -> tuple[Event, ...]:
 
 
 # Summed in SQL over the partial index: no row of the window is decoded in Python.
-_WINDOW_COUNTERS_SQL = """SELECT count(*),
+_WINDOW_COUNTERS_SQL = f"""SELECT count(*),
         coalesce(sum(e.role != 'system' AND e.synthetic = 0), 0),
         coalesce(sum(e.role = 'user' AND e.synthetic = 0), 0),
         coalesce(sum(CASE WHEN e.role = 'system' AND e.synthetic = 0 THEN 0
-                     ELSE coalesce(e.cleared_token_count, e.token_count) END), 0)
+                     ELSE coalesce(e.cleared_token_count, e.token_count) END), 0),
+        {counter_rules.PENDING_SUMS}
     FROM events e WHERE e.session = ? AND e.archived = 0"""
 _LATEST_SYSTEM_SQL = """SELECT coalesce(e.cleared_token_count, e.token_count) FROM events e
     WHERE e.session = ? AND e.archived = 0 AND e.role = 'system' AND e.synthetic = 0
@@ -125,14 +130,18 @@ _LATEST_SYSTEM_SQL = """SELECT coalesce(e.cleared_token_count, e.token_count) FR
 
 
 def window_counters(db: sqlite3.Connection, session_pk: int) -> SessionCounters:
-    """The active window's counters (``rules.window_counters``), summed by SQLite.
+    """The active window's counters (``counter_rules.window_counters``), summed by SQLite.
 
     Still a walk of the window's index entries, but in C with the GIL released,
     not a decode of every event: what a write that changes a few events costs.
     """
-    events, real, turns, other = db.execute(_WINDOW_COUNTERS_SQL, (session_pk,)).fetchone()
+    events, real, turns, other, below, above = db.execute(
+        _WINDOW_COUNTERS_SQL, (session_pk,)
+    ).fetchone()
     system = db.execute(_LATEST_SYSTEM_SQL, (session_pk,)).fetchone()
-    return rules.window_counters(events, real, turns, other, system[0] if system else 0)
+    return counter_rules.window_counters(
+        events, real, turns, other, system[0] if system else 0, below, above
+    )
 
 
 def active_with_ids(
@@ -152,7 +161,7 @@ def active_with_ids(
             f" AND e.archived = 0 AND e.id IN ({', '.join('?' for _ in part)})",
             (session_pk, *part),
         )
-        found.extend((row[_EVENT_WIDTH], row[3], event_from_row(row)) for row in rows)
+        found.extend((row[EVENT_WIDTH], row[3], event_from_row(row)) for row in rows)
     found.sort(key=lambda item: (item[0], item[1]))
     return tuple(event for _, _, event in found)
 
@@ -219,7 +228,7 @@ def list_events(
     next_token = ""
     if kept and (kept < len(rows) or len(sizes) > fit):
         last = rows[kept - 1]
-        next_token = encode_token("events", bound, (last[_EVENT_WIDTH], last[3]))
+        next_token = encode_token("events", bound, (last[EVENT_WIDTH], last[3]))
     return Page(items[:kept], next_token)
 
 
@@ -347,12 +356,12 @@ def search(
     present = [(place, found[pk]) for place, pk in enumerate(wanted) if pk in found]
     items = tuple(
         SearchHit(
-            session_id=row[_EVENT_WIDTH],
+            session_id=row[EVENT_WIDTH],
             event=event_from_row(row),
             # bm25 is lower-is-better (negative); the protocol's rank is higher-is-better.
-            rank=-row[_EVENT_WIDTH + 1],
-            snippet=row[_EVENT_WIDTH + 2],
-            archived_by=row[_EVENT_WIDTH + 3] or "",
+            rank=-row[EVENT_WIDTH + 1],
+            snippet=row[EVENT_WIDTH + 2],
+            archived_by=row[EVENT_WIDTH + 3] or "",
         )
         for _, row in present
     )

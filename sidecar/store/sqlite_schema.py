@@ -37,6 +37,12 @@ Layout, and why:
   them first, so a search finds everything acknowledged before it began. The
   rows are durable: after a crash the next search or the background write
   indexes what was left.
+- an event appended without its exact count (issue 37) holds an estimate in
+  ``token_count`` and its bounds in ``token_low`` and ``token_high``
+  (``events_pending`` finds them); the session's ``pending_below`` and
+  ``pending_above`` say how far its ``tokens`` can be off. Landing the exact
+  count rewrites those in a write of its own that bumps no version
+  (``sqlite_counts``).
 """
 
 from __future__ import annotations
@@ -261,6 +267,22 @@ _MIGRATION_10 = Migration(
     _link_existing_events,
 )
 
+_MIGRATION_11 = Migration(
+    11,
+    "exact counts left for later: a pending event's bounds, and how far the counters may be off",
+    (
+        # Set while the event's exact count is pending (issue 37): ``token_count`` then
+        # holds an estimate between them. NULL once counted, as every older row is.
+        "ALTER TABLE events ADD COLUMN token_low INTEGER",
+        "ALTER TABLE events ADD COLUMN token_high INTEGER",
+        # How far below and above ``tokens`` the window's exact count can lie.
+        "ALTER TABLE sessions ADD COLUMN pending_below INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE sessions ADD COLUMN pending_above INTEGER NOT NULL DEFAULT 0",
+        # Partial: only the few rows still waiting for their count.
+        "CREATE INDEX events_pending ON events (session, position) WHERE token_low IS NOT NULL",
+    ),
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     _MIGRATION_1,
     _MIGRATION_2,
@@ -272,6 +294,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _MIGRATION_8,
     _MIGRATION_9,
     _MIGRATION_10,
+    _MIGRATION_11,
 )
 """Every migration, in order; versions are 1, 2, 3, ... with no gap."""
 

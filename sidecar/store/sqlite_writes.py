@@ -85,7 +85,7 @@ def create_session(
     return cursor.lastrowid, session
 
 
-def _stored_events(db: sqlite3.Connection, session_pk: int, ids: Sequence[str]) -> dict[str, Event]:
+def stored_events(db: sqlite3.Connection, session_pk: int, ids: Sequence[str]) -> dict[str, Event]:
     found: dict[str, Event] = {}
     unique = list(dict.fromkeys(ids))
     for start in range(0, len(unique), _CHUNK):
@@ -115,9 +115,11 @@ def _insert_event(
     row; ``index_pending`` indexes many in one transaction instead, and a
     search runs it first (``SqliteStore.search``).
     """
+    low, high = event.token_bounds or (None, None)
     cursor = db.execute(
         "INSERT INTO events (session, position, sort_key, id, role, content, token_count,"
-        " synthetic, archived, written_by, create_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
+        " synthetic, archived, written_by, create_time, token_low, token_high)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)",
         (
             session_pk,
             event.position,
@@ -129,6 +131,8 @@ def _insert_event(
             1 if event.synthetic else 0,
             written_by,
             to_micros(event.create_time),
+            low,
+            high,
         ),
     )
     db.execute("INSERT INTO fts_pending (pk) VALUES (?)", (cursor.lastrowid,))
@@ -193,7 +197,8 @@ def save_header(db: sqlite3.Connection, session_pk: int, session: Session) -> No
                active_events = ?, real_events = ?, turns = ?, tokens = ?, system_tokens = ?,
                turns_since_compaction = ?, total_events = ?, last_compaction_id = ?,
                model = ?, calibration_factor = ?, calibration_samples = ?,
-               auto_compaction_paused = ?, stable_prefix_tokens = ?, stable_prefix_events = ?
+               auto_compaction_paused = ?, stable_prefix_tokens = ?, stable_prefix_events = ?,
+               pending_below = ?, pending_above = ?
            WHERE pk = ?""",
         (
             session.version,
@@ -214,6 +219,8 @@ def save_header(db: sqlite3.Connection, session_pk: int, session: Session) -> No
             1 if session.auto_compaction_paused else 0,
             session.stable_prefix_tokens,
             session.stable_prefix_events,
+            c.pending_below,
+            c.pending_above,
             session_pk,
         ),
     )
@@ -251,9 +258,7 @@ def append(
         )
     session_pk, session = found
 
-    batch = rules.sort_batch(
-        session, events, _stored_events(db, session_pk, [e.id for e in events])
-    )
+    batch = rules.sort_batch(session, events, stored_events(db, session_pk, [e.id for e in events]))
     if not batch.new and not created:
         return AppendOutcome(batch.result, session, 0)
     rules.check_version(session, expected_version)
@@ -309,7 +314,7 @@ def apply(
             (session_pk, target.id),
         ).fetchone()
         rules.check_insert_slot(target, sort_key)
-        taken = _stored_events(db, session_pk, [e.id for e in plan.inserts])
+        taken = stored_events(db, session_pk, [e.id for e in plan.inserts])
         for event in rules.placed_inserts(session, plan, taken):
             _insert_event(
                 db, session_pk, event, sort_key=2 * target.position, written_by=compaction_id

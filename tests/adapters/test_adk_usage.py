@@ -30,6 +30,7 @@ from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.sliding_window import SlidingWindow
 from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.triggers import TokenCount
+from tests.counting import exact_tokens
 
 FACTOR = 3
 Strategy = SlidingWindow | Summarize
@@ -77,7 +78,7 @@ class ReportingLlm(BaseLlm):
 
 def window_tokens(client: AsyncClient, key: str) -> Estimate:
     async def estimate() -> int:
-        return (await client.session(key).context()).token_count
+        return exact_tokens(await client.session(key).context())
 
     return estimate
 
@@ -187,7 +188,7 @@ async def test_a_token_trigger_fires_on_the_calibrated_count(
     namespace = f"usage-{strategy.name}"
     _, measured = await compacted_run(client, f"{namespace}-measure", None, reports=False)
     # Uncalibrated, the window never reaches the threshold: it holds at most these tokens.
-    threshold = (await client.session(measured).context()).token_count + 1
+    threshold = exact_tokens(await client.session(measured).context()) + 1
 
     plain, key = await compacted_run(
         client, f"{namespace}-plain", threshold, reports=False, strategy=strategy

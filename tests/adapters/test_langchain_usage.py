@@ -27,6 +27,7 @@ from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.sliding_window import SlidingWindow
 from sidecar.compaction.triggers import TokenCount
 from tests.adapters.chat_models import RecordingModel
+from tests.counting import exact_tokens
 
 FACTOR = 3
 CITIES = ["Oslo", "Lima", "Perth", "Quito", "Riga", "Cork"]
@@ -67,7 +68,7 @@ def question(turn: int) -> Any:  # the graph's input state
 
 
 def window_tokens(client: Client, key: str) -> Callable[[], int]:
-    return lambda: client.session(key).context().token_count
+    return lambda: exact_tokens(client.session(key).context())
 
 
 def agent_of(model: ReportingModel, middleware: SessionCompactionMiddleware, saver: Any) -> Any:
@@ -130,7 +131,7 @@ async def test_a_token_trigger_fires_on_the_calibrated_count(sidecar_address: st
     async with AsyncClient(sidecar_address) as client:
         await compacted_run(sidecar_address, "measure", None, reports=False)
         # Uncalibrated, the window never reaches the threshold: it holds at most these tokens.
-        threshold = (await client.session("langchain/measure").context()).token_count + 1
+        threshold = exact_tokens(await client.session("langchain/measure").context()) + 1
 
         plain = await compacted_run(sidecar_address, "plain", threshold, reports=False)
         session = await client.get_session("langchain/plain")

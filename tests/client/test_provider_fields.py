@@ -29,6 +29,7 @@ from sidecar.providers.profiles import ModelProfile
 from sidecar.providers.render import render_json
 from sidecar.server.app import Sidecar
 from tests.client.conftest import u
+from tests.counting import exact_tokens
 from tests.server.harness import address, running
 
 THOUGHT = Reasoning("order 42 is in the lookup tool", signature=b"\xfb\xff\xbfsig-1")
@@ -216,7 +217,7 @@ async def test_usage_reports_calibrate_the_session_and_its_context_estimate(
     sent = await session.context()
     counted = await session.append(
         [u("and the invoice?")],
-        usage=ModelUsage(context_version=sent.version, prompt_tokens=2 * sent.token_count),
+        usage=ModelUsage(context_version=sent.version, prompt_tokens=2 * exact_tokens(sent)),
     )
     calibrated = await session.get()
     later = await session.context()

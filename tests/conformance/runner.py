@@ -310,6 +310,8 @@ async def _context(client: AsyncClient, request: pb.GetContextRequest) -> Outcom
         cache_prefix_id=window.cache_prefix_id,
         stable_prefix_tokens=window.stable_prefix_tokens,
         stable_prefix_events=window.stable_prefix_events,
+        token_count_estimated=window.token_count_estimated,
+        stable_prefix_tokens_estimated=window.stable_prefix_tokens_estimated,
     )
     convert.events_out(window.events, answer.events)
     return Outcome(code="OK", response=_to_json(answer))

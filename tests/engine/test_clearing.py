@@ -38,8 +38,8 @@ def tool_turn(n: int, calls: int = 4) -> list[Event]:
 
 
 async def tokens(engine: SessionEngine, session_id: str = "s") -> int:
-    session, _ = await engine.context(session_id)
-    return session.counters.tokens
+    """The window's tokens as exact counting has them (appends are estimated until then)."""
+    return (await engine.counts.exact(session_id)).counters.tokens
 
 
 async def test_a_clearing_compacts_inline_and_is_published(store: SqliteStore) -> None:

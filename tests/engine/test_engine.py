@@ -125,6 +125,9 @@ async def test_summarizer_error_leaves_the_session_exactly_as_it_was(store: Sqli
     await engine.create_session("s", policy=CompactionPolicy(None, SUMMARY.strategy))
     for n in range(6):
         await engine.append("s", turn(n))
+    # A pass counts the window exactly before it plans (issue 37): a write that changes
+    # no version, and the only one a failed pass leaves.
+    await engine.counts.exact("s")
     before = await store.active_window("s")
     with pytest.raises(SummarizerUnavailable):
         await engine.compact("s", force=True)
@@ -142,6 +145,7 @@ async def test_a_summarizing_policy_needs_a_summarizer(store: SqliteStore) -> No
     await store.create_session("s", policy_json=policy_json(SUMMARY), labels={})
     for n in range(6):
         await engine.append("s", turn(n))
+    await engine.counts.exact("s")  # as a pass does before it plans, changing no version
     before = await store.active_window("s")
     with pytest.raises(SummarizerUnavailable, match="no summarizer"):
         await engine.compact("s", force=True)

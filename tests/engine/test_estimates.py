@@ -12,12 +12,15 @@ def test_the_last_versions_of_the_last_sessions_are_kept() -> None:
     for version in range(1, 6):
         estimates.note("a", LIFE, version, version * 100)
     kept = [estimates.estimate("a", v) for v in range(1, 6)]
-    assert kept == [None, None, (LIFE, 300), (LIFE, 400), (LIFE, 500)]
+    assert kept == [None, None, (LIFE, 300, True), (LIFE, 400, True), (LIFE, 500, True)]
     estimates.note("b", LIFE, 1, 10)
     estimates.note("a", LIFE, 6, 600)  # a is the most recently used again
     estimates.note("c", LIFE, 1, 20)  # so b goes
     assert estimates.estimate("b", 1) is None
-    assert (estimates.estimate("a", 6), estimates.estimate("c", 1)) == ((LIFE, 600), (LIFE, 20))
+    assert (estimates.estimate("a", 6), estimates.estimate("c", 1)) == (
+        (LIFE, 600, True),
+        (LIFE, 20, True),
+    )
     assert len(estimates) == 2
 
 
@@ -25,7 +28,7 @@ def test_a_version_noted_again_keeps_its_latest_estimate() -> None:
     estimates = ContextEstimates()
     estimates.note("a", LIFE, 3, 100)
     estimates.note("a", LIFE, 3, 120)
-    assert estimates.estimate("a", 3) == (LIFE, 120)
+    assert estimates.estimate("a", 3) == (LIFE, 120, True)
     estimates.forget("a")
     assert estimates.estimate("a", 3) is None
 
@@ -36,4 +39,4 @@ def test_another_incarnation_drops_the_old_ones_estimates() -> None:
         estimates.note("a", LIFE, version, 400)
     estimates.note("a", LIFE + 1, 1, 10)  # deleted and created again, seen here first
     assert estimates.estimate("a", 21) is None
-    assert estimates.estimate("a", 1) == (LIFE + 1, 10)
+    assert estimates.estimate("a", 1) == (LIFE + 1, 10, True)

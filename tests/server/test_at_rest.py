@@ -122,9 +122,11 @@ def test_a_server_on_its_defaults_answering_health_checks_loads_none_of_what_it_
     assert [name for name in UNUSED_AT_REST if name in loaded] == []
 
 
-def test_a_server_answering_health_checks_has_no_tokenizer_until_an_append(
+def test_a_server_has_no_tokenizer_until_a_decision_needs_an_exact_count(
     tmp_path: Path,
 ) -> None:
+    """Health checks and appends far from any threshold build none of it (issue 37); a
+    compaction, which plans on exact counts, does."""
     port = free_port()
     address = f"127.0.0.1:{port}"
     process = subprocess.Popen(
@@ -140,7 +142,8 @@ def test_a_server_answering_health_checks_has_no_tokenizer_until_an_append(
             for service in ("", "liveness", "compaction.v1.CompactionService"):
                 health.Check(health_pb2.HealthCheckRequest(service=service), timeout=10)
             assert not mapped(process.pid, TOKENIZER_LIBRARY)
-            pb_grpc.CompactionServiceStub(channel).AppendEvents(
+            stub = pb_grpc.CompactionServiceStub(channel)
+            ack = stub.AppendEvents(
                 pb.AppendEventsRequest(
                     session_id="s",
                     create_if_missing=True,
@@ -148,6 +151,10 @@ def test_a_server_answering_health_checks_has_no_tokenizer_until_an_append(
                 ),
                 timeout=30,
             )
-            assert mapped(process.pid, TOKENIZER_LIBRARY)  # so the check above could see it
+            assert ack.events[0].token_count_estimated
+            stub.GetContext(pb.GetContextRequest(session_id="s"), timeout=30)
+            assert not mapped(process.pid, TOKENIZER_LIBRARY)
+            stub.Compact(pb.CompactRequest(session_id="s", force=True), timeout=30)
+            assert mapped(process.pid, TOKENIZER_LIBRARY)  # so the checks above could see it
     finally:
         stop(process)

@@ -74,8 +74,12 @@ async def test_clearing_shows_placeholders_in_context_and_originals_in_the_log(s
     assert ORIGINAL not in by_id["t0"].tool_results[0].content
     assert not by_id["t1"].cleared
     assert context.token_count == sum(e.token_count for e in context.events)
-    assert context.token_count == before.token_count - result.tokens_estimated_saved
+    assert before.token_count_estimated  # appends are estimated; a clearing plans on exact
+    assert not context.token_count_estimated
     listed = await stub.ListEvents(pb.ListEventsRequest(session_id="s"))
+    exact_before = sum(e.token_count for e in listed.events)  # the originals, counted
+    assert not any(e.token_count_estimated for e in listed.events)
+    assert context.token_count == exact_before - result.tokens_estimated_saved
     t0 = next(e for e in listed.events if e.id == "t0")
     assert t0.cleared
     assert t0.tool_results[0].content == f"0: {ORIGINAL}"

@@ -209,6 +209,24 @@ async def test_an_append_extends_the_kept_response(stub: Stub, sidecar: Sidecar)
     assert reply == await _fresh(sidecar)
 
 
+async def test_counts_landed_in_between_are_not_mixed_with_the_kept_estimates(
+    stub: Stub, sidecar: Sidecar
+) -> None:
+    """Exact counts land without a new version (issue 37): an append after that must not
+    extend an answer whose events still show the estimates its total no longer holds."""
+    await stub.AppendEvents(
+        pb.AppendEventsRequest(session_id="s", events=[_event(1)], create_if_missing=True)
+    )
+    kept = await stub.GetContext(pb.GetContextRequest(session_id="s"))
+    assert kept.token_count_estimated
+    await sidecar.engine.counts.exact("s")
+    await stub.AppendEvents(pb.AppendEventsRequest(session_id="s", events=[_event(2)]))
+    reply = await stub.GetContext(pb.GetContextRequest(session_id="s"))
+    assert reply.token_count == sum(e.token_count for e in reply.events)
+    assert [e.token_count_estimated for e in reply.events] == [False, True]
+    assert reply == await _fresh(sidecar)
+
+
 async def test_an_append_that_compacts_drops_the_kept_response(
     stub: Stub, sidecar: Sidecar
 ) -> None:

@@ -177,8 +177,10 @@ def test_every_api_format_has_a_rendering() -> None:
     assert {format_in(v) for v in FORMATS} == set(ContextFormat)
 
 
-def _header(version: int, total_events: int) -> Session:
-    return Session("s", version, None, {}, CREATED, CREATED, SessionCounters(), total_events)
+def _header(version: int, total_events: int, *window: Event) -> Session:
+    """The session at ``version``, whose counters are those of ``window``."""
+    counters = SessionCounters.of_window(window)
+    return Session("s", version, None, {}, CREATED, CREATED, counters, total_events)
 
 
 CREATED = utcnow()
@@ -187,17 +189,17 @@ CREATED = utcnow()
 def test_a_kept_rendering_is_charged_beside_its_answer_and_dropped_with_its_window() -> None:
     kept = ContextResponses(max_bytes=1 << 20)
     window = [Event(id="u1", role=Role.USER, text="hi", position=1)]
-    prefix = StablePrefix(_header(1, 1), window)
-    kept.put("s", _header(1, 1), pb.GetContextResponse(version=1), window, prefix)
+    prefix = StablePrefix(_header(1, 1, *window), window)
+    kept.put("s", _header(1, 1, *window), pb.GetContextResponse(version=1), window, prefix)
     plain = kept.bytes_held
     rendered = pb.GetContextResponse(version=1, rendered_json='{"contents":[]}')
-    kept.keep_rendered("s", _header(1, 1), ContextFormat.GEMINI, rendered, 15)
-    kept.keep_rendered("s", _header(1, 1), ContextFormat.ANTHROPIC, rendered, 15)
+    kept.keep_rendered("s", _header(1, 1, *window), ContextFormat.GEMINI, rendered, 15)
+    kept.keep_rendered("s", _header(1, 1, *window), ContextFormat.ANTHROPIC, rendered, 15)
     assert kept.rendered("s", ContextFormat.GEMINI) is rendered
     each = plain - ENTRY_OVERHEAD + 3 * 15 + ENTRY_OVERHEAD  # a copy of the plain one, and more
     assert kept.bytes_held == plain + 2 * each
     more = Event(id="u2", role=Role.USER, text="and?", position=2)
-    kept.appended("s", _header(2, 2), [more], EventBlobs())
+    kept.appended("s", _header(2, 2, *window, more), [more], EventBlobs())
     assert kept.rendered("s", ContextFormat.GEMINI) is None  # of the window before the append
     assert kept.window("s") == [*window, more]
     assert kept.bytes_held < plain + each

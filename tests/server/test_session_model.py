@@ -268,7 +268,13 @@ async def test_a_streamed_report_calibrates_and_is_acknowledged_on_its_own(stub:
     assert "version 1" in answers[2].append.usage_ignored_reason
     session = await stub.GetSession(pb.GetSessionRequest(session_id="s"))
     assert session.calibration.samples == 1
-    assert session.calibration.factor == pytest.approx(half / context.token_count)
+    # Held against the exact count of that context: its events were counted for the report.
+    assert context.token_count_estimated
+    listed = await stub.ListEvents(pb.ListEventsRequest(session_id="s"))
+    counted = listed.events[: len(context.events)]
+    assert not any(e.token_count_estimated for e in counted)
+    exact = sum(e.token_count for e in counted)
+    assert session.calibration.factor == pytest.approx(half / exact)
 
 
 def test_a_bad_profiles_file_is_one_line_naming_the_setting(tmp_path: Path) -> None:

@@ -214,6 +214,16 @@ async def test_a_result_past_the_head_keeps_its_call_turn(store: Store) -> None:
     assert plan.archive_ids == ("sys",)  # superseded by sys2; the conversation stays whole
 
 
+UNDO_PENDING_COUNTS = (
+    "DROP INDEX events_pending",
+    "ALTER TABLE events DROP COLUMN token_low",
+    "ALTER TABLE events DROP COLUMN token_high",
+    "ALTER TABLE sessions DROP COLUMN pending_below",
+    "ALTER TABLE sessions DROP COLUMN pending_above",
+)
+"""Migration 11 undone, for a database as a release before it left it."""
+
+
 async def test_links_are_back_filled_for_events_stored_before_them(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     store = SqliteStore(str(path))
@@ -223,9 +233,11 @@ async def test_links_are_back_filled_for_events_stored_before_them(tmp_path: Pat
     finally:
         await store.close()
     with sqlite3.connect(path, isolation_level=None) as db:  # as a release before links left it
+        for statement in UNDO_PENDING_COUNTS:  # migration 11, which came after
+            db.execute(statement)
         db.execute("DROP TABLE tool_links")
         db.execute("DROP INDEX events_pinned")
-        db.execute("DELETE FROM schema_version WHERE version = 10")
+        db.execute("DELETE FROM schema_version WHERE version >= 10")
     store = SqliteStore(str(path))
     await store.open()
     try:
@@ -246,9 +258,11 @@ async def test_links_are_back_filled_on_postgres(postgres: Postgres) -> None:
             await store.close()
         db = await asyncpg.connect(dsn)
         try:  # as a release before links left it
+            for statement in UNDO_PENDING_COUNTS:
+                await db.execute(statement)
             await db.execute("DROP TABLE tool_links")
             await db.execute("DROP INDEX events_pinned")
-            await db.execute("DELETE FROM schema_version WHERE version = 10")
+            await db.execute("DELETE FROM schema_version WHERE version >= 10")
         finally:
             await db.close()
         store = PostgresStore(dsn, pool_size=2)

@@ -274,12 +274,23 @@ func TestASessionsModelProfileCalibrationAndRenderedContext(t *testing.T) {
 		t.Fatalf("profile %v", p)
 	}
 	chat := client.Session(id)
-	if _, err := chat.Append(ctx, []*pb.Event{compaction.User("Where is order 42?")}, nil); err != nil {
+	appended, err := chat.Append(ctx, []*pb.Event{compaction.User("Where is order 42?")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !appended.GetEvents()[0].GetTokenCountEstimated() {
+		t.Fatal("an append's count should be an estimate until a decision needs it")
+	}
+	// A forced pass plans on exact counts, so the window read next is counted exactly.
+	if _, err := chat.Compact(ctx, &compaction.CompactOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	sent, err := chat.Context(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if sent.GetTokenCountEstimated() {
+		t.Fatal("the window read after a pass should be exact")
 	}
 	usage := &pb.ModelUsage{ContextVersion: sent.GetVersion(), PromptTokens: 2 * int64(sent.GetTokenCount())}
 	counted, err := chat.Append(ctx, []*pb.Event{compaction.User("and 43?")}, &compaction.AppendOptions{Usage: usage})

@@ -127,14 +127,17 @@ func (s *Session) ContextAs(ctx context.Context, format pb.ContextFormat) (*pb.G
 
 // sameWindow tells whether a lists the same window as b (content aside). Ids
 // alone are not enough: a clearing changes events in place, keeping their ids,
-// and sets their flag and token count.
+// and sets their flag and token count. A count that is an estimate on either
+// side (TokenCountEstimated) is not compared: its exact count may have landed
+// in between, which changes no version and nothing the model is sent.
 func sameWindow(a, b []*pb.Event) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for i := range a {
+		estimated := a[i].GetTokenCountEstimated() || b[i].GetTokenCountEstimated()
 		if a[i].GetId() != b[i].GetId() || a[i].GetCleared() != b[i].GetCleared() ||
-			a[i].GetTokenCount() != b[i].GetTokenCount() {
+			(a[i].GetTokenCount() != b[i].GetTokenCount() && !estimated) {
 			return false
 		}
 	}

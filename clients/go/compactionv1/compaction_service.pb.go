@@ -1127,8 +1127,14 @@ type GetContextResponse struct {
 	// as the last compaction, clearing or restore left it, where a cache
 	// breakpoint that lasts until the next change goes.
 	StablePrefixEvents int32 `protobuf:"varint,10,opt,name=stable_prefix_events,json=stablePrefixEvents,proto3" json:"stable_prefix_events,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// True while token_count (and so estimated_prompt_tokens) includes
+	// estimates: events whose exact count has not landed yet
+	// (Event.token_count_estimated). False means exact.
+	TokenCountEstimated bool `protobuf:"varint,12,opt,name=token_count_estimated,json=tokenCountEstimated,proto3" json:"token_count_estimated,omitempty"`
+	// True while stable_prefix_tokens includes estimates. False means exact.
+	StablePrefixTokensEstimated bool `protobuf:"varint,13,opt,name=stable_prefix_tokens_estimated,json=stablePrefixTokensEstimated,proto3" json:"stable_prefix_tokens_estimated,omitempty"`
+	unknownFields               protoimpl.UnknownFields
+	sizeCache                   protoimpl.SizeCache
 }
 
 func (x *GetContextResponse) Reset() {
@@ -1236,6 +1242,20 @@ func (x *GetContextResponse) GetStablePrefixEvents() int32 {
 		return x.StablePrefixEvents
 	}
 	return 0
+}
+
+func (x *GetContextResponse) GetTokenCountEstimated() bool {
+	if x != nil {
+		return x.TokenCountEstimated
+	}
+	return false
+}
+
+func (x *GetContextResponse) GetStablePrefixTokensEstimated() bool {
+	if x != nil {
+		return x.StablePrefixTokensEstimated
+	}
+	return false
 }
 
 // Request of Compact.
@@ -2224,7 +2244,7 @@ const file_compaction_v1_compaction_service_proto_rawDesc = "" +
 	"\x11GetContextRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x124\n" +
-	"\x06format\x18\x02 \x01(\x0e2\x1c.compaction.v1.ContextFormatR\x06format\"\xd5\x03\n" +
+	"\x06format\x18\x02 \x01(\x0e2\x1c.compaction.v1.ContextFormatR\x06format\"\xce\x04\n" +
 	"\x12GetContextResponse\x12,\n" +
 	"\x06events\x18\x01 \x03(\v2\x14.compaction.v1.EventR\x06events\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\x12\x1f\n" +
@@ -2239,7 +2259,9 @@ const file_compaction_v1_compaction_service_proto_rawDesc = "" +
 	"\x0fcache_prefix_id\x18\b \x01(\tR\rcachePrefixId\x120\n" +
 	"\x14stable_prefix_tokens\x18\t \x01(\x05R\x12stablePrefixTokens\x120\n" +
 	"\x14stable_prefix_events\x18\n" +
-	" \x01(\x05R\x12stablePrefixEvents\"\xa9\x01\n" +
+	" \x01(\x05R\x12stablePrefixEvents\x122\n" +
+	"\x15token_count_estimated\x18\f \x01(\bR\x13tokenCountEstimated\x12C\n" +
+	"\x1estable_prefix_tokens_estimated\x18\r \x01(\bR\x1bstablePrefixTokensEstimated\"\xa9\x01\n" +
 	"\x0eCompactRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x127\n" +

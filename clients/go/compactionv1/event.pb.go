@@ -424,7 +424,8 @@ type Event struct {
 	// window. Archived events stay in the log and stay searchable.
 	Archived bool `protobuf:"varint,13,opt,name=archived,proto3" json:"archived,omitempty"`
 	// Output only. The event's tokens as counted for compaction (for a
-	// cleared event in the active window: with its placeholder).
+	// cleared event in the active window: with its placeholder). An estimate
+	// while token_count_estimated is set.
 	TokenCount int32 `protobuf:"varint,14,opt,name=token_count,json=tokenCount,proto3" json:"token_count,omitempty"`
 	// Output only. True once a clear_tool_results pass replaced this event's
 	// tool results (or call arguments) with a placeholder. GetContext (and
@@ -434,9 +435,16 @@ type Event struct {
 	Cleared bool `protobuf:"varint,15,opt,name=cleared,proto3" json:"cleared,omitempty"`
 	// The model's reasoning for an ASSISTANT event, before its text and tool
 	// calls, in the order the provider returned it.
-	Reasoning     []*Reasoning `protobuf:"bytes,16,rep,name=reasoning,proto3" json:"reasoning,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Reasoning []*Reasoning `protobuf:"bytes,16,rep,name=reasoning,proto3" json:"reasoning,omitempty"`
+	// Output only. True while token_count is an estimate: the server estimates
+	// an appended event from its bytes and counts it exactly only where a
+	// decision needs it (a trigger its bounds cannot settle, a compaction's
+	// plan, a usage report), or soon after with --token-counting background.
+	// Every compaction decision is the one exact counting makes. False means
+	// exact (and is what a server that always counts on append sends).
+	TokenCountEstimated bool `protobuf:"varint,17,opt,name=token_count_estimated,json=tokenCountEstimated,proto3" json:"token_count_estimated,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *Event) Reset() {
@@ -581,6 +589,13 @@ func (x *Event) GetReasoning() []*Reasoning {
 	return nil
 }
 
+func (x *Event) GetTokenCountEstimated() bool {
+	if x != nil {
+		return x.TokenCountEstimated
+	}
+	return false
+}
+
 var File_compaction_v1_event_proto protoreflect.FileDescriptor
 
 const file_compaction_v1_event_proto_rawDesc = "" +
@@ -605,7 +620,7 @@ const file_compaction_v1_event_proto_rawDesc = "" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x1c\n" +
 	"\tsignature\x18\x02 \x01(\fR\tsignature\x12\x1a\n" +
 	"\bredacted\x18\x03 \x01(\bR\bredacted\x12\x0e\n" +
-	"\x02id\x18\x04 \x01(\tR\x02id\"\xa8\x05\n" +
+	"\x02id\x18\x04 \x01(\tR\x02id\"\xdc\x05\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\x03R\bposition\x12'\n" +
@@ -626,7 +641,8 @@ const file_compaction_v1_event_proto_rawDesc = "" +
 	"\vtoken_count\x18\x0e \x01(\x05R\n" +
 	"tokenCount\x12\x18\n" +
 	"\acleared\x18\x0f \x01(\bR\acleared\x126\n" +
-	"\treasoning\x18\x10 \x03(\v2\x18.compaction.v1.ReasoningR\treasoning\x1a;\n" +
+	"\treasoning\x18\x10 \x03(\v2\x18.compaction.v1.ReasoningR\treasoning\x122\n" +
+	"\x15token_count_estimated\x18\x11 \x01(\bR\x13tokenCountEstimated\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*_\n" +

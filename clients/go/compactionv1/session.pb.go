@@ -127,8 +127,12 @@ type Session struct {
 	// Output only. True after RestoreCompaction with pause_auto_compaction:
 	// the trigger does not compact on its own until the policy is next set.
 	AutoCompactionPaused bool `protobuf:"varint,15,opt,name=auto_compaction_paused,json=autoCompactionPaused,proto3" json:"auto_compaction_paused,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// Output only. True while active_tokens includes estimates: events whose
+	// exact count has not landed yet (Event.token_count_estimated). False
+	// means exact.
+	ActiveTokensEstimated bool `protobuf:"varint,16,opt,name=active_tokens_estimated,json=activeTokensEstimated,proto3" json:"active_tokens_estimated,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -262,6 +266,13 @@ func (x *Session) GetCalibration() *TokenCalibration {
 func (x *Session) GetAutoCompactionPaused() bool {
 	if x != nil {
 		return x.AutoCompactionPaused
+	}
+	return false
+}
+
+func (x *Session) GetActiveTokensEstimated() bool {
+	if x != nil {
+		return x.ActiveTokensEstimated
 	}
 	return false
 }
@@ -855,7 +866,7 @@ var File_compaction_v1_session_proto protoreflect.FileDescriptor
 
 const file_compaction_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x1bcompaction/v1/session.proto\x12\rcompaction.v1\x1a\x19compaction/v1/event.proto\x1a\x1acompaction/v1/policy.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x89\x06\n" +
+	"\x1bcompaction/v1/session.proto\x12\rcompaction.v1\x1a\x19compaction/v1/event.proto\x1a\x1acompaction/v1/policy.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc1\x06\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x18\n" +
@@ -876,7 +887,8 @@ const file_compaction_v1_session_proto_rawDesc = "" +
 	"\x05model\x18\f \x01(\tR\x05model\x12@\n" +
 	"\rmodel_profile\x18\r \x01(\v2\x1b.compaction.v1.ModelProfileR\fmodelProfile\x12A\n" +
 	"\vcalibration\x18\x0e \x01(\v2\x1f.compaction.v1.TokenCalibrationR\vcalibration\x124\n" +
-	"\x16auto_compaction_paused\x18\x0f \x01(\bR\x14autoCompactionPaused\x1a9\n" +
+	"\x16auto_compaction_paused\x18\x0f \x01(\bR\x14autoCompactionPaused\x126\n" +
+	"\x17active_tokens_estimated\x18\x10 \x01(\bR\x15activeTokensEstimated\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9c\x01\n" +

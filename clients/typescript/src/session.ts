@@ -97,7 +97,9 @@ const WHOLE_WINDOW_TRIES = 3;
 
 /**
  * Whether `a` lists the same window as `b` (content aside). Ids alone are not enough: a clearing
- * changes events in place, keeping their ids, and sets their flag and token count.
+ * changes events in place, keeping their ids, and sets their flag and token count. A count that
+ * is an estimate on either side (`tokenCountEstimated`) is not compared: its exact count may have
+ * landed in between, which changes no version and nothing the model is sent.
  */
 function sameWindow(a: readonly Event[], b: readonly Event[]): boolean {
   return (
@@ -108,7 +110,9 @@ function sameWindow(a: readonly Event[], b: readonly Event[]): boolean {
         other !== undefined &&
         event.id === other.id &&
         event.cleared === other.cleared &&
-        event.tokenCount === other.tokenCount
+        (event.tokenCount === other.tokenCount ||
+          event.tokenCountEstimated ||
+          other.tokenCountEstimated)
       );
     })
   );

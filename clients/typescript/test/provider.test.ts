@@ -133,8 +133,12 @@ describe("provider fields against a running server", () => {
   it("gives a session with a model its profile, calibrates it by usage reports, and renders its context", async () => {
     const created = await client.createSession("ts-model", { model: "gemini-2.5-flash" });
     const session = client.session("ts-model");
-    await session.append([{ role: Role.USER, text: "Where is order 42?" }]);
+    const appended = await session.append([{ role: Role.USER, text: "Where is order 42?" }]);
+    // Appends are estimated; a forced pass plans on exact counts, so the window read next is exact.
+    assert.equal(appended.events[0]?.tokenCountEstimated, true);
+    await session.compact({ force: true });
     const sent = await session.context();
+    assert.equal(sent.tokenCountEstimated, false);
     const counted = await session.append([{ role: Role.USER, text: "and 43?" }], {
       usage: { contextVersion: sent.version, promptTokens: 2n * BigInt(sent.tokenCount) },
     });

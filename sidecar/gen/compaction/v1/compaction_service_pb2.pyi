@@ -643,6 +643,8 @@ class GetContextResponse(_message.Message):
     CACHE_PREFIX_ID_FIELD_NUMBER: _builtins.int
     STABLE_PREFIX_TOKENS_FIELD_NUMBER: _builtins.int
     STABLE_PREFIX_EVENTS_FIELD_NUMBER: _builtins.int
+    TOKEN_COUNT_ESTIMATED_FIELD_NUMBER: _builtins.int
+    STABLE_PREFIX_TOKENS_ESTIMATED_FIELD_NUMBER: _builtins.int
     version: _builtins.int
     """The session's version this window belongs to."""
     token_count: _builtins.int
@@ -699,6 +701,13 @@ class GetContextResponse(_message.Message):
     as the last compaction, clearing or restore left it, where a cache
     breakpoint that lasts until the next change goes.
     """
+    token_count_estimated: _builtins.bool
+    """True while token_count (and so estimated_prompt_tokens) includes
+    estimates: events whose exact count has not landed yet
+    (Event.token_count_estimated). False means exact.
+    """
+    stable_prefix_tokens_estimated: _builtins.bool
+    """True while stable_prefix_tokens includes estimates. False means exact."""
     @_builtins.property
     def events(self) -> _containers.RepeatedCompositeFieldContainer[_event_pb2.Event]:
         """The active window in log order: what to send to the model."""
@@ -717,10 +726,12 @@ class GetContextResponse(_message.Message):
         cache_prefix_id: _builtins.str = ...,
         stable_prefix_tokens: _builtins.int = ...,
         stable_prefix_events: _builtins.int = ...,
+        token_count_estimated: _builtins.bool = ...,
+        stable_prefix_tokens_estimated: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cache_prefix_id", b"cache_prefix_id", "content_omitted", b"content_omitted", "estimated_prompt_tokens", b"estimated_prompt_tokens", "events", b"events", "events_omitted", b"events_omitted", "rendered_json", b"rendered_json", "stable_prefix_events", b"stable_prefix_events", "stable_prefix_tokens", b"stable_prefix_tokens", "token_count", b"token_count", "turn_count", b"turn_count", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cache_prefix_id", b"cache_prefix_id", "content_omitted", b"content_omitted", "estimated_prompt_tokens", b"estimated_prompt_tokens", "events", b"events", "events_omitted", b"events_omitted", "rendered_json", b"rendered_json", "stable_prefix_events", b"stable_prefix_events", "stable_prefix_tokens", b"stable_prefix_tokens", "stable_prefix_tokens_estimated", b"stable_prefix_tokens_estimated", "token_count", b"token_count", "token_count_estimated", b"token_count_estimated", "turn_count", b"turn_count", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -26,7 +26,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x63ompaction/v1/event.proto\x12\rcompaction.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"O\n\x08ToolCall\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x03 \x01(\t\x12\x11\n\tsignature\x18\x04 \x01(\x0c\"N\n\nToolResult\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x10\n\x08is_error\x18\x04 \x01(\x08\"4\n\x04Part\x12\x11\n\tmime_type\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\x0b\n\x03uri\x18\x03 \x01(\t\"J\n\tReasoning\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x11\n\tsignature\x18\x02 \x01(\x0c\x12\x10\n\x08redacted\x18\x03 \x01(\x08\x12\n\n\x02id\x18\x04 \x01(\t\"\x88\x04\n\x05\x45vent\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08position\x18\x02 \x01(\x03\x12!\n\x04role\x18\x03 \x01(\x0e\x32\x13.compaction.v1.Role\x12\x0c\n\x04text\x18\x04 \x01(\t\x12+\n\ntool_calls\x18\x05 \x03(\x0b\x32\x17.compaction.v1.ToolCall\x12/\n\x0ctool_results\x18\x06 \x03(\x0b\x32\x19.compaction.v1.ToolResult\x12\"\n\x05parts\x18\x07 \x03(\x0b\x32\x13.compaction.v1.Part\x12\x0e\n\x06\x61uthor\x18\x08 \x01(\t\x12\x0e\n\x06\x62ranch\x18\t \x01(\t\x12\x34\n\x08metadata\x18\n \x03(\x0b\x32\".compaction.v1.Event.MetadataEntry\x12/\n\x0b\x63reate_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tsynthetic\x18\x0c \x01(\x08\x12\x10\n\x08\x61rchived\x18\r \x01(\x08\x12\x13\n\x0btoken_count\x18\x0e \x01(\x05\x12\x0f\n\x07\x63leared\x18\x0f \x01(\x08\x12+\n\treasoning\x18\x10 \x03(\x0b\x32\x18.compaction.v1.Reasoning\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01*_\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n\tROLE_USER\x10\x01\x12\x12\n\x0eROLE_ASSISTANT\x10\x02\x12\x0f\n\x0bROLE_SYSTEM\x10\x03\x12\r\n\tROLE_TOOL\x10\x04\x42\x7f\n\x18\x64\x65v.compactionsidecar.v1B\nEventProtoP\x01ZUgithub.com/compaction-sidecar/compaction-sidecar/clients/go/compactionv1;compactionv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x63ompaction/v1/event.proto\x12\rcompaction.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"O\n\x08ToolCall\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x03 \x01(\t\x12\x11\n\tsignature\x18\x04 \x01(\x0c\"N\n\nToolResult\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12\x10\n\x08is_error\x18\x04 \x01(\x08\"4\n\x04Part\x12\x11\n\tmime_type\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\x0b\n\x03uri\x18\x03 \x01(\t\"J\n\tReasoning\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x11\n\tsignature\x18\x02 \x01(\x0c\x12\x10\n\x08redacted\x18\x03 \x01(\x08\x12\n\n\x02id\x18\x04 \x01(\t\"\xa7\x04\n\x05\x45vent\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08position\x18\x02 \x01(\x03\x12!\n\x04role\x18\x03 \x01(\x0e\x32\x13.compaction.v1.Role\x12\x0c\n\x04text\x18\x04 \x01(\t\x12+\n\ntool_calls\x18\x05 \x03(\x0b\x32\x17.compaction.v1.ToolCall\x12/\n\x0ctool_results\x18\x06 \x03(\x0b\x32\x19.compaction.v1.ToolResult\x12\"\n\x05parts\x18\x07 \x03(\x0b\x32\x13.compaction.v1.Part\x12\x0e\n\x06\x61uthor\x18\x08 \x01(\t\x12\x0e\n\x06\x62ranch\x18\t \x01(\t\x12\x34\n\x08metadata\x18\n \x03(\x0b\x32\".compaction.v1.Event.MetadataEntry\x12/\n\x0b\x63reate_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tsynthetic\x18\x0c \x01(\x08\x12\x10\n\x08\x61rchived\x18\r \x01(\x08\x12\x13\n\x0btoken_count\x18\x0e \x01(\x05\x12\x0f\n\x07\x63leared\x18\x0f \x01(\x08\x12+\n\treasoning\x18\x10 \x03(\x0b\x32\x18.compaction.v1.Reasoning\x12\x1d\n\x15token_count_estimated\x18\x11 \x01(\x08\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01*_\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n\tROLE_USER\x10\x01\x12\x12\n\x0eROLE_ASSISTANT\x10\x02\x12\x0f\n\x0bROLE_SYSTEM\x10\x03\x12\r\n\tROLE_TOOL\x10\x04\x42\x7f\n\x18\x64\x65v.compactionsidecar.v1B\nEventProtoP\x01ZUgithub.com/compaction-sidecar/compaction-sidecar/clients/go/compactionv1;compactionv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,8 +36,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'\n\030dev.compactionsidecar.v1B\nEventProtoP\001ZUgithub.com/compaction-sidecar/compaction-sidecar/clients/go/compactionv1;compactionv1'
   _globals['_EVENT_METADATAENTRY']._loaded_options = None
   _globals['_EVENT_METADATAENTRY']._serialized_options = b'8\001'
-  _globals['_ROLE']._serialized_start=891
-  _globals['_ROLE']._serialized_end=986
+  _globals['_ROLE']._serialized_start=922
+  _globals['_ROLE']._serialized_end=1017
   _globals['_TOOLCALL']._serialized_start=77
   _globals['_TOOLCALL']._serialized_end=156
   _globals['_TOOLRESULT']._serialized_start=158
@@ -47,7 +47,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_REASONING']._serialized_start=292
   _globals['_REASONING']._serialized_end=366
   _globals['_EVENT']._serialized_start=369
-  _globals['_EVENT']._serialized_end=889
-  _globals['_EVENT_METADATAENTRY']._serialized_start=842
-  _globals['_EVENT_METADATAENTRY']._serialized_end=889
+  _globals['_EVENT']._serialized_end=920
+  _globals['_EVENT_METADATAENTRY']._serialized_start=873
+  _globals['_EVENT_METADATAENTRY']._serialized_end=920
 # @@protoc_insertion_point(module_scope)

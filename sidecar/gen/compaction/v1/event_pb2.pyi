@@ -265,6 +265,7 @@ class Event(_message.Message):
     TOKEN_COUNT_FIELD_NUMBER: _builtins.int
     CLEARED_FIELD_NUMBER: _builtins.int
     REASONING_FIELD_NUMBER: _builtins.int
+    TOKEN_COUNT_ESTIMATED_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Unique within the session. Client-supplied ids make retries safe:
     re-sending an id already stored is a no-op that returns the stored event.
@@ -288,7 +289,8 @@ class Event(_message.Message):
     """
     token_count: _builtins.int
     """Output only. The event's tokens as counted for compaction (for a
-    cleared event in the active window: with its placeholder).
+    cleared event in the active window: with its placeholder). An estimate
+    while token_count_estimated is set.
     """
     cleared: _builtins.bool
     """Output only. True once a clear_tool_results pass replaced this event's
@@ -296,6 +298,14 @@ class Event(_message.Message):
     ListEvents with active_only) returns the placeholder; ListEvents of the
     whole log returns the original content, which SearchEvents also finds.
     The event stays active and in place.
+    """
+    token_count_estimated: _builtins.bool
+    """Output only. True while token_count is an estimate: the server estimates
+    an appended event from its bytes and counts it exactly only where a
+    decision needs it (a trigger its bounds cannot settle, a compaction's
+    plan, a usage report), or soon after with --token-counting background.
+    Every compaction decision is the one exact counting makes. False means
+    exact (and is what a server that always counts on append sends).
     """
     @_builtins.property
     def tool_calls(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolCall]:
@@ -342,10 +352,11 @@ class Event(_message.Message):
         token_count: _builtins.int = ...,
         cleared: _builtins.bool = ...,
         reasoning: _abc.Iterable[Global___Reasoning] | None = ...,
+        token_count_estimated: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["archived", b"archived", "author", b"author", "branch", b"branch", "cleared", b"cleared", "create_time", b"create_time", "id", b"id", "metadata", b"metadata", "parts", b"parts", "position", b"position", "reasoning", b"reasoning", "role", b"role", "synthetic", b"synthetic", "text", b"text", "token_count", b"token_count", "tool_calls", b"tool_calls", "tool_results", b"tool_results"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archived", b"archived", "author", b"author", "branch", b"branch", "cleared", b"cleared", "create_time", b"create_time", "id", b"id", "metadata", b"metadata", "parts", b"parts", "position", b"position", "reasoning", b"reasoning", "role", b"role", "synthetic", b"synthetic", "text", b"text", "token_count", b"token_count", "token_count_estimated", b"token_count_estimated", "tool_calls", b"tool_calls", "tool_results", b"tool_results"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

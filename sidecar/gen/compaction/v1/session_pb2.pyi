@@ -104,6 +104,7 @@ class Session(_message.Message):
     MODEL_PROFILE_FIELD_NUMBER: _builtins.int
     CALIBRATION_FIELD_NUMBER: _builtins.int
     AUTO_COMPACTION_PAUSED_FIELD_NUMBER: _builtins.int
+    ACTIVE_TOKENS_ESTIMATED_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """1-128 characters of letters, digits and . _ : ~ @ / + = -"""
     version: _builtins.int
@@ -130,6 +131,11 @@ class Session(_message.Message):
     auto_compaction_paused: _builtins.bool
     """Output only. True after RestoreCompaction with pause_auto_compaction:
     the trigger does not compact on its own until the policy is next set.
+    """
+    active_tokens_estimated: _builtins.bool
+    """Output only. True while active_tokens includes estimates: events whose
+    exact count has not landed yet (Event.token_count_estimated). False
+    means exact.
     """
     @_builtins.property
     def policy(self) -> _policy_pb2.CompactionPolicy:
@@ -179,10 +185,11 @@ class Session(_message.Message):
         model_profile: Global___ModelProfile | None = ...,
         calibration: Global___TokenCalibration | None = ...,
         auto_compaction_paused: _builtins.bool = ...,
+        active_tokens_estimated: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration", "create_time", b"create_time", "model_profile", b"model_profile", "policy", b"policy", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_event_count", b"active_event_count", "active_tokens", b"active_tokens", "auto_compaction_paused", b"auto_compaction_paused", "calibration", b"calibration", "create_time", b"create_time", "labels", b"labels", "last_compaction_id", b"last_compaction_id", "model", b"model", "model_profile", b"model_profile", "policy", b"policy", "session_id", b"session_id", "total_event_count", b"total_event_count", "turn_count", b"turn_count", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_event_count", b"active_event_count", "active_tokens", b"active_tokens", "active_tokens_estimated", b"active_tokens_estimated", "auto_compaction_paused", b"auto_compaction_paused", "calibration", b"calibration", "create_time", b"create_time", "labels", b"labels", "last_compaction_id", b"last_compaction_id", "model", b"model", "model_profile", b"model_profile", "policy", b"policy", "session_id", b"session_id", "total_event_count", b"total_event_count", "turn_count", b"turn_count", "update_time", b"update_time", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file compaction/v1/event.proto.
  */
 export const file_compaction_v1_event: GenFile = /*@__PURE__*/
-  fileDesc("Chljb21wYWN0aW9uL3YxL2V2ZW50LnByb3RvEg1jb21wYWN0aW9uLnYxIk8KCFRvb2xDYWxsEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSFgoOYXJndW1lbnRzX2pzb24YAyABKAkSEQoJc2lnbmF0dXJlGAQgASgMIk4KClRvb2xSZXN1bHQSDwoHY2FsbF9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEg8KB2NvbnRlbnQYAyABKAkSEAoIaXNfZXJyb3IYBCABKAgiNAoEUGFydBIRCgltaW1lX3R5cGUYASABKAkSDAoEZGF0YRgCIAEoDBILCgN1cmkYAyABKAkiSgoJUmVhc29uaW5nEgwKBHRleHQYASABKAkSEQoJc2lnbmF0dXJlGAIgASgMEhAKCHJlZGFjdGVkGAMgASgIEgoKAmlkGAQgASgJIogECgVFdmVudBIKCgJpZBgBIAEoCRIQCghwb3NpdGlvbhgCIAEoAxIhCgRyb2xlGAMgASgOMhMuY29tcGFjdGlvbi52MS5Sb2xlEgwKBHRleHQYBCABKAkSKwoKdG9vbF9jYWxscxgFIAMoCzIXLmNvbXBhY3Rpb24udjEuVG9vbENhbGwSLwoMdG9vbF9yZXN1bHRzGAYgAygLMhkuY29tcGFjdGlvbi52MS5Ub29sUmVzdWx0EiIKBXBhcnRzGAcgAygLMhMuY29tcGFjdGlvbi52MS5QYXJ0Eg4KBmF1dGhvchgIIAEoCRIOCgZicmFuY2gYCSABKAkSNAoIbWV0YWRhdGEYCiADKAsyIi5jb21wYWN0aW9uLnYxLkV2ZW50Lk1ldGFkYXRhRW50cnkSLwoLY3JlYXRlX3RpbWUYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXN5bnRoZXRpYxgMIAEoCBIQCghhcmNoaXZlZBgNIAEoCBITCgt0b2tlbl9jb3VudBgOIAEoBRIPCgdjbGVhcmVkGA8gASgIEisKCXJlYXNvbmluZxgQIAMoCzIYLmNvbXBhY3Rpb24udjEuUmVhc29uaW5nGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASpfCgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABINCglST0xFX1VTRVIQARISCg5ST0xFX0FTU0lTVEFOVBACEg8KC1JPTEVfU1lTVEVNEAMSDQoJUk9MRV9UT09MEARCfwoYZGV2LmNvbXBhY3Rpb25zaWRlY2FyLnYxQgpFdmVudFByb3RvUAFaVWdpdGh1Yi5jb20vY29tcGFjdGlvbi1zaWRlY2FyL2NvbXBhY3Rpb24tc2lkZWNhci9jbGllbnRzL2dvL2NvbXBhY3Rpb252MTtjb21wYWN0aW9udjFiBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("Chljb21wYWN0aW9uL3YxL2V2ZW50LnByb3RvEg1jb21wYWN0aW9uLnYxIk8KCFRvb2xDYWxsEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSFgoOYXJndW1lbnRzX2pzb24YAyABKAkSEQoJc2lnbmF0dXJlGAQgASgMIk4KClRvb2xSZXN1bHQSDwoHY2FsbF9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEg8KB2NvbnRlbnQYAyABKAkSEAoIaXNfZXJyb3IYBCABKAgiNAoEUGFydBIRCgltaW1lX3R5cGUYASABKAkSDAoEZGF0YRgCIAEoDBILCgN1cmkYAyABKAkiSgoJUmVhc29uaW5nEgwKBHRleHQYASABKAkSEQoJc2lnbmF0dXJlGAIgASgMEhAKCHJlZGFjdGVkGAMgASgIEgoKAmlkGAQgASgJIqcECgVFdmVudBIKCgJpZBgBIAEoCRIQCghwb3NpdGlvbhgCIAEoAxIhCgRyb2xlGAMgASgOMhMuY29tcGFjdGlvbi52MS5Sb2xlEgwKBHRleHQYBCABKAkSKwoKdG9vbF9jYWxscxgFIAMoCzIXLmNvbXBhY3Rpb24udjEuVG9vbENhbGwSLwoMdG9vbF9yZXN1bHRzGAYgAygLMhkuY29tcGFjdGlvbi52MS5Ub29sUmVzdWx0EiIKBXBhcnRzGAcgAygLMhMuY29tcGFjdGlvbi52MS5QYXJ0Eg4KBmF1dGhvchgIIAEoCRIOCgZicmFuY2gYCSABKAkSNAoIbWV0YWRhdGEYCiADKAsyIi5jb21wYWN0aW9uLnYxLkV2ZW50Lk1ldGFkYXRhRW50cnkSLwoLY3JlYXRlX3RpbWUYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXN5bnRoZXRpYxgMIAEoCBIQCghhcmNoaXZlZBgNIAEoCBITCgt0b2tlbl9jb3VudBgOIAEoBRIPCgdjbGVhcmVkGA8gASgIEisKCXJlYXNvbmluZxgQIAMoCzIYLmNvbXBhY3Rpb24udjEuUmVhc29uaW5nEh0KFXRva2VuX2NvdW50X2VzdGltYXRlZBgRIAEoCBovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEqXwoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDQoJUk9MRV9VU0VSEAESEgoOUk9MRV9BU1NJU1RBTlQQAhIPCgtST0xFX1NZU1RFTRADEg0KCVJPTEVfVE9PTBAEQn8KGGRldi5jb21wYWN0aW9uc2lkZWNhci52MUIKRXZlbnRQcm90b1ABWlVnaXRodWIuY29tL2NvbXBhY3Rpb24tc2lkZWNhci9jb21wYWN0aW9uLXNpZGVjYXIvY2xpZW50cy9nby9jb21wYWN0aW9udjE7Y29tcGFjdGlvbnYxYgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * A tool invocation requested by the assistant.
@@ -300,7 +300,8 @@ export type Event = Message<"compaction.v1.Event"> & {
 
   /**
    * Output only. The event's tokens as counted for compaction (for a
-   * cleared event in the active window: with its placeholder).
+   * cleared event in the active window: with its placeholder). An estimate
+   * while token_count_estimated is set.
    *
    * @generated from field: int32 token_count = 14;
    */
@@ -324,6 +325,18 @@ export type Event = Message<"compaction.v1.Event"> & {
    * @generated from field: repeated compaction.v1.Reasoning reasoning = 16;
    */
   reasoning: Reasoning[];
+
+  /**
+   * Output only. True while token_count is an estimate: the server estimates
+   * an appended event from its bytes and counts it exactly only where a
+   * decision needs it (a trigger its bounds cannot settle, a compaction's
+   * plan, a usage report), or soon after with --token-counting background.
+   * Every compaction decision is the one exact counting makes. False means
+   * exact (and is what a server that always counts on append sends).
+   *
+   * @generated from field: bool token_count_estimated = 17;
+   */
+  tokenCountEstimated: boolean;
 };
 
 /**

@@ -258,7 +258,7 @@ public final class CompactionServiceProto extends com.google.protobuf.GeneratedF
       "(\tR\tsessionIdB\010\n\006result\"h\n\021GetContextReq" +
       "uest\022\035\n\nsession_id\030\001 \001(\tR\tsessionId\0224\n\006f" +
       "ormat\030\002 \001(\0162\034.compaction.v1.ContextForma" +
-      "tR\006format\"\325\003\n\022GetContextResponse\022,\n\006even" +
+      "tR\006format\"\316\004\n\022GetContextResponse\022,\n\006even" +
       "ts\030\001 \003(\0132\024.compaction.v1.EventR\006events\022\030" +
       "\n\007version\030\002 \001(\003R\007version\022\037\n\013token_count\030" +
       "\003 \001(\005R\ntokenCount\022\035\n\nturn_count\030\004 \001(\005R\tt" +
@@ -270,91 +270,94 @@ public final class CompactionServiceProto extends com.google.protobuf.GeneratedF
       "\030\010 \001(\tR\rcachePrefixId\0220\n\024stable_prefix_t" +
       "okens\030\t \001(\005R\022stablePrefixTokens\0220\n\024stabl" +
       "e_prefix_events\030\n \001(\005R\022stablePrefixEvent" +
-      "s\"\251\001\n\016CompactRequest\022\035\n\nsession_id\030\001 \001(\t" +
-      "R\tsessionId\0227\n\006policy\030\002 \001(\0132\037.compaction" +
-      ".v1.CompactionPolicyR\006policy\022\024\n\005force\030\003 " +
-      "\001(\010R\005force\022)\n\020expected_version\030\004 \001(\003R\017ex" +
-      "pectedVersion\"J\n\017CompactResponse\0227\n\006resu" +
-      "lt\030\001 \001(\0132\037.compaction.v1.CompactionResul" +
-      "tR\006result\"4\n\023WatchSessionRequest\022\035\n\nsess" +
-      "ion_id\030\001 \001(\tR\tsessionId\"}\n\024WatchSessionR" +
-      "esponse\022A\n\ncompaction\030\001 \001(\0132\037.compaction" +
-      ".v1.CompactionResultH\000R\ncompaction\022\030\n\006mi" +
-      "ssed\030\002 \001(\005H\000R\006missedB\010\n\006update\"\217\001\n\021ListE" +
-      "ventsRequest\022\035\n\nsession_id\030\001 \001(\tR\tsessio" +
-      "nId\022\033\n\tpage_size\030\002 \001(\005R\010pageSize\022\035\n\npage" +
-      "_token\030\003 \001(\tR\tpageToken\022\037\n\013active_only\030\004" +
-      " \001(\010R\nactiveOnly\"j\n\022ListEventsResponse\022," +
-      "\n\006events\030\001 \003(\0132\024.compaction.v1.EventR\006ev" +
-      "ents\022&\n\017next_page_token\030\002 \001(\tR\rnextPageT" +
-      "oken\"\274\002\n\023SearchEventsRequest\022\024\n\005query\030\001 " +
-      "\001(\tR\005query\022\035\n\nsession_id\030\002 \001(\tR\tsessionI" +
-      "d\022)\n\005roles\030\003 \003(\0162\023.compaction.v1.RoleR\005r" +
-      "oles\022%\n\016include_active\030\004 \001(\010R\rincludeAct" +
-      "ive\0220\n\005since\030\005 \001(\0132\032.google.protobuf.Tim" +
-      "estampR\005since\0220\n\005until\030\006 \001(\0132\032.google.pr" +
-      "otobuf.TimestampR\005until\022\033\n\tpage_size\030\007 \001" +
-      "(\005R\010pageSize\022\035\n\npage_token\030\010 \001(\tR\tpageTo" +
-      "ken\"\245\001\n\tSearchHit\022\035\n\nsession_id\030\001 \001(\tR\ts" +
-      "essionId\022*\n\005event\030\002 \001(\0132\024.compaction.v1." +
-      "EventR\005event\022\022\n\004rank\030\003 \001(\001R\004rank\022\030\n\007snip" +
-      "pet\030\004 \001(\tR\007snippet\022\037\n\013archived_by\030\005 \001(\tR" +
-      "\narchivedBy\"l\n\024SearchEventsResponse\022,\n\004h" +
-      "its\030\001 \003(\0132\030.compaction.v1.SearchHitR\004hit" +
-      "s\022&\n\017next_page_token\030\002 \001(\tR\rnextPageToke" +
-      "n\"\212\001\n\026ListCompactionsRequest\022\035\n\nsession_" +
-      "id\030\001 \001(\tR\tsessionId\022\033\n\tpage_size\030\002 \001(\005R\010" +
-      "pageSize\022\035\n\npage_token\030\003 \001(\tR\tpageToken\022" +
-      "\025\n\006ids_of\030\004 \001(\tR\005idsOf\"~\n\027ListCompaction" +
-      "sResponse\022;\n\013compactions\030\001 \003(\0132\031.compact" +
-      "ion.v1.CompactionR\013compactions\022&\n\017next_p" +
-      "age_token\030\002 \001(\tR\rnextPageToken\"\275\001\n\030Resto" +
-      "reCompactionRequest\022\035\n\nsession_id\030\001 \001(\tR" +
-      "\tsessionId\022#\n\rcompaction_id\030\002 \001(\tR\014compa" +
-      "ctionId\022)\n\020expected_version\030\003 \001(\003R\017expec" +
-      "tedVersion\0222\n\025pause_auto_compaction\030\004 \001(" +
-      "\010R\023pauseAutoCompaction\"T\n\031RestoreCompact" +
-      "ionResponse\0227\n\006result\030\001 \001(\0132\037.compaction" +
-      ".v1.CompactionResultR\006result*\255\001\n\rContext" +
-      "Format\022\036\n\032CONTEXT_FORMAT_UNSPECIFIED\020\000\022\031" +
-      "\n\025CONTEXT_FORMAT_GEMINI\020\001\022\036\n\032CONTEXT_FOR" +
-      "MAT_OPENAI_CHAT\020\002\022#\n\037CONTEXT_FORMAT_OPEN" +
-      "AI_RESPONSES\020\003\022\034\n\030CONTEXT_FORMAT_ANTHROP" +
-      "IC\020\0042\320\t\n\021CompactionService\022L\n\rCreateSess" +
-      "ion\022#.compaction.v1.CreateSessionRequest" +
-      "\032\026.compaction.v1.Session\022F\n\nGetSession\022 " +
-      ".compaction.v1.GetSessionRequest\032\026.compa" +
-      "ction.v1.Session\022W\n\014ListSessions\022\".compa" +
-      "ction.v1.ListSessionsRequest\032#.compactio" +
-      "n.v1.ListSessionsResponse\022L\n\rUpdateSessi" +
-      "on\022#.compaction.v1.UpdateSessionRequest\032" +
-      "\026.compaction.v1.Session\022Z\n\rDeleteSession" +
-      "\022#.compaction.v1.DeleteSessionRequest\032$." +
-      "compaction.v1.DeleteSessionResponse\022W\n\014A" +
-      "ppendEvents\022\".compaction.v1.AppendEvents" +
-      "Request\032#.compaction.v1.AppendEventsResp" +
-      "onse\022[\n\014StreamEvents\022\".compaction.v1.Str" +
-      "eamEventsRequest\032#.compaction.v1.StreamE" +
-      "ventsResponse(\0010\001\022Q\n\nGetContext\022 .compac" +
-      "tion.v1.GetContextRequest\032!.compaction.v" +
-      "1.GetContextResponse\022H\n\007Compact\022\035.compac" +
-      "tion.v1.CompactRequest\032\036.compaction.v1.C" +
-      "ompactResponse\022Y\n\014WatchSession\022\".compact" +
-      "ion.v1.WatchSessionRequest\032#.compaction." +
-      "v1.WatchSessionResponse0\001\022Q\n\nListEvents\022" +
-      " .compaction.v1.ListEventsRequest\032!.comp" +
-      "action.v1.ListEventsResponse\022W\n\014SearchEv" +
-      "ents\022\".compaction.v1.SearchEventsRequest" +
-      "\032#.compaction.v1.SearchEventsResponse\022`\n" +
-      "\017ListCompactions\022%.compaction.v1.ListCom" +
-      "pactionsRequest\032&.compaction.v1.ListComp" +
-      "actionsResponse\022f\n\021RestoreCompaction\022\'.c" +
-      "ompaction.v1.RestoreCompactionRequest\032(." +
-      "compaction.v1.RestoreCompactionResponseB" +
-      "\213\001\n\030dev.compactionsidecar.v1B\026Compaction" +
-      "ServiceProtoP\001ZUgithub.com/compaction-si" +
-      "decar/compaction-sidecar/clients/go/comp" +
-      "actionv1;compactionv1b\006proto3"
+      "s\0222\n\025token_count_estimated\030\014 \001(\010R\023tokenC" +
+      "ountEstimated\022C\n\036stable_prefix_tokens_es" +
+      "timated\030\r \001(\010R\033stablePrefixTokensEstimat" +
+      "ed\"\251\001\n\016CompactRequest\022\035\n\nsession_id\030\001 \001(" +
+      "\tR\tsessionId\0227\n\006policy\030\002 \001(\0132\037.compactio" +
+      "n.v1.CompactionPolicyR\006policy\022\024\n\005force\030\003" +
+      " \001(\010R\005force\022)\n\020expected_version\030\004 \001(\003R\017e" +
+      "xpectedVersion\"J\n\017CompactResponse\0227\n\006res" +
+      "ult\030\001 \001(\0132\037.compaction.v1.CompactionResu" +
+      "ltR\006result\"4\n\023WatchSessionRequest\022\035\n\nses" +
+      "sion_id\030\001 \001(\tR\tsessionId\"}\n\024WatchSession" +
+      "Response\022A\n\ncompaction\030\001 \001(\0132\037.compactio" +
+      "n.v1.CompactionResultH\000R\ncompaction\022\030\n\006m" +
+      "issed\030\002 \001(\005H\000R\006missedB\010\n\006update\"\217\001\n\021List" +
+      "EventsRequest\022\035\n\nsession_id\030\001 \001(\tR\tsessi" +
+      "onId\022\033\n\tpage_size\030\002 \001(\005R\010pageSize\022\035\n\npag" +
+      "e_token\030\003 \001(\tR\tpageToken\022\037\n\013active_only\030" +
+      "\004 \001(\010R\nactiveOnly\"j\n\022ListEventsResponse\022" +
+      ",\n\006events\030\001 \003(\0132\024.compaction.v1.EventR\006e" +
+      "vents\022&\n\017next_page_token\030\002 \001(\tR\rnextPage" +
+      "Token\"\274\002\n\023SearchEventsRequest\022\024\n\005query\030\001" +
+      " \001(\tR\005query\022\035\n\nsession_id\030\002 \001(\tR\tsession" +
+      "Id\022)\n\005roles\030\003 \003(\0162\023.compaction.v1.RoleR\005" +
+      "roles\022%\n\016include_active\030\004 \001(\010R\rincludeAc" +
+      "tive\0220\n\005since\030\005 \001(\0132\032.google.protobuf.Ti" +
+      "mestampR\005since\0220\n\005until\030\006 \001(\0132\032.google.p" +
+      "rotobuf.TimestampR\005until\022\033\n\tpage_size\030\007 " +
+      "\001(\005R\010pageSize\022\035\n\npage_token\030\010 \001(\tR\tpageT" +
+      "oken\"\245\001\n\tSearchHit\022\035\n\nsession_id\030\001 \001(\tR\t" +
+      "sessionId\022*\n\005event\030\002 \001(\0132\024.compaction.v1" +
+      ".EventR\005event\022\022\n\004rank\030\003 \001(\001R\004rank\022\030\n\007sni" +
+      "ppet\030\004 \001(\tR\007snippet\022\037\n\013archived_by\030\005 \001(\t" +
+      "R\narchivedBy\"l\n\024SearchEventsResponse\022,\n\004" +
+      "hits\030\001 \003(\0132\030.compaction.v1.SearchHitR\004hi" +
+      "ts\022&\n\017next_page_token\030\002 \001(\tR\rnextPageTok" +
+      "en\"\212\001\n\026ListCompactionsRequest\022\035\n\nsession" +
+      "_id\030\001 \001(\tR\tsessionId\022\033\n\tpage_size\030\002 \001(\005R" +
+      "\010pageSize\022\035\n\npage_token\030\003 \001(\tR\tpageToken" +
+      "\022\025\n\006ids_of\030\004 \001(\tR\005idsOf\"~\n\027ListCompactio" +
+      "nsResponse\022;\n\013compactions\030\001 \003(\0132\031.compac" +
+      "tion.v1.CompactionR\013compactions\022&\n\017next_" +
+      "page_token\030\002 \001(\tR\rnextPageToken\"\275\001\n\030Rest" +
+      "oreCompactionRequest\022\035\n\nsession_id\030\001 \001(\t" +
+      "R\tsessionId\022#\n\rcompaction_id\030\002 \001(\tR\014comp" +
+      "actionId\022)\n\020expected_version\030\003 \001(\003R\017expe" +
+      "ctedVersion\0222\n\025pause_auto_compaction\030\004 \001" +
+      "(\010R\023pauseAutoCompaction\"T\n\031RestoreCompac" +
+      "tionResponse\0227\n\006result\030\001 \001(\0132\037.compactio" +
+      "n.v1.CompactionResultR\006result*\255\001\n\rContex" +
+      "tFormat\022\036\n\032CONTEXT_FORMAT_UNSPECIFIED\020\000\022" +
+      "\031\n\025CONTEXT_FORMAT_GEMINI\020\001\022\036\n\032CONTEXT_FO" +
+      "RMAT_OPENAI_CHAT\020\002\022#\n\037CONTEXT_FORMAT_OPE" +
+      "NAI_RESPONSES\020\003\022\034\n\030CONTEXT_FORMAT_ANTHRO" +
+      "PIC\020\0042\320\t\n\021CompactionService\022L\n\rCreateSes" +
+      "sion\022#.compaction.v1.CreateSessionReques" +
+      "t\032\026.compaction.v1.Session\022F\n\nGetSession\022" +
+      " .compaction.v1.GetSessionRequest\032\026.comp" +
+      "action.v1.Session\022W\n\014ListSessions\022\".comp" +
+      "action.v1.ListSessionsRequest\032#.compacti" +
+      "on.v1.ListSessionsResponse\022L\n\rUpdateSess" +
+      "ion\022#.compaction.v1.UpdateSessionRequest" +
+      "\032\026.compaction.v1.Session\022Z\n\rDeleteSessio" +
+      "n\022#.compaction.v1.DeleteSessionRequest\032$" +
+      ".compaction.v1.DeleteSessionResponse\022W\n\014" +
+      "AppendEvents\022\".compaction.v1.AppendEvent" +
+      "sRequest\032#.compaction.v1.AppendEventsRes" +
+      "ponse\022[\n\014StreamEvents\022\".compaction.v1.St" +
+      "reamEventsRequest\032#.compaction.v1.Stream" +
+      "EventsResponse(\0010\001\022Q\n\nGetContext\022 .compa" +
+      "ction.v1.GetContextRequest\032!.compaction." +
+      "v1.GetContextResponse\022H\n\007Compact\022\035.compa" +
+      "ction.v1.CompactRequest\032\036.compaction.v1." +
+      "CompactResponse\022Y\n\014WatchSession\022\".compac" +
+      "tion.v1.WatchSessionRequest\032#.compaction" +
+      ".v1.WatchSessionResponse0\001\022Q\n\nListEvents" +
+      "\022 .compaction.v1.ListEventsRequest\032!.com" +
+      "paction.v1.ListEventsResponse\022W\n\014SearchE" +
+      "vents\022\".compaction.v1.SearchEventsReques" +
+      "t\032#.compaction.v1.SearchEventsResponse\022`" +
+      "\n\017ListCompactions\022%.compaction.v1.ListCo" +
+      "mpactionsRequest\032&.compaction.v1.ListCom" +
+      "pactionsResponse\022f\n\021RestoreCompaction\022\'." +
+      "compaction.v1.RestoreCompactionRequest\032(" +
+      ".compaction.v1.RestoreCompactionResponse" +
+      "B\213\001\n\030dev.compactionsidecar.v1B\026Compactio" +
+      "nServiceProtoP\001ZUgithub.com/compaction-s" +
+      "idecar/compaction-sidecar/clients/go/com" +
+      "pactionv1;compactionv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -473,7 +476,7 @@ public final class CompactionServiceProto extends com.google.protobuf.GeneratedF
     internal_static_compaction_v1_GetContextResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_GetContextResponse_descriptor,
-        new java.lang.String[] { "Events", "Version", "TokenCount", "TurnCount", "ContentOmitted", "EventsOmitted", "RenderedJson", "EstimatedPromptTokens", "CachePrefixId", "StablePrefixTokens", "StablePrefixEvents", });
+        new java.lang.String[] { "Events", "Version", "TokenCount", "TurnCount", "ContentOmitted", "EventsOmitted", "RenderedJson", "EstimatedPromptTokens", "CachePrefixId", "StablePrefixTokens", "StablePrefixEvents", "TokenCountEstimated", "StablePrefixTokensEstimated", });
     internal_static_compaction_v1_CompactRequest_descriptor =
       getDescriptor().getMessageType(15);
     internal_static_compaction_v1_CompactRequest_fieldAccessorTable = new

@@ -659,7 +659,8 @@ java.lang.String defaultValue) {
   /**
    * <pre>
    * Output only. The event's tokens as counted for compaction (for a
-   * cleared event in the active window: with its placeholder).
+   * cleared event in the active window: with its placeholder). An estimate
+   * while token_count_estimated is set.
    * </pre>
    *
    * <code>int32 token_count = 14 [json_name = "tokenCount"];</code>
@@ -755,6 +756,26 @@ java.lang.String defaultValue) {
     return reasoning_.get(index);
   }
 
+  public static final int TOKEN_COUNT_ESTIMATED_FIELD_NUMBER = 17;
+  private boolean tokenCountEstimated_ = false;
+  /**
+   * <pre>
+   * Output only. True while token_count is an estimate: the server estimates
+   * an appended event from its bytes and counts it exactly only where a
+   * decision needs it (a trigger its bounds cannot settle, a compaction's
+   * plan, a usage report), or soon after with --token-counting background.
+   * Every compaction decision is the one exact counting makes. False means
+   * exact (and is what a server that always counts on append sends).
+   * </pre>
+   *
+   * <code>bool token_count_estimated = 17 [json_name = "tokenCountEstimated"];</code>
+   * @return The tokenCountEstimated.
+   */
+  @java.lang.Override
+  public boolean getTokenCountEstimated() {
+    return tokenCountEstimated_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -819,6 +840,9 @@ java.lang.String defaultValue) {
     }
     for (int i = 0; i < reasoning_.size(); i++) {
       output.writeMessage(16, reasoning_.get(i));
+    }
+    if (tokenCountEstimated_ != false) {
+      output.writeBool(17, tokenCountEstimated_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -910,6 +934,10 @@ java.lang.String defaultValue) {
           }
           size += 2 * count;
         }
+    if (tokenCountEstimated_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(17, tokenCountEstimated_);
+    }
     return size;
   }
   @java.lang.Override
@@ -968,6 +996,8 @@ java.lang.String defaultValue) {
         != other.getCleared()) return false;
     if (!getReasoningList()
         .equals(other.getReasoningList())) return false;
+    if (getTokenCountEstimated()
+        != other.getTokenCountEstimated()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -1027,6 +1057,9 @@ java.lang.String defaultValue) {
       hash = (37 * hash) + REASONING_FIELD_NUMBER;
       hash = (53 * hash) + getReasoningList().hashCode();
     }
+    hash = (37 * hash) + TOKEN_COUNT_ESTIMATED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getTokenCountEstimated());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -1238,6 +1271,7 @@ java.lang.String defaultValue) {
         reasoningBuilder_.clear();
       }
       bitField0_ = (bitField0_ & ~0x00008000);
+      tokenCountEstimated_ = false;
       return this;
     }
 
@@ -1351,6 +1385,9 @@ java.lang.String defaultValue) {
       }
       if (((from_bitField0_ & 0x00004000) != 0)) {
         result.cleared_ = cleared_;
+      }
+      if (((from_bitField0_ & 0x00010000) != 0)) {
+        result.tokenCountEstimated_ = tokenCountEstimated_;
       }
       result.bitField0_ |= to_bitField0_;
     }
@@ -1515,6 +1552,9 @@ java.lang.String defaultValue) {
           }
         }
       }
+      if (other.getTokenCountEstimated() != false) {
+        setTokenCountEstimated(other.getTokenCountEstimated());
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -1657,6 +1697,11 @@ java.lang.String defaultValue) {
               }
               break;
             } // case 130
+            case 136: {
+              tokenCountEstimated_ = input.readBool();
+              bitField0_ |= 0x00010000;
+              break;
+            } // case 136
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -3491,7 +3536,8 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * Output only. The event's tokens as counted for compaction (for a
-     * cleared event in the active window: with its placeholder).
+     * cleared event in the active window: with its placeholder). An estimate
+     * while token_count_estimated is set.
      * </pre>
      *
      * <code>int32 token_count = 14 [json_name = "tokenCount"];</code>
@@ -3504,7 +3550,8 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * Output only. The event's tokens as counted for compaction (for a
-     * cleared event in the active window: with its placeholder).
+     * cleared event in the active window: with its placeholder). An estimate
+     * while token_count_estimated is set.
      * </pre>
      *
      * <code>int32 token_count = 14 [json_name = "tokenCount"];</code>
@@ -3521,7 +3568,8 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * Output only. The event's tokens as counted for compaction (for a
-     * cleared event in the active window: with its placeholder).
+     * cleared event in the active window: with its placeholder). An estimate
+     * while token_count_estimated is set.
      * </pre>
      *
      * <code>int32 token_count = 14 [json_name = "tokenCount"];</code>
@@ -3912,6 +3960,65 @@ java.lang.String defaultValue) {
         reasoning_ = null;
       }
       return reasoningBuilder_;
+    }
+
+    private boolean tokenCountEstimated_ ;
+    /**
+     * <pre>
+     * Output only. True while token_count is an estimate: the server estimates
+     * an appended event from its bytes and counts it exactly only where a
+     * decision needs it (a trigger its bounds cannot settle, a compaction's
+     * plan, a usage report), or soon after with --token-counting background.
+     * Every compaction decision is the one exact counting makes. False means
+     * exact (and is what a server that always counts on append sends).
+     * </pre>
+     *
+     * <code>bool token_count_estimated = 17 [json_name = "tokenCountEstimated"];</code>
+     * @return The tokenCountEstimated.
+     */
+    @java.lang.Override
+    public boolean getTokenCountEstimated() {
+      return tokenCountEstimated_;
+    }
+    /**
+     * <pre>
+     * Output only. True while token_count is an estimate: the server estimates
+     * an appended event from its bytes and counts it exactly only where a
+     * decision needs it (a trigger its bounds cannot settle, a compaction's
+     * plan, a usage report), or soon after with --token-counting background.
+     * Every compaction decision is the one exact counting makes. False means
+     * exact (and is what a server that always counts on append sends).
+     * </pre>
+     *
+     * <code>bool token_count_estimated = 17 [json_name = "tokenCountEstimated"];</code>
+     * @param value The tokenCountEstimated to set.
+     * @return This builder for chaining.
+     */
+    public Builder setTokenCountEstimated(boolean value) {
+
+      tokenCountEstimated_ = value;
+      bitField0_ |= 0x00010000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. True while token_count is an estimate: the server estimates
+     * an appended event from its bytes and counts it exactly only where a
+     * decision needs it (a trigger its bounds cannot settle, a compaction's
+     * plan, a usage report), or soon after with --token-counting background.
+     * Every compaction decision is the one exact counting makes. False means
+     * exact (and is what a server that always counts on append sends).
+     * </pre>
+     *
+     * <code>bool token_count_estimated = 17 [json_name = "tokenCountEstimated"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearTokenCountEstimated() {
+      bitField0_ = (bitField0_ & ~0x00010000);
+      tokenCountEstimated_ = false;
+      onChanged();
+      return this;
     }
 
     // @@protoc_insertion_point(builder_scope:compaction.v1.Event)

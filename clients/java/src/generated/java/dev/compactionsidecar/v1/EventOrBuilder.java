@@ -360,7 +360,8 @@ java.lang.String defaultValue);
   /**
    * <pre>
    * Output only. The event's tokens as counted for compaction (for a
-   * cleared event in the active window: with its placeholder).
+   * cleared event in the active window: with its placeholder). An estimate
+   * while token_count_estimated is set.
    * </pre>
    *
    * <code>int32 token_count = 14 [json_name = "tokenCount"];</code>
@@ -430,4 +431,19 @@ java.lang.String defaultValue);
    */
   dev.compactionsidecar.v1.ReasoningOrBuilder getReasoningOrBuilder(
       int index);
+
+  /**
+   * <pre>
+   * Output only. True while token_count is an estimate: the server estimates
+   * an appended event from its bytes and counts it exactly only where a
+   * decision needs it (a trigger its bounds cannot settle, a compaction's
+   * plan, a usage report), or soon after with --token-counting background.
+   * Every compaction decision is the one exact counting makes. False means
+   * exact (and is what a server that always counts on append sends).
+   * </pre>
+   *
+   * <code>bool token_count_estimated = 17 [json_name = "tokenCountEstimated"];</code>
+   * @return The tokenCountEstimated.
+   */
+  boolean getTokenCountEstimated();
 }

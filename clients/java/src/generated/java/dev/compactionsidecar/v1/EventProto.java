@@ -77,7 +77,7 @@ public final class EventProto extends com.google.protobuf.GeneratedFile {
       "a\022\020\n\003uri\030\003 \001(\tR\003uri\"i\n\tReasoning\022\022\n\004text" +
       "\030\001 \001(\tR\004text\022\034\n\tsignature\030\002 \001(\014R\tsignatu" +
       "re\022\032\n\010redacted\030\003 \001(\010R\010redacted\022\016\n\002id\030\004 \001" +
-      "(\tR\002id\"\250\005\n\005Event\022\016\n\002id\030\001 \001(\tR\002id\022\032\n\010posi" +
+      "(\tR\002id\"\334\005\n\005Event\022\016\n\002id\030\001 \001(\tR\002id\022\032\n\010posi" +
       "tion\030\002 \001(\003R\010position\022\'\n\004role\030\003 \001(\0162\023.com" +
       "paction.v1.RoleR\004role\022\022\n\004text\030\004 \001(\tR\004tex" +
       "t\0226\n\ntool_calls\030\005 \003(\0132\027.compaction.v1.To" +
@@ -92,15 +92,16 @@ public final class EventProto extends com.google.protobuf.GeneratedFile {
       "hetic\022\032\n\010archived\030\r \001(\010R\010archived\022\037\n\013tok" +
       "en_count\030\016 \001(\005R\ntokenCount\022\030\n\007cleared\030\017 " +
       "\001(\010R\007cleared\0226\n\treasoning\030\020 \003(\0132\030.compac" +
-      "tion.v1.ReasoningR\treasoning\032;\n\rMetadata" +
-      "Entry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005value\030\002 \001(\tR\005" +
-      "value:\0028\001*_\n\004Role\022\024\n\020ROLE_UNSPECIFIED\020\000\022" +
-      "\r\n\tROLE_USER\020\001\022\022\n\016ROLE_ASSISTANT\020\002\022\017\n\013RO" +
-      "LE_SYSTEM\020\003\022\r\n\tROLE_TOOL\020\004B\177\n\030dev.compac" +
-      "tionsidecar.v1B\nEventProtoP\001ZUgithub.com" +
-      "/compaction-sidecar/compaction-sidecar/c" +
-      "lients/go/compactionv1;compactionv1b\006pro" +
-      "to3"
+      "tion.v1.ReasoningR\treasoning\0222\n\025token_co" +
+      "unt_estimated\030\021 \001(\010R\023tokenCountEstimated" +
+      "\032;\n\rMetadataEntry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005v" +
+      "alue\030\002 \001(\tR\005value:\0028\001*_\n\004Role\022\024\n\020ROLE_UN" +
+      "SPECIFIED\020\000\022\r\n\tROLE_USER\020\001\022\022\n\016ROLE_ASSIS" +
+      "TANT\020\002\022\017\n\013ROLE_SYSTEM\020\003\022\r\n\tROLE_TOOL\020\004B\177" +
+      "\n\030dev.compactionsidecar.v1B\nEventProtoP\001" +
+      "ZUgithub.com/compaction-sidecar/compacti" +
+      "on-sidecar/clients/go/compactionv1;compa" +
+      "ctionv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -136,7 +137,7 @@ public final class EventProto extends com.google.protobuf.GeneratedFile {
     internal_static_compaction_v1_Event_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_Event_descriptor,
-        new java.lang.String[] { "Id", "Position", "Role", "Text", "ToolCalls", "ToolResults", "Parts", "Author", "Branch", "Metadata", "CreateTime", "Synthetic", "Archived", "TokenCount", "Cleared", "Reasoning", });
+        new java.lang.String[] { "Id", "Position", "Role", "Text", "ToolCalls", "ToolResults", "Parts", "Author", "Branch", "Metadata", "CreateTime", "Synthetic", "Archived", "TokenCount", "Cleared", "Reasoning", "TokenCountEstimated", });
     internal_static_compaction_v1_Event_MetadataEntry_descriptor =
       internal_static_compaction_v1_Event_descriptor.getNestedType(0);
     internal_static_compaction_v1_Event_MetadataEntry_fieldAccessorTable = new

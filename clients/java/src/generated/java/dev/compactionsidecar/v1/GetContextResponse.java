@@ -373,6 +373,38 @@ private static final long serialVersionUID = 0L;
     return stablePrefixEvents_;
   }
 
+  public static final int TOKEN_COUNT_ESTIMATED_FIELD_NUMBER = 12;
+  private boolean tokenCountEstimated_ = false;
+  /**
+   * <pre>
+   * True while token_count (and so estimated_prompt_tokens) includes
+   * estimates: events whose exact count has not landed yet
+   * (Event.token_count_estimated). False means exact.
+   * </pre>
+   *
+   * <code>bool token_count_estimated = 12 [json_name = "tokenCountEstimated"];</code>
+   * @return The tokenCountEstimated.
+   */
+  @java.lang.Override
+  public boolean getTokenCountEstimated() {
+    return tokenCountEstimated_;
+  }
+
+  public static final int STABLE_PREFIX_TOKENS_ESTIMATED_FIELD_NUMBER = 13;
+  private boolean stablePrefixTokensEstimated_ = false;
+  /**
+   * <pre>
+   * True while stable_prefix_tokens includes estimates. False means exact.
+   * </pre>
+   *
+   * <code>bool stable_prefix_tokens_estimated = 13 [json_name = "stablePrefixTokensEstimated"];</code>
+   * @return The stablePrefixTokensEstimated.
+   */
+  @java.lang.Override
+  public boolean getStablePrefixTokensEstimated() {
+    return stablePrefixTokensEstimated_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -419,6 +451,12 @@ private static final long serialVersionUID = 0L;
     }
     if (eventsOmitted_ != false) {
       output.writeBool(11, eventsOmitted_);
+    }
+    if (tokenCountEstimated_ != false) {
+      output.writeBool(12, tokenCountEstimated_);
+    }
+    if (stablePrefixTokensEstimated_ != false) {
+      output.writeBool(13, stablePrefixTokensEstimated_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -471,6 +509,14 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(11, eventsOmitted_);
     }
+    if (tokenCountEstimated_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(12, tokenCountEstimated_);
+    }
+    if (stablePrefixTokensEstimated_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(13, stablePrefixTokensEstimated_);
+    }
     return size;
   }
   @java.lang.Override
@@ -517,6 +563,10 @@ private static final long serialVersionUID = 0L;
         != other.getStablePrefixTokens()) return false;
     if (getStablePrefixEvents()
         != other.getStablePrefixEvents()) return false;
+    if (getTokenCountEstimated()
+        != other.getTokenCountEstimated()) return false;
+    if (getStablePrefixTokensEstimated()
+        != other.getStablePrefixTokensEstimated()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -555,6 +605,12 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getStablePrefixTokens();
     hash = (37 * hash) + STABLE_PREFIX_EVENTS_FIELD_NUMBER;
     hash = (53 * hash) + getStablePrefixEvents();
+    hash = (37 * hash) + TOKEN_COUNT_ESTIMATED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getTokenCountEstimated());
+    hash = (37 * hash) + STABLE_PREFIX_TOKENS_ESTIMATED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getStablePrefixTokensEstimated());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -707,6 +763,8 @@ private static final long serialVersionUID = 0L;
       cachePrefixId_ = "";
       stablePrefixTokens_ = 0;
       stablePrefixEvents_ = 0;
+      tokenCountEstimated_ = false;
+      stablePrefixTokensEstimated_ = false;
       return this;
     }
 
@@ -783,6 +841,12 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000400) != 0)) {
         result.stablePrefixEvents_ = stablePrefixEvents_;
       }
+      if (((from_bitField0_ & 0x00000800) != 0)) {
+        result.tokenCountEstimated_ = tokenCountEstimated_;
+      }
+      if (((from_bitField0_ & 0x00001000) != 0)) {
+        result.stablePrefixTokensEstimated_ = stablePrefixTokensEstimated_;
+      }
     }
 
     @java.lang.Override
@@ -856,6 +920,12 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getStablePrefixEvents() != 0) {
         setStablePrefixEvents(other.getStablePrefixEvents());
+      }
+      if (other.getTokenCountEstimated() != false) {
+        setTokenCountEstimated(other.getTokenCountEstimated());
+      }
+      if (other.getStablePrefixTokensEstimated() != false) {
+        setStablePrefixTokensEstimated(other.getStablePrefixTokensEstimated());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -944,6 +1014,16 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000020;
               break;
             } // case 88
+            case 96: {
+              tokenCountEstimated_ = input.readBool();
+              bitField0_ |= 0x00000800;
+              break;
+            } // case 96
+            case 104: {
+              stablePrefixTokensEstimated_ = input.readBool();
+              bitField0_ |= 0x00001000;
+              break;
+            } // case 104
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1914,6 +1994,100 @@ private static final long serialVersionUID = 0L;
     public Builder clearStablePrefixEvents() {
       bitField0_ = (bitField0_ & ~0x00000400);
       stablePrefixEvents_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private boolean tokenCountEstimated_ ;
+    /**
+     * <pre>
+     * True while token_count (and so estimated_prompt_tokens) includes
+     * estimates: events whose exact count has not landed yet
+     * (Event.token_count_estimated). False means exact.
+     * </pre>
+     *
+     * <code>bool token_count_estimated = 12 [json_name = "tokenCountEstimated"];</code>
+     * @return The tokenCountEstimated.
+     */
+    @java.lang.Override
+    public boolean getTokenCountEstimated() {
+      return tokenCountEstimated_;
+    }
+    /**
+     * <pre>
+     * True while token_count (and so estimated_prompt_tokens) includes
+     * estimates: events whose exact count has not landed yet
+     * (Event.token_count_estimated). False means exact.
+     * </pre>
+     *
+     * <code>bool token_count_estimated = 12 [json_name = "tokenCountEstimated"];</code>
+     * @param value The tokenCountEstimated to set.
+     * @return This builder for chaining.
+     */
+    public Builder setTokenCountEstimated(boolean value) {
+
+      tokenCountEstimated_ = value;
+      bitField0_ |= 0x00000800;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * True while token_count (and so estimated_prompt_tokens) includes
+     * estimates: events whose exact count has not landed yet
+     * (Event.token_count_estimated). False means exact.
+     * </pre>
+     *
+     * <code>bool token_count_estimated = 12 [json_name = "tokenCountEstimated"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearTokenCountEstimated() {
+      bitField0_ = (bitField0_ & ~0x00000800);
+      tokenCountEstimated_ = false;
+      onChanged();
+      return this;
+    }
+
+    private boolean stablePrefixTokensEstimated_ ;
+    /**
+     * <pre>
+     * True while stable_prefix_tokens includes estimates. False means exact.
+     * </pre>
+     *
+     * <code>bool stable_prefix_tokens_estimated = 13 [json_name = "stablePrefixTokensEstimated"];</code>
+     * @return The stablePrefixTokensEstimated.
+     */
+    @java.lang.Override
+    public boolean getStablePrefixTokensEstimated() {
+      return stablePrefixTokensEstimated_;
+    }
+    /**
+     * <pre>
+     * True while stable_prefix_tokens includes estimates. False means exact.
+     * </pre>
+     *
+     * <code>bool stable_prefix_tokens_estimated = 13 [json_name = "stablePrefixTokensEstimated"];</code>
+     * @param value The stablePrefixTokensEstimated to set.
+     * @return This builder for chaining.
+     */
+    public Builder setStablePrefixTokensEstimated(boolean value) {
+
+      stablePrefixTokensEstimated_ = value;
+      bitField0_ |= 0x00001000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * True while stable_prefix_tokens includes estimates. False means exact.
+     * </pre>
+     *
+     * <code>bool stable_prefix_tokens_estimated = 13 [json_name = "stablePrefixTokensEstimated"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearStablePrefixTokensEstimated() {
+      bitField0_ = (bitField0_ & ~0x00001000);
+      stablePrefixTokensEstimated_ = false;
       onChanged();
       return this;
     }

@@ -216,4 +216,26 @@ public interface GetContextResponseOrBuilder extends
    * @return The stablePrefixEvents.
    */
   int getStablePrefixEvents();
+
+  /**
+   * <pre>
+   * True while token_count (and so estimated_prompt_tokens) includes
+   * estimates: events whose exact count has not landed yet
+   * (Event.token_count_estimated). False means exact.
+   * </pre>
+   *
+   * <code>bool token_count_estimated = 12 [json_name = "tokenCountEstimated"];</code>
+   * @return The tokenCountEstimated.
+   */
+  boolean getTokenCountEstimated();
+
+  /**
+   * <pre>
+   * True while stable_prefix_tokens includes estimates. False means exact.
+   * </pre>
+   *
+   * <code>bool stable_prefix_tokens_estimated = 13 [json_name = "stablePrefixTokensEstimated"];</code>
+   * @return The stablePrefixTokensEstimated.
+   */
+  boolean getStablePrefixTokensEstimated();
 }

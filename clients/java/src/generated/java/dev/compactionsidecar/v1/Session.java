@@ -603,6 +603,23 @@ java.lang.String defaultValue) {
     return autoCompactionPaused_;
   }
 
+  public static final int ACTIVE_TOKENS_ESTIMATED_FIELD_NUMBER = 16;
+  private boolean activeTokensEstimated_ = false;
+  /**
+   * <pre>
+   * Output only. True while active_tokens includes estimates: events whose
+   * exact count has not landed yet (Event.token_count_estimated). False
+   * means exact.
+   * </pre>
+   *
+   * <code>bool active_tokens_estimated = 16 [json_name = "activeTokensEstimated"];</code>
+   * @return The activeTokensEstimated.
+   */
+  @java.lang.Override
+  public boolean getActiveTokensEstimated() {
+    return activeTokensEstimated_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -664,6 +681,9 @@ java.lang.String defaultValue) {
     }
     if (autoCompactionPaused_ != false) {
       output.writeBool(15, autoCompactionPaused_);
+    }
+    if (activeTokensEstimated_ != false) {
+      output.writeBool(16, activeTokensEstimated_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -731,6 +751,10 @@ java.lang.String defaultValue) {
     if (autoCompactionPaused_ != false) {
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(15, autoCompactionPaused_);
+    }
+    if (activeTokensEstimated_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(16, activeTokensEstimated_);
     }
     return size;
   }
@@ -801,6 +825,8 @@ java.lang.String defaultValue) {
     }
     if (getAutoCompactionPaused()
         != other.getAutoCompactionPaused()) return false;
+    if (getActiveTokensEstimated()
+        != other.getActiveTokensEstimated()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -857,6 +883,9 @@ java.lang.String defaultValue) {
     hash = (37 * hash) + AUTO_COMPACTION_PAUSED_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getAutoCompactionPaused());
+    hash = (37 * hash) + ACTIVE_TOKENS_ESTIMATED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getActiveTokensEstimated());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -1059,6 +1088,7 @@ java.lang.String defaultValue) {
         calibrationBuilder_ = null;
       }
       autoCompactionPaused_ = false;
+      activeTokensEstimated_ = false;
       return this;
     }
 
@@ -1154,6 +1184,9 @@ java.lang.String defaultValue) {
       if (((from_bitField0_ & 0x00004000) != 0)) {
         result.autoCompactionPaused_ = autoCompactionPaused_;
       }
+      if (((from_bitField0_ & 0x00008000) != 0)) {
+        result.activeTokensEstimated_ = activeTokensEstimated_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -1219,6 +1252,9 @@ java.lang.String defaultValue) {
       }
       if (other.getAutoCompactionPaused() != false) {
         setAutoCompactionPaused(other.getAutoCompactionPaused());
+      }
+      if (other.getActiveTokensEstimated() != false) {
+        setActiveTokensEstimated(other.getActiveTokensEstimated());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -1333,6 +1369,11 @@ java.lang.String defaultValue) {
               bitField0_ |= 0x00004000;
               break;
             } // case 120
+            case 128: {
+              activeTokensEstimated_ = input.readBool();
+              bitField0_ |= 0x00008000;
+              break;
+            } // case 128
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2869,6 +2910,56 @@ java.lang.String defaultValue) {
     public Builder clearAutoCompactionPaused() {
       bitField0_ = (bitField0_ & ~0x00004000);
       autoCompactionPaused_ = false;
+      onChanged();
+      return this;
+    }
+
+    private boolean activeTokensEstimated_ ;
+    /**
+     * <pre>
+     * Output only. True while active_tokens includes estimates: events whose
+     * exact count has not landed yet (Event.token_count_estimated). False
+     * means exact.
+     * </pre>
+     *
+     * <code>bool active_tokens_estimated = 16 [json_name = "activeTokensEstimated"];</code>
+     * @return The activeTokensEstimated.
+     */
+    @java.lang.Override
+    public boolean getActiveTokensEstimated() {
+      return activeTokensEstimated_;
+    }
+    /**
+     * <pre>
+     * Output only. True while active_tokens includes estimates: events whose
+     * exact count has not landed yet (Event.token_count_estimated). False
+     * means exact.
+     * </pre>
+     *
+     * <code>bool active_tokens_estimated = 16 [json_name = "activeTokensEstimated"];</code>
+     * @param value The activeTokensEstimated to set.
+     * @return This builder for chaining.
+     */
+    public Builder setActiveTokensEstimated(boolean value) {
+
+      activeTokensEstimated_ = value;
+      bitField0_ |= 0x00008000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Output only. True while active_tokens includes estimates: events whose
+     * exact count has not landed yet (Event.token_count_estimated). False
+     * means exact.
+     * </pre>
+     *
+     * <code>bool active_tokens_estimated = 16 [json_name = "activeTokensEstimated"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearActiveTokensEstimated() {
+      bitField0_ = (bitField0_ & ~0x00008000);
+      activeTokensEstimated_ = false;
       onChanged();
       return this;
     }

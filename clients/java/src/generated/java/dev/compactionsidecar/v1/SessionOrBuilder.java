@@ -337,4 +337,16 @@ java.lang.String defaultValue);
    * @return The autoCompactionPaused.
    */
   boolean getAutoCompactionPaused();
+
+  /**
+   * <pre>
+   * Output only. True while active_tokens includes estimates: events whose
+   * exact count has not landed yet (Event.token_count_estimated). False
+   * means exact.
+   * </pre>
+   *
+   * <code>bool active_tokens_estimated = 16 [json_name = "activeTokensEstimated"];</code>
+   * @return The activeTokensEstimated.
+   */
+  boolean getActiveTokensEstimated();
 }

@@ -68,7 +68,7 @@ public final class SessionProto extends com.google.protobuf.GeneratedFile {
       "\n\033compaction/v1/session.proto\022\rcompactio" +
       "n.v1\032\031compaction/v1/event.proto\032\032compact" +
       "ion/v1/policy.proto\032\037google/protobuf/tim" +
-      "estamp.proto\"\211\006\n\007Session\022\035\n\nsession_id\030\001" +
+      "estamp.proto\"\301\006\n\007Session\022\035\n\nsession_id\030\001" +
       " \001(\tR\tsessionId\022\030\n\007version\030\002 \001(\003R\007versio" +
       "n\0227\n\006policy\030\003 \001(\0132\037.compaction.v1.Compac" +
       "tionPolicyR\006policy\022:\n\006labels\030\004 \003(\0132\".com" +
@@ -86,67 +86,69 @@ public final class SessionProto extends com.google.protobuf.GeneratedFile {
       "modelProfile\022A\n\013calibration\030\016 \001(\0132\037.comp" +
       "action.v1.TokenCalibrationR\013calibration\022" +
       "4\n\026auto_compaction_paused\030\017 \001(\010R\024autoCom" +
-      "pactionPaused\0329\n\013LabelsEntry\022\020\n\003key\030\001 \001(" +
-      "\tR\003key\022\024\n\005value\030\002 \001(\tR\005value:\0028\001\"\234\001\n\014Mod" +
-      "elProfile\022\024\n\005model\030\001 \001(\tR\005model\022\032\n\010provi" +
-      "der\030\002 \001(\tR\010provider\022.\n\023input_window_toke" +
-      "ns\030\003 \001(\005R\021inputWindowTokens\022*\n\021max_outpu" +
-      "t_tokens\030\004 \001(\005R\017maxOutputTokens\"D\n\020Token" +
-      "Calibration\022\026\n\006factor\030\001 \001(\001R\006factor\022\030\n\007s" +
-      "amples\030\002 \001(\003R\007samples\"\363\006\n\020CompactionResu" +
-      "lt\022\034\n\tcompacted\030\001 \001(\010R\tcompacted\022%\n\016skip" +
-      "ped_reason\030\002 \001(\tR\rskippedReason\0229\n\ractiv" +
-      "e_events\030\003 \003(\0132\024.compaction.v1.EventR\014ac" +
-      "tiveEvents\022=\n\017archived_events\030\004 \003(\0132\024.co" +
-      "mpaction.v1.EventR\016archivedEvents\0220\n\024arc" +
-      "hived_event_count\030\005 \001(\005R\022archivedEventCo" +
-      "unt\0224\n\026tokens_estimated_saved\030\006 \001(\005R\024tok" +
-      "ensEstimatedSaved\022\030\n\007version\030\007 \001(\003R\007vers" +
-      "ion\022#\n\rcompaction_id\030\010 \001(\tR\014compactionId" +
-      "\022\032\n\010strategy\030\t \001(\tR\010strategy\022\024\n\005error\030\n " +
-      "\001(\tR\005error\022\'\n\017content_omitted\030\013 \001(\010R\016con" +
-      "tentOmitted\022*\n\021cleared_event_ids\030\014 \003(\tR\017" +
-      "clearedEventIds\022,\n\022restored_event_ids\030\r " +
-      "\003(\tR\020restoredEventIds\0226\n\027archived_events" +
-      "_omitted\030\016 \001(\010R\025archivedEventsOmitted\0222\n" +
-      "\025active_events_omitted\030\017 \001(\010R\023activeEven" +
-      "tsOmitted\0229\n\031cleared_event_ids_omitted\030\020" +
-      " \001(\010R\026clearedEventIdsOmitted\022;\n\032restored" +
-      "_event_ids_omitted\030\021 \001(\010R\027restoredEventI" +
-      "dsOmitted\022/\n\023identifiers_dropped\030\036 \001(\005R\022" +
-      "identifiersDropped\022/\n\023dropped_identifier" +
-      "s\030\037 \003(\tR\022droppedIdentifiers\"\245\007\n\nCompacti" +
-      "on\022#\n\rcompaction_id\030\001 \001(\tR\014compactionId\022" +
-      ";\n\013create_time\030\002 \001(\0132\032.google.protobuf.T" +
-      "imestampR\ncreateTime\022\032\n\010strategy\030\003 \001(\tR\010" +
-      "strategy\0224\n\005cause\030\004 \001(\0162\036.compaction.v1." +
-      "CompactionCauseR\005cause\022,\n\022archived_event" +
-      "_ids\030\005 \003(\tR\020archivedEventIds\022*\n\021cleared_" +
-      "event_ids\030\006 \003(\tR\017clearedEventIds\022,\n\022inse" +
-      "rted_event_ids\030\007 \003(\tR\020insertedEventIds\022!" +
-      "\n\014tokens_saved\030\010 \001(\005R\013tokensSaved\0220\n\024sum" +
-      "mary_input_tokens\030\t \001(\005R\022summaryInputTok" +
-      "ens\0222\n\025summary_output_tokens\030\n \001(\005R\023summ" +
-      "aryOutputTokens\0222\n\025summarizer_latency_ms" +
-      "\030\013 \001(\001R\023summarizerLatencyMs\022%\n\016version_b" +
-      "efore\030\014 \001(\003R\rversionBefore\022#\n\rversion_af" +
-      "ter\030\r \001(\003R\014versionAfter\022\037\n\013restored_by\030\016" +
-      " \001(\tR\nrestoredBy\022\032\n\010restores\030\017 \001(\tR\010rest" +
-      "ores\022;\n\032archived_event_ids_omitted\030\020 \001(\010" +
-      "R\027archivedEventIdsOmitted\0229\n\031cleared_eve" +
-      "nt_ids_omitted\030\021 \001(\010R\026clearedEventIdsOmi" +
-      "tted\022;\n\032inserted_event_ids_omitted\030\022 \001(\010" +
-      "R\027insertedEventIdsOmitted\022/\n\023identifiers" +
+      "pactionPaused\0226\n\027active_tokens_estimated" +
+      "\030\020 \001(\010R\025activeTokensEstimated\0329\n\013LabelsE" +
+      "ntry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005value\030\002 \001(\tR\005v" +
+      "alue:\0028\001\"\234\001\n\014ModelProfile\022\024\n\005model\030\001 \001(\t" +
+      "R\005model\022\032\n\010provider\030\002 \001(\tR\010provider\022.\n\023i" +
+      "nput_window_tokens\030\003 \001(\005R\021inputWindowTok" +
+      "ens\022*\n\021max_output_tokens\030\004 \001(\005R\017maxOutpu" +
+      "tTokens\"D\n\020TokenCalibration\022\026\n\006factor\030\001 " +
+      "\001(\001R\006factor\022\030\n\007samples\030\002 \001(\003R\007samples\"\363\006" +
+      "\n\020CompactionResult\022\034\n\tcompacted\030\001 \001(\010R\tc" +
+      "ompacted\022%\n\016skipped_reason\030\002 \001(\tR\rskippe" +
+      "dReason\0229\n\ractive_events\030\003 \003(\0132\024.compact" +
+      "ion.v1.EventR\014activeEvents\022=\n\017archived_e" +
+      "vents\030\004 \003(\0132\024.compaction.v1.EventR\016archi" +
+      "vedEvents\0220\n\024archived_event_count\030\005 \001(\005R" +
+      "\022archivedEventCount\0224\n\026tokens_estimated_" +
+      "saved\030\006 \001(\005R\024tokensEstimatedSaved\022\030\n\007ver" +
+      "sion\030\007 \001(\003R\007version\022#\n\rcompaction_id\030\010 \001" +
+      "(\tR\014compactionId\022\032\n\010strategy\030\t \001(\tR\010stra" +
+      "tegy\022\024\n\005error\030\n \001(\tR\005error\022\'\n\017content_om" +
+      "itted\030\013 \001(\010R\016contentOmitted\022*\n\021cleared_e" +
+      "vent_ids\030\014 \003(\tR\017clearedEventIds\022,\n\022resto" +
+      "red_event_ids\030\r \003(\tR\020restoredEventIds\0226\n" +
+      "\027archived_events_omitted\030\016 \001(\010R\025archived" +
+      "EventsOmitted\0222\n\025active_events_omitted\030\017" +
+      " \001(\010R\023activeEventsOmitted\0229\n\031cleared_eve" +
+      "nt_ids_omitted\030\020 \001(\010R\026clearedEventIdsOmi" +
+      "tted\022;\n\032restored_event_ids_omitted\030\021 \001(\010" +
+      "R\027restoredEventIdsOmitted\022/\n\023identifiers" +
       "_dropped\030\036 \001(\005R\022identifiersDropped\022/\n\023dr" +
       "opped_identifiers\030\037 \003(\tR\022droppedIdentifi" +
-      "ers*\254\001\n\017CompactionCause\022 \n\034COMPACTION_CA" +
-      "USE_UNSPECIFIED\020\000\022\034\n\030COMPACTION_CAUSE_TR" +
-      "IGGER\020\001\022\032\n\026COMPACTION_CAUSE_FORCE\020\002\022\037\n\033C" +
-      "OMPACTION_CAUSE_BACKGROUND\020\003\022\034\n\030COMPACTI" +
-      "ON_CAUSE_RESTORE\020\004B\201\001\n\030dev.compactionsid" +
-      "ecar.v1B\014SessionProtoP\001ZUgithub.com/comp" +
-      "action-sidecar/compaction-sidecar/client" +
-      "s/go/compactionv1;compactionv1b\006proto3"
+      "ers\"\245\007\n\nCompaction\022#\n\rcompaction_id\030\001 \001(" +
+      "\tR\014compactionId\022;\n\013create_time\030\002 \001(\0132\032.g" +
+      "oogle.protobuf.TimestampR\ncreateTime\022\032\n\010" +
+      "strategy\030\003 \001(\tR\010strategy\0224\n\005cause\030\004 \001(\0162" +
+      "\036.compaction.v1.CompactionCauseR\005cause\022," +
+      "\n\022archived_event_ids\030\005 \003(\tR\020archivedEven" +
+      "tIds\022*\n\021cleared_event_ids\030\006 \003(\tR\017cleared" +
+      "EventIds\022,\n\022inserted_event_ids\030\007 \003(\tR\020in" +
+      "sertedEventIds\022!\n\014tokens_saved\030\010 \001(\005R\013to" +
+      "kensSaved\0220\n\024summary_input_tokens\030\t \001(\005R" +
+      "\022summaryInputTokens\0222\n\025summary_output_to" +
+      "kens\030\n \001(\005R\023summaryOutputTokens\0222\n\025summa" +
+      "rizer_latency_ms\030\013 \001(\001R\023summarizerLatenc" +
+      "yMs\022%\n\016version_before\030\014 \001(\003R\rversionBefo" +
+      "re\022#\n\rversion_after\030\r \001(\003R\014versionAfter\022" +
+      "\037\n\013restored_by\030\016 \001(\tR\nrestoredBy\022\032\n\010rest" +
+      "ores\030\017 \001(\tR\010restores\022;\n\032archived_event_i" +
+      "ds_omitted\030\020 \001(\010R\027archivedEventIdsOmitte" +
+      "d\0229\n\031cleared_event_ids_omitted\030\021 \001(\010R\026cl" +
+      "earedEventIdsOmitted\022;\n\032inserted_event_i" +
+      "ds_omitted\030\022 \001(\010R\027insertedEventIdsOmitte" +
+      "d\022/\n\023identifiers_dropped\030\036 \001(\005R\022identifi" +
+      "ersDropped\022/\n\023dropped_identifiers\030\037 \003(\tR" +
+      "\022droppedIdentifiers*\254\001\n\017CompactionCause\022" +
+      " \n\034COMPACTION_CAUSE_UNSPECIFIED\020\000\022\034\n\030COM" +
+      "PACTION_CAUSE_TRIGGER\020\001\022\032\n\026COMPACTION_CA" +
+      "USE_FORCE\020\002\022\037\n\033COMPACTION_CAUSE_BACKGROU" +
+      "ND\020\003\022\034\n\030COMPACTION_CAUSE_RESTORE\020\004B\201\001\n\030d" +
+      "ev.compactionsidecar.v1B\014SessionProtoP\001Z" +
+      "Ugithub.com/compaction-sidecar/compactio" +
+      "n-sidecar/clients/go/compactionv1;compac" +
+      "tionv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -160,7 +162,7 @@ public final class SessionProto extends com.google.protobuf.GeneratedFile {
     internal_static_compaction_v1_Session_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_compaction_v1_Session_descriptor,
-        new java.lang.String[] { "SessionId", "Version", "Policy", "Labels", "CreateTime", "UpdateTime", "ActiveEventCount", "TurnCount", "ActiveTokens", "TotalEventCount", "LastCompactionId", "Model", "ModelProfile", "Calibration", "AutoCompactionPaused", });
+        new java.lang.String[] { "SessionId", "Version", "Policy", "Labels", "CreateTime", "UpdateTime", "ActiveEventCount", "TurnCount", "ActiveTokens", "TotalEventCount", "LastCompactionId", "Model", "ModelProfile", "Calibration", "AutoCompactionPaused", "ActiveTokensEstimated", });
     internal_static_compaction_v1_Session_LabelsEntry_descriptor =
       internal_static_compaction_v1_Session_descriptor.getNestedType(0);
     internal_static_compaction_v1_Session_LabelsEntry_fieldAccessorTable = new

@@ -150,7 +150,9 @@ public final class SessionHandle {
   /**
    * Whether {@code a} lists the same window as {@code b} (content aside). Ids alone are not
    * enough: a clearing changes events in place, keeping their ids, and sets their flag and token
-   * count.
+   * count. A count that is an estimate on either side ({@code tokenCountEstimated}) is not
+   * compared: its exact count may have landed in between, which changes no version and nothing
+   * the model is sent.
    */
   private static boolean sameWindow(List<Event> a, List<Event> b) {
     if (a.size() != b.size()) {
@@ -161,7 +163,9 @@ public final class SessionHandle {
       Event y = b.get(i);
       if (!x.getId().equals(y.getId())
           || x.getCleared() != y.getCleared()
-          || x.getTokenCount() != y.getTokenCount()) {
+          || (x.getTokenCount() != y.getTokenCount()
+              && !x.getTokenCountEstimated()
+              && !y.getTokenCountEstimated())) {
         return false;
       }
     }

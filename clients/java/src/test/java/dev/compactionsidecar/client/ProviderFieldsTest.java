@@ -158,8 +158,11 @@ class ProviderFieldsTest extends AgainstServer {
   void aSessionsModelHasItsProfileIsCalibratedByUsageAndItsContextRenders() throws Exception {
     Session created = client.createSession("java-model", null, null, "gemini-2.5-flash");
     SessionHandle chat = client.session("java-model");
-    chat.append(u("m1", "Where is order 42?"));
+    AppendEventsResponse appended = chat.append(u("m1", "Where is order 42?"));
+    assertTrue(appended.getEvents(0).getTokenCountEstimated());
+    chat.compact(CompactOptions.forced()); // plans on exact counts: the window read next is exact
     GetContextResponse sent = chat.context();
+    assertFalse(sent.getTokenCountEstimated());
     AppendEventsResponse counted =
         chat.append(
             List.of(u("m2", "and 43?")),

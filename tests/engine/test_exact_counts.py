@@ -1,0 +1,177 @@
+"""Counting appends: estimated, and counted exactly where a decision needs it (issue 37)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+from sidecar.compaction.policy import CompactionPolicy
+from sidecar.compaction.token_budget import TokenBudget
+from sidecar.compaction.tokens import count_event
+from sidecar.compaction.triggers import TokenCount
+from sidecar.engine.engine import SessionEngine, TokenCounting
+from sidecar.model import Event, ModelUsage, Role
+from sidecar.store.protocol import CountsLanded
+from sidecar.store.sqlite import SqliteStore
+from sidecar.tokenizer import TiktokenEstimator
+
+
+class Counting(TiktokenEstimator):
+    """The default estimator, saying how many texts it counted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts = 0
+
+    def count(self, text: str) -> int:
+        self.texts += 1
+        return super().count(text)
+
+
+def user(id: str, text: str) -> Event:
+    return Event(id=id, role=Role.USER, text=text)
+
+
+def answer(id: str, text: str) -> Event:
+    return Event(id=id, role=Role.ASSISTANT, text=text)
+
+
+POLICY = CompactionPolicy(TokenCount(8000), TokenBudget(4000))
+
+
+async def test_sessions_far_from_their_threshold_never_count_exactly(store: SqliteStore) -> None:
+    estimator = Counting()
+    engine = SessionEngine(store, estimator=estimator, default_policy=POLICY)
+    for n in range(20):
+        result = await engine.append(
+            f"s{n}",
+            [user(f"u{n}", "where is my bag? " * 20), answer(f"a{n}", "in Oslo")],
+            create_if_missing=True,
+        )
+        assert all(e.token_count_estimated for e in result.events)
+        assert not result.session.counters.tokens_exact
+    assert estimator.texts == 0
+
+
+async def test_a_check_the_bounds_cannot_settle_counts_first_and_decides_exactly(
+    store: SqliteStore,
+) -> None:
+    estimator = Counting()
+    engine = SessionEngine(store, estimator=estimator)
+    text = "word " * 400  # 2,006 bytes, 401 tokens: between its bounds lies 1,000
+    await engine.create_session("s", policy=CompactionPolicy(TokenCount(1000), TokenBudget(500)))
+    result = await engine.append("s", [user("u1", text)])
+    assert estimator.texts == 1  # counted to decide, and it does not fire
+    assert result.compaction is None
+    assert result.session.counters.tokens_exact
+    assert result.session.counters.tokens == count_event(user("u1", text))
+
+
+async def test_a_system_message_is_counted_when_it_is_appended(store: SqliteStore) -> None:
+    engine = SessionEngine(store)
+    system = Event(id="s1", role=Role.SYSTEM, text="be brief")
+    result = await engine.append("s", [system, user("u1", "hi")], create_if_missing=True)
+    assert [e.token_count_estimated for e in result.events] == [False, True]
+    assert result.session.counters.system_tokens == count_event(system)
+
+
+async def test_a_plan_is_made_on_exact_counts(store: SqliteStore) -> None:
+    engine = SessionEngine(store)
+    await engine.create_session("s", policy=CompactionPolicy(None, TokenBudget(30)))
+    for n in range(4):
+        await engine.append("s", [user(f"u{n}", f"question {n} " * 5), answer(f"a{n}", "ok")])
+    result = await engine.compact("s", force=True)
+    assert result.compacted
+    assert not any(e.token_count_estimated for e in result.active_events)
+    session, window = await engine.context("s")
+    assert session.counters.tokens_exact
+    assert [e.token_count for e in window] == [count_event(e) for e in window]
+
+
+async def test_a_usage_report_is_held_against_the_exact_count(store: SqliteStore) -> None:
+    engine = SessionEngine(store)
+    first = await engine.append("s", [user("u1", "hello " * 50)], create_if_missing=True)
+    assert not first.session.counters.tokens_exact
+    exact = count_event(user("u1", "hello " * 50))
+    usage = ModelUsage(first.session.version, 2 * exact)
+    second = await engine.append("s", [answer("a1", "hi")], usage=usage)
+    assert second.usage_ignored_reason == ""
+    assert second.session.calibration.factor == 2.0
+
+
+class SlowToHear(SqliteStore):
+    """A store whose first landing's caller hears of it only once ``heard`` is set."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.heard = asyncio.Event()
+        self.landings = 0
+
+    async def land_counts(self, session_id: str, exact: Mapping[str, int]) -> CountsLanded:
+        landed = await super().land_counts(session_id, exact)
+        self.landings += 1
+        if self.landings == 1:
+            await self.heard.wait()
+        return landed
+
+
+async def test_a_report_waits_for_a_landing_in_flight_to_move_the_estimates(
+    tmp_path: object,
+) -> None:
+    store = SlowToHear(f"{tmp_path}/slow.db")
+    await store.open()
+    engine = SessionEngine(store)
+    try:
+        first = await engine.append("s", [user("u1", "hello " * 50)], create_if_missing=True)
+        landing = asyncio.ensure_future(engine.counts.land("s"))
+        await asyncio.sleep(0.2)  # it landed, and has not heard yet
+        usage = ModelUsage(first.session.version, 100)
+        report = asyncio.ensure_future(engine.counts.usage_report("s", usage))
+        await asyncio.sleep(0.2)
+        store.heard.set()
+        await landing
+        taken, ignored = await report
+        assert ignored == ""
+        assert taken is not None
+    finally:
+        await engine.close()
+        await store.close()
+
+
+async def test_the_background_counter_lands_counts_soon_after(store: SqliteStore) -> None:
+    engine = SessionEngine(store, token_counting=TokenCounting.BACKGROUND)
+    try:
+        await engine.append("s", [user("u1", "hello " * 50)], create_if_missing=True)
+        for _ in range(100):
+            session, window = await engine.context("s")
+            if session.counters.tokens_exact:
+                break
+            await asyncio.sleep(0.05)
+        assert session.counters.tokens_exact
+        assert not window[0].token_count_estimated
+    finally:
+        await engine.close()
+
+
+async def test_counting_on_append_never_estimates(store: SqliteStore) -> None:
+    engine = SessionEngine(store, token_counting=TokenCounting.ON_APPEND)
+    result = await engine.append("s", [user("u1", "hello")], create_if_missing=True)
+    assert not result.events[0].token_count_estimated
+    assert result.session.counters.tokens_exact
+
+
+class Characters:
+    """An estimator with no bound on its tokens' bytes."""
+
+    name = "characters"
+
+    def count(self, text: str) -> int:
+        return len(text)
+
+
+async def test_an_estimator_without_known_bounds_counts_on_append(store: SqliteStore) -> None:
+    engine = SessionEngine(store, estimator=Characters())
+    assert engine.counts.mode is TokenCounting.ON_APPEND
+    result = await engine.append("s", [user("u1", "hello")], create_if_missing=True)
+    assert not result.events[0].token_count_estimated
+    assert result.events[0].token_count == len("User: hello")
