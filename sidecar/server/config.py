@@ -76,7 +76,7 @@ class ServerConfig:
     store_pool_size: int = 10
     store_open_timeout_s: float = 30.0
     store_probe_interval_s: float = 5.0
-    read_cache_mib: int = 64
+    read_cache_mib: int = 16
     read_cache_idle_s: float = 30.0
     search_timeout_s: float = 5.0
     token_counting: str = "when_needed"

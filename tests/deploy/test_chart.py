@@ -177,6 +177,22 @@ def test_sidecar_flags_follow_values() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("sets", "flag"),
+    [
+        ([], None),
+        (["server.readCacheMiB=64"], "--read-cache-mib=64"),
+        (["server.readCacheMiB=0"], "--read-cache-mib=0"),
+    ],
+)
+def test_read_cache_size_reaches_the_server_only_when_set(
+    sets: list[str], flag: str | None
+) -> None:
+    """Unset, the server's own default (sized for a sidecar) holds; 0 (off) is a setting too."""
+    args = args_of(sidecar_container(server_pod(render(["service-postgres.yaml"], sets=sets))))
+    assert [a for a in args if a.startswith("--read-cache-mib")] == ([flag] if flag else [])
+
+
 # -- both modes: probes, security, secrets ----------------------------------------------
 
 

@@ -150,6 +150,9 @@ listener is always on every address: the kubelet probes the pod IP.
 {{- with $v.server.maxEventsPerAppend }}
 - --max-events-per-append={{ int64 . }}
 {{- end }}
+{{- if not (kindIs "invalid" $v.server.readCacheMiB) }}
+- --read-cache-mib={{ int64 $v.server.readCacheMiB }}
+{{- end }}
 - --summarizer={{ $v.summarizer.kind }}
 {{- if eq $v.summarizer.kind "gemini" }}
 {{- $g := $v.summarizer.gemini }}
