@@ -68,3 +68,15 @@ def test_a_pointer_names_its_page_and_section() -> None:
     assert pointers("an endpoint, see docs/observability.md") == [("docs/observability.md", "")]
     assert "What makes reads fast" in sections("# P\n\n## What makes reads fast\n")
     assert "Calibration" in sections("**Calibration.** cl100k is not")
+
+
+def test_a_numeric_default_shown_is_the_configs_own() -> None:
+    """A bare number in the table is ``ServerConfig``'s default, so the two cannot drift
+    (``read_cache_mib`` once showed 64 after the config's default became 16)."""
+    defaults = {f.name: f.default for f in fields(ServerConfig)}
+    checked = 0
+    for setting in SETTINGS:
+        if re.fullmatch(r"-?\d+(\.\d+)?", setting.default):
+            assert float(setting.default) == defaults[setting.name], setting.name
+            checked += 1
+    assert checked >= 5  # the table keeps showing plain numbers for most limits
