@@ -1,7 +1,8 @@
 """CPU per message of the streamed append path without gRPC (a diagnostic, no target).
 
-``python -m bench.append_path [MESSAGES] [ROUNDS] [BATCH]`` hands the same
-messages as ``bench.cpu`` (one session) to the servicer's StreamEvents
+``python -m bench.append_path [MESSAGES] [ROUNDS] [BATCH] [SESSIONS]`` hands the
+same messages as ``bench.cpu`` (one session; ``SESSIONS`` spreads them over that
+many, interleaved, as ``bench.appends`` does for 100) to the servicer's StreamEvents
 batches directly, ``BATCH`` at a time as a stream reads them ahead: each
 request parsed from its bytes and sized, answered, each answer sized and
 serialized, and the full-text indexing the appends leave waited for. It
@@ -48,14 +49,14 @@ async def _answer_all(batches: StreamBatches, store: Store, raw: list[bytes], ba
     await store.search(SearchQuery("unfound", include_active=True), page_size=1, page_token="")
 
 
-async def main(messages: int, rounds: int, batch: int) -> None:
+async def main(messages: int, rounds: int, batch: int, sessions: int) -> None:
     with tempfile.TemporaryDirectory() as directory:
         async with sidecar_server(Path(directory)) as sidecar:
             batches, store = sidecar.servicer.stream_batches, sidecar.engine.store
             warm = [r.SerializeToString() for r in requests_for(500, 1, "warm")]
             await _answer_all(batches, store, warm, batch)
             for r in range(rounds):
-                raw = [q.SerializeToString() for q in requests_for(messages, 1, f"path{r}")]
+                raw = [q.SerializeToString() for q in requests_for(messages, sessions, f"path{r}")]
                 cpu, wall = _cpu_s(), time.perf_counter()
                 await _answer_all(batches, store, raw, batch)
                 cpu, wall = _cpu_s() - cpu, time.perf_counter() - wall
@@ -66,5 +67,5 @@ async def main(messages: int, rounds: int, batch: int) -> None:
 
 
 if __name__ == "__main__":
-    args = [int(a) for a in sys.argv[1:4]]
-    asyncio.run(main(*(args + [5000, 5, 16][len(args) :])))
+    args = [int(a) for a in sys.argv[1:5]]
+    asyncio.run(main(*(args + [5000, 5, 16, 1][len(args) :])))
