@@ -220,7 +220,13 @@ class _Kept:
     very state (none pending)."""
 
     def built_from(self, session: Session) -> bool:
-        return self.create_time == session.create_time and self.version == session.version
+        """For this very state: the version, and the counters, which exact counts landing
+        move without a write (issue 37), so that a landing is seen at once."""
+        return (
+            self.create_time == session.create_time
+            and self.version == session.version
+            and self.counters == session.counters
+        )
 
     def current(self) -> pb.GetContextResponse:
         """The response with the pending events added (kept for the next read)."""

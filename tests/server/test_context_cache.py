@@ -61,6 +61,21 @@ async def test_repeated_reads_share_one_response(stub: Stub, sidecar: Sidecar) -
     assert [e.text for e in second.events] == ["message 1"]
 
 
+async def test_counts_landed_without_a_write_are_seen_at_once(stub: Stub, sidecar: Sidecar) -> None:
+    """A landing moves the counters, not the version: the kept answer must not hide it."""
+    await stub.AppendEvents(
+        pb.AppendEventsRequest(session_id="s", events=[_event(1)], create_if_missing=True)
+    )
+    before = await stub.GetContext(pb.GetContextRequest(session_id="s"))
+    assert before.token_count_estimated
+    landed = await sidecar.engine.counts.land("s")
+    after = await stub.GetContext(pb.GetContextRequest(session_id="s"))
+    assert after.version == before.version
+    assert not after.token_count_estimated
+    assert not after.events[0].token_count_estimated
+    assert after.token_count == landed.counters.tokens
+
+
 async def test_an_append_through_the_api_is_seen_at_once(stub: Stub) -> None:
     await stub.AppendEvents(
         pb.AppendEventsRequest(session_id="s", events=[_event(1)], create_if_missing=True)
