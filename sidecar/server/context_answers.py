@@ -16,7 +16,7 @@ from sidecar.engine.engine import SessionEngine
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.model import Event, Session
 from sidecar.providers.fragments import Fragments
-from sidecar.providers.prefix import StablePrefix
+from sidecar.providers.prefix import StablePrefix, item_digest
 from sidecar.providers.render import ContextFormat
 from sidecar.server import answers, fields, renderings
 from sidecar.server.context_cache import ContextResponses, EventBlobs
@@ -60,12 +60,14 @@ class ContextAnswers:
                     kept if fmt is not None else answers.fit_context(kept, self.max_message_bytes)
                 )
         session, events = await self.engine.context(session_id)
-        prefix = StablePrefix(session, events, self.blobs.digest)
-        out = self.blobs.response(session, events, prefix, self.max_message_bytes)
+        keep = self.contexts.admits(session_id)  # not a session read once
+        prefix = StablePrefix(session, events, self.blobs.digest if keep else item_digest)
+        out = self.blobs.response(session, events, prefix, self.max_message_bytes, keep=keep)
         self.reads["built"] += 1
         if out.content_omitted:  # read in parts by the client: neither kept nor rendered
             return out
-        self.contexts.put(session_id, session, out, events, prefix)
+        if keep:
+            self.contexts.put(session_id, session, out, events, prefix)
         if fmt is not None:
             return self._rendered(session_id, session, out, events, fmt)
         return out

@@ -24,7 +24,9 @@ matters. Two caches take the protobuf work off it:
 Both are bounded by an estimate of the memory they hold (see
 ``ENTRY_OVERHEAD``); past the bound they start over or drop the least
 recently used, which costs a rebuild, never a wrong answer. Both are used from the event
-loop only.
+loop only. A session's answer and its events' bytes are kept from its second
+read on (``ContextResponses.admits``, see ``sidecar.cache_admission``): an
+answer read once is built and forgotten.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from sidecar.cache_admission import SecondRead
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import event_pb2
 from sidecar.model import Event, Session, SessionCounters, TokenCalibration
@@ -136,9 +139,11 @@ class EventBlobs:
         events: Sequence[Event],
         prefix: StablePrefix,
         limit: int | None = None,
+        *,
+        keep: bool = True,
     ) -> pb.GetContextResponse:
         """The GetContext answer for ``session`` and its active window ``events``, whose
-        stable prefix is ``prefix``.
+        stable prefix is ``prefix``; ``keep=False`` keeps none of the events' bytes.
 
         With ``limit`` (the send limit), building stops once the answer would
         pass it: the answer is then the window without content
@@ -157,7 +162,7 @@ class EventBlobs:
             token_count_estimated=not session.counters.tokens_exact,
             stable_prefix_tokens_estimated=prefix.tokens_estimated,
         )
-        framed = self.framed
+        framed = self.framed if keep else framed_event
         if limit is None:
             body = b"".join([framed(e) for e in events])
             return pb.GetContextResponse.FromString(head.SerializeToString() + body)
@@ -256,6 +261,7 @@ class ContextResponses:
         self.max_bytes = max_bytes
         self._entries: OrderedDict[str, _Kept] = OrderedDict()
         self._bytes = 0
+        self._admission = SecondRead.for_bytes(max_bytes)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -266,6 +272,11 @@ class ContextResponses:
 
     def __contains__(self, session_id: str) -> bool:
         return session_id in self._entries
+
+    def admits(self, session_id: str) -> bool:
+        """Whether an answer built for the session now is worth keeping: from its second
+        read among the sessions read lately on."""
+        return self._admission.admits(session_id)
 
     def get(self, session_id: str, session: Session) -> pb.GetContextResponse | None:
         """The kept response, if it answers for this very state of the session."""
@@ -431,3 +442,4 @@ class ContextResponses:
     def clear(self) -> None:
         self._entries = OrderedDict()
         self._bytes = 0
+        self._admission.clear()

@@ -11,6 +11,8 @@ SQLite reuses the id of a deleted row for another event.
 
 Bounded by an estimate of the memory it holds (see ``ENTRY_OVERHEAD``); when
 full it starts over, which costs one decode per row, never a wrong answer.
+It takes in a session's rows from its second read on
+(``sidecar.cache_admission``): a window read once is decoded and forgotten.
 Both stores keep one.
 The SQLite store's reader threads share theirs: each operation is one
 dictionary access, atomic under the GIL, and a lost race only costs a decode.
@@ -23,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sidecar.cache_admission import SecondRead
 from sidecar.model import Event
 from sidecar.store.codec import decode_event
 
@@ -41,6 +44,7 @@ class DecodedEvents:
         self.max_bytes = max_bytes
         self._by_row: dict[int, tuple[Sequence[Any], Event]] = {}
         self._bytes = 0
+        self._admission = SecondRead.for_bytes(max_bytes)
 
     def __len__(self) -> int:
         return len(self._by_row)
@@ -49,6 +53,10 @@ class DecodedEvents:
     def bytes_held(self) -> int:
         """Content bytes of the events held (what the bound counts)."""
         return self._bytes
+
+    def for_session(self, session_pk: int) -> DecodedEvents | None:
+        """This cache, for a read of the session's rows from its second read on; else None."""
+        return self if self._admission.admits(session_pk) else None
 
     def event(self, row_id: int, columns: Sequence[Any]) -> Event:
         """The Event of ``columns`` (``decode_event``'s arguments), decoded at most once."""
@@ -69,3 +77,4 @@ class DecodedEvents:
     def clear(self) -> None:
         self._by_row = {}
         self._bytes = 0
+        self._admission.clear()

@@ -58,6 +58,7 @@ async def window_head(
 ) -> tuple[Session, WindowHead]:
     """The session and the first ``events`` events of its active window, with the rest summed up."""
     pk, session = await get_session(db, session_id)
+    cache = None if cache is None else cache.for_session(pk)
     rows = await db.fetch(_HEAD_SQL, pk, events)
     if len(rows) > WINDOW_CHUNK_ROWS:
         head = await asyncio.to_thread(decoded_rows, rows, cache)

@@ -192,6 +192,7 @@ async def active_window(
 ) -> tuple[Session, tuple[Event, ...]]:
     """The session and its active window; with a cache, unchanged rows are not decoded again."""
     pk, session = await get_session(db, session_id)
+    cache = None if cache is None else cache.for_session(pk)
     if session.counters.active_events <= WINDOW_CHUNK_ROWS:
         rows = await db.fetch(_ACTIVE_ROWS_SQL, pk)
         return session, decoded_rows(rows, cache)

@@ -47,6 +47,7 @@ def window_head(
 ) -> tuple[Session, WindowHead]:
     """The session and the first ``events`` events of its active window, with the rest summed up."""
     pk, session = get_session(db, session_id)
+    cache = None if cache is None else cache.for_session(pk)
     rows = db.execute(_HEAD_SQL, (pk, events)).fetchall()
     head = _decoded(rows, cache)
     calls = db.execute(_CALLS_SQL, (pk,)).fetchone()[0] if count_calls else 0

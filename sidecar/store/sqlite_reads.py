@@ -178,6 +178,7 @@ def active_window(
 ) -> tuple[Session, tuple[Event, ...]]:
     """The session and its active window; with a cache, unchanged rows are not decoded again."""
     pk, session = get_session(db, session_id)
+    cache = None if cache is None else cache.for_session(pk)
     if cache is None:
         return session, active_events(db, pk)
     rows = db.execute(ACTIVE_ROWS_SQL, (pk,))

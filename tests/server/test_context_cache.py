@@ -43,6 +43,14 @@ async def _texts(stub: Stub, session_id: str = "s") -> list[str]:
     return [e.text for e in reply.events]
 
 
+async def _kept(stub: Stub, sidecar: Sidecar, session_id: str = "s") -> pb.GetContextResponse:
+    """The session's context, read twice: a session's answer is kept from its second read."""
+    await stub.GetContext(pb.GetContextRequest(session_id=session_id))
+    reply = await stub.GetContext(pb.GetContextRequest(session_id=session_id))
+    assert session_id in sidecar.servicer.contexts
+    return reply
+
+
 CREATED = utcnow()
 
 
@@ -54,11 +62,27 @@ async def test_repeated_reads_share_one_response(stub: Stub, sidecar: Sidecar) -
     await stub.AppendEvents(
         pb.AppendEventsRequest(session_id="s", events=[_event(1)], create_if_missing=True)
     )
+    once = await stub.GetContext(pb.GetContextRequest(session_id="s"))
+    assert "s" not in sidecar.servicer.contexts  # a session read once is not kept
     first = await stub.GetContext(pb.GetContextRequest(session_id="s"))
-    assert "s" in sidecar.servicer.contexts
+    assert "s" in sidecar.servicer.contexts  # read again: kept from now on
     second = await stub.GetContext(pb.GetContextRequest(session_id="s"))
-    assert first == second
+    assert once == first == second
     assert [e.text for e in second.events] == ["message 1"]
+    assert sidecar.servicer.context_answers.reads == {"built": 2, "kept": 1}
+
+
+async def test_sessions_read_once_leave_the_caches_empty(stub: Stub, sidecar: Sidecar) -> None:
+    """A sweep over many sessions, each read once, must not fill the read caches (issue 37)."""
+    for s in range(20):
+        await stub.AppendEvents(
+            pb.AppendEventsRequest(session_id=f"s{s}", events=[_event(s)], create_if_missing=True)
+        )
+        await stub.GetContext(pb.GetContextRequest(session_id=f"s{s}"))
+    servicer = sidecar.servicer
+    assert len(servicer.contexts) == 0
+    assert servicer.contexts.bytes_held == servicer.blobs.bytes_held == 0
+    assert sidecar.engine.store.cache_bytes() == 0  # type: ignore[attr-defined]
 
 
 async def test_counts_landed_without_a_write_are_seen_at_once(stub: Stub, sidecar: Sidecar) -> None:
@@ -66,7 +90,7 @@ async def test_counts_landed_without_a_write_are_seen_at_once(stub: Stub, sideca
     await stub.AppendEvents(
         pb.AppendEventsRequest(session_id="s", events=[_event(1)], create_if_missing=True)
     )
-    before = await stub.GetContext(pb.GetContextRequest(session_id="s"))
+    before = await _kept(stub, sidecar)
     assert before.token_count_estimated
     landed = await sidecar.engine.counts.land("s")
     after = await stub.GetContext(pb.GetContextRequest(session_id="s"))
@@ -94,7 +118,7 @@ async def test_a_write_behind_the_servicers_back_is_caught_by_the_version(
     await stub.AppendEvents(
         pb.AppendEventsRequest(session_id="s", events=[_event(1)], create_if_missing=True)
     )
-    assert await _texts(stub) == ["message 1"]
+    assert [e.text for e in (await _kept(stub, sidecar)).events] == ["message 1"]
     await sidecar.engine.store.append("s", [Event("e2", Role.ASSISTANT, "from elsewhere")])
     assert await _texts(stub) == ["message 1", "from elsewhere"]
 
@@ -106,7 +130,7 @@ async def test_a_recreated_session_at_the_same_version_is_not_confused(
     await stub.AppendEvents(
         pb.AppendEventsRequest(session_id="s", events=[_event(1)], create_if_missing=True)
     )
-    assert await _texts(stub) == ["message 1"]
+    assert [e.text for e in (await _kept(stub, sidecar)).events] == ["message 1"]
     await store.delete_session("s")  # behind the servicer's back, like another replica
     await store.append("s", [Event("x", Role.USER, "new life")], create_if_missing=True)
     assert (await store.get_session("s")).version == 1  # the same version as the kept one
@@ -120,7 +144,7 @@ async def test_compaction_and_update_and_delete_drop_the_kept_response(
     await stub.AppendEvents(
         pb.AppendEventsRequest(session_id="s", events=events, create_if_missing=True)
     )
-    assert len(await _texts(stub)) == 6
+    assert len((await _kept(stub, sidecar)).events) == 6
     contexts = sidecar.servicer.contexts
     policy = pb.CompactRequest(session_id="s", force=True)
     policy.policy.strategy.sliding_window.max_events = 2
@@ -209,7 +233,7 @@ async def test_an_append_extends_the_kept_response(stub: Stub, sidecar: Sidecar)
     await stub.AppendEvents(
         pb.AppendEventsRequest(session_id="s", events=[_event(1)], create_if_missing=True)
     )
-    await stub.GetContext(pb.GetContextRequest(session_id="s"))
+    await _kept(stub, sidecar)
     # A retry of e1 and a new event in one batch: only e2 joins the window.
     retry_and_new = pb.AppendEventsRequest(session_id="s", events=[_event(1), _event(2)])
     await stub.AppendEvents(retry_and_new)
@@ -232,7 +256,7 @@ async def test_counts_landed_in_between_are_not_mixed_with_the_kept_estimates(
     await stub.AppendEvents(
         pb.AppendEventsRequest(session_id="s", events=[_event(1)], create_if_missing=True)
     )
-    kept = await stub.GetContext(pb.GetContextRequest(session_id="s"))
+    kept = await _kept(stub, sidecar)
     assert kept.token_count_estimated
     await sidecar.engine.counts.exact("s")
     await stub.AppendEvents(pb.AppendEventsRequest(session_id="s", events=[_event(2)]))
@@ -250,7 +274,7 @@ async def test_an_append_that_compacts_drops_the_kept_response(
     create.policy.strategy.sliding_window.max_events = 2
     await stub.CreateSession(create)
     await stub.AppendEvents(pb.AppendEventsRequest(session_id="s", events=[_event(1)]))
-    await stub.GetContext(pb.GetContextRequest(session_id="s"))
+    await _kept(stub, sidecar)
     ack = await stub.AppendEvents(
         pb.AppendEventsRequest(session_id="s", events=[_event(2), _event(3), _event(4)])
     )
@@ -264,7 +288,7 @@ async def test_a_write_in_between_is_not_papered_over(stub: Stub, sidecar: Sidec
     await stub.AppendEvents(
         pb.AppendEventsRequest(session_id="s", events=[_event(1)], create_if_missing=True)
     )
-    await stub.GetContext(pb.GetContextRequest(session_id="s"))
+    await _kept(stub, sidecar)
     await sidecar.engine.store.append("s", [Event("x", Role.ASSISTANT, "from elsewhere")])
     await stub.AppendEvents(pb.AppendEventsRequest(session_id="s", events=[_event(2)]))
     assert await _texts(stub) == ["message 1", "from elsewhere", "message 2"]
@@ -299,7 +323,7 @@ async def test_a_retry_never_carries_a_kept_answer_past_a_change_it_did_not_make
     await stub.AppendEvents(
         pb.AppendEventsRequest(session_id="s", events=events, create_if_missing=True)
     )
-    await stub.GetContext(pb.GetContextRequest(session_id="s"))  # kept at version 1
+    await _kept(stub, sidecar)  # kept at version 1
     two = policy_from_dict({"strategy": {"sliding_window": {"max_events": 2}}})
     await sidecar.engine.compact("s", policy=two, force=True)  # as a background summary would
     await stub.AppendEvents(pb.AppendEventsRequest(session_id="s", events=[_event(5)]))  # retry
@@ -316,7 +340,7 @@ async def test_a_retry_after_another_replicas_append_shows_that_append(
     await stub.AppendEvents(
         pb.AppendEventsRequest(session_id="s", events=[_event(1)], create_if_missing=True)
     )
-    await stub.GetContext(pb.GetContextRequest(session_id="s"))
+    await _kept(stub, sidecar)
     await sidecar.engine.store.append("s", [Event("x", Role.ASSISTANT, "from replica B")])
     await stub.AppendEvents(pb.AppendEventsRequest(session_id="s", events=[_event(1)]))  # retry
     assert await _texts(stub) == ["message 1", "from replica B"]

@@ -55,6 +55,8 @@ async def test_a_big_window_is_decoded_on_threads_and_a_small_one_in_place(
             spy = WhereDecoded()
             store._decoded = spy  # the store's own cache, watched
             loop_thread = threading.current_thread().name
+            for session_id in ("big", "small"):  # read once: the cache takes them in from now
+                await store.active_window(session_id)
 
             _, window = await store.active_window("big")
             assert [e.id for e in window] == [e.id for e in big]
