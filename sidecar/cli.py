@@ -110,6 +110,9 @@ def _serve(args: argparse.Namespace) -> int:
 
     from sidecar.errors import InvalidConfig, SchemaTooNew, StoreUnavailable
     from sidecar.server import app, config, logs
+    from sidecar.server.memory import limit_malloc_arenas
+
+    limit_malloc_arenas()  # before any thread allocates
 
     try:
         settings = config.load(args)
