@@ -240,7 +240,7 @@ async def append(
         await _insert_events(db, session_pk, batch.new, [2 * e.position + 1 for e in batch.new])
     previous = session.version
     counted = rules.counts_usage(session, batch, usage)
-    session = replace(rules.after_append(session, batch, now, usage), labels=labels)
+    session = rules.after_append(session, batch, now, usage, labels)
     await save_header(db, session_pk, session, previous_version=previous)
     return AppendOutcome(batch.result, session, len(batch.new), counted)
 

@@ -176,11 +176,17 @@ def counts_usage(session: Session, batch: SortedBatch, usage: UsageReport | None
 
 
 def after_append(
-    session: Session, batch: SortedBatch, now: datetime, usage: UsageReport | None = None
+    session: Session,
+    batch: SortedBatch,
+    now: datetime,
+    usage: UsageReport | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> Session:
-    """The header after an append; ``usage`` (reported / estimated) calibrates it.
+    """The header after an append; ``usage`` (reported / estimated) calibrates it, as
+    ``counts_usage`` says; ``labels``, when given, are its labels after it.
 
-    As ``counts_usage`` says.
+    One ``replace`` of the header: on a stream's appends to many sessions each
+    costs about 6 us of the writer's time.
     """
     calibration = session.calibration
     if usage is not None and counts_usage(session, batch, usage):
@@ -192,6 +198,7 @@ def after_append(
         counters=batch.counters,
         total_events=session.total_events + len(batch.new),
         calibration=calibration,
+        labels=session.labels if labels is None else labels,
     )
 
 

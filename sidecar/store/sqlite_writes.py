@@ -27,10 +27,12 @@ from sidecar.store.codec import dump_json, encode_content, encode_labels, to_mic
 from sidecar.store.protocol import AppendOutcome, ApplyOutcome
 from sidecar.store.sqlite_reads import (
     EVENT_COLUMNS,
+    SESSION_COLUMNS,
     active_with_ids,
     event_from_row,
     find_session,
     get_session,
+    session_from_row,
     window_counters,
 )
 from sidecar.store.tool_links import links_of
@@ -246,7 +248,8 @@ def append(
     would otherwise fail against the version its own first attempt bumped.
     """
     rules.require_ids(events)
-    found = find_session(db, session_id)
+    ids = [e.id for e in events]
+    found, retried = _session_and_retries(db, session_id, ids)
     created = found is None
     if found is None:
         if not create_if_missing:
@@ -258,7 +261,8 @@ def append(
         )
     session_pk, session = found
 
-    batch = rules.sort_batch(session, events, stored_events(db, session_pk, [e.id for e in events]))
+    stored = stored_events(db, session_pk, ids) if retried else {}
+    batch = rules.sort_batch(session, events, stored)
     if not batch.new and not created:
         return AppendOutcome(batch.result, session, 0)
     rules.check_version(session, expected_version)
@@ -269,9 +273,31 @@ def append(
     for event in batch.new:
         _insert_event(db, session_pk, event, sort_key=2 * event.position + 1)
     counted = rules.counts_usage(session, batch, usage)
-    session = replace(rules.after_append(session, batch, now, usage), labels=labels)
+    session = rules.after_append(session, batch, now, usage, labels)
     save_header(db, session_pk, session)
     return AppendOutcome(batch.result, session, len(batch.new), counted)
+
+
+def _session_and_retries(
+    db: sqlite3.Connection, session_id: str, ids: Sequence[str]
+) -> tuple[tuple[int, Session] | None, bool]:
+    """The session (None if absent), and whether any of ``ids`` is stored in it already.
+
+    One statement instead of two: the retry check rides on the header's read,
+    and the retried events are read only when there are some (a stream's
+    append to one of many sessions spends its time per statement).
+    """
+    if len(ids) > _CHUNK:
+        found = find_session(db, session_id)
+        return found, found is not None
+    row = db.execute(
+        f"SELECT {SESSION_COLUMNS}, EXISTS (SELECT 1 FROM events e WHERE e.session = s.pk"
+        f" AND e.id IN ({', '.join('?' * len(ids))})) FROM sessions s WHERE s.id = ?",
+        (*ids, session_id),
+    ).fetchone()
+    if row is None:
+        return None, False
+    return session_from_row(row), bool(row[-1])
 
 
 def _update_labels(
