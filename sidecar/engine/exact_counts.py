@@ -199,7 +199,7 @@ class ExactCounts:
         models = self._host.models
         if usage is not None:
             kept = models.estimates.estimate(session_id, usage.context_version)
-            if kept is not None and not kept[2]:
+            if kept is not None and not kept.exact:
                 with contextlib.suppress(SessionNotFound):  # the store says why, later
                     await self.land(session_id)  # moves the kept estimates (``_noted``)
         return models.usage_report(session_id, usage)
@@ -251,10 +251,15 @@ class ExactCounts:
         return [count(text) for text in texts]
 
     def _noted(self, landed: CountsLanded) -> None:
-        """Move the kept estimates of the versions that held the landed events."""
+        """Move the kept estimates of the versions that held the landed events; keep the
+        version landed at as the landing left it.
+
+        Called as soon as the write returns, with the session's landing held:
+        this replica's landings of a session are heard in the order they were
+        written, which ``ContextEstimates.counted`` relies on.
+        """
         self._host.models.estimates.counted(
-            landed.session.session_id,
-            landed.session.incarnation,
+            landed.session,
             [
                 (e.position, exact - e.token_count, e.token_count - b[0], b[1] - e.token_count)
                 for e, exact in landed.landed

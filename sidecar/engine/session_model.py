@@ -76,16 +76,7 @@ class SessionModels:
 
     def note(self, session: Session) -> None:
         """Keep the estimate of the context this session's version holds."""
-        c = session.counters
-        self.estimates.note(
-            session.session_id,
-            session.incarnation,
-            session.version,
-            c.tokens,
-            below=c.pending_below,
-            above=c.pending_above,
-            through=session.total_events,
-        )
+        self.estimates.note(session)
 
     def forget(self, session_id: str) -> None:
         """Drop the session's estimates: it was deleted."""
@@ -111,12 +102,12 @@ class SessionModels:
                 f"no estimate kept for version {usage.context_version} (too old, from another"
                 " replica, or before a restart): the report was not counted"
             )
-        incarnation, estimate, exact = kept
-        if not exact:
+        if not kept.exact:
             return None, ESTIMATED.format(version=usage.context_version)
-        if estimate == 0:
+        if kept.tokens == 0:
             return None, f"version {usage.context_version} was estimated at 0 tokens"
-        return UsageReport(usage.prompt_tokens / estimate, usage.context_version, incarnation), ""
+        ratio = usage.prompt_tokens / kept.tokens
+        return UsageReport(ratio, usage.context_version, kept.incarnation), ""
 
 
 ESTIMATED = (
