@@ -36,8 +36,9 @@ import contextlib
 import logging
 from collections.abc import Sequence
 from concurrent.futures import Executor
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from sidecar.compaction.formatting import format_event
 from sidecar.compaction.token_bounds import DEFAULT_BYTES_PER_TOKEN, estimate, settled_fires
@@ -51,6 +52,8 @@ from sidecar.store.protocol import CountsLanded, Store
 from sidecar.tokenizer import TokenEstimator
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 COUNT_IN_THREAD_CHARS = 8_192
 """Texts with at least this many characters in all are counted on a worker thread.
@@ -206,21 +209,57 @@ class ExactCounts:
 
     async def land(self, session_id: str) -> Session:
         """Count the session's pending events exactly and land the counts; the session after."""
-        store = self._host.store
         async with self._landing.hold(session_id):
             while True:
-                pending = await store.pending_counts(session_id, LAND_BATCH)
-                if not pending:
-                    session = await store.get_session(session_id)
+                (landing,) = await self._land_round([session_id])
+                if isinstance(landing, Exception):
+                    raise landing
+                if landing.landed is None:  # nothing was pending
+                    session = await self._host.store.get_session(session_id)
                     if not session.counters.tokens_exact:
                         raise RuntimeError(f"session {session_id!r} counts pending events it lacks")
                     return session
-                counts = await self._exact_events(pending)
-                ids = [e.id for e in pending]
-                landed = await store.land_counts(session_id, dict(zip(ids, counts, strict=True)))
-                self._noted(landed)
-                if len(pending) < LAND_BATCH:
-                    return landed.session
+                if not landing.more:
+                    return landing.landed.session
+
+    async def _land_round(self, session_ids: Sequence[str]) -> list[_Landing | Exception]:
+        """One round of landing for sessions whose landings the caller holds: up to
+        ``LAND_BATCH`` pending events of each, one count of all their text, a write each, the
+        kept estimates moved; per session, what landed or the error that stopped it.
+
+        A count that fails fails each session that had events to count.
+        """
+        store = self._host.store
+        found = await asyncio.gather(
+            *(store.pending_counts(s, LAND_BATCH) for s in session_ids), return_exceptions=True
+        )
+        each = [_settled(outcome) for outcome in found]
+        events = [e for pending in each if isinstance(pending, tuple) for e in pending]
+        try:
+            counts = iter(await self._exact_events(events))
+        except Exception as exc:
+            return [
+                p if isinstance(p, Exception) else exc if p else _Landing(0, None) for p in each
+            ]
+        writes = {
+            index: store.land_counts(session_id, {e.id: next(counts) for e in pending})
+            for index, (session_id, pending) in enumerate(zip(session_ids, each, strict=True))
+            if isinstance(pending, tuple) and pending
+        }
+        written = await asyncio.gather(*writes.values(), return_exceptions=True)
+        landed = dict(zip(writes, map(_settled, written), strict=True))
+        out: list[_Landing | Exception] = []
+        for index, pending in enumerate(each):
+            outcome = landed.get(index)
+            if isinstance(pending, Exception):
+                out.append(pending)
+            elif isinstance(outcome, Exception):
+                out.append(outcome)
+            else:
+                if outcome is not None:
+                    self._noted(outcome)
+                out.append(_Landing(len(pending), outcome))
+        return out
 
     # -- counting -------------------------------------------------------------
 
@@ -254,9 +293,9 @@ class ExactCounts:
         """Move the kept estimates of the versions that held the landed events; keep the
         version landed at as the landing left it.
 
-        Called as soon as the write returns, with the session's landing held:
-        this replica's landings of a session are heard in the order they were
-        written, which ``ContextEstimates.counted`` relies on.
+        Called once the write returns, before the session's landing is
+        released: this replica's landings of a session are heard in the order
+        they were written, which ``ContextEstimates.counted`` relies on.
         """
         self._host.models.estimates.counted(
             landed.session,
@@ -294,32 +333,14 @@ class ExactCounts:
                 self._landing.release(session_id)
 
     async def _land_claimed(self, session_ids: list[str]) -> None:
-        store = self._host.store
-        found = await asyncio.gather(
-            *(store.pending_counts(s, LAND_BATCH) for s in session_ids), return_exceptions=True
-        )
-        pending = [
-            (s, p) for s, p in zip(session_ids, found, strict=True) if isinstance(p, tuple) and p
-        ]
-        events = [e for _, p in pending for e in p]
-        try:
-            counts = iter(await self._exact_events(events))
-        except Exception:
-            log.exception("counting %d pending events failed", len(events))
-            return
-        writes = [store.land_counts(s, {e.id: next(counts) for e in p}) for s, p in pending]
-        for session_id, outcome in zip(
-            [s for s, _ in pending],
-            await asyncio.gather(*writes, return_exceptions=True),
-            strict=True,
+        for session_id, landing in zip(
+            session_ids, await self._land_round(session_ids), strict=True
         ):
-            if isinstance(outcome, CountsLanded):
-                self._noted(outcome)
-            elif not isinstance(outcome, SessionNotFound):
-                log.warning("landing the exact counts of %s failed: %r", session_id, outcome)
-        for session_id, p in pending:
-            if len(p) == LAND_BATCH:  # more are waiting
-                self._queued[session_id] = None
+            if isinstance(landing, _Landing):
+                if landing.more:
+                    self._queued[session_id] = None
+            elif not isinstance(landing, SessionNotFound):
+                log.warning("landing the exact counts of %s failed: %r", session_id, landing)
 
     async def close(self) -> None:
         """Stop the background counter; what it had not counted yet stays pending, durably."""
@@ -328,3 +349,24 @@ class ExactCounts:
         if worker is not None and not worker.done():
             worker.cancel()
             await asyncio.gather(worker, return_exceptions=True)
+
+
+@dataclass(frozen=True, slots=True)
+class _Landing:
+    """A session's round of landing: how many of its events were pending (``LAND_BATCH`` at
+    most), and what landed of them (None when none was pending)."""
+
+    pending: int
+    landed: CountsLanded | None
+
+    @property
+    def more(self) -> bool:
+        """Whether more events may be pending: the round took as many as it could."""
+        return self.pending == LAND_BATCH
+
+
+def _settled(outcome: _T | BaseException) -> _T | Exception:
+    """A gathered outcome, with a cancellation (no answer, the call was stopped) raised."""
+    if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
+        raise outcome
+    return outcome
