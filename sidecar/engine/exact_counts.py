@@ -17,7 +17,8 @@ unless told to count on append (``TokenCounting.ON_APPEND``), the engine:
   strategies compare and answer counts (a budget's cut, ``min_saved_tokens``,
   clearing's ``min_cleared_tokens``, ``tokens_estimated_saved``);
 - counts a version's pending events before a usage report is held against it
-  (``usage_report``): a calibration divides by exact counts only;
+  (``usage_report``), once the report is known to be usable, and only those
+  the version holds: a calibration divides by exact counts only;
 - with ``TokenCounting.BACKGROUND``, also counts each session's pending events
   soon after they are stored, many sessions' in one batch on the counting
   threads (``appended``), so that reads show exact counts a moment later.
@@ -197,41 +198,56 @@ class ExactCounts:
     async def usage_report(
         self, session_id: str, usage: ModelUsage | None
     ) -> tuple[UsageReport | None, str]:
-        """``SessionModels.usage_report``, with the reported version's pending counts landed
-        first when it was handed out with estimates."""
-        models = self._host.models
-        if usage is not None:
-            kept = models.estimates.estimate(session_id, usage.context_version)
-            if kept is not None and not kept.exact:
-                with contextlib.suppress(SessionNotFound):  # the store says why, later
-                    await self.land(session_id)  # moves the kept estimates (``_noted``)
-        return models.usage_report(session_id, usage)
+        """The report held against the exact count of the context it reports on, or None and
+        why not (``SessionModels.usage_report``).
 
-    async def land(self, session_id: str) -> Session:
-        """Count the session's pending events exactly and land the counts; the session after."""
+        A malformed report is refused (InvalidArgument) before anything is
+        counted. A version kept with estimates has the pending events it holds
+        counted and landed first (those up to its highest position, not the
+        ones appended since), which moves its kept estimate: that is read
+        again, once.
+        """
+        if usage is None:
+            return None, ""
+        models = self._host.models
+        models.check_usage(usage)
+        kept = models.estimates.estimate(session_id, usage.context_version)
+        if kept is not None and not kept.exact:
+            with contextlib.suppress(SessionNotFound):  # the store says why, later
+                await self.land(session_id, through=kept.through)
+            kept = models.estimates.estimate(session_id, usage.context_version)
+        return models.usage_report(usage, kept)
+
+    async def land(self, session_id: str, *, through: int | None = None) -> Session:
+        """Count the session's pending events exactly (with ``through``, only those up to that
+        position) and land the counts; the session after."""
         async with self._landing.hold(session_id):
             while True:
-                (landing,) = await self._land_round([session_id])
+                (landing,) = await self._land_round([session_id], through)
                 if isinstance(landing, Exception):
                     raise landing
                 if landing.landed is None:  # nothing was pending
                     session = await self._host.store.get_session(session_id)
-                    if not session.counters.tokens_exact:
+                    if through is None and not session.counters.tokens_exact:
                         raise RuntimeError(f"session {session_id!r} counts pending events it lacks")
                     return session
                 if not landing.more:
                     return landing.landed.session
 
-    async def _land_round(self, session_ids: Sequence[str]) -> list[_Landing | Exception]:
+    async def _land_round(
+        self, session_ids: Sequence[str], through: int | None = None
+    ) -> list[_Landing | Exception]:
         """One round of landing for sessions whose landings the caller holds: up to
-        ``LAND_BATCH`` pending events of each, one count of all their text, a write each, the
-        kept estimates moved; per session, what landed or the error that stopped it.
+        ``LAND_BATCH`` pending events of each (up to position ``through``, when given), one
+        count of all their text, a write each, the kept estimates moved; per session, what
+        landed or the error that stopped it.
 
         A count that fails fails each session that had events to count.
         """
         store = self._host.store
         found = await asyncio.gather(
-            *(store.pending_counts(s, LAND_BATCH) for s in session_ids), return_exceptions=True
+            *(store.pending_counts(s, LAND_BATCH, through=through) for s in session_ids),
+            return_exceptions=True,
         )
         each = [_settled(outcome) for outcome in found]
         events = [e for pending in each if isinstance(pending, tuple) for e in pending]

@@ -14,6 +14,7 @@ from sidecar.compaction.tokens import count_event
 from sidecar.compaction.triggers import TokenCount
 from sidecar.engine.engine import SessionEngine, TokenCounting
 from sidecar.engine.estimates import KeptEstimate
+from sidecar.errors import InvalidArgument
 from sidecar.model import Event, ModelUsage, Role
 from sidecar.store.protocol import CountsLanded
 from sidecar.store.sqlite import SqliteStore
@@ -102,6 +103,24 @@ async def test_a_usage_report_is_held_against_the_exact_count(store: SqliteStore
     second = await engine.append("s", [answer("a1", "hi")], usage=usage)
     assert second.usage_ignored_reason == ""
     assert second.session.calibration.factor == 2.0
+
+
+async def test_a_usage_report_lands_only_what_its_version_holds(store: SqliteStore) -> None:
+    engine = SessionEngine(store)
+    first = await engine.append("s", [user("u1", "hello " * 50)], create_if_missing=True)
+    await engine.append("s", [answer("a1", "fine, thanks " * 30)])
+    usage = ModelUsage(first.session.version, 100)
+    third = await engine.append("s", [user("u2", "and you?")], usage=usage)
+    assert third.usage_ignored_reason == ""
+    assert [e.id for e in await store.pending_counts("s", 10)] == ["a1", "u2"]
+
+
+async def test_a_usage_report_that_is_refused_lands_nothing(store: SqliteStore) -> None:
+    engine = SessionEngine(store)
+    first = await engine.append("s", [user("u1", "hello " * 50)], create_if_missing=True)
+    with pytest.raises(InvalidArgument):
+        await engine.append("s", [answer("a1", "hi")], usage=ModelUsage(first.session.version, 0))
+    assert [e.id for e in await store.pending_counts("s", 10)] == ["u1"]
 
 
 class SlowToHear(SqliteStore):
