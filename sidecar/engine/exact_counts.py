@@ -37,24 +37,21 @@ import contextlib
 import logging
 from collections.abc import Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 from sidecar.compaction.formatting import format_event
 from sidecar.compaction.token_bounds import DEFAULT_BYTES_PER_TOKEN, estimate, settled_fires
 from sidecar.compaction.tokens import opaque_tokens
 from sidecar.compaction.triggers import Trigger
-from sidecar.engine.locks import LockRegistry
+from sidecar.engine.landings import Landing, Landings
 from sidecar.engine.session_model import SessionModels
 from sidecar.errors import SessionNotFound
 from sidecar.model import Event, ModelUsage, Role, Session, UsageReport, new_event_id
-from sidecar.store.protocol import CountsLanded, Store
+from sidecar.store.protocol import Store
 from sidecar.tokenizer import TokenEstimator
 
 log = logging.getLogger(__name__)
-
-_T = TypeVar("_T")
 
 COUNT_IN_THREAD_CHARS = 8_192
 """Texts with at least this many characters in all are counted on a worker thread.
@@ -67,9 +64,6 @@ to the thread whatever its size: the default estimator builds its encoding
 then (100-200 ms, see ``sidecar.tokenizer``), which on the loop would hold up
 every other call, health checks included.
 """
-
-LAND_BATCH = 512
-"""At most this many of a session's pending events are counted and landed in one write."""
 
 BACKGROUND_DELAY_S = 0.05
 """How long the background counter lets a stream's appends gather before counting them."""
@@ -119,10 +113,8 @@ class ExactCounts:
         self.mode = mode if self._longest is not None else TokenCounting.ON_APPEND
         self._counted_before = False  # until a count has finished, counts go to a thread
         self._bytes_per_token = DEFAULT_BYTES_PER_TOKEN
-        self._landings = 0
-        # One landing per session at a time: a landing that finds another's counts landed
-        # already must not return before that one has moved the kept estimates (``_noted``).
-        self._landing = LockRegistry()
+        self._ratio_samples = 0
+        self.landings = Landings(host, self._exact_events)
         self._queued: dict[str, None] = {}  # sessions for the background counter, in order
         self._worker: asyncio.Task[None] | None = None
 
@@ -181,11 +173,43 @@ class ExactCounts:
         """Whether ``trigger`` fires on the session's exact counters, and the session it was
         decided on: from the bounds when they settle it, else once the pending events'
         exact counts have landed."""
-        while True:
+        (decided,) = await self.fires_many([(session_id, trigger, session)])
+        if isinstance(decided, Exception):
+            raise decided
+        return decided
+
+    async def fires_many(
+        self, checks: Sequence[tuple[str, Trigger, Session]]
+    ) -> list[tuple[bool, Session] | Exception]:
+        """``fires`` for each of several sessions (distinct), or the error that stopped it.
+
+        Those whose bounds settle it are decided at once; the others' pending
+        counts land together, in the same rounds (one count of all their text,
+        their writes side by side), so no session waits behind another's
+        landing.
+        """
+        out: list[tuple[bool, Session] | Exception] = []
+        left: list[int] = []
+        for index, (_, trigger, session) in enumerate(checks):
             settled = settled_fires(trigger, *session.counters.ends())
-            if settled is not None:
-                return settled, session
-            session = await self.land(session_id)
+            out.append((bool(settled), session))
+            if settled is None:
+                left.append(index)
+        while left:  # more than once only if events were appended while landing
+            session_ids = [checks[index][0] for index in left]
+            async with self.landings.holding(session_ids):
+                landed = await self.landings.land_all(session_ids)
+            unsettled = []
+            for index, after in zip(left, landed, strict=True):
+                if isinstance(after, Exception):
+                    out[index] = after
+                    continue
+                settled = settled_fires(checks[index][1], *after.counters.ends())
+                out[index] = (bool(settled), after)
+                if settled is None:
+                    unsettled.append(index)
+            left = unsettled
+        return out
 
     async def exact(self, session_id: str, session: Session | None = None) -> Session:
         """The session once every event of its window has its exact count (before a plan)."""
@@ -219,63 +243,8 @@ class ExactCounts:
         return models.usage_report(usage, kept)
 
     async def land(self, session_id: str, *, through: int | None = None) -> Session:
-        """Count the session's pending events exactly (with ``through``, only those up to that
-        position) and land the counts; the session after."""
-        async with self._landing.hold(session_id):
-            while True:
-                (landing,) = await self._land_round([session_id], through)
-                if isinstance(landing, Exception):
-                    raise landing
-                if landing.landed is None:  # nothing was pending
-                    session = await self._host.store.get_session(session_id)
-                    if through is None and not session.counters.tokens_exact:
-                        raise RuntimeError(f"session {session_id!r} counts pending events it lacks")
-                    return session
-                if not landing.more:
-                    return landing.landed.session
-
-    async def _land_round(
-        self, session_ids: Sequence[str], through: int | None = None
-    ) -> list[_Landing | Exception]:
-        """One round of landing for sessions whose landings the caller holds: up to
-        ``LAND_BATCH`` pending events of each (up to position ``through``, when given), one
-        count of all their text, a write each, the kept estimates moved; per session, what
-        landed or the error that stopped it.
-
-        A count that fails fails each session that had events to count.
-        """
-        store = self._host.store
-        found = await asyncio.gather(
-            *(store.pending_counts(s, LAND_BATCH, through=through) for s in session_ids),
-            return_exceptions=True,
-        )
-        each = [_settled(outcome) for outcome in found]
-        events = [e for pending in each if isinstance(pending, tuple) for e in pending]
-        try:
-            counts = iter(await self._exact_events(events))
-        except Exception as exc:
-            return [
-                p if isinstance(p, Exception) else exc if p else _Landing(0, None) for p in each
-            ]
-        writes = {
-            index: store.land_counts(session_id, {e.id: next(counts) for e in pending})
-            for index, (session_id, pending) in enumerate(zip(session_ids, each, strict=True))
-            if isinstance(pending, tuple) and pending
-        }
-        written = await asyncio.gather(*writes.values(), return_exceptions=True)
-        landed = dict(zip(writes, map(_settled, written), strict=True))
-        out: list[_Landing | Exception] = []
-        for index, pending in enumerate(each):
-            outcome = landed.get(index)
-            if isinstance(pending, Exception):
-                out.append(pending)
-            elif isinstance(outcome, Exception):
-                out.append(outcome)
-            else:
-                if outcome is not None:
-                    self._noted(outcome)
-                out.append(_Landing(len(pending), outcome))
-        return out
+        """``Landings.land``: the session's pending counts landed (up to ``through``)."""
+        return await self.landings.land(session_id, through=through)
 
     # -- counting -------------------------------------------------------------
 
@@ -286,8 +255,8 @@ class ExactCounts:
         size = sum(len(text.encode()) for text in texts)
         tokens = sum(counts)
         if tokens > 0:
-            self._landings += 1
-            weight = 1 / min(self._landings, RATIO_HORIZON)
+            self._ratio_samples += 1
+            weight = 1 / min(self._ratio_samples, RATIO_HORIZON)
             self._bytes_per_token += weight * (size / tokens - self._bytes_per_token)
         return [count + opaque_tokens(e) for e, count in zip(events, counts, strict=True)]
 
@@ -305,23 +274,6 @@ class ExactCounts:
         count = self._host.estimator.count
         return [count(text) for text in texts]
 
-    def _noted(self, landed: CountsLanded) -> None:
-        """Move the kept estimates of the versions that held the landed events; keep the
-        version landed at as the landing left it.
-
-        Called once the write returns, before the session's landing is
-        released: this replica's landings of a session are heard in the order
-        they were written, which ``ContextEstimates.counted`` relies on.
-        """
-        self._host.models.estimates.counted(
-            landed.session,
-            [
-                (e.position, exact - e.token_count, e.token_count - b[0], b[1] - e.token_count)
-                for e, exact in landed.landed
-                if (b := e.token_bounds) is not None and not e.archived and not e.cleared
-            ],
-        )
-
     # -- the background counter -----------------------------------------------
 
     async def _background(self) -> None:
@@ -334,25 +286,19 @@ class ExactCounts:
     async def _land_many(self, session_ids: list[str]) -> None:
         """Land several sessions' pending counts: one count of all their text, a write each.
 
-        A session another landing holds is queued again for the next batch.
+        A session another landing holds is queued again for the next batch, and
+        so is one with more pending than a round takes.
         """
-        claimed = []
+        claimed = await self.landings.claim(session_ids)
         for session_id in session_ids:
-            if await self._landing.claim(session_id):
-                claimed.append(session_id)
-            else:
+            if session_id not in claimed:
                 self._queued[session_id] = None
         try:
-            await self._land_claimed(claimed)
+            landings = await self.landings.round(claimed)
         finally:
-            for session_id in claimed:
-                self._landing.release(session_id)
-
-    async def _land_claimed(self, session_ids: list[str]) -> None:
-        for session_id, landing in zip(
-            session_ids, await self._land_round(session_ids), strict=True
-        ):
-            if isinstance(landing, _Landing):
+            self.landings.release(claimed)
+        for session_id, landing in zip(claimed, landings, strict=True):
+            if isinstance(landing, Landing):
                 if landing.more:
                     self._queued[session_id] = None
             elif not isinstance(landing, SessionNotFound):
@@ -365,24 +311,3 @@ class ExactCounts:
         if worker is not None and not worker.done():
             worker.cancel()
             await asyncio.gather(worker, return_exceptions=True)
-
-
-@dataclass(frozen=True, slots=True)
-class _Landing:
-    """A session's round of landing: how many of its events were pending (``LAND_BATCH`` at
-    most), and what landed of them (None when none was pending)."""
-
-    pending: int
-    landed: CountsLanded | None
-
-    @property
-    def more(self) -> bool:
-        """Whether more events may be pending: the round took as many as it could."""
-        return self.pending == LAND_BATCH
-
-
-def _settled(outcome: _T | BaseException) -> _T | Exception:
-    """A gathered outcome, with a cancellation (no answer, the call was stopped) raised."""
-    if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
-        raise outcome
-    return outcome
