@@ -25,7 +25,6 @@ from sidecar.client.results import (
     StreamMessage,
 )
 from sidecar.compaction.policy import CompactionPolicy, policy_from_dict
-from sidecar.compaction.token_bounds import event_token_bounds
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import event_pb2, policy_pb2, session_pb2
 from sidecar.model import (
@@ -42,26 +41,26 @@ from sidecar.providers.render import ContextFormat, render_json
 from sidecar.server import convert
 from sidecar.store.protocol import CompactionRecord
 
+UNKNOWN_BOUNDS = (0, (1 << 31) - 1)
+"""The bounds of an estimated count as the client knows them: none but what an int32 holds.
+
+The server sends whether a count is an estimate, not its bounds, and may
+send an event without its content (a window too big for one answer), so
+the client does not make bounds up; it keeps ``token_count_estimated``."""
+
 
 def event(msg: event_pb2.Event) -> Event:
-    """An event as stored, output-only fields included.
-
-    An estimated count (``token_count_estimated``) comes with the bounds its
-    exact count lies within, from the event's bytes as the server takes them
-    (``token_bounds``): the exact count is not known here.
-    """
-    stored = replace(
+    """An event as stored, output-only fields included; an estimated count is flagged
+    (``token_count_estimated``), with ``UNKNOWN_BOUNDS``."""
+    return replace(
         convert.event_in(msg, "event"),
         position=msg.position,
         synthetic=msg.synthetic,
         archived=msg.archived,
         token_count=msg.token_count,
         cleared=msg.cleared,
+        token_bounds=UNKNOWN_BOUNDS if msg.token_count_estimated else None,
     )
-    if not msg.token_count_estimated:
-        return stored
-    bounds = event_token_bounds(stored)
-    return replace(stored, token_bounds=(bounds.low, bounds.high))
 
 
 def events(msgs: Iterable[event_pb2.Event]) -> tuple[Event, ...]:

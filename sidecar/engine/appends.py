@@ -31,6 +31,7 @@ from sidecar.compaction.formatting import format_event
 from sidecar.compaction.pipeline import Pipeline
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.summarize import Summarize
+from sidecar.compaction.triggers import Trigger
 from sidecar.engine.exact_counts import ExactCounts
 from sidecar.engine.host import AppendHost
 from sidecar.engine.pipeline_runner import PipelineRunner
@@ -38,11 +39,14 @@ from sidecar.engine.results import CAUSE, AppendResult
 from sidecar.engine.session_model import NOT_THIS_SESSION
 from sidecar.engine.step_runner import StepRunner
 from sidecar.engine.validation import check_events, check_label_updates, check_stored_session_id
-from sidecar.model import Cause, Event, LabelUpdate, ModelUsage
+from sidecar.model import Cause, Event, LabelUpdate, ModelUsage, Session
 from sidecar.store.protocol import AppendOutcome, PlainAppend
 
 # The engine's logger: log pipelines filter on its name (see sidecar.server.logs).
 log = logging.getLogger("sidecar.engine.engine")
+
+_Check = tuple[CompactionPolicy, Trigger]
+"""A stored append whose trigger is to be checked: its policy, and that trigger."""
 
 
 class Appends:
@@ -158,44 +162,72 @@ class Appends:
     async def _many_claimed(
         self, claimed: list[tuple[int, PlainAppend]], results: list[AppendResult | Exception | None]
     ) -> None:
-        """Store the appends whose locks were claimed, land each, and release each lock."""
+        """Store the appends whose locks were claimed, decide each one's trigger, and release
+        each lock once its answer is known.
+
+        The triggers are decided together (``ExactCounts.fires_many``): the
+        sessions whose bounds straddle a threshold have their counts landed in
+        the same rounds, so none waits behind another's landing.
+        """
         engine = self._engine
         unreleased = {append.session_id for _, append in claimed}
+        passes: list[tuple[int, str, CompactionPolicy, AppendOutcome]] = []
 
         def release(session_id: str) -> None:
             unreleased.discard(session_id)
             engine.locks.release(session_id)
 
+        def answer(index: int, session_id: str, result: AppendResult | Exception) -> None:
+            release(session_id)
+            if isinstance(result, AppendResult):
+                engine.models.note(result.session)
+            results[index] = result
+
         try:
             outcomes = await self._stored([append for _, append in claimed])
-            passes = []
+            checks: list[tuple[int, str, AppendOutcome, _Check]] = []
             for (index, append), outcome in zip(claimed, outcomes, strict=True):
+                session_id = append.session_id
                 if isinstance(outcome, Exception):
-                    results[index] = outcome
-                    release(append.session_id)
+                    answer(index, session_id, outcome)
                     continue
                 try:
-                    noted = await self._noted(append.session_id, outcome)
+                    check = self._check(session_id, outcome)
                 except Exception as exc:  # this session's alone, as its own append's would be
-                    results[index] = exc
-                    release(append.session_id)
+                    answer(index, session_id, exc)
+                    continue
+                if isinstance(check, AppendResult):
+                    answer(index, session_id, check)
+                else:
+                    checks.append((index, session_id, outcome, check))
+            decisions = await self._counts.fires_many(
+                [
+                    (session_id, check[1], outcome.session)
+                    for _, session_id, outcome, check in checks
+                ]
+            )
+            for (index, session_id, outcome, (policy, _)), decision in zip(
+                checks, decisions, strict=True
+            ):
+                try:
+                    if isinstance(decision, Exception):
+                        raise decision
+                    noted = self._decided(session_id, outcome, policy, *decision)
+                except Exception as exc:
+                    answer(index, session_id, exc)
                     continue
                 if isinstance(noted, CompactionPolicy):  # a window pass runs now, under the lock
-                    passes.append((index, append.session_id, noted, outcome))
-                    continue
-                release(append.session_id)
-                engine.models.note(noted.session)
-                results[index] = noted
+                    passes.append((index, session_id, noted, outcome))
+                else:
+                    answer(index, session_id, noted)
             for index, session_id, policy, outcome in passes:
                 try:
-                    result = await self._pass_locked(session_id, policy, outcome)
+                    result: AppendResult | Exception = await self._pass_locked(
+                        session_id, policy, outcome
+                    )
                 except Exception as exc:
-                    results[index] = exc
-                else:
-                    engine.models.note(result.session)
-                    results[index] = result
-                finally:
-                    release(session_id)
+                    result = exc
+                answer(index, session_id, result)
         finally:
             for session_id in list(unreleased):
                 release(session_id)
@@ -240,6 +272,16 @@ class Appends:
         bounds of the events still pending when they settle it, else once their
         exact counts have landed (``ExactCounts.fires``).
         """
+        check = self._check(session_id, outcome)
+        if isinstance(check, AppendResult):
+            return check
+        policy, trigger = check
+        fires, session = await self._counts.fires(session_id, trigger, outcome.session)
+        return self._decided(session_id, outcome, policy, fires, session)
+
+    def _check(self, session_id: str, outcome: AppendOutcome) -> AppendResult | _Check:
+        """A stored append, told to whom it concerns: its result when no trigger is to be
+        checked, else the policy and the trigger that is."""
         engine = self._engine
         session = outcome.session
         written = outcome.written
@@ -256,7 +298,19 @@ class Appends:
             or session.auto_compaction_paused  # a restore paused it
         ):
             return AppendResult(outcome.events, session, written=written)
-        fires, session = await self._counts.fires(session_id, policy.trigger, session)
+        return policy, policy.trigger
+
+    def _decided(
+        self,
+        session_id: str,
+        outcome: AppendOutcome,
+        policy: CompactionPolicy,
+        fires: bool,
+        session: Session,
+    ) -> AppendResult | CompactionPolicy:
+        """What a trigger decided on ``session`` sets off: nothing, a summary in the
+        background, or (the policy returned) a window pass now."""
+        written = outcome.written
         if not fires:
             return AppendResult(outcome.events, session, written=written)
         if isinstance(policy.strategy, Summarize):

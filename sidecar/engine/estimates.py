@@ -7,8 +7,8 @@ of that same context, so the estimate of every version this replica handed
 out (GetContext) or produced (an append's acknowledgement) is kept here for a
 while: the last ``PER_SESSION`` versions of each of the last ``MAX_SESSIONS``
 sessions, least recently used out first. Bounded in bytes by those counts
-(an entry is two integers; a session's dict a few hundred bytes), so about
-2 MB at most.
+(an entry is four integers; a session's dict a few hundred bytes), so a few
+MB at most.
 
 A report whose version is no longer here (too old, or made on another
 replica, or before a restart) is ignored with a reason, never an error: the
@@ -27,17 +27,100 @@ off and the positions it held (every event up to the session's
 (``counted``), every kept version that held them moves by what they changed,
 and is exact once none of its events is pending: a report is only ever held
 against an exact count, as it was before counts could wait.
+
+A landing is a write of its own, and reads run beside it: a read may see the
+session before the landing's write or after it, and be kept before this
+replica hears of the landing or after. Each landing must move each kept
+estimate exactly once, if and only if the read it came from did not see it.
+What a read saw is told by what it read, with no clock and no landing number
+in the store: a landing bumps no version (every other write does) and lowers
+the window's pending slack (``pending_below + pending_above``) by that of the
+events it counts, and nothing else changes a version's counters. So the
+states a session goes through are ordered by (version, -slack): at one
+version, each landing leaves less slack than the state before it, and a
+landing that leaves as much changed nothing (its events' bounds were one
+number, or they were out of the window). A read saw a landing's write if and
+only if it read a later version than the landing wrote at, or the same
+version with no more slack than the landing left. This replica's landings of
+one session are written and heard one at a time (``ExactCounts`` holds a
+landing per session), so:
+
+- when a landing is heard (``counted``), a kept estimate of an older version
+  was read before it and moves by the landed events it holds; one of the
+  same version moves to the state the landing left unless it is there
+  already; one of a newer version saw it;
+- when a read is kept (``note``), it is dropped if it did not see the last
+  landing heard (the estimate kept stays): that landing has moved the
+  estimates already, and which of its events the read held is not known.
+  An exact read is always kept: nothing moves it.
+
+Per session, that costs the last landing's version and slack, beside the
+estimates. An estimate read before a landing of another replica is not moved
+by it (this replica does not hear of it): it stays estimated, and a report
+held against it is ignored (``ESTIMATED`` in ``session_model``).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sidecar.model import Session
 
 MAX_SESSIONS = 4096
 PER_SESSION = 8
 
 _TOKENS, _BELOW, _ABOVE, _THROUGH = range(4)
+
+
+@dataclass(frozen=True, slots=True)
+class KeptEstimate:
+    """A version's kept estimate: the incarnation it is of, its tokens, how far below and
+    above them its exact count can lie, and the highest position it holds."""
+
+    incarnation: int
+    tokens: int
+    below: int
+    above: int
+    through: int
+
+    @property
+    def exact(self) -> bool:
+        """Whether ``tokens`` is the exact count: none of its events is pending."""
+        return self.below == 0 and self.above == 0
+
+
+class _Kept:
+    """One session's incarnation, its versions' estimates, and the last landing heard of."""
+
+    __slots__ = ("incarnation", "landed_slack", "landed_version", "versions")
+
+    def __init__(self, incarnation: int) -> None:
+        self.incarnation = incarnation
+        # Each [tokens, pending below, pending above, the highest position it holds].
+        self.versions: dict[int, list[int]] = {}
+        self.landed_version = 0  # the last landing heard of: the version it wrote at,
+        self.landed_slack = 0  # and the slack it left there
+
+    def saw_last_landing(self, version: int, slack: int) -> bool:
+        """Whether a read of ``version`` with ``slack`` saw the last landing heard of."""
+        return version > self.landed_version or (
+            version == self.landed_version and slack <= self.landed_slack
+        )
+
+    def keep(self, version: int, entry: list[int], per_session: int) -> None:
+        versions = self.versions
+        versions[version] = entry
+        if len(versions) > per_session:
+            del versions[min(versions)]
+
+
+def _entry(session: Session) -> list[int]:
+    """The estimate a read of ``session`` found, as kept: its window's tokens, how far below
+    and above them they can lie, and the highest position it holds."""
+    c = session.counters
+    return [c.tokens, c.pending_below, c.pending_above, session.total_events]
 
 
 class ContextEstimates:
@@ -46,70 +129,70 @@ class ContextEstimates:
     def __init__(self, max_sessions: int = MAX_SESSIONS, per_session: int = PER_SESSION) -> None:
         self.max_sessions = max_sessions
         self.per_session = per_session
-        # Per session id: its incarnation, and that incarnation's versions' estimates, each
-        # [tokens, pending below, pending above, the positions it holds].
-        self._sessions: OrderedDict[str, tuple[int, dict[int, list[int]]]] = OrderedDict()
+        self._sessions: OrderedDict[str, _Kept] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._sessions)
 
-    def note(
-        self,
-        session_id: str,
-        incarnation: int,
-        version: int,
-        tokens: int,
-        *,
-        below: int = 0,
-        above: int = 0,
-        through: int = 0,
-    ) -> None:
-        """Keep that the context of ``version`` was estimated at ``tokens``.
-
-        ``below`` and ``above``: how far its pending events can be off (0 when
-        its count is exact); ``through``: the highest position it holds.
-        Another incarnation than the one kept replaces it: its versions start
-        again from 1 and say nothing of the old one's.
-        """
+    def _kept(self, session_id: str, incarnation: int) -> _Kept:
+        """The session's estimates, most recently used now; another incarnation than the one
+        kept replaces it: its versions start again from 1 and say nothing of the old one's."""
         kept = self._sessions.get(session_id)
-        if kept is None or kept[0] != incarnation:
-            kept = self._sessions[session_id] = (incarnation, {})
+        if kept is None or kept.incarnation != incarnation:
+            kept = self._sessions[session_id] = _Kept(incarnation)
             if len(self._sessions) > self.max_sessions:
                 self._sessions.popitem(last=False)
         self._sessions.move_to_end(session_id)
-        versions = kept[1]
-        versions[version] = [tokens, below, above, through]
-        if len(versions) > self.per_session:
-            del versions[min(versions)]
+        return kept
 
-    def estimate(self, session_id: str, version: int) -> tuple[int, int, bool] | None:
-        """The incarnation kept, its estimate of that version's context, and whether that
-        estimate is the exact count; None when not kept."""
-        kept = self._sessions.get(session_id)
-        if kept is None or version not in kept[1]:
-            return None
-        entry = kept[1][version]
-        return kept[0], entry[_TOKENS], entry[_BELOW] == 0 and entry[_ABOVE] == 0
+    def note(self, session: Session) -> None:
+        """Keep the estimate of the context a read of ``session`` found at its version.
 
-    def counted(
-        self, session_id: str, incarnation: int, landed: Iterable[tuple[int, int, int, int]]
-    ) -> None:
-        """Events' exact counts landed: each ``(position, tokens, below, above)`` says by how
-        much its count moved and how far below and above its estimate it could lie.
-
-        Every kept version of that incarnation which held the position moves
-        by it (a pending event is never archived or cleared: passes plan on
-        exact counts, so it is in the window of every version since it came).
+        With its tokens: how far its pending events can be off (0 when its
+        count is exact) and the highest position it holds. A read that did not
+        see the last landing heard of is dropped (see the module docstring).
         """
-        kept = self._sessions.get(session_id)
-        if kept is None or kept[0] != incarnation:
+        kept = self._kept(session.session_id, session.incarnation)
+        entry = _entry(session)
+        slack = entry[_BELOW] + entry[_ABOVE]
+        if slack and not kept.saw_last_landing(session.version, slack):
             return
-        for position, tokens, below, above in landed:
-            for entry in kept[1].values():
-                if entry[_THROUGH] >= position and (entry[_BELOW] or entry[_ABOVE]):
-                    entry[_TOKENS] += tokens
+        kept.keep(session.version, entry, self.per_session)
+
+    def estimate(self, session_id: str, version: int) -> KeptEstimate | None:
+        """The kept estimate of that version's context; None when not kept."""
+        kept = self._sessions.get(session_id)
+        if kept is None or version not in kept.versions:
+            return None
+        return KeptEstimate(kept.incarnation, *kept.versions[version])
+
+    def counted(self, session: Session, landed: Iterable[tuple[int, int, int, int]]) -> None:
+        """This replica landed events' exact counts, leaving ``session``; each ``(position,
+        tokens, below, above)`` of ``landed`` says by how much an event's count moved and how
+        far below and above its estimate it could lie.
+
+        A kept version older than the session's moves by the events it held
+        (a pending event is never archived or cleared: passes plan on exact
+        counts, so it is in the window of every version since it came); the
+        session's version is kept as the landing left it, unless a read kept
+        after the landing saw it already (see the module docstring).
+        """
+        version = session.version
+        kept = self._kept(session.session_id, session.incarnation)
+        moves = list(landed)
+        for older, entry in kept.versions.items():
+            if older >= version or not (entry[_BELOW] or entry[_ABOVE]):
+                continue
+            for position, moved, below, above in moves:
+                if position <= entry[_THROUGH]:
+                    entry[_TOKENS] += moved
                     entry[_BELOW] -= below
                     entry[_ABOVE] -= above
+        left = _entry(session)
+        kept.landed_version, kept.landed_slack = version, left[_BELOW] + left[_ABOVE]
+        same = kept.versions.get(version)
+        if same is None or same[_BELOW] + same[_ABOVE] > kept.landed_slack:
+            kept.keep(version, left, self.per_session)
 
     def forget(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)

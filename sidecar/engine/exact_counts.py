@@ -17,7 +17,8 @@ unless told to count on append (``TokenCounting.ON_APPEND``), the engine:
   strategies compare and answer counts (a budget's cut, ``min_saved_tokens``,
   clearing's ``min_cleared_tokens``, ``tokens_estimated_saved``);
 - counts a version's pending events before a usage report is held against it
-  (``usage_report``): a calibration divides by exact counts only;
+  (``usage_report``), once the report is known to be usable, and only those
+  the version holds: a calibration divides by exact counts only;
 - with ``TokenCounting.BACKGROUND``, also counts each session's pending events
   soon after they are stored, many sessions' in one batch on the counting
   threads (``appended``), so that reads show exact counts a moment later.
@@ -43,11 +44,11 @@ from sidecar.compaction.formatting import format_event
 from sidecar.compaction.token_bounds import DEFAULT_BYTES_PER_TOKEN, estimate, settled_fires
 from sidecar.compaction.tokens import opaque_tokens
 from sidecar.compaction.triggers import Trigger
-from sidecar.engine.locks import LockRegistry
+from sidecar.engine.landings import Landing, Landings
 from sidecar.engine.session_model import SessionModels
 from sidecar.errors import SessionNotFound
 from sidecar.model import Event, ModelUsage, Role, Session, UsageReport, new_event_id
-from sidecar.store.protocol import CountsLanded, Store
+from sidecar.store.protocol import Store
 from sidecar.tokenizer import TokenEstimator
 
 log = logging.getLogger(__name__)
@@ -63,9 +64,6 @@ to the thread whatever its size: the default estimator builds its encoding
 then (100-200 ms, see ``sidecar.tokenizer``), which on the loop would hold up
 every other call, health checks included.
 """
-
-LAND_BATCH = 512
-"""At most this many of a session's pending events are counted and landed in one write."""
 
 BACKGROUND_DELAY_S = 0.05
 """How long the background counter lets a stream's appends gather before counting them."""
@@ -115,10 +113,8 @@ class ExactCounts:
         self.mode = mode if self._longest is not None else TokenCounting.ON_APPEND
         self._counted_before = False  # until a count has finished, counts go to a thread
         self._bytes_per_token = DEFAULT_BYTES_PER_TOKEN
-        self._landings = 0
-        # One landing per session at a time: a landing that finds another's counts landed
-        # already must not return before that one has moved the kept estimates (``_noted``).
-        self._landing = LockRegistry()
+        self._ratio_samples = 0
+        self.landings = Landings(host, self._exact_events)
         self._queued: dict[str, None] = {}  # sessions for the background counter, in order
         self._worker: asyncio.Task[None] | None = None
 
@@ -177,11 +173,43 @@ class ExactCounts:
         """Whether ``trigger`` fires on the session's exact counters, and the session it was
         decided on: from the bounds when they settle it, else once the pending events'
         exact counts have landed."""
-        while True:
+        (decided,) = await self.fires_many([(session_id, trigger, session)])
+        if isinstance(decided, Exception):
+            raise decided
+        return decided
+
+    async def fires_many(
+        self, checks: Sequence[tuple[str, Trigger, Session]]
+    ) -> list[tuple[bool, Session] | Exception]:
+        """``fires`` for each of several sessions (distinct), or the error that stopped it.
+
+        Those whose bounds settle it are decided at once; the others' pending
+        counts land together, in the same rounds (one count of all their text,
+        their writes side by side), so no session waits behind another's
+        landing.
+        """
+        out: list[tuple[bool, Session] | Exception] = []
+        left: list[int] = []
+        for index, (_, trigger, session) in enumerate(checks):
             settled = settled_fires(trigger, *session.counters.ends())
-            if settled is not None:
-                return settled, session
-            session = await self.land(session_id)
+            out.append((bool(settled), session))
+            if settled is None:
+                left.append(index)
+        while left:  # more than once only if events were appended while landing
+            session_ids = [checks[index][0] for index in left]
+            async with self.landings.holding(session_ids):
+                landed = await self.landings.land_all(session_ids)
+            unsettled = []
+            for index, after in zip(left, landed, strict=True):
+                if isinstance(after, Exception):
+                    out[index] = after
+                    continue
+                settled = settled_fires(checks[index][1], *after.counters.ends())
+                out[index] = (bool(settled), after)
+                if settled is None:
+                    unsettled.append(index)
+            left = unsettled
+        return out
 
     async def exact(self, session_id: str, session: Session | None = None) -> Session:
         """The session once every event of its window has its exact count (before a plan)."""
@@ -194,33 +222,29 @@ class ExactCounts:
     async def usage_report(
         self, session_id: str, usage: ModelUsage | None
     ) -> tuple[UsageReport | None, str]:
-        """``SessionModels.usage_report``, with the reported version's pending counts landed
-        first when it was handed out with estimates."""
-        models = self._host.models
-        if usage is not None:
-            kept = models.estimates.estimate(session_id, usage.context_version)
-            if kept is not None and not kept[2]:
-                with contextlib.suppress(SessionNotFound):  # the store says why, later
-                    await self.land(session_id)  # moves the kept estimates (``_noted``)
-        return models.usage_report(session_id, usage)
+        """The report held against the exact count of the context it reports on, or None and
+        why not (``SessionModels.usage_report``).
 
-    async def land(self, session_id: str) -> Session:
-        """Count the session's pending events exactly and land the counts; the session after."""
-        store = self._host.store
-        async with self._landing.hold(session_id):
-            while True:
-                pending = await store.pending_counts(session_id, LAND_BATCH)
-                if not pending:
-                    session = await store.get_session(session_id)
-                    if not session.counters.tokens_exact:
-                        raise RuntimeError(f"session {session_id!r} counts pending events it lacks")
-                    return session
-                counts = await self._exact_events(pending)
-                ids = [e.id for e in pending]
-                landed = await store.land_counts(session_id, dict(zip(ids, counts, strict=True)))
-                self._noted(landed)
-                if len(pending) < LAND_BATCH:
-                    return landed.session
+        A malformed report is refused (InvalidArgument) before anything is
+        counted. A version kept with estimates has the pending events it holds
+        counted and landed first (those up to its highest position, not the
+        ones appended since), which moves its kept estimate: that is read
+        again, once.
+        """
+        if usage is None:
+            return None, ""
+        models = self._host.models
+        models.check_usage(usage)
+        kept = models.estimates.estimate(session_id, usage.context_version)
+        if kept is not None and not kept.exact:
+            with contextlib.suppress(SessionNotFound):  # the store says why, later
+                await self.land(session_id, through=kept.through)
+            kept = models.estimates.estimate(session_id, usage.context_version)
+        return models.usage_report(usage, kept)
+
+    async def land(self, session_id: str, *, through: int | None = None) -> Session:
+        """``Landings.land``: the session's pending counts landed (up to ``through``)."""
+        return await self.landings.land(session_id, through=through)
 
     # -- counting -------------------------------------------------------------
 
@@ -231,8 +255,8 @@ class ExactCounts:
         size = sum(len(text.encode()) for text in texts)
         tokens = sum(counts)
         if tokens > 0:
-            self._landings += 1
-            weight = 1 / min(self._landings, RATIO_HORIZON)
+            self._ratio_samples += 1
+            weight = 1 / min(self._ratio_samples, RATIO_HORIZON)
             self._bytes_per_token += weight * (size / tokens - self._bytes_per_token)
         return [count + opaque_tokens(e) for e, count in zip(events, counts, strict=True)]
 
@@ -250,18 +274,6 @@ class ExactCounts:
         count = self._host.estimator.count
         return [count(text) for text in texts]
 
-    def _noted(self, landed: CountsLanded) -> None:
-        """Move the kept estimates of the versions that held the landed events."""
-        self._host.models.estimates.counted(
-            landed.session.session_id,
-            landed.session.incarnation,
-            [
-                (e.position, exact - e.token_count, e.token_count - b[0], b[1] - e.token_count)
-                for e, exact in landed.landed
-                if (b := e.token_bounds) is not None and not e.archived and not e.cleared
-            ],
-        )
-
     # -- the background counter -----------------------------------------------
 
     async def _background(self) -> None:
@@ -274,47 +286,23 @@ class ExactCounts:
     async def _land_many(self, session_ids: list[str]) -> None:
         """Land several sessions' pending counts: one count of all their text, a write each.
 
-        A session another landing holds is queued again for the next batch.
+        A session another landing holds is queued again for the next batch, and
+        so is one with more pending than a round takes.
         """
-        claimed = []
+        claimed = await self.landings.claim(session_ids)
         for session_id in session_ids:
-            if await self._landing.claim(session_id):
-                claimed.append(session_id)
-            else:
+            if session_id not in claimed:
                 self._queued[session_id] = None
         try:
-            await self._land_claimed(claimed)
+            landings = await self.landings.round(claimed)
         finally:
-            for session_id in claimed:
-                self._landing.release(session_id)
-
-    async def _land_claimed(self, session_ids: list[str]) -> None:
-        store = self._host.store
-        found = await asyncio.gather(
-            *(store.pending_counts(s, LAND_BATCH) for s in session_ids), return_exceptions=True
-        )
-        pending = [
-            (s, p) for s, p in zip(session_ids, found, strict=True) if isinstance(p, tuple) and p
-        ]
-        events = [e for _, p in pending for e in p]
-        try:
-            counts = iter(await self._exact_events(events))
-        except Exception:
-            log.exception("counting %d pending events failed", len(events))
-            return
-        writes = [store.land_counts(s, {e.id: next(counts) for e in p}) for s, p in pending]
-        for session_id, outcome in zip(
-            [s for s, _ in pending],
-            await asyncio.gather(*writes, return_exceptions=True),
-            strict=True,
-        ):
-            if isinstance(outcome, CountsLanded):
-                self._noted(outcome)
-            elif not isinstance(outcome, SessionNotFound):
-                log.warning("landing the exact counts of %s failed: %r", session_id, outcome)
-        for session_id, p in pending:
-            if len(p) == LAND_BATCH:  # more are waiting
-                self._queued[session_id] = None
+            self.landings.release(claimed)
+        for session_id, landing in zip(claimed, landings, strict=True):
+            if isinstance(landing, Landing):
+                if landing.more:
+                    self._queued[session_id] = None
+            elif not isinstance(landing, SessionNotFound):
+                log.warning("landing the exact counts of %s failed: %r", session_id, landing)
 
     async def close(self) -> None:
         """Stop the background counter; what it had not counted yet stays pending, durably."""

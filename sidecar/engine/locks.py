@@ -8,8 +8,8 @@ task holds or waits for its lock.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterable
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 
 
@@ -41,6 +41,16 @@ class LockRegistry:
             entry.users -= 1
             if entry.users == 0:
                 del self._entries[key]
+
+    @asynccontextmanager
+    async def hold_many(self, keys: Iterable[str]) -> AsyncIterator[None]:
+        """Hold each key's lock (a key named twice, once), taken in sorted order: two callers
+        holding keys in common take them in the same order, so neither can wait for the
+        other while holding what it waits for."""
+        async with AsyncExitStack() as stack:
+            for key in sorted(set(keys)):
+                await stack.enter_async_context(self.hold(key))
+            yield
 
     async def claim(self, key: str) -> bool:
         """Take ``key``'s lock if nobody holds or waits for it, without waiting; ``release``

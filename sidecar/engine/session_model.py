@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from sidecar.compaction.calibration import TokenScale, uses_context_fraction
 from sidecar.compaction.policy import CompactionPolicy
-from sidecar.engine.estimates import ContextEstimates
+from sidecar.engine.estimates import ContextEstimates, KeptEstimate
 from sidecar.errors import InvalidArgument, InvalidConfig
 from sidecar.model import ModelUsage, Session, UsageReport
 from sidecar.providers.profiles import MAX_NAME_CHARS, ModelProfile, ModelProfiles
@@ -76,47 +76,39 @@ class SessionModels:
 
     def note(self, session: Session) -> None:
         """Keep the estimate of the context this session's version holds."""
-        c = session.counters
-        self.estimates.note(
-            session.session_id,
-            session.incarnation,
-            session.version,
-            c.tokens,
-            below=c.pending_below,
-            above=c.pending_above,
-            through=session.total_events,
-        )
+        self.estimates.note(session)
 
     def forget(self, session_id: str) -> None:
         """Drop the session's estimates: it was deleted."""
         self.estimates.forget(session_id)
 
-    def usage_report(
-        self, session_id: str, usage: ModelUsage | None
-    ) -> tuple[UsageReport | None, str]:
-        """The report held against our estimate, or None and why it is not taken in.
-
-        The store takes it in only for the incarnation the estimate was made
-        in and a version the session has reached (``UsageReport.counts_for``).
-        """
-        if usage is None:
-            return None, ""
+    def check_usage(self, usage: ModelUsage) -> None:
+        """A usage report's own fields, checked before anything is counted for it."""
         if usage.context_version < 1:
             raise InvalidArgument("usage.context_version", "must be a version, 1 or more")
         if not 1 <= usage.prompt_tokens <= MAX_PROMPT_TOKENS:
             raise InvalidArgument("usage.prompt_tokens", f"must be from 1 to {MAX_PROMPT_TOKENS}")
-        kept = self.estimates.estimate(session_id, usage.context_version)
+
+    def usage_report(
+        self, usage: ModelUsage, kept: KeptEstimate | None
+    ) -> tuple[UsageReport | None, str]:
+        """The report (checked: ``check_usage``) held against ``kept``, the estimate kept of
+        its version, or None and why it is not taken in.
+
+        The store takes it in only for the incarnation the estimate was made
+        in and a version the session has reached (``UsageReport.counts_for``).
+        """
         if kept is None:
             return None, (
                 f"no estimate kept for version {usage.context_version} (too old, from another"
                 " replica, or before a restart): the report was not counted"
             )
-        incarnation, estimate, exact = kept
-        if not exact:
+        if not kept.exact:
             return None, ESTIMATED.format(version=usage.context_version)
-        if estimate == 0:
+        if kept.tokens == 0:
             return None, f"version {usage.context_version} was estimated at 0 tokens"
-        return UsageReport(usage.prompt_tokens / estimate, usage.context_version, incarnation), ""
+        ratio = usage.prompt_tokens / kept.tokens
+        return UsageReport(ratio, usage.context_version, kept.incarnation), ""
 
 
 ESTIMATED = (

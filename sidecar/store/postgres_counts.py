@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from sidecar.model import Event
-from sidecar.store import counter_rules
+from sidecar.store import counter_rules, rules
 from sidecar.store.postgres_reads import EVENT_COLUMNS, event_from_row, get_session, window_counters
 from sidecar.store.postgres_schema import Db
 from sidecar.store.postgres_writes import stored_events
@@ -23,14 +23,19 @@ from sidecar.store.protocol import CountsLanded
 # ``token_low IS NOT NULL`` spelled as the partial index ``events_pending`` is.
 _PENDING_SQL = (
     f"SELECT {EVENT_COLUMNS} FROM events e WHERE e.session = $1 AND e.token_low IS NOT NULL"
-    " ORDER BY e.position LIMIT $2"
+    " AND e.position <= $2 ORDER BY e.position LIMIT $3"
 )
 
 
-async def pending_counts(db: Db, session_id: str, limit: int) -> tuple[Event, ...]:
-    """Up to ``limit`` pending events of the session, oldest first (``Store.pending_counts``)."""
+async def pending_counts(
+    db: Db, session_id: str, limit: int, through: int | None = None
+) -> tuple[Event, ...]:
+    """Up to ``limit`` pending events of the session, oldest first, up to position ``through``
+    when given (``Store.pending_counts``)."""
     pk, _ = await get_session(db, session_id)
-    return tuple(event_from_row(row) for row in await db.fetch(_PENDING_SQL, pk, limit))
+    last = rules.last_position(through)
+    rows = await db.fetch(_PENDING_SQL, pk, last, limit)
+    return tuple(event_from_row(row) for row in rows)
 
 
 async def land_counts(db: Db, session_id: str, counts: Mapping[str, int]) -> CountsLanded:

@@ -256,10 +256,13 @@ class Store(Protocol):
         """
         ...
 
-    async def pending_counts(self, session_id: str, limit: int) -> tuple[Event, ...]:
+    async def pending_counts(
+        self, session_id: str, limit: int, *, through: int | None = None
+    ) -> tuple[Event, ...]:
         """Up to ``limit`` of the session's events whose exact count is pending
         (``Event.token_bounds`` set), oldest first, with their content as appended;
-        SessionNotFound if absent."""
+        with ``through``, only those at that position or before (what a version
+        holds). SessionNotFound if absent."""
 
     async def land_counts(self, session_id: str, exact: Mapping[str, int]) -> CountsLanded:
         """Set the exact token counts of pending events, by id, in one transaction.

@@ -25,6 +25,13 @@ from sidecar.model import (
 from sidecar.store.protocol import SearchHit
 
 
+def last_position(through: int | None) -> int:
+    """The last position a read of pending counts covers: ``through``, or with none, the
+    largest a position column holds (so one statement, on the ``events_pending`` index,
+    serves both)."""
+    return (1 << 63) - 1 if through is None else through
+
+
 def require_ids(events: Sequence[Event]) -> None:
     """Every event of a batch reaching a store has its id (the engine assigns missing ones)."""
     for index, event in enumerate(events):

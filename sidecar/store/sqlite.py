@@ -287,8 +287,10 @@ class SqliteStore:
             self._indexer.appended()
         return outcomes
 
-    async def pending_counts(self, session_id: str, limit: int) -> tuple[Event, ...]:
-        return await self._read(lambda db: counts.pending_counts(db, session_id, limit))
+    async def pending_counts(
+        self, session_id: str, limit: int, *, through: int | None = None
+    ) -> tuple[Event, ...]:
+        return await self._read(lambda db: counts.pending_counts(db, session_id, limit, through))
 
     async def land_counts(self, session_id: str, exact: Mapping[str, int]) -> CountsLanded:
         return await self._write(

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from sidecar.model import Event
-from sidecar.store import counter_rules
+from sidecar.store import counter_rules, rules
 from sidecar.store.protocol import CountsLanded
 from sidecar.store.sqlite_reads import EVENT_COLUMNS, event_from_row, get_session, window_counters
 from sidecar.store.sqlite_writes import stored_events
@@ -26,14 +26,18 @@ from sidecar.store.sqlite_writes import stored_events
 # ``token_low IS NOT NULL`` spelled as the partial index ``events_pending`` is.
 _PENDING_SQL = (
     f"SELECT {EVENT_COLUMNS} FROM events e WHERE e.session = ? AND e.token_low IS NOT NULL"
-    " ORDER BY e.position LIMIT ?"
+    " AND e.position <= ? ORDER BY e.position LIMIT ?"
 )
 
 
-def pending_counts(db: sqlite3.Connection, session_id: str, limit: int) -> tuple[Event, ...]:
-    """Up to ``limit`` pending events of the session, oldest first (``Store.pending_counts``)."""
+def pending_counts(
+    db: sqlite3.Connection, session_id: str, limit: int, through: int | None = None
+) -> tuple[Event, ...]:
+    """Up to ``limit`` pending events of the session, oldest first, up to position ``through``
+    when given (``Store.pending_counts``)."""
     pk, _ = get_session(db, session_id)
-    return tuple(event_from_row(row) for row in db.execute(_PENDING_SQL, (pk, limit)))
+    last = rules.last_position(through)
+    return tuple(event_from_row(row) for row in db.execute(_PENDING_SQL, (pk, last, limit)))
 
 
 def land_counts(db: sqlite3.Connection, session_id: str, counts: Mapping[str, int]) -> CountsLanded:

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from typing import Any
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
+from sidecar.compaction.policy import CompactionPolicy
+from sidecar.compaction.token_budget import TokenBudget
+from sidecar.compaction.triggers import TokenCount
 from sidecar.engine.engine import SessionEngine
 from sidecar.engine.results import AppendResult
 from sidecar.errors import InvalidArgument, SessionNotFound, StoreUnavailable
 from sidecar.model import Event, Role, ToolCall
 from sidecar.server.metrics import Metrics, TimedStore
 from sidecar.store import sqlite_writes
-from sidecar.store.protocol import PlainAppend
+from sidecar.store.protocol import CountsLanded, PlainAppend
 from sidecar.store.sqlite import SqliteStore
 from tests.engine.gates import GatedSummarizer
 from tests.engine.test_engine import SUMMARY, WINDOW, ids_of_context, turn
@@ -187,3 +192,78 @@ async def test_each_failed_append_is_counted_as_the_store_being_unavailable(
         "compaction_store_unavailable_total", {"operation": "append_many"}
     )
     assert counted == 3
+
+
+class Overlapping(SqliteStore):
+    """A SQLite store that counts its landings and how many it had in flight at once."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.landings = 0
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self.failing: set[str] = set()  # sessions whose landings fail
+
+    async def land_counts(self, session_id: str, exact: Mapping[str, int]) -> CountsLanded:
+        self.landings += 1
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            result = await super().land_counts(session_id, exact)
+            if session_id in self.failing:
+                raise StoreUnavailable("the landing failed")
+            return result
+        finally:
+            self.in_flight -= 1
+
+
+@pytest.fixture
+async def overlapping(tmp_path: Path) -> AsyncIterator[tuple[SessionEngine, Overlapping]]:
+    """An engine over an ``Overlapping`` store, with sessions a, b and quiet whose trigger's
+    threshold lies between the bounds of ``STRADDLING``."""
+    store = Overlapping(str(tmp_path / "overlapping.db"))
+    await store.open()
+    engine = SessionEngine(store)
+    policy = CompactionPolicy(TokenCount(1000), TokenBudget(500))
+    for name in ("a", "b", "quiet"):
+        await engine.create_session(name, policy=policy)
+    try:
+        yield engine, store
+    finally:
+        await engine.close()
+        await store.close()
+
+
+STRADDLING = "word " * 400  # 2,006 bytes, 401 tokens: between the bounds lies 1,000
+
+
+def straddling(*names: str) -> list[PlainAppend]:
+    return [
+        plain(name, [Event(id="u1", role=Role.USER, text="hi" if name == "quiet" else STRADDLING)])
+        for name in names
+    ]
+
+
+async def test_sessions_whose_bounds_straddle_their_threshold_land_their_counts_together(
+    overlapping: tuple[SessionEngine, Overlapping],
+) -> None:
+    engine, store = overlapping
+    results = await engine.append_many(straddling("a", "quiet", "b"))
+    assert (store.landings, store.most_in_flight) == (2, 2)
+    assert all(isinstance(r, AppendResult) and r.compaction is None for r in results)
+    a, quiet, b = (cast(AppendResult, r).session.counters for r in results)
+    assert (a.tokens_exact, quiet.tokens_exact, b.tokens_exact) == (True, False, True)
+    assert len(engine.locks) == 0
+
+
+async def test_a_landing_that_fails_in_a_batch_fails_its_session_alone(
+    overlapping: tuple[SessionEngine, Overlapping],
+) -> None:
+    engine, store = overlapping
+    store.failing.add("b")
+    a, quiet, b = await engine.append_many(straddling("a", "quiet", "b"))
+    assert isinstance(a, AppendResult)
+    assert a.session.counters.tokens_exact
+    assert isinstance(quiet, AppendResult)
+    assert isinstance(b, StoreUnavailable)
+    assert len(engine.locks) == 0

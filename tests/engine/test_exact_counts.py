@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+
+import pytest
 
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.token_budget import TokenBudget
 from sidecar.compaction.tokens import count_event
 from sidecar.compaction.triggers import TokenCount
 from sidecar.engine.engine import SessionEngine, TokenCounting
+from sidecar.engine.estimates import KeptEstimate
+from sidecar.errors import InvalidArgument
 from sidecar.model import Event, ModelUsage, Role
 from sidecar.store.protocol import CountsLanded
 from sidecar.store.sqlite import SqliteStore
 from sidecar.tokenizer import TiktokenEstimator
+from tests.engine.gates import PausingStore
 
 
 class Counting(TiktokenEstimator):
@@ -99,6 +105,24 @@ async def test_a_usage_report_is_held_against_the_exact_count(store: SqliteStore
     assert second.session.calibration.factor == 2.0
 
 
+async def test_a_usage_report_lands_only_what_its_version_holds(store: SqliteStore) -> None:
+    engine = SessionEngine(store)
+    first = await engine.append("s", [user("u1", "hello " * 50)], create_if_missing=True)
+    await engine.append("s", [answer("a1", "fine, thanks " * 30)])
+    usage = ModelUsage(first.session.version, 100)
+    third = await engine.append("s", [user("u2", "and you?")], usage=usage)
+    assert third.usage_ignored_reason == ""
+    assert [e.id for e in await store.pending_counts("s", 10)] == ["a1", "u2"]
+
+
+async def test_a_usage_report_that_is_refused_lands_nothing(store: SqliteStore) -> None:
+    engine = SessionEngine(store)
+    first = await engine.append("s", [user("u1", "hello " * 50)], create_if_missing=True)
+    with pytest.raises(InvalidArgument):
+        await engine.append("s", [answer("a1", "hi")], usage=ModelUsage(first.session.version, 0))
+    assert [e.id for e in await store.pending_counts("s", 10)] == ["u1"]
+
+
 class SlowToHear(SqliteStore):
     """A store whose first landing's caller hears of it only once ``heard`` is set."""
 
@@ -136,6 +160,60 @@ async def test_a_report_waits_for_a_landing_in_flight_to_move_the_estimates(
     finally:
         await engine.close()
         await store.close()
+
+
+@pytest.fixture
+async def pausing(tmp_path: Path) -> AsyncIterator[tuple[SessionEngine, PausingStore]]:
+    """An engine over a store whose calls stop where the test says."""
+    store = PausingStore(str(tmp_path / "pausing.db"))
+    await store.open()
+    engine = SessionEngine(store)
+    try:
+        yield engine, store
+    finally:
+        await engine.close()
+        await store.close()
+
+
+HELLO = user("u1", "hello " * 50)
+FINE = answer("a1", "fine, thanks " * 30)
+
+
+async def test_a_read_between_a_landing_and_its_news_is_not_moved_by_it_again(
+    pausing: tuple[SessionEngine, PausingStore],
+) -> None:
+    engine, store = pausing
+    await engine.append("s", [HELLO], create_if_missing=True)
+    before, after = store.pause("landing"), store.pause("landed")
+    landing = asyncio.ensure_future(engine.counts.land("s"))  # counts u1
+    await before.reached.wait()
+    second = await engine.append("s", [FINE])  # pending, not in this landing
+    before.go.set()
+    await after.reached.wait()
+    await engine.context("s")  # read after u1's count landed, a1's still pending
+    after.go.set()
+    await landing
+    exact = await engine.counts.exact("s")  # a1's lands too
+    kept = engine.models.estimates.estimate("s", second.session.version)
+    assert kept == KeptEstimate(exact.incarnation, exact.counters.tokens, 0, 0, 2)
+
+
+@pytest.mark.parametrize("appended", [False, True], ids=["same version", "older version"])
+async def test_a_read_made_before_a_landing_and_kept_after_it_is_not_held_back(
+    pausing: tuple[SessionEngine, PausingStore], appended: bool
+) -> None:
+    engine, store = pausing
+    first = await engine.append("s", [HELLO], create_if_missing=True)
+    read = store.pause("read")
+    reading = asyncio.ensure_future(engine.context("s"))  # version 1, u1 pending
+    await read.reached.wait()
+    if appended:
+        await engine.append("s", [FINE])  # version 2
+    await engine.counts.land("s")
+    read.go.set()
+    await reading  # kept after the landing moved the estimates
+    kept = engine.models.estimates.estimate("s", first.session.version)
+    assert kept == KeptEstimate(first.session.incarnation, count_event(HELLO), 0, 0, 1)
 
 
 async def test_the_background_counter_lands_counts_soon_after(store: SqliteStore) -> None:

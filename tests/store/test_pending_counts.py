@@ -78,6 +78,15 @@ async def test_pending_counts_come_oldest_first_and_bounded(store: Store) -> Non
     await assert_counters_are_the_windows(store, "s")
 
 
+async def test_pending_counts_through_a_position_leave_the_later_ones(store: Store) -> None:
+    events = [pending(u(f"u{i}", tokens=3), 1, 8) for i in range(4)]
+    await seed(store, "s", [*events[:2], u("counted"), *events[2:]])
+    assert ids(await store.pending_counts("s", 10, through=4)) == ["u0", "u1", "u2"]
+    assert ids(await store.pending_counts("s", 2, through=4)) == ["u0", "u1"]
+    assert ids(await store.pending_counts("s", 10, through=3)) == ["u0", "u1"]
+    assert ids(await store.pending_counts("s", 10, through=0)) == []
+
+
 async def test_a_retry_of_a_pending_event_is_answered_with_it_as_stored(store: Store) -> None:
     first = await seed(store, "s", [pending(u("u1", tokens=3), 1, 8)])
     await store.land_counts("s", {"u1": 2})
