@@ -122,11 +122,25 @@ class Landings:
         return [out[index] for index in range(len(session_ids))]
 
     async def _found(self, session_id: str, through: int | None) -> Session:
-        """The session, found with nothing pending (up to ``through``)."""
-        session = await self._host.store.get_session(session_id)
-        if through is None and not session.counters.tokens_exact:
+        """The session, found with nothing pending (up to ``through``).
+
+        Its header may still show pending counts: another replica appended
+        between the read of the pending events and this one (the two are
+        reads of their own). Then the session is returned as it is, and the
+        caller, which loops until its decision is settled, lands those next.
+        Only a header that says so with nothing pending and no write in
+        between is a store that contradicts itself.
+        """
+        store = self._host.store
+        session = await store.get_session(session_id)
+        if through is not None or session.counters.tokens_exact:
+            return session
+        if await store.pending_counts(session_id, 1):
+            return session  # appended meanwhile: the caller's next round lands them
+        again = await store.get_session(session_id)
+        if again.version == session.version and not again.counters.tokens_exact:
             raise RuntimeError(f"session {session_id!r} counts pending events it lacks")
-        return session
+        return again
 
     async def round(
         self, session_ids: Sequence[str], through: int | None = None

@@ -253,3 +253,33 @@ async def test_an_estimator_without_known_bounds_counts_on_append(store: SqliteS
     result = await engine.append("s", [user("u1", "hello")], create_if_missing=True)
     assert not result.events[0].token_count_estimated
     assert result.events[0].token_count == len("User: hello")
+
+
+async def test_an_append_by_another_replica_between_landing_reads_is_landed_next(
+    store: SqliteStore,
+) -> None:
+    """Another replica lands the pending counts and appends again between this replica's read
+    of the pending events and its read of the header: the header shows pending counts that
+    the first read did not see. That is no contradiction (it failed an append with INTERNAL
+    on two PostgreSQL replicas); they are landed next."""
+    engine = SessionEngine(store)
+    await engine.append("s", [user("u1", "where is my bag? " * 20)], create_if_missing=True)
+    other = SessionEngine(store)  # the other replica, on the same store
+    read_pending = store.pending_counts
+    raced = False
+
+    async def racing(session_id: str, limit: int, **kwargs: object) -> tuple[Event, ...]:
+        nonlocal raced
+        if raced:
+            return await read_pending(session_id, limit, **kwargs)  # type: ignore[arg-type]
+        raced = True
+        await other.counts.exact(session_id)
+        found = await read_pending(session_id, limit, **kwargs)  # type: ignore[arg-type]
+        await other.append(session_id, [answer("a1", "in Oslo " * 30)])
+        return found
+
+    store.pending_counts = racing  # type: ignore[method-assign]
+    session = await engine.counts.exact("s")
+    assert raced
+    assert session.counters.tokens_exact
+    assert session.total_events == 2
