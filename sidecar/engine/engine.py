@@ -404,14 +404,22 @@ class SessionEngine:
 
     # -- lifecycle --------------------------------------------------------
 
-    async def close(self, grace_s: float = 5.0) -> None:
+    async def close(self, grace_s: float = 5.0, *, threads: bool = True) -> None:
         """Let in-flight summaries finish within ``grace_s``, then cancel the rest.
 
         A cancelled pass has written nothing: plans are applied in one
-        transaction after the summary arrives.
+        transaction after the summary arrives. ``threads=False`` leaves the
+        counting and planning threads to ``close_threads``: a server draining
+        its calls meanwhile still counts and plans for them (an append that
+        landed must not fail in its pass because the threads went first).
         """
         self._replicas.close()
         await self.counts.close()
         await self._flights.close(grace_s)
+        if threads:
+            self.close_threads()
+
+    def close_threads(self) -> None:
+        """Stop the counting and planning threads (once nothing will hand them work)."""
         self._counters.shutdown(wait=False)
         self._window_threads.shutdown(wait=False)

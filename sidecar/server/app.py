@@ -242,7 +242,8 @@ class Sidecar:
                 task.cancel()
         # One grace for the whole drain: calls and the summaries in flight share it
         # (one after the other, a drain took twice the grace and more).
-        await asyncio.gather(self.server.stop(grace), self.engine.close(grace))
+        await asyncio.gather(self.server.stop(grace), self.engine.close(grace, threads=False))
+        self.engine.close_threads()  # after the calls drained: they count and plan on them
         if self.health_server is not None:
             await self.health_server.stop(0)
         if self.metrics_server is not None:

@@ -21,6 +21,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
 
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
+from sidecar.gen.compaction.v1 import event_pb2
 from tests.server.harness import address, free_port, running
 from tests.tls import key_pem, make_cert, pem
 
@@ -342,3 +343,39 @@ async def test_streams_past_the_per_connection_limit_are_refused_by_name(tmp_pat
             again = stub.WatchSession(pb.WatchSessionRequest(session_id="s"))
             await again.initial_metadata()
             again.cancel()
+
+
+async def test_an_append_draining_at_shutdown_still_plans_its_pass(tmp_path: Path) -> None:
+    """Stopping lets calls in flight finish: an append that landed and plans its window pass
+    while the server drains must not fail because the planning threads went first."""
+    async with running(tmp_path) as sidecar:
+        work = sidecar.engine.window_work
+        plan = work.run
+        planning, release = asyncio.Event(), asyncio.Event()
+
+        async def held(*args: object, **kwargs: object) -> object:
+            planning.set()
+            await release.wait()
+            return await plan(*args, **kwargs)  # type: ignore[arg-type]
+
+        work.run = held  # type: ignore[method-assign]
+        async with grpc.aio.insecure_channel(address(sidecar)) as channel:
+            stub = pb_grpc.CompactionServiceStub(channel)
+            create = pb.CreateSessionRequest(session_id="s")
+            create.policy.trigger.event_count = 2
+            create.policy.strategy.sliding_window.max_events = 1
+            await stub.CreateSession(create)
+            events = [
+                event_pb2.Event(id=f"e{i}", role=event_pb2.ROLE_USER, text=f"m {i}")
+                for i in range(3)
+            ]
+            append = asyncio.ensure_future(
+                stub.AppendEvents(pb.AppendEventsRequest(session_id="s", events=events))
+            )
+            await planning.wait()
+            stopping = asyncio.create_task(sidecar.stop(grace_s=5.0))
+            await asyncio.sleep(0.3)  # the engine has closed what it closes while calls drain
+            release.set()
+            reply = await append
+            assert reply.compaction.compacted
+            await stopping
