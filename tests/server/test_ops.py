@@ -358,7 +358,7 @@ async def test_an_append_draining_at_shutdown_still_plans_its_pass(tmp_path: Pat
             await release.wait()
             return await plan(*args, **kwargs)  # type: ignore[arg-type]
 
-        work.run = held  # type: ignore[method-assign]
+        work.run = held  # type: ignore[method-assign, assignment]
         async with grpc.aio.insecure_channel(address(sidecar)) as channel:
             stub = pb_grpc.CompactionServiceStub(channel)
             create = pb.CreateSessionRequest(session_id="s")
