@@ -189,8 +189,9 @@ SETTINGS: tuple[Setting, ...] = (
         "memory the read caches may hold (decoded events; GetContext's wire bytes and last"
         " answers); `0` turns them off. 16 MiB holds about a dozen 200-event windows, plenty"
         " for one pod's agents; a shared service reading many sessions can give it more (Helm"
-        " `server.readCacheMiB`; `compaction_read_cache_bytes` shows what they hold). Bounded,"
-        " never stale (see docs/performance.md, What makes reads fast)",
+        " `server.readCacheMiB`; `compaction_read_cache_bytes` shows what they hold). A session"
+        " is kept from its second read on; bounded, never stale (see docs/performance.md, What"
+        " makes reads fast)",
     ),
     Setting(
         "read_cache_idle_s",
