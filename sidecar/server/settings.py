@@ -169,8 +169,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "sqlite_synchronous",
         "`NORMAL`",
-        "`OFF`, `NORMAL`, `FULL` (fsync every commit, see docs/reliability.md, Durability)"
-        " or `EXTRA`",
+        "`OFF`, `NORMAL`, `FULL` (fsync every commit, see docs/reliability.md, Durability;"
+        " every commit then runs on the writer's thread, none on the event loop's) or `EXTRA`",
     ),
     Setting("store_pool_size", "10", "PostgreSQL connections per replica"),
     Setting(

@@ -150,15 +150,24 @@ class SqliteStore:
     # -- plumbing ------------------------------------------------------------
 
     async def _write(
-        self, body: Callable[[sqlite3.Connection], T], *, session_id: str = "", weight: int = 1
+        self,
+        body: Callable[[sqlite3.Connection], T],
+        *,
+        session_id: str = "",
+        weight: int = 1,
+        inline: bool = False,
     ) -> T:
         """Run ``body`` in an IMMEDIATE transaction on the writer's thread (``sqlite_writer``).
 
         Queued fairly between tenants, then sessions, by ``weight`` and committed in groups.
         Bodies read the clock themselves (``utcnow()`` inside the lambda), so
-        update times follow commit order.
+        update times follow commit order. ``inline``: an append's body, which
+        may commit at once on the loop's thread when the writer is idle and
+        the write is light.
         """
-        return await self._connections.write(body, session_id=session_id, weight=weight)
+        return await self._connections.write(
+            body, session_id=session_id, weight=weight, inline=inline
+        )
 
     async def _read(self, body: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``body`` as one read transaction (one snapshot) on an idle reader."""
@@ -259,6 +268,7 @@ class SqliteStore:
             ),
             session_id=session_id,
             weight=write_weight(len(batch), sum(e.content_bytes() for e in batch)),
+            inline=True,
         )
         if outcome.written:
             self._indexer.appended()

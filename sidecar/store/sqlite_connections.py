@@ -67,7 +67,9 @@ class SqliteConnections:
 
     async def open(self) -> None:
         """Connect, set the pragmas, run pending migrations (SchemaTooNew if the file is newer)."""
-        writer = await aiosqlite.connect(self.path, isolation_level=None)
+        # Any thread: light appends may commit on the loop's (``sqlite_writer``), never
+        # while the writer's own thread holds the connection.
+        writer = await aiosqlite.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
             await run_in_connection_thread(
                 writer, lambda db: configure_writer(db, self.synchronous)
@@ -86,7 +88,8 @@ class SqliteConnections:
             await self._searches.close(wait=False)
             await self._checkpointer.close()
             raise
-        self.writer = SqliteWriter(writer)
+        # A commit that syncs to disk (FULL, EXTRA) stays off the event loop.
+        self.writer = SqliteWriter(writer, inline=self.synchronous in ("OFF", "NORMAL"))
 
     async def close(self) -> None:
         """Let the writes in flight commit and the reads finish (stopping searches), disconnect."""
@@ -113,10 +116,18 @@ class SqliteConnections:
             await reader.close()
 
     async def write(
-        self, body: Callable[[sqlite3.Connection], T], *, session_id: str = "", weight: int = 1
+        self,
+        body: Callable[[sqlite3.Connection], T],
+        *,
+        session_id: str = "",
+        weight: int = 1,
+        inline: bool = False,
     ) -> T:
-        """Run ``body`` in an IMMEDIATE transaction on the writer's thread (``sqlite_writer``)."""
-        return await self.require_writer().write(body, session_id=session_id, weight=weight)
+        """Run ``body`` in an IMMEDIATE transaction on the writer's thread (``sqlite_writer``);
+        ``inline``: a light append's, which may commit at once when the writer is idle."""
+        return await self.require_writer().write(
+            body, session_id=session_id, weight=weight, inline=inline
+        )
 
     async def write_many(
         self, writes: Sequence[tuple[Callable[[sqlite3.Connection], T], str, int]]

@@ -55,6 +55,9 @@ from typing import Any
 from sidecar.errors import SchemaTooNew
 from sidecar.store.tool_links import links_of_content
 
+BUSY_TIMEOUT_MS = 5000
+"""How long a connection waits for another process's lock before "database is locked"."""
+
 
 @dataclass(frozen=True, slots=True)
 class Migration:
@@ -389,5 +392,5 @@ def configure_reader(db: sqlite3.Connection) -> None:
 def _configure_common(db: sqlite3.Connection) -> None:
     # Wait for another process's lock (a backup, a second replica opening the
     # file) instead of failing at once with "database is locked".
-    db.execute("PRAGMA busy_timeout = 5000")
+    db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     db.execute("PRAGMA foreign_keys = ON")
