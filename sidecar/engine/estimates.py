@@ -7,8 +7,8 @@ of that same context, so the estimate of every version this replica handed
 out (GetContext) or produced (an append's acknowledgement) is kept here for a
 while: the last ``PER_SESSION`` versions of each of the last ``MAX_SESSIONS``
 sessions, least recently used out first. Bounded in bytes by those counts
-(an entry is four integers; a session's dict a few hundred bytes), so a few
-MB at most.
+(a version is five 64-bit integers in its session's array, a session about
+320 bytes with its key and one version), so a few MB at most.
 
 A report whose version is no longer here (too old, or made on another
 replica, or before a restart) is ignored with a reason, never an error: the
@@ -62,8 +62,9 @@ held against it is ignored (``ESTIMATED`` in ``session_model``).
 
 from __future__ import annotations
 
+from array import array
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from sidecar.model import Session
@@ -71,7 +72,9 @@ from sidecar.model import Session
 MAX_SESSIONS = 4096
 PER_SESSION = 8
 
-_TOKENS, _BELOW, _ABOVE, _THROUGH = range(4)
+# Offsets in a kept version's row (``_Kept.rows``), after the version itself.
+_TOKENS, _BELOW, _ABOVE, _THROUGH = range(1, 5)
+_WIDTH = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,14 +95,22 @@ class KeptEstimate:
 
 
 class _Kept:
-    """One session's incarnation, its versions' estimates, and the last landing heard of."""
+    """One session's incarnation, its versions' estimates, and the last landing heard of.
 
-    __slots__ = ("incarnation", "landed_slack", "landed_version", "versions")
+    The estimates are packed in one array of 64-bit integers, ``_WIDTH`` a
+    version (the version, then an entry). A dict of lists cost 160 bytes a
+    session more: 1.95 against 1.29 MiB for the ``MAX_SESSIONS`` sessions
+    the memory benchmark leaves (tracemalloc), and 58.6-59.0 against
+    57.4-57.9 MiB of RSS after its 10,000 sessions.
+    """
+
+    __slots__ = ("incarnation", "landed_slack", "landed_version", "rows")
 
     def __init__(self, incarnation: int) -> None:
         self.incarnation = incarnation
-        # Each [tokens, pending below, pending above, the highest position it holds].
-        self.versions: dict[int, list[int]] = {}
+        # Per version kept: the version, its tokens, pending below, pending above, and
+        # the highest position it holds.
+        self.rows = array("q")
         self.landed_version = 0  # the last landing heard of: the version it wrote at,
         self.landed_slack = 0  # and the slack it left there
 
@@ -109,18 +120,60 @@ class _Kept:
             version == self.landed_version and slack <= self.landed_slack
         )
 
-    def keep(self, version: int, entry: list[int], per_session: int) -> None:
-        versions = self.versions
-        versions[version] = entry
-        if len(versions) > per_session:
-            del versions[min(versions)]
+    def _at(self, version: int) -> int:
+        """Where ``version``'s row starts, or -1 when it is not kept."""
+        rows = self.rows
+        for start in range(0, len(rows), _WIDTH):
+            if rows[start] == version:
+                return start
+        return -1
+
+    def get(self, version: int) -> tuple[int, ...] | None:
+        """``version``'s entry (tokens, below, above, through), or None."""
+        start = self._at(version)
+        return None if start < 0 else tuple(self.rows[start + 1 : start + _WIDTH])
+
+    def slack_at(self, version: int) -> int | None:
+        """How far ``version``'s kept tokens can be off, both ways; None when not kept."""
+        start = self._at(version)
+        return None if start < 0 else self.rows[start + _BELOW] + self.rows[start + _ABOVE]
+
+    def keep(self, version: int, entry: Sequence[int], per_session: int) -> None:
+        rows = self.rows
+        start = self._at(version)
+        if start >= 0:
+            rows[start + 1 : start + _WIDTH] = array("q", entry)
+            return
+        rows.append(version)
+        rows.extend(entry)
+        if len(rows) > per_session * _WIDTH:
+            oldest = min(range(0, len(rows), _WIDTH), key=rows.__getitem__)
+            del rows[oldest : oldest + _WIDTH]
+
+    def move(self, before: int, landed: Sequence[tuple[int, int, int, int]]) -> None:
+        """Move every kept version older than ``before`` that still had pending events by
+        the ``landed`` events it holds: ``(position, tokens, below, above)`` each."""
+        rows = self.rows
+        for start in range(0, len(rows), _WIDTH):
+            if rows[start] >= before or not (rows[start + _BELOW] or rows[start + _ABOVE]):
+                continue
+            for position, moved, below, above in landed:
+                if position <= rows[start + _THROUGH]:
+                    rows[start + _TOKENS] += moved
+                    rows[start + _BELOW] -= below
+                    rows[start + _ABOVE] -= above
 
 
-def _entry(session: Session) -> list[int]:
+def _entry(session: Session) -> tuple[int, int, int, int]:
     """The estimate a read of ``session`` found, as kept: its window's tokens, how far below
     and above them they can lie, and the highest position it holds."""
     c = session.counters
-    return [c.tokens, c.pending_below, c.pending_above, session.total_events]
+    return (c.tokens, c.pending_below, c.pending_above, session.total_events)
+
+
+def _slack(session: Session) -> int:
+    """How far the window's tokens of ``session`` can be off, both ways together."""
+    return session.counters.pending_below + session.counters.pending_above
 
 
 class ContextEstimates:
@@ -154,7 +207,7 @@ class ContextEstimates:
         """
         kept = self._kept(session.session_id, session.incarnation)
         entry = _entry(session)
-        slack = entry[_BELOW] + entry[_ABOVE]
+        slack = _slack(session)
         if slack and not kept.saw_last_landing(session.version, slack):
             return
         kept.keep(session.version, entry, self.per_session)
@@ -162,9 +215,10 @@ class ContextEstimates:
     def estimate(self, session_id: str, version: int) -> KeptEstimate | None:
         """The kept estimate of that version's context; None when not kept."""
         kept = self._sessions.get(session_id)
-        if kept is None or version not in kept.versions:
+        entry = None if kept is None else kept.get(version)
+        if kept is None or entry is None:
             return None
-        return KeptEstimate(kept.incarnation, *kept.versions[version])
+        return KeptEstimate(kept.incarnation, *entry)
 
     def counted(self, session: Session, landed: Iterable[tuple[int, int, int, int]]) -> None:
         """This replica landed events' exact counts, leaving ``session``; each ``(position,
@@ -179,20 +233,11 @@ class ContextEstimates:
         """
         version = session.version
         kept = self._kept(session.session_id, session.incarnation)
-        moves = list(landed)
-        for older, entry in kept.versions.items():
-            if older >= version or not (entry[_BELOW] or entry[_ABOVE]):
-                continue
-            for position, moved, below, above in moves:
-                if position <= entry[_THROUGH]:
-                    entry[_TOKENS] += moved
-                    entry[_BELOW] -= below
-                    entry[_ABOVE] -= above
-        left = _entry(session)
-        kept.landed_version, kept.landed_slack = version, left[_BELOW] + left[_ABOVE]
-        same = kept.versions.get(version)
-        if same is None or same[_BELOW] + same[_ABOVE] > kept.landed_slack:
-            kept.keep(version, left, self.per_session)
+        kept.move(version, list(landed))
+        kept.landed_version, kept.landed_slack = version, _slack(session)
+        same = kept.slack_at(version)
+        if same is None or same > kept.landed_slack:
+            kept.keep(version, _entry(session), self.per_session)
 
     def forget(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)
