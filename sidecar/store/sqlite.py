@@ -281,7 +281,9 @@ class SqliteStore:
 
         So each is queued fairly under its own session, as ``append`` would
         be, and the writer commits them in groups; they cost no task each,
-        and the group's outcomes come back in one wake-up.
+        and the group's outcomes come back in one wake-up. Together as light
+        as one light append, they commit at once, each in its savepoint, when
+        the writer is idle (``sqlite_writer``).
         """
         outcomes = await self._connections.write_many(
             [
@@ -291,7 +293,8 @@ class SqliteStore:
                     write_weight(len(append.events), sum(e.content_bytes() for e in append.events)),
                 )
                 for append in appends
-            ]
+            ],
+            inline=True,
         )
         if any(isinstance(o, AppendOutcome) and o.written for o in outcomes):
             self._indexer.appended()

@@ -26,6 +26,7 @@ import sqlite3
 import aiosqlite
 
 from sidecar.errors import StoreUnavailable
+from sidecar.store.sqlite_schema import BUSY_TIMEOUT_MS
 from sidecar.store.sqlite_threads import run_in_connection_thread
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ class Checkpointer:
         connection = await aiosqlite.connect(path, isolation_level=None)
         try:
             await run_in_connection_thread(
-                connection, lambda db: db.execute("PRAGMA busy_timeout = 5000")
+                connection, lambda db: db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             )
         except BaseException:
             await connection.close()

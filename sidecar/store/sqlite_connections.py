@@ -71,7 +71,7 @@ class SqliteConnections:
         # while the writer's own thread holds the connection.
         writer = await aiosqlite.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
-            await run_in_connection_thread(
+            journal = await run_in_connection_thread(
                 writer, lambda db: configure_writer(db, self.synchronous)
             )
             await run_in_connection_thread(writer, lambda db: migrate(db, self.path))
@@ -88,8 +88,11 @@ class SqliteConnections:
             await self._searches.close(wait=False)
             await self._checkpointer.close()
             raise
-        # A commit that syncs to disk (FULL, EXTRA) stays off the event loop.
-        self.writer = SqliteWriter(writer, inline=self.synchronous in ("OFF", "NORMAL"))
+        # A commit that syncs to disk (FULL, EXTRA), or that waits for the readers (not in
+        # WAL mode), stays off the event loop.
+        self.writer = SqliteWriter(
+            writer, inline=journal == "wal" and self.synchronous in ("OFF", "NORMAL")
+        )
 
     async def close(self) -> None:
         """Let the writes in flight commit and the reads finish (stopping searches), disconnect."""
@@ -130,10 +133,14 @@ class SqliteConnections:
         )
 
     async def write_many(
-        self, writes: Sequence[tuple[Callable[[sqlite3.Connection], T], str, int]]
+        self,
+        writes: Sequence[tuple[Callable[[sqlite3.Connection], T], str, int]],
+        *,
+        inline: bool = False,
     ) -> list[T | Exception]:
-        """Queue each ``(body, session_id, weight)`` at once; each one's outcome or error."""
-        return await self.require_writer().write_many(writes)
+        """Queue each ``(body, session_id, weight)`` at once; each one's outcome or error.
+        ``inline``: light appends', which may commit at once when the writer is idle."""
+        return await self.require_writer().write_many(writes, inline=inline)
 
     async def read(self, body: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``body`` as one read transaction (one snapshot) on an idle reader."""

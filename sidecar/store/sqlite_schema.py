@@ -371,16 +371,18 @@ def migrate(
 SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
 
 
-def configure_writer(db: sqlite3.Connection, synchronous: str) -> None:
-    """Pragmas of the one writing connection (see the durability note in sqlite.py)."""
+def configure_writer(db: sqlite3.Connection, synchronous: str) -> str:
+    """Pragmas of the one writing connection (see the durability note in sqlite.py); the
+    journal mode it got, ``wal`` unless the file cannot have one."""
     if synchronous not in SYNCHRONOUS_MODES:  # it is spliced into the PRAGMA
         raise ValueError(f"bad synchronous setting {synchronous!r}")
     _configure_common(db)
-    db.execute("PRAGMA journal_mode = WAL")
+    (mode,) = db.execute("PRAGMA journal_mode = WAL").fetchone()
     db.execute(f"PRAGMA synchronous = {synchronous}")
     # Checkpoints run on a connection of their own (``sqlite_checkpoints``),
     # never inside one of the writer's commits.
     db.execute("PRAGMA wal_autocheckpoint = 0")
+    return str(mode).lower()
 
 
 def configure_reader(db: sqlite3.Connection) -> None:

@@ -20,16 +20,21 @@ more than the write: sequential unary appends as deployed went from
 986-1068/s to 1225-1277/s, and the server's CPU per append from 810 to
 640-650 µs (``bench.adk_appends``, 2026-12-06). Nobody waits behind it (the queue is
 empty), so fairness is untouched; under load the writer is busy and writes
-queue as before. It is refused, and the write queued, when a commit syncs
-to disk (``synchronous`` FULL or EXTRA: the loop must not wait for fsync)
-or when another process holds the file's write lock (the loop must not
-wait ``busy_timeout`` for it).
+queue as before (and an inline write, having taken no one's turn, does not
+move its session's clock in the fair queue). A stream's batch of appends
+to several sessions goes the same way when together it is that light, each
+in its savepoint as in a group. It is refused, and the write queued, when
+a commit syncs to disk (``synchronous`` FULL or EXTRA: the loop must not
+wait for fsync), when the file is not in WAL mode (a commit would wait for
+the readers), or when another process holds the file's write lock (the
+loop must not wait ``busy_timeout`` for it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
@@ -94,41 +99,46 @@ def in_group(
     """
 
     def run(db: sqlite3.Connection) -> list[tuple[bool, Any]]:
-        outcomes: list[tuple[bool, Any]] = []
         db.execute("BEGIN IMMEDIATE")
-        try:
-            for body in bodies:
-                db.execute("SAVEPOINT write")
-                try:
-                    outcomes.append((True, body(db)))
-                except sqlite3.DatabaseError:
-                    raise
-                except Exception as exc:
-                    db.execute("ROLLBACK TO write")
-                    outcomes.append((False, exc))
-                db.execute("RELEASE write")
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
-        return outcomes
+        return _then_commit(db, functools.partial(_each_in_a_savepoint, bodies))
 
     return run
 
 
+def _each_in_a_savepoint(bodies: Sequence[Body], db: sqlite3.Connection) -> list[tuple[bool, Any]]:
+    """``in_group``'s bodies in the transaction begun: ``(ok, result or error)`` each."""
+    outcomes: list[tuple[bool, Any]] = []
+    for body in bodies:
+        db.execute("SAVEPOINT write")
+        try:
+            outcomes.append((True, body(db)))
+        except sqlite3.DatabaseError:
+            raise
+        except Exception as exc:
+            db.execute("ROLLBACK TO write")
+            outcomes.append((False, exc))
+        db.execute("RELEASE write")
+    return outcomes
+
+
 def _begin_unless_locked(db: sqlite3.Connection) -> bool:
     """BEGIN IMMEDIATE without waiting: False, and no transaction, when another
-    connection holds the write lock."""
+    connection holds the write lock (any busy code, SQLITE_BUSY_SNAPSHOT included:
+    the writer's thread would wait and retry)."""
     db.execute("PRAGMA busy_timeout = 0")
     try:
-        db.execute("BEGIN IMMEDIATE")
-    except sqlite3.OperationalError as exc:
-        if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY:
-            raise
-        return False
-    finally:
-        db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:  # extended codes
+                raise
+            return False
+        finally:
+            db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    except BaseException:
+        if db.in_transaction:  # begun, then the wait could not be set back
+            db.execute("ROLLBACK")
+        raise
     return True
 
 
@@ -182,18 +192,19 @@ class SqliteWriter:
         module docstring).
         """
         if inline:
-            outcome = self._run_inline(body, weight)
-            if outcome is not None:
-                ok, value = outcome
+            outcomes = self._run_inline([body], weight)
+            if outcomes is not None:
+                ((ok, value),) = outcomes
                 if ok:
                     return cast("T", value)
                 raise value
         (done,) = self.submit_many([(body, session_id, weight)])
         return cast("T", await done)
 
-    def _run_inline(self, body: Body, weight: int) -> tuple[bool, Any] | None:
-        """Commit ``body`` on this thread if the writer is idle: ``(ok, result or error)``;
-        None when it is not, or another process holds the write lock."""
+    def _run_inline(self, bodies: list[Body], weight: int) -> list[tuple[bool, Any]] | None:
+        """Commit ``bodies`` on this thread if the writer is idle, as the writer's thread
+        would (one alone, several each in a savepoint): ``(ok, result or error)`` each;
+        None when it is not idle, or another process holds the write lock."""
         if not self._inline or weight > INLINE_MAX_WEIGHT:
             return None
         with self._ready:
@@ -207,9 +218,11 @@ class SqliteWriter:
             try:
                 if not _begin_unless_locked(db):
                     return None
-                return True, _then_commit(db, body)
-            except Exception as exc:  # the write's error, or the database's
-                return False, store_error(exc)
+                if len(bodies) == 1:
+                    return [(True, _then_commit(db, bodies[0]))]
+                return _then_commit(db, functools.partial(_each_in_a_savepoint, bodies))
+            except Exception as exc:  # the write's error, or the database's: each fails
+                return [(False, store_error(exc))] * len(bodies)
         finally:
             # Nothing to notify: no write was queued meanwhile, and a lingering drain
             # waits for one.
@@ -237,12 +250,20 @@ class SqliteWriter:
         return futures
 
     async def write_many(
-        self, writes: Sequence[tuple[Callable[[sqlite3.Connection], T], str, int]]
+        self,
+        writes: Sequence[tuple[Callable[[sqlite3.Connection], T], str, int]],
+        *,
+        inline: bool = False,
     ) -> list[T | Exception]:
         """Queue each ``(body, session_id, weight)`` now (``submit_many``); each one's outcome.
 
-        A write's error is its outcome, in its place, not raised.
+        A write's error is its outcome, in its place, not raised. ``inline``:
+        as ``write``'s, for all of them together (their weights summed).
         """
+        if inline and writes:
+            ran = self._run_inline([body for body, _, _ in writes], sum(w for _, _, w in writes))
+            if ran is not None:
+                return [value for _, value in ran]  # an error in its place, as queued
         queued = self.submit_many(writes)
         outcomes: list[T | Exception] = []
         try:

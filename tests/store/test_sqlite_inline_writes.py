@@ -14,11 +14,13 @@ import sqlite3
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sidecar.errors import SessionNotFound, StoreUnavailable, VersionConflict
-from sidecar.store import sqlite_writes
+from sidecar.store import sqlite_connections, sqlite_schema, sqlite_writes
+from sidecar.store.protocol import PlainAppend
 from sidecar.store.sqlite import SqliteStore
 from tests.store.test_contract import u
 from tests.store.test_sqlite import writer_committing
@@ -165,3 +167,106 @@ async def test_a_database_error_inline_is_store_unavailable_and_rolls_back(
     session, window = await store.active_window("s")
     assert (session.version, [e.id for e in window]) == (1, ["e1"])
     assert (await store.append("s", [u("e3")])).written == 1
+
+
+async def test_a_light_batch_of_appends_to_sessions_commits_at_once_each_alone(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream's batch over a few sessions, as light as one light append: on the loop's
+    thread too, each in its savepoint, so one session's error is its own."""
+    await store.append("a", [u("a0")], create_if_missing=True)
+    seen = threads_of_appends(monkeypatch)
+    outcomes = await store.append_many(
+        [
+            PlainAppend("a", (u("a1"),), False),
+            PlainAppend("missing", (u("m1"),), False),
+            PlainAppend("b", (u("b1"),), True),
+        ]
+    )
+    assert seen == [threading.get_ident()] * 3
+    kinds = [type(o).__name__ for o in outcomes]
+    assert kinds == ["AppendOutcome", "SessionNotFound", "AppendOutcome"]
+    for session_id, ids in (("a", ["a0", "a1"]), ("b", ["b1"])):
+        _, window = await store.active_window(session_id)
+        assert [e.id for e in window] == ids
+    with pytest.raises(SessionNotFound):
+        await store.get_session("missing")
+    # Heavier together than one light append: the writer's thread, as before.
+    await store.append_many([PlainAppend(f"s{n}", (u(f"e{n}"),), True) for n in range(5)])
+    assert len(seen) == 8
+    assert threading.get_ident() not in seen[3:]
+
+
+class FailingOnce:
+    """The writer's sqlite3 connection, one statement of which fails once (after it ran,
+    for a PRAGMA)."""
+
+    def __init__(self, real: sqlite3.Connection, statement: str, error: Exception) -> None:
+        self.real, self.statement, self.error, self.fired = real, statement, error, False
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if not self.fired and sql.strip().upper() == self.statement:
+            self.fired = True
+            if self.statement.startswith("PRAGMA"):
+                self.real.execute(sql, *args)
+            raise self.error
+        return self.real.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.real, name)
+
+
+def fail_once(store: SqliteStore, statement: str, error: Exception) -> sqlite3.Connection:
+    writer = store._writer
+    assert writer is not None
+    real = writer.connection._conn
+    writer.connection._connection = FailingOnce(real, statement, error)  # type: ignore[assignment]
+    return real
+
+
+async def test_a_busy_snapshot_at_begin_queues_the_append_as_any_busy_code(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process committed between BEGIN IMMEDIATE's snapshot and its write lock:
+    SQLITE_BUSY_SNAPSHOT, an extended busy code, which the writer's thread waits out."""
+    await store.append("s", [u("e0")], create_if_missing=True)
+    busy = sqlite3.OperationalError("database is locked")
+    busy.sqlite_errorcode = 517  # SQLITE_BUSY_SNAPSHOT
+    fail_once(store, "BEGIN IMMEDIATE", busy)
+    seen = threads_of_appends(monkeypatch)
+    assert (await store.append("s", [u("e1")])).written == 1
+    assert len(seen) == 1
+    assert seen[0] != threading.get_ident()
+
+
+async def test_a_busy_timeout_not_set_back_leaves_no_transaction_open(store: SqliteStore) -> None:
+    await store.append("s", [u("e0")], create_if_missing=True)
+    real = fail_once(store, "PRAGMA BUSY_TIMEOUT = 5000", sqlite3.OperationalError("out of memory"))
+    with pytest.raises(StoreUnavailable):
+        await store.append("s", [u("e1")])
+    assert not real.in_transaction  # no write lock kept: the next append lands
+    assert (await store.append("s", [u("e2")])).written == 1
+    _, window = await store.active_window("s")
+    assert [e.id for e in window] == ["e0", "e2"]
+
+
+async def test_without_wal_every_commit_stays_off_the_loop(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file that cannot be in WAL mode commits past its readers' locks: not on the loop."""
+    real = sqlite_schema.configure_writer
+
+    def rollback_journal(db: sqlite3.Connection, synchronous: str) -> str:
+        real(db, synchronous)
+        return "delete"
+
+    monkeypatch.setattr(sqlite_connections, "configure_writer", rollback_journal)
+    seen = threads_of_appends(monkeypatch)
+    store = SqliteStore(path)
+    await store.open()
+    try:
+        await store.append("s", [u("e1")], create_if_missing=True)
+    finally:
+        await store.close()
+    assert len(seen) == 1
+    assert seen[0] != threading.get_ident()
