@@ -53,6 +53,18 @@ def threads_of_appends(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return seen
 
 
+async def first_append_on_the_loop(store: SqliteStore, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Whether the first append to the (unopened) store committed on this thread."""
+    seen = threads_of_appends(monkeypatch)
+    await store.open()
+    try:
+        await store.append("s", [u("e1")], create_if_missing=True)
+    finally:
+        await store.close()
+    assert len(seen) == 1
+    return seen[0] == threading.get_ident()
+
+
 async def test_a_light_append_to_an_idle_writer_commits_on_the_loops_thread(
     store: SqliteStore, path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -105,15 +117,9 @@ async def test_a_heavy_append_goes_to_the_writers_thread(
 async def test_commits_that_sync_to_disk_stay_off_the_loop(
     path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    seen = threads_of_appends(monkeypatch)
-    store = SqliteStore(path, synchronous="FULL")
-    await store.open()
-    try:
-        await store.append("s", [u("e1")], create_if_missing=True)
-    finally:
-        await store.close()
-    assert len(seen) == 1
-    assert seen[0] != threading.get_ident()
+    assert (
+        await first_append_on_the_loop(SqliteStore(path, synchronous="FULL"), monkeypatch) is False
+    )
 
 
 async def test_another_process_holding_the_write_lock_does_not_stall_the_loop(
@@ -261,12 +267,4 @@ async def test_without_wal_every_commit_stays_off_the_loop(
         return "delete"
 
     monkeypatch.setattr(sqlite_connections, "configure_writer", rollback_journal)
-    seen = threads_of_appends(monkeypatch)
-    store = SqliteStore(path)
-    await store.open()
-    try:
-        await store.append("s", [u("e1")], create_if_missing=True)
-    finally:
-        await store.close()
-    assert len(seen) == 1
-    assert seen[0] != threading.get_ident()
+    assert await first_append_on_the_loop(SqliteStore(path), monkeypatch) is False
