@@ -24,7 +24,9 @@ namespace "", and the queue is fair between sessions alone.
 
 Groups are bounded in weight as well as in number (``MAX_GROUP_WEIGHT``,
 ``MAX_GROUP``) so the group a write joins commits soon: a quiet write waits
-for about the group being committed and its own.
+for about the group being committed and its own; and a group does not take
+a write much heavier than itself (``HEAVIER_THAN_GROUP``), so a light write
+served first is not held for a heavy one's body.
 """
 
 from __future__ import annotations
@@ -43,6 +45,18 @@ MAX_GROUP_WEIGHT = 16
 """Weight (events, or 16 KiB of event content) a group takes at most.
 
 A write heavier than that forms a group of its own.
+"""
+
+HEAVIER_THAN_GROUP = 2
+"""A group takes no write more than this many times its weight so far.
+
+The queue serves a quiet session's light write first; joined by a flood's
+16-event batch, it would commit only after that batch's body. Alone, it
+waits for the group being committed and its own one-write group: under
+eight flooding streams a probe's append p50 fell from 5.9-7.5 to 3.5-4.2 ms
+and its p99 from 16.8-19.2 to 13.1-13.4 (``bench.latency``, two runs each
+by turns). A heavy write first still takes the light ones after it: they
+would wait for it anyway.
 """
 
 WEIGHT_BYTES = 16 << 10
@@ -150,6 +164,8 @@ class FairQueue:
             next_weight = sessions.next_weight()
             if group and weight + next_weight > self.max_group_weight:
                 break
+            if group and next_weight > HEAVIER_THAN_GROUP * weight:
+                break  # the lighter writes taken so far commit without its body
             heapq.heappop(self._turns)
             self._now = max(self._now, start)
             group.append(sessions.take())

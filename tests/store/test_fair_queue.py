@@ -63,6 +63,23 @@ def test_a_group_is_bounded_in_weight_but_takes_one_write_of_any_weight() -> Non
     assert [len(g) for g in taken(queue)] == [16, 4]
 
 
+def test_a_light_write_served_first_is_not_held_for_a_much_heavier_one() -> None:
+    queue = FairQueue(max_group_weight=16)
+    queue.put("quiet", 1, "quiet")
+    queue.put("flood", 15, "batch")
+    assert taken(queue) == [["quiet"], ["batch"]]
+    # A heavy write served first takes the light ones after it; growing ones join.
+    queue = FairQueue(max_group_weight=16)
+    queue.put("flood", 12, "batch")
+    queue.put("a", 1, "a")
+    queue.put("b", 2, "b")
+    assert taken(queue) == [["batch", "a", "b"]]
+    queue = FairQueue(max_group_weight=16)
+    for key, weight in (("c", 3), ("d", 6), ("e", 7)):
+        queue.put(key, weight, key)
+    assert taken(queue) == [["c", "d", "e"]]  # 6 <= 2 x 3, 7 <= 2 x 9
+
+
 def test_a_returning_session_is_credited_at_most_one_group() -> None:
     queue = FairQueue(max_group_weight=4)
     for b in range(50):
