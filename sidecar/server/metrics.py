@@ -408,7 +408,8 @@ def _instrumented(
 
 
 class _ServicerCollector(Collector):
-    """GetContext's answers and the read caches' sizes, read when Prometheus scrapes."""
+    """GetContext's answers, the read caches' sizes and SQLite's writes, read when Prometheus
+    scrapes."""
 
     def __init__(self, servicer: CompactionServicer) -> None:
         self._servicer = servicer
@@ -435,3 +436,20 @@ class _ServicerCollector(Collector):
         held.add_metric(["rendered_blocks"], servicer.fragments.bytes_held)
         held.add_metric(["context_answers"], servicer.contexts.bytes_held)
         yield held
+        write_counts = getattr(servicer.store, "write_counts", None)
+        if write_counts is not None:  # SQLite's one writer
+            inline, queued, groups = write_counts()
+            writes = CounterMetricFamily(
+                "compaction_sqlite_writes",
+                "SQLite writes: committed at once on the event loop's thread (inline: a light"
+                " append finding the writer idle) or queued for the writer's thread.",
+                labels=["path"],
+            )
+            writes.add_metric(["inline"], inline)
+            writes.add_metric(["queued"], queued)
+            yield writes
+            yield CounterMetricFamily(
+                "compaction_sqlite_write_groups",
+                "Transactions the SQLite writer's thread committed the queued writes in.",
+                value=groups,
+            )

@@ -181,6 +181,15 @@ class SqliteStore:
         """Content bytes the decoded-event cache holds."""
         return self._decoded.bytes_held
 
+    def write_counts(self) -> tuple[int, int, int]:
+        """Writes committed at once on the event loop's thread, writes queued for the
+        writer's thread, and the transactions it committed them in, since the store opened
+        (zeros while closed)."""
+        writer = self._connections.writer
+        if writer is None:
+            return 0, 0, 0
+        return writer.inline_writes, writer.queued_writes, writer.groups
+
     # -- sessions ------------------------------------------------------------
 
     async def create_session(

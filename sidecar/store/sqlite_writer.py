@@ -174,6 +174,11 @@ class SqliteWriter:
         self._committing = False  # the thread has taken a group and not yet committed it
         self._releasing = False  # idle() asks the drain to stop once the queue is empty
         self._drains: set[asyncio.Task[None]] = set()
+        # For the metrics: writes committed on the caller's thread, writes queued, and
+        # the transactions the writer's thread committed them in.
+        self.inline_writes = 0
+        self.queued_writes = 0
+        self.groups = 0
 
     async def write(
         self,
@@ -218,6 +223,7 @@ class SqliteWriter:
             try:
                 if not _begin_unless_locked(db):
                     return None
+                self.inline_writes += len(bodies)
                 if len(bodies) == 1:
                     return [(True, _then_commit(db, bodies[0]))]
                 return _then_commit(db, functools.partial(_each_in_a_savepoint, bodies))
@@ -238,6 +244,7 @@ class SqliteWriter:
         """
         loop = asyncio.get_running_loop()
         futures: list[asyncio.Future[Any]] = [loop.create_future() for _ in writes]
+        self.queued_writes += len(writes)
         with self._ready:
             for (body, session_id, weight), done in zip(writes, futures, strict=True):
                 self._queue.put(session_id, weight, (body, done))
@@ -303,6 +310,7 @@ class SqliteWriter:
                         self._draining = False
                         return
                     self._committing = True
+                    self.groups += 1
                 try:
                     outcomes = self._commit(db, [body for body, _ in group])
                 finally:

@@ -106,6 +106,12 @@ async def test_metrics_count_rpcs_appends_compactions_store_and_summaries(
     assert value(samples, "compaction_context_reads_total", answer="kept") == 1
     for cache in ("decoded_events", "event_wire_bytes", "context_answers"):
         assert value(samples, "compaction_read_cache_bytes", cache=cache) > 0
+    # The sequential appends found the SQLite writer idle; session creations, passes and
+    # indexing queued, and committed in fewer transactions than writes or as many.
+    assert value(samples, "compaction_sqlite_writes_total", path="inline") >= 6
+    queued = value(samples, "compaction_sqlite_writes_total", path="queued")
+    assert queued >= 2
+    assert 1 <= value(samples, "compaction_sqlite_write_groups_total") <= queued
     # Bounded cardinality: no session id ever becomes a label.
     assert "secret-session" not in text
 
