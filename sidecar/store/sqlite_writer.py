@@ -16,9 +16,10 @@ One exception: a light write (an append of a few events, ``INLINE_MAX_WEIGHT``)
 that finds the writer idle (nothing queued, no group committing) runs at
 once on the caller's thread, the event loop's. Its caller would only wait
 for it, and the two thread hand-offs (wake the writer, wake the loop) cost
-more than the write: sequential unary appends as deployed went from
-986-1068/s to 1225-1277/s, and the server's CPU per append from 810 to
-640-650 µs (``bench.adk_appends``, 2026-12-06). Nobody waits behind it (the queue is
+more than the write: sequential unary appends against the CLI server went
+from 884-1,072/s to 1,071-1,200/s and its CPU per append from 713-890 to
+650-717 µs (four runs each, the two versions by turns, 2026-12-06; see
+docs/performance.md). Nobody waits behind it (the queue is
 empty), so fairness is untouched; under load the writer is busy and writes
 queue as before (and an inline write, having taken no one's turn, does not
 move its session's clock in the fair queue). A stream's batch of appends
