@@ -45,6 +45,7 @@ from sidecar.compaction.token_bounds import DEFAULT_BYTES_PER_TOKEN, estimate, s
 from sidecar.compaction.tokens import opaque_tokens
 from sidecar.compaction.triggers import Trigger
 from sidecar.engine.landings import Landing, Landings
+from sidecar.engine.observer import EngineObserver
 from sidecar.engine.session_model import SessionModels
 from sidecar.errors import SessionNotFound
 from sidecar.model import Event, ModelUsage, Role, Session, UsageReport, new_event_id
@@ -98,6 +99,9 @@ class CountingHost(Protocol):
 
     @property
     def models(self) -> SessionModels: ...
+
+    @property
+    def observer(self) -> EngineObserver: ...
 
 
 class ExactCounts:

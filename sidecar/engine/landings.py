@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from sidecar.engine.locks import LockRegistry
+from sidecar.engine.observer import EngineObserver
 from sidecar.engine.session_model import SessionModels
 from sidecar.model import Event, Session
 from sidecar.store.protocol import CountsLanded, Store
@@ -41,6 +42,9 @@ class LandingHost(Protocol):
 
     @property
     def models(self) -> SessionModels: ...
+
+    @property
+    def observer(self) -> EngineObserver: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +184,7 @@ class Landings:
             else:
                 if outcome is not None:
                     self._noted(outcome)
+                    self._host.observer.counts_landed(len(pending))
                 out.append(Landing(len(pending), outcome))
         return out
 

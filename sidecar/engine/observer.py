@@ -15,6 +15,9 @@ class EngineObserver(Protocol):
     def appended(self, events: int) -> None:
         """``events`` new events were stored (retries of stored ones are not counted)."""
 
+    def counts_landed(self, events: int) -> None:
+        """``events`` stored with estimated token counts had their exact counts landed."""
+
     def compaction(self, result: CompactionResult) -> None:
         """A compaction pass ended: compacted, or skipped with its reason (FAILED included)."""
 
@@ -29,6 +32,9 @@ class NoObserver:
     """Observes nothing."""
 
     def appended(self, events: int) -> None:
+        pass
+
+    def counts_landed(self, events: int) -> None:
         pass
 
     def compaction(self, result: CompactionResult) -> None:

@@ -101,6 +101,12 @@ class Metrics:
             "Events stored by appends (a retry of stored events adds nothing).",
             registry=r,
         )
+        self.counts_landed_total = Counter(
+            "compaction_token_counts_landed_total",
+            "Events stored with an estimated token count whose exact count landed later"
+            " (counted where a decision needed it, or in the background).",
+            registry=r,
+        )
         self.compactions = Counter(
             "compaction_passes_total",
             "Compaction passes by strategy and outcome (compacted, skipped, failed),"
@@ -199,6 +205,9 @@ class Metrics:
 
     def appended(self, events: int) -> None:
         self.events_appended.inc(events)
+
+    def counts_landed(self, events: int) -> None:
+        self.counts_landed_total.inc(events)
 
     def compaction(self, result: CompactionResult) -> None:
         if result.compacted:
