@@ -44,12 +44,9 @@ from sidecar.compaction.formatting import format_event
 from sidecar.compaction.token_bounds import DEFAULT_BYTES_PER_TOKEN, estimate, settled_fires
 from sidecar.compaction.tokens import opaque_tokens
 from sidecar.compaction.triggers import Trigger
-from sidecar.engine.landings import Landing, Landings
-from sidecar.engine.observer import EngineObserver
-from sidecar.engine.session_model import SessionModels
+from sidecar.engine.landings import Landing, LandingHost, Landings
 from sidecar.errors import SessionNotFound
 from sidecar.model import Event, ModelUsage, Role, Session, UsageReport, new_event_id
-from sidecar.store.protocol import Store
 from sidecar.tokenizer import TokenEstimator
 
 log = logging.getLogger(__name__)
@@ -88,20 +85,12 @@ class TokenCounting(StrEnum):
     """As ``WHEN_NEEDED``, and soon after each append, batched on the counting threads."""
 
 
-class CountingHost(Protocol):
-    """What counting reads from the engine on each use."""
-
-    @property
-    def store(self) -> Store: ...
+class CountingHost(LandingHost, Protocol):
+    """What counting reads from the engine on each use: what landing does, and the
+    estimator."""
 
     @property
     def estimator(self) -> TokenEstimator: ...
-
-    @property
-    def models(self) -> SessionModels: ...
-
-    @property
-    def observer(self) -> EngineObserver: ...
 
 
 class ExactCounts:
