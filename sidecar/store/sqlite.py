@@ -11,7 +11,11 @@ Group commit. Writes that arrive while the writer is busy are queued, fairly
 between tenants and then sessions (``fair_queue``), and the next transaction runs a group of
 them, each inside its own SAVEPOINT, then commits once (``sqlite_writer``).
 A write that fails (a version conflict, an unknown session) rolls back to
-its savepoint and gets its own error; the others still commit. Every write
+its savepoint and gets its own error; the others still commit. A stream's
+appends to many sessions (``append_many``) that meet in a group are written
+together, with a few statements for all of them and no savepoints, each
+append's own errors found before anything is written
+(``sqlite_append_groups``). Every write
 is acknowledged only after the COMMIT that holds it, so durability is
 unchanged, while a hundred sessions appending at once cost a few commits
 (and fsyncs with FULL) instead of a hundred. A lone write runs alone: no
@@ -38,10 +42,10 @@ would give each its own empty database.
 from __future__ import annotations
 
 import asyncio
-import functools
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from sidecar.compaction.head import WindowHead
 from sidecar.model import (
@@ -53,6 +57,7 @@ from sidecar.model import (
     UsageReport,
     utcnow,
 )
+from sidecar.store import sqlite_append_groups as append_groups
 from sidecar.store import sqlite_counts as counts
 from sidecar.store import sqlite_head as head
 from sidecar.store import sqlite_history as history
@@ -297,7 +302,7 @@ class SqliteStore:
         outcomes = await self._connections.write_many(
             [
                 (
-                    functools.partial(_append_plain, append, policy_json),
+                    PlainAppendWrite(append, policy_json),
                     append.session_id,
                     write_weight(len(append.events), sum(e.content_bytes() for e in append.events)),
                 )
@@ -436,15 +441,29 @@ class SqliteStore:
         return outcome
 
 
-def _append_plain(
-    append: PlainAppend, policy_json: str | None, db: sqlite3.Connection
-) -> AppendOutcome:
-    return writes.append(
-        db,
-        append.session_id,
-        append.events,
-        expected_version=None,
-        create_if_missing=append.create_if_missing,
-        policy_json=policy_json,
-        now=utcnow(),
-    )
+@dataclass(frozen=True, slots=True)
+class PlainAppendWrite:
+    """One session's part of ``append_many`` as the writer's body: alone,
+    ``sqlite_writes.append``; beside others of its kind in a group, written with them
+    (``sqlite_append_groups``). A ``sqlite_writer.Batchable``."""
+
+    append: PlainAppend
+    policy_json: str | None
+
+    def __call__(self, db: sqlite3.Connection) -> AppendOutcome:
+        return writes.append(
+            db,
+            self.append.session_id,
+            self.append.events,
+            expected_version=None,
+            create_if_missing=self.append.create_if_missing,
+            policy_json=self.policy_json,
+            now=utcnow(),
+        )
+
+    @staticmethod
+    def together(
+        db: sqlite3.Connection, bodies: Sequence[PlainAppendWrite]
+    ) -> list[tuple[bool, Any] | None]:
+        outcomes = append_groups.append_together(db, [b.append for b in bodies], now=utcnow())
+        return [None if o is None else (not isinstance(o, Exception), o) for o in outcomes]

@@ -3,7 +3,9 @@
 SQLite has one writer, so writes queue. They wait in a ``FairQueue``
 (fairly between tenants, then between sessions, by weight) and are committed in groups, one
 transaction per group with a savepoint per write, so a burst of small
-appends costs one commit instead of one each.
+appends costs one commit instead of one each. Neighbours in a group that can
+be written together (``Batchable``: appends to many sessions) are handed
+over in one call and need no savepoints.
 
 The queue is drained on the writer's own thread: when a group commits, the
 next one starts at once, and each write's caller is woken with its outcome;
@@ -39,7 +41,7 @@ import functools
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import aiosqlite
 
@@ -106,20 +108,81 @@ def in_group(
     return run
 
 
+class Together(Protocol):
+    """How bodies of one kind are written in one go (``Batchable.together``)."""
+
+    def __call__(
+        self, db: sqlite3.Connection, bodies: Sequence[Any]
+    ) -> Sequence[tuple[bool, Any] | None]: ...
+
+
+class Batchable(Protocol):
+    """A body that may be written together with its neighbours of the same kind.
+
+    ``together(db, bodies)`` writes those of ``bodies`` it can, at once, and
+    gives for each ``(ok, result or error)``, or None: that body is run alone
+    after it, in order. It must leave to run alone every body that has to
+    follow one it left (a later write to the same session). It runs in no
+    savepoint of its own, so it finds each body's own errors before it
+    writes; anything it raises fails the whole group.
+    """
+
+    together: Together
+
+    def __call__(self, db: sqlite3.Connection) -> Any: ...
+
+
 def _each_in_a_savepoint(bodies: Sequence[Body], db: sqlite3.Connection) -> list[tuple[bool, Any]]:
-    """``in_group``'s bodies in the transaction begun: ``(ok, result or error)`` each."""
+    """``in_group``'s bodies in the transaction begun: ``(ok, result or error)`` each.
+
+    A run of neighbours of one ``Batchable`` kind is written together.
+    """
     outcomes: list[tuple[bool, Any]] = []
-    for body in bodies:
-        db.execute("SAVEPOINT write")
-        try:
-            outcomes.append((True, body(db)))
-        except sqlite3.DatabaseError:
-            raise
-        except Exception as exc:
-            db.execute("ROLLBACK TO write")
-            outcomes.append((False, exc))
-        db.execute("RELEASE write")
+    start = 0
+    while start < len(bodies):
+        together = getattr(bodies[start], "together", None)
+        end = start + 1
+        while together is not None and end < len(bodies):
+            if getattr(bodies[end], "together", None) != together:
+                break
+            end += 1
+        if end - start > 1:
+            outcomes.extend(_together(cast(Together, together), bodies[start:end], db))
+        else:
+            outcomes.append(_alone(bodies[start], db))
+        start = end
     return outcomes
+
+
+def _alone(body: Body, db: sqlite3.Connection) -> tuple[bool, Any]:
+    """``body`` in a savepoint of its own: rolled back alone on a domain error."""
+    db.execute("SAVEPOINT write")
+    try:
+        outcome: tuple[bool, Any] = (True, body(db))
+    except sqlite3.DatabaseError:
+        raise
+    except Exception as exc:
+        db.execute("ROLLBACK TO write")
+        outcome = (False, exc)
+    db.execute("RELEASE write")
+    return outcome
+
+
+def _together(
+    together: Together, bodies: Sequence[Body], db: sqlite3.Connection
+) -> list[tuple[bool, Any]]:
+    """``bodies`` written by ``together``, then those it left each alone, in order.
+
+    No savepoint around ``together``: one makes SQLite copy every page the
+    statements touch first into a journal of its own (about 10 µs an append
+    in a group of 16). So whatever ``together`` raises fails the group, as a
+    database error does: nothing of it is committed.
+    """
+    written = together(db, bodies)
+    return [
+        _alone(body, db) if outcome is None else outcome
+        for body, outcome in zip(bodies, written, strict=True)
+    ]
 
 
 def _begin_unless_locked(db: sqlite3.Connection) -> bool:

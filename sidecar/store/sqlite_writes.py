@@ -102,6 +102,42 @@ def stored_events(db: sqlite3.Connection, session_pk: int, ids: Sequence[str]) -
     return found
 
 
+INSERT_EVENT = (
+    "INSERT INTO events (session, position, sort_key, id, role, content, token_count,"
+    " synthetic, archived, written_by, create_time, token_low, token_high)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)"
+)
+"""A new event's row, with ``event_row``'s parameters."""
+
+INSERT_TOOL_LINK = "INSERT INTO tool_links (session, event, kind, call_key) VALUES (?, ?, ?, ?)"
+
+
+def event_row(
+    session_pk: int, event: Event, *, sort_key: int, written_by: str | None = None
+) -> tuple[object, ...]:
+    """``INSERT_EVENT``'s parameters for ``event``."""
+    low, high = event.token_bounds or (None, None)
+    return (
+        session_pk,
+        event.position,
+        sort_key,
+        event.id,
+        event.role.value,
+        encode_content(event),
+        event.token_count,
+        1 if event.synthetic else 0,
+        written_by,
+        to_micros(event.create_time),
+        low,
+        high,
+    )
+
+
+def tool_link_rows(session_pk: int, event: Event) -> list[tuple[int, str, int, int]]:
+    """``INSERT_TOOL_LINK``'s parameters for each of ``event``'s tool calls and results."""
+    return [(session_pk, event.id, kind, key) for kind, key in links_of(event)]
+
+
 def _insert_event(
     db: sqlite3.Connection,
     session_pk: int,
@@ -117,32 +153,11 @@ def _insert_event(
     row; ``index_pending`` indexes many in one transaction instead, and a
     search runs it first (``SqliteStore.search``).
     """
-    low, high = event.token_bounds or (None, None)
-    cursor = db.execute(
-        "INSERT INTO events (session, position, sort_key, id, role, content, token_count,"
-        " synthetic, archived, written_by, create_time, token_low, token_high)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)",
-        (
-            session_pk,
-            event.position,
-            sort_key,
-            event.id,
-            event.role.value,
-            encode_content(event),
-            event.token_count,
-            1 if event.synthetic else 0,
-            written_by,
-            to_micros(event.create_time),
-            low,
-            high,
-        ),
-    )
+    row = event_row(session_pk, event, sort_key=sort_key, written_by=written_by)
+    cursor = db.execute(INSERT_EVENT, row)
     db.execute("INSERT INTO fts_pending (pk) VALUES (?)", (cursor.lastrowid,))
     if event.tool_calls or event.tool_results:
-        db.executemany(
-            "INSERT INTO tool_links (session, event, kind, call_key) VALUES (?, ?, ?, ?)",
-            [(session_pk, event.id, kind, key) for kind, key in links_of(event)],
-        )
+        db.executemany(INSERT_TOOL_LINK, tool_link_rows(session_pk, event))
 
 
 def index_pending(
@@ -191,41 +206,47 @@ def newest_pending(db: sqlite3.Connection) -> int | None:
     return None if pk is None else int(pk)
 
 
+UPDATE_HEADER = """UPDATE sessions SET version = ?, policy_json = ?, labels = ?, update_time = ?,
+       active_events = ?, real_events = ?, turns = ?, tokens = ?, system_tokens = ?,
+       turns_since_compaction = ?, total_events = ?, last_compaction_id = ?,
+       model = ?, calibration_factor = ?, calibration_samples = ?,
+       auto_compaction_paused = ?, stable_prefix_tokens = ?, stable_prefix_events = ?,
+       pending_below = ?, pending_above = ?
+   WHERE pk = ?"""
+"""The header fields a write changes, with ``header_row``'s parameters."""
+
+
+def header_row(session_pk: int, session: Session) -> tuple[object, ...]:
+    """``UPDATE_HEADER``'s parameters: version, counters, totals, policy, labels."""
+    c = session.counters
+    return (
+        session.version,
+        session.policy_json,
+        encode_labels(session.labels),
+        to_micros(session.update_time),
+        c.active_events,
+        c.real_events,
+        c.turns,
+        c.tokens,
+        c.system_tokens,
+        c.turns_since_compaction,
+        session.total_events,
+        session.last_compaction_id,
+        session.model,
+        session.calibration.factor,
+        session.calibration.samples,
+        1 if session.auto_compaction_paused else 0,
+        session.stable_prefix_tokens,
+        session.stable_prefix_events,
+        c.pending_below,
+        c.pending_above,
+        session_pk,
+    )
+
+
 def save_header(db: sqlite3.Connection, session_pk: int, session: Session) -> None:
     """Write the header fields a write changes: version, counters, totals, policy, labels."""
-    c = session.counters
-    db.execute(
-        """UPDATE sessions SET version = ?, policy_json = ?, labels = ?, update_time = ?,
-               active_events = ?, real_events = ?, turns = ?, tokens = ?, system_tokens = ?,
-               turns_since_compaction = ?, total_events = ?, last_compaction_id = ?,
-               model = ?, calibration_factor = ?, calibration_samples = ?,
-               auto_compaction_paused = ?, stable_prefix_tokens = ?, stable_prefix_events = ?,
-               pending_below = ?, pending_above = ?
-           WHERE pk = ?""",
-        (
-            session.version,
-            session.policy_json,
-            encode_labels(session.labels),
-            to_micros(session.update_time),
-            c.active_events,
-            c.real_events,
-            c.turns,
-            c.tokens,
-            c.system_tokens,
-            c.turns_since_compaction,
-            session.total_events,
-            session.last_compaction_id,
-            session.model,
-            session.calibration.factor,
-            session.calibration.samples,
-            1 if session.auto_compaction_paused else 0,
-            session.stable_prefix_tokens,
-            session.stable_prefix_events,
-            c.pending_below,
-            c.pending_above,
-            session_pk,
-        ),
-    )
+    db.execute(UPDATE_HEADER, header_row(session_pk, session))
 
 
 def append(

@@ -18,7 +18,7 @@ from sidecar.engine.results import AppendResult
 from sidecar.errors import InvalidArgument, SessionNotFound, StoreUnavailable
 from sidecar.model import Event, Role, ToolCall
 from sidecar.server.metrics import Metrics, TimedStore
-from sidecar.store import sqlite_writes
+from sidecar.store import sqlite_append_groups, sqlite_writes
 from sidecar.store.protocol import CountsLanded, PlainAppend
 from sidecar.store.sqlite import SqliteStore
 from tests.engine.gates import GatedSummarizer
@@ -185,7 +185,8 @@ async def test_each_failed_append_is_counted_as_the_store_being_unavailable(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise sqlite3.OperationalError("disk I/O error")
 
-    monkeypatch.setattr(sqlite_writes, "append", broken)
+    monkeypatch.setattr(sqlite_writes, "append", broken)  # one by one
+    monkeypatch.setattr(sqlite_append_groups, "append_together", broken)  # or together
     results = await engine.append_many([plain(n, turn(0)) for n in ("a", "b", "c")])
     assert all(isinstance(result, StoreUnavailable) for result in results)
     counted = metrics.registry.get_sample_value(

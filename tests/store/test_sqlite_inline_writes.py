@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from sidecar.errors import SessionNotFound, StoreUnavailable, VersionConflict
-from sidecar.store import sqlite_connections, sqlite_schema, sqlite_writes
+from sidecar.store import sqlite_append_groups, sqlite_connections, sqlite_schema, sqlite_writes
 from sidecar.store.protocol import PlainAppend
 from sidecar.store.sqlite import SqliteStore
 from tests.store.test_contract import u
@@ -41,15 +41,21 @@ async def store(path: str) -> AsyncIterator[SqliteStore]:
 
 
 def threads_of_appends(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The thread each append's body runs on, in order."""
+    """The thread each append is written on, in order (one by one or with others)."""
     seen: list[int] = []
-    real = sqlite_writes.append
+    real, real_together = sqlite_writes.append, sqlite_append_groups.append_together
 
     def recording(*args, **kwargs):  # type: ignore[no-untyped-def]
         seen.append(threading.get_ident())
         return real(*args, **kwargs)
 
+    def recording_together(*args, **kwargs):  # type: ignore[no-untyped-def]
+        outcomes = real_together(*args, **kwargs)
+        seen.extend(threading.get_ident() for o in outcomes if o is not None)
+        return outcomes
+
     monkeypatch.setattr(sqlite_writes, "append", recording)
+    monkeypatch.setattr(sqlite_append_groups, "append_together", recording_together)
     return seen
 
 
