@@ -296,8 +296,9 @@ class SqliteStore:
         So each is queued fairly under its own session, as ``append`` would
         be, and the writer commits them in groups; they cost no task each,
         and the group's outcomes come back in one wake-up. Together as light
-        as one light append, they commit at once, each in its savepoint, when
-        the writer is idle (``sqlite_writer``).
+        as one light append, they commit at once when the writer is idle
+        (``sqlite_writer``). In a group, those to stored sessions are written
+        together (``sqlite_append_groups``), the others each in its savepoint.
         """
         outcomes = await self._connections.write_many(
             [

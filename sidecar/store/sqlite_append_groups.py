@@ -43,6 +43,8 @@ from sidecar.store.sqlite_writes import (
     tool_link_rows,
 )
 
+_MAX_ROWID = 2**63 - 1
+
 _CHUNK = 400
 """Headers or (session, event id) pairs per statement: well under SQLite's bound on
 parameters."""
@@ -99,8 +101,11 @@ def append_together(
         headers[append.session_id] = changed[session_pk] = session_pk, session
         outcomes.append(AppendOutcome(batch.result, session, len(batch.new)))
     if rows:
-        # Rowids of new rows follow the highest one (no AUTOINCREMENT, far below 2**63).
+        # New rowids follow the highest one (no AUTOINCREMENT), unless it is at SQLite's
+        # limit: then they are picked at random, and only one by one finds each.
         (highest,) = db.execute("SELECT coalesce(max(pk), 0) FROM events").fetchone()
+        if highest > _MAX_ROWID - len(rows):
+            return [None] * len(appends)
         db.executemany(INSERT_EVENT, rows)
         db.execute("INSERT INTO fts_pending (pk) SELECT pk FROM events WHERE pk > ?", (highest,))
         if links:

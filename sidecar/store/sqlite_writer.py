@@ -25,12 +25,13 @@ docs/performance.md). Nobody waits behind it (the queue is
 empty), so fairness is untouched; under load the writer is busy and writes
 queue as before (and an inline write, having taken no one's turn, does not
 move its session's clock in the fair queue). A stream's batch of appends
-to several sessions goes the same way when together it is that light, each
-in its savepoint as in a group. It is refused, and the write queued, when
-a commit syncs to disk (``synchronous`` FULL or EXTRA: the loop must not
-wait for fsync), when the file is not in WAL mode (a commit would wait for
-the readers), or when another process holds the file's write lock (the
-loop must not wait ``busy_timeout`` for it).
+to several sessions goes the same way when together it is that light, as
+in a group (each in its savepoint, or written together: ``Batchable``). It
+is refused, and the write queued, when a commit syncs to disk
+(``synchronous`` FULL or EXTRA: the loop must not wait for fsync), when the
+file is not in WAL mode (a commit would wait for the readers), or when
+another process holds the file's write lock (the loop must not wait
+``busy_timeout`` for it).
 """
 
 from __future__ import annotations
@@ -103,7 +104,11 @@ def in_group(
 
     def run(db: sqlite3.Connection) -> list[tuple[bool, Any]]:
         db.execute("BEGIN IMMEDIATE")
-        return _then_commit(db, functools.partial(_each_in_a_savepoint, bodies))
+        try:
+            return _then_commit(db, functools.partial(_each_in_a_savepoint, bodies))
+        except NotTogether:  # rolled back: the group again, each body alone
+            db.execute("BEGIN IMMEDIATE")
+            return _then_commit(db, functools.partial(_each_alone, bodies))
 
     return run
 
@@ -124,7 +129,8 @@ class Batchable(Protocol):
     after it, in order. It must leave to run alone every body that has to
     follow one it left (a later write to the same session). It runs in no
     savepoint of its own, so it finds each body's own errors before it
-    writes; anything it raises fails the whole group.
+    writes; should it raise anyway, the group is written again without it
+    (``NotTogether``).
     """
 
     together: Together
@@ -132,10 +138,23 @@ class Batchable(Protocol):
     def __call__(self, db: sqlite3.Connection) -> Any: ...
 
 
+class NotTogether(Exception):
+    """``together`` failed other than as the database: the transaction is rolled back and
+    its group written again, each body alone (``in_group``), so each gets the outcome it
+    would alone. (An input the batched path cannot bind, such as text with a lone
+    surrogate, fails its own write only.)"""
+
+
+def _each_alone(bodies: Sequence[Body], db: sqlite3.Connection) -> list[tuple[bool, Any]]:
+    """``bodies`` in the transaction begun, each in its savepoint, none written together."""
+    return [_alone(body, db) for body in bodies]
+
+
 def _each_in_a_savepoint(bodies: Sequence[Body], db: sqlite3.Connection) -> list[tuple[bool, Any]]:
     """``in_group``'s bodies in the transaction begun: ``(ok, result or error)`` each.
 
-    A run of neighbours of one ``Batchable`` kind is written together.
+    A run of neighbours of one ``Batchable`` kind is written together;
+    NotTogether when that fails other than as the database.
     """
     outcomes: list[tuple[bool, Any]] = []
     start = 0
@@ -175,10 +194,17 @@ def _together(
 
     No savepoint around ``together``: one makes SQLite copy every page the
     statements touch first into a journal of its own (about 10 µs an append
-    in a group of 16). So whatever ``together`` raises fails the group, as a
-    database error does: nothing of it is committed.
+    in a group of 16). So what it wrote before failing cannot be undone
+    alone: a database error fails the group, anything else (a fault of the
+    batched path) raises NotTogether, for the whole group to be written again
+    without it.
     """
-    written = together(db, bodies)
+    try:
+        written = together(db, bodies)
+    except sqlite3.DatabaseError:
+        raise
+    except Exception as exc:
+        raise NotTogether(f"writing {len(bodies)} bodies together failed: {exc!r}") from exc
     return [
         _alone(body, db) if outcome is None else outcome
         for body, outcome in zip(bodies, written, strict=True)
@@ -287,11 +313,16 @@ class SqliteWriter:
             try:
                 if not _begin_unless_locked(db):
                     return None
-                self.inline_writes += len(bodies)
                 if len(bodies) == 1:
-                    return [(True, _then_commit(db, bodies[0]))]
-                return _then_commit(db, functools.partial(_each_in_a_savepoint, bodies))
+                    outcomes = [(True, _then_commit(db, bodies[0]))]
+                else:
+                    outcomes = _then_commit(db, functools.partial(_each_in_a_savepoint, bodies))
+                self.inline_writes += len(bodies)
+                return outcomes
+            except NotTogether:  # rolled back: the writer's thread writes them again
+                return None
             except Exception as exc:  # the write's error, or the database's: each fails
+                self.inline_writes += len(bodies)
                 return [(False, store_error(exc))] * len(bodies)
         finally:
             # Nothing to notify: no write was queued meanwhile, and a lingering drain
