@@ -19,6 +19,7 @@ from sidecar.store.postgres_reads import (
     VIEW_COLUMNS,
     event_from_row,
     get_session,
+    marked_rows,
     window_counters,
 )
 from sidecar.store.postgres_schema import Db
@@ -157,7 +158,7 @@ async def restore(
             undone,
         )
     ]
-    was = await _marked(db, marked)
+    was = await marked_rows(db, marked)
     await db.execute(
         "UPDATE events SET archived = false, archived_by = NULL"
         " WHERE session = $1 AND archived_by = $2",
@@ -177,7 +178,7 @@ async def restore(
         session_pk,
         undone,
     )
-    moved = counter_rules.counters_moved(session.counters, was, await _marked(db, marked))
+    moved = counter_rules.counters_moved(session.counters, was, await marked_rows(db, marked))
     counters = await window_counters(db, session_pk) if moved is None else moved
     after = history_rules.after_restore(session, target, counters, restore_id, pause=pause, now=now)
     await save_header(db, session_pk, after, previous_version=session.version)
@@ -222,19 +223,6 @@ async def restore(
     )
     await notify(db, session_id, restore_id, origin)
     return RestoreOutcome(after, restore_id, archived, restored, saved)
-
-
-async def _marked(db: Db, pks: list[int]) -> list[counter_rules.Marked]:
-    """``counter_rules.MARKED_COLUMNS`` of the rows ``pks``, in that order."""
-    rows = await db.fetch(
-        f"SELECT e.pk, {counter_rules.MARKED_COLUMNS} FROM events e WHERE e.pk = ANY($1::bigint[])",
-        pks,
-    )
-    found = {
-        row[0]: (row[1], bool(row[2]), bool(row[3]), int(row[4]), int(row[5]), int(row[6]))
-        for row in rows
-    }
-    return [found[pk] for pk in pks]
 
 
 async def compaction_record(db: Db, session_id: str, compaction_id: str) -> CompactionRecord:

@@ -388,3 +388,16 @@ async def search(
     )
     next_token = search_next_token(bound, block, offset, read, more_in_block, more_blocks)
     return Page(items[:kept], next_token)
+
+
+async def marked_rows(db: Db, pks: list[int]) -> list[counter_rules.Marked]:
+    """``counter_rules.MARKED_COLUMNS`` of the rows ``pks``, in that order."""
+    rows = await db.fetch(
+        f"SELECT e.pk, {counter_rules.MARKED_COLUMNS} FROM events e WHERE e.pk = ANY($1::bigint[])",
+        pks,
+    )
+    found = {
+        row[0]: (row[1], bool(row[2]), bool(row[3]), int(row[4]), int(row[5]), int(row[6]))
+        for row in rows
+    }
+    return [found[pk] for pk in pks]

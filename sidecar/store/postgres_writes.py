@@ -27,7 +27,7 @@ from sidecar.errors import (
     VersionConflict,
 )
 from sidecar.model import CompactionPlan, Event, LabelUpdate, Session, SessionCounters, UsageReport
-from sidecar.store import rules
+from sidecar.store import counter_rules, rules
 from sidecar.store.codec import encode_content, encode_labels
 from sidecar.store.postgres_reads import (
     EVENT_COLUMNS,
@@ -35,6 +35,7 @@ from sidecar.store.postgres_reads import (
     event_from_row,
     find_session,
     get_session,
+    marked_rows,
     window_counters,
 )
 from sidecar.store.postgres_schema import Db
@@ -282,8 +283,9 @@ async def apply(
 ) -> ApplyOutcome:
     """Apply a compaction plan (see ``Store.apply`` and ``sqlite_writes.apply``).
 
-    The plan's own events are looked up by id and the counters summed by the
-    server: nothing of the window is read whole.
+    The plan's own events are looked up by id and the counters moved by what
+    its rows changed (summed by the server only when a system message is among
+    them): nothing of the window is read.
     """
     rules.check_plan_shape(plan)
     session_pk, session = await get_session(db, session_id, for_update=True)
@@ -291,6 +293,16 @@ async def apply(
     if plan.insert_before is not None:
         own.append(plan.insert_before)
     archived, target = rules.check_plan(session, plan, await active_with_ids(db, session_pk, own))
+    # The rows the plan changes, as they count before it: archived and cleared ones.
+    touched = [
+        row[0]
+        for row in await db.fetch(
+            "SELECT pk FROM events WHERE session = $1 AND id = ANY($2::text[])",
+            session_pk,
+            list(dict.fromkeys([*(e.id for e in archived), *(e.id for e in plan.clears)])),
+        )
+    ]
+    was = await marked_rows(db, touched)
 
     compaction_id = uuid.uuid4().hex
     if plan.inserts:
@@ -329,7 +341,17 @@ async def apply(
     )
     before = session.version
     turns_before = session.counters.turns_since_compaction
-    counters = await window_counters(db, session_pk)
+    inserted = [
+        row[0]
+        for row in await db.fetch(
+            "SELECT pk FROM events WHERE session = $1 AND written_by = $2",
+            session_pk,
+            compaction_id,
+        )
+    ]
+    now_marked = await marked_rows(db, touched + inserted)
+    moved = counter_rules.counters_moved(session.counters, was, now_marked)
+    counters = await window_counters(db, session_pk) if moved is None else moved
     session = rules.after_compaction(session, plan, counters, compaction_id, now)
     await save_header(db, session_pk, session, previous_version=before)
     await db.execute(

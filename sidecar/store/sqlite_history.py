@@ -24,6 +24,7 @@ from sidecar.store.sqlite_reads import (
     VIEW_COLUMNS,
     event_from_row,
     get_session,
+    marked_rows,
     window_counters,
 )
 from sidecar.store.sqlite_writes import save_header
@@ -158,7 +159,7 @@ def restore(
             (session_pk, undone) * 3,
         )
     ]
-    was = _marked(db, marked)
+    was = marked_rows(db, marked)
     db.execute(
         "UPDATE events SET archived = 0, archived_by = NULL WHERE session = ? AND archived_by = ?",
         (session_pk, undone),
@@ -173,7 +174,7 @@ def restore(
         " WHERE session = ? AND written_by = ? AND archived = 0",
         (restore_id, session_pk, undone),
     )
-    moved = counter_rules.counters_moved(session.counters, was, _marked(db, marked))
+    moved = counter_rules.counters_moved(session.counters, was, marked_rows(db, marked))
     counters = window_counters(db, session_pk) if moved is None else moved
     after = history_rules.after_restore(session, target, counters, restore_id, pause=pause, now=now)
     save_header(db, session_pk, after)
@@ -216,20 +217,6 @@ def restore(
         (restore_id, session_pk, undone),
     )
     return RestoreOutcome(after, restore_id, archived, restored, saved)
-
-
-def _marked(db: sqlite3.Connection, pks: list[int], chunk: int = 500) -> list[counter_rules.Marked]:
-    """``counter_rules.MARKED_COLUMNS`` of the rows ``pks``, in that order."""
-    found: dict[int, counter_rules.Marked] = {}
-    for start in range(0, len(pks), chunk):
-        part = pks[start : start + chunk]
-        for pk, role, synthetic, archived, tokens, below, above in db.execute(
-            f"SELECT e.pk, {counter_rules.MARKED_COLUMNS} FROM events e"
-            f" WHERE e.pk IN ({', '.join('?' for _ in part)})",
-            part,
-        ):
-            found[pk] = (role, bool(synthetic), bool(archived), tokens, below, above)
-    return [found[pk] for pk in pks]
 
 
 def compaction_record(

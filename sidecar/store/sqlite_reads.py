@@ -380,3 +380,19 @@ def search(
     )
     next_token = search_next_token(bound, block, offset, read, more_in_block, more_blocks)
     return Page(items[:kept], next_token)
+
+
+def marked_rows(
+    db: sqlite3.Connection, pks: list[int], chunk: int = 500
+) -> list[counter_rules.Marked]:
+    """``counter_rules.MARKED_COLUMNS`` of the rows ``pks``, in that order."""
+    found: dict[int, counter_rules.Marked] = {}
+    for start in range(0, len(pks), chunk):
+        part = pks[start : start + chunk]
+        for pk, role, synthetic, archived, tokens, below, above in db.execute(
+            f"SELECT e.pk, {counter_rules.MARKED_COLUMNS} FROM events e"
+            f" WHERE e.pk IN ({', '.join('?' for _ in part)})",
+            part,
+        ):
+            found[pk] = (role, bool(synthetic), bool(archived), tokens, below, above)
+    return [found[pk] for pk in pks]

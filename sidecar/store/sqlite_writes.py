@@ -22,7 +22,7 @@ from sidecar.errors import (
     SessionNotFound,
 )
 from sidecar.model import CompactionPlan, Event, LabelUpdate, Session, SessionCounters, UsageReport
-from sidecar.store import rules
+from sidecar.store import counter_rules, rules
 from sidecar.store.codec import dump_json, encode_content, encode_labels, to_micros
 from sidecar.store.protocol import AppendOutcome, ApplyOutcome
 from sidecar.store.sqlite_reads import (
@@ -32,6 +32,7 @@ from sidecar.store.sqlite_reads import (
     event_from_row,
     find_session,
     get_session,
+    marked_rows,
     session_from_row,
     window_counters,
 )
@@ -299,6 +300,23 @@ def append(
     return AppendOutcome(batch.result, session, len(batch.new), counted)
 
 
+def _pks(db: sqlite3.Connection, session_pk: int, ids: Sequence[str]) -> list[int]:
+    """The surrogate keys of the session's events ``ids`` (those stored), by its id index."""
+    found: list[int] = []
+    unique = list(dict.fromkeys(ids))
+    for start in range(0, len(unique), _CHUNK):
+        chunk = unique[start : start + _CHUNK]
+        found.extend(
+            pk
+            for (pk,) in db.execute(
+                "SELECT pk FROM events WHERE session = ?"
+                f" AND id IN ({', '.join('?' * len(chunk))})",
+                (session_pk, *chunk),
+            )
+        )
+    return found
+
+
 def _session_and_retries(
     db: sqlite3.Connection, session_id: str, ids: Sequence[str]
 ) -> tuple[tuple[int, Session] | None, bool]:
@@ -342,9 +360,11 @@ def apply(
     """Apply a compaction plan (see ``Store.apply``); the in-memory reference is ``apply_plan``.
 
     Costs what the plan changes, not the window: the plan's own events are
-    looked up by id and the counters summed in SQL. The outcome's ``active``
-    is left empty; ``SqliteStore.apply`` reads the window after the commit, on
-    a reader, so the one writer never decodes a window.
+    looked up by id, and the counters move by what its rows changed
+    (``counter_rules.counters_moved``; summed over the window in SQL only when
+    a system message is among them). The outcome's ``active`` is left empty;
+    ``SqliteStore.apply`` reads the window after the commit, on a reader, so
+    the one writer never decodes a window.
     """
     rules.check_plan_shape(plan)
     session_pk, session = get_session(db, session_id)
@@ -352,6 +372,9 @@ def apply(
     if plan.insert_before is not None:
         own.append(plan.insert_before)
     archived, target = rules.check_plan(session, plan, active_with_ids(db, session_pk, own))
+    # The rows the plan changes, as they count before it: archived and cleared ones.
+    touched = _pks(db, session_pk, [*(e.id for e in archived), *(e.id for e in plan.clears)])
+    was = marked_rows(db, touched)
 
     compaction_id = uuid.uuid4().hex
     if plan.inserts:
@@ -382,9 +405,16 @@ def apply(
         )
     before = session.version
     turns_before = session.counters.turns_since_compaction
-    session = rules.after_compaction(
-        session, plan, window_counters(db, session_pk), compaction_id, now
-    )
+    inserted = [
+        pk
+        for (pk,) in db.execute(
+            "SELECT pk FROM events WHERE session = ? AND written_by = ?",
+            (session_pk, compaction_id),
+        )
+    ]
+    moved = counter_rules.counters_moved(session.counters, was, marked_rows(db, touched + inserted))
+    counters = window_counters(db, session_pk) if moved is None else moved
+    session = rules.after_compaction(session, plan, counters, compaction_id, now)
     save_header(db, session_pk, session)
     db.execute(
         """INSERT INTO compactions (id, session, version_before, version_after, strategy,

@@ -125,6 +125,12 @@ def test_restores_walk_back_through_every_state_keeping_the_appends(
                 if not plan.is_empty:
                     applied = await store.apply("s", plan)
                     landed.append((applied.compaction_id, session.counters, window, []))
+                    # The counters moved by the plan's own rows are the window's.
+                    after, compacted = await store.active_window("s")
+                    assert applied.session.counters == after.counters
+                    assert replace(after.counters, turns_since_compaction=0) == replace(
+                        SessionCounters.of_window(compacted), turns_since_compaction=0
+                    )
                 if appended:
                     await store.append("s", appended)
                     if landed:
