@@ -10,7 +10,7 @@ GIL to the event loop and waits to get it back, so with 100 sessions the
 writer, not the loop, bounded the stream. Here a group of them reads every
 header in one statement, finds retried events in one more, and writes the
 events, their ``fts_pending`` rows and the new headers with one statement
-(or one ``executemany``) each.
+(or one ``executemany``) each, in no savepoint (``sqlite_writer._together``).
 
 The outcome is the one ``sqlite_writes.append`` would give for each append
 in order, and the rows are the same (``tests/store/test_sqlite_append_groups.py``
@@ -19,9 +19,10 @@ it hands back as ``None``, to be written one by one after it: an append to
 a session not stored yet (it is created, or refused), one that retries
 stored events or events an earlier append of the group wrote, and every
 later append to the same session (so each session's appends still land in
-order). A domain error (an event without
-an id, two events of the batch with one id and different payloads) is
-found before anything is written, and fails that append alone.
+order). A domain error (an event without an id, two events of the batch
+with one id and different payloads) is found before anything is written,
+and fails that append alone; any other failure here has the group written
+again, each append alone (``sqlite_writer.NotTogether``).
 """
 
 from __future__ import annotations
