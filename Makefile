@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: runtime setup demo serve bench bench-quick bench-economics test lint typecheck unit protos proto-check clean \
+.PHONY: runtime setup demo serve bench bench-quick bench-economics bench-native-front test lint typecheck unit protos proto-check clean \
 	clients-ts protos-ts clients-go protos-go clients-java clients-java-gen clients-java-gen-check helm grpcurl bench-adk-venv reliability \
 	image base-image deploy-test
 
@@ -55,6 +55,12 @@ bench: setup bench-adk-venv
 
 bench-quick: setup bench-adk-venv
 	$(BIN)/python -m bench.run --quick --json bench/results-quick.json
+
+## What a native gRPC front end would buy (issue 37): grpc.aio's echo against grpc-go's, alone
+## and handing every message to a Python process, as deployed (JSON in
+## bench/results-native-front.json). Needs Go. make test runs its --quick mode.
+bench-native-front: setup
+	$(BIN)/python -m bench.native_front
 
 ## Context economics: τ-bench's airline runs, a long coding task and three synthetic transcripts
 ## through the real server under each policy (settings chosen on dev, reported on test), retention

@@ -22,6 +22,8 @@ Commands (``{"op": ...}``, each with the server's ``address``) and replies:
   GetContext just after an untimed one-event append.
 - ``probe``: ``count``, ``session`` -> ``{"seconds": [...]}``: each unary append's
   latency.
+- ``echo_probe``: ``count`` -> ``{"seconds": [...]}``: the echo's ``Unary`` with a
+  probe's request bytes (``bench.native_front``).
 - ``quit`` (or end of input).
 
 Run by hand: ``python -m bench.client_worker`` from the repo root.
@@ -41,6 +43,7 @@ from bench.common import pb_event
 from bench.echo import UNARY
 from bench.json_lines import serve
 from bench.latency import _probe
+from bench.native_front import echo_probe
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1.compaction_service_pb2_grpc import CompactionServiceStub
 
@@ -112,6 +115,9 @@ class Client:
 
     async def probe(self, address: str, count: int, session: str) -> dict[str, Any]:
         return {"seconds": await _probe(self.stub(address), count, session)}
+
+    async def echo_probe(self, address: str, count: int) -> dict[str, Any]:
+        return {"seconds": await echo_probe(self.channel(address), count)}
 
     async def close(self) -> None:
         for channel in self.channels.values():
