@@ -30,9 +30,9 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -117,6 +117,47 @@ async def load_main(address: str, clients: int, seconds: float) -> None:
 # --- the benchmark (parent process) -----------------------------------------------------
 
 
+@contextlib.asynccontextmanager
+async def load_process(
+    address: str, clients: int
+) -> AsyncIterator[Callable[[], Awaitable[dict[str, Any]]]]:
+    """The load generator streaming to ``address`` from ``clients`` clients, started.
+
+    Yields ``stop``: it ends the load and returns its summary (``acks``). A
+    load still running when the block ends is killed.
+    """
+    load = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bench.latency",
+        address,
+        str(clients),
+        str(LOAD_MAX_S),
+        cwd=ROOT,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert load.stdin is not None
+    assert load.stdout is not None
+    stdin, stdout = load.stdin, load.stdout
+
+    async def stop() -> dict[str, Any]:
+        stdin.write(b"stop\n")
+        await stdin.drain()
+        summary: dict[str, Any] = json.loads(await asyncio.wait_for(stdout.readline(), 30))
+        await asyncio.wait_for(load.wait(), 30)
+        return summary
+
+    try:
+        if (await stdout.readline()).strip() != b"started":
+            raise RuntimeError("load generator did not start")
+        yield stop
+    finally:
+        if load.returncode is None:
+            load.kill()
+            await load.wait()
+
+
 async def run(scale: Scale, workdir: Path, log: Log) -> Outcome:
     calls, clients = scale.probe_calls, scale.load_clients
     async with server_process(workdir) as server, client_process() as client:
@@ -126,35 +167,13 @@ async def run(scale: Scale, workdir: Path, log: Log) -> Outcome:
             quiet = await _probe(stub, calls, "probe-quiet")
             await client.call("probe", server, count=50, session="d-warm")
             d_quiet = await client.call("probe", server, count=calls, session="d-probe-quiet")
-            load = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "bench.latency",
-                server.address,
-                str(clients),
-                str(LOAD_MAX_S),
-                cwd=ROOT,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-            )
-            assert load.stdin is not None
-            assert load.stdout is not None
-            try:
-                if (await load.stdout.readline()).strip() != b"started":
-                    raise RuntimeError("load generator did not start")
+            async with load_process(server.address, clients) as stop:
                 await asyncio.sleep(0.5)  # let the streams reach a steady state
                 began = time.perf_counter()
                 loaded = await _probe(stub, calls, "probe-loaded")
                 d_loaded = await client.call("probe", server, count=calls, session="d-probe-loaded")
                 probe_s = time.perf_counter() - began
-                load.stdin.write(b"stop\n")
-                await load.stdin.drain()
-                summary = json.loads(await asyncio.wait_for(load.stdout.readline(), 30))
-                await asyncio.wait_for(load.wait(), 30)
-            finally:
-                if load.returncode is None:
-                    load.kill()
-                    await load.wait()
+                summary = await stop()
     q50, q99 = percentile(quiet, 50) * 1000, percentile(quiet, 99) * 1000
     l50, l99 = percentile(loaded, 50) * 1000, percentile(loaded, 99) * 1000
     dq50, dq99, dl50, dl99 = (

@@ -12,7 +12,7 @@ import asyncio
 import os
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +20,7 @@ from pathlib import Path
 import grpc
 
 READY_TIMEOUT_S = 30.0
+SERVE = ("-c", "import sys; from sidecar.cli import main; sys.exit(main())")
 
 
 def free_port() -> int:
@@ -53,19 +54,23 @@ class ServerProcess:
 
 @asynccontextmanager
 async def server_process(
-    directory: Path, *, default_policy: str | None = "none", database: Path | None = None
+    directory: Path,
+    *,
+    default_policy: str | None = "none",
+    database: Path | None = None,
+    entry: Sequence[str] = SERVE,
 ) -> AsyncIterator[ServerProcess]:
     """``compaction-sidecar serve`` on free loopback ports over a fresh SQLite file.
 
     ``default_policy=None`` keeps the server's own default policy; ``database``
-    serves an existing SQLite file instead of ``directory/server.db``.
+    serves an existing SQLite file instead of ``directory/server.db``;
+    ``entry``: the interpreter's arguments before ``serve`` (the CLI's ``main``).
     """
     policy = [] if default_policy is None else ["--default-policy", default_policy]
     port, health = free_port(), free_port()
     process = await asyncio.create_subprocess_exec(
         sys.executable,
-        "-c",
-        "import sys; from sidecar.cli import main; sys.exit(main())",
+        *entry,
         "serve",
         "--listen",
         f"127.0.0.1:{port}",
