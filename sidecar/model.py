@@ -386,6 +386,9 @@ class CompactionPlan:
     and the store keeps their original content beside the placeholder.
     ``base_compaction_id`` is the session's last compaction when the plan was
     made: the store rejects the plan if another compaction landed since.
+    ``base_incarnation`` is the session's incarnation then (``Session.incarnation``):
+    the store rejects the plan if the session was deleted and created again
+    since, even with the same event ids (None: not checked).
     An empty plan (nothing archived, inserted or cleared) writes nothing.
     """
 
@@ -397,6 +400,7 @@ class CompactionPlan:
     tokens_estimated_saved: int = 0
     skipped_reason: SkipReason | None = None
     base_compaction_id: str = ""
+    base_incarnation: int | None = None
     summary_input_tokens: int = 0
     summary_output_tokens: int = 0
     summarizer_latency_ms: float = 0.0

@@ -62,7 +62,6 @@ class StepRunner:
                 f"session {session_id!r} changed to version {session.version}",
                 current_version=session.version,
             )
-        plan = replace(plan, base_compaction_id=session.last_compaction_id)
         result, after = await self.land(session_id, session, plan)
         if with_window and plan.is_empty:
             listed = (
@@ -118,9 +117,8 @@ class StepRunner:
             session, window = await self.exact_window(session_id)
         job = await host.window_work.run(strategy.prepare, window, host.estimator)
         if isinstance(job, CompactionPlan):
-            plan = replace(job, base_compaction_id=session.last_compaction_id)
             async with host.locks.hold(session_id):
-                return (await self.land(session_id, session, plan))[0]
+                return (await self.land(session_id, session, job))[0]
         summarizer = host.summarizer
         if summarizer is None:
             raise SummarizerUnavailable(
@@ -146,14 +144,16 @@ class StepRunner:
         plan = await host.window_work.run(
             strategy.finish, job, response, host.estimator, latency_ms
         )
-        plan = replace(plan, base_compaction_id=session.last_compaction_id)
         async with host.locks.hold(session_id):
             return (await self.land(session_id, session, plan))[0]
 
     async def land(
         self, session_id: str, session: Session, plan: CompactionPlan
     ) -> tuple[CompactionResult, Session]:
-        """Apply a plan (caller holds the lock); an empty plan writes nothing.
+        """Apply a plan made on ``session`` (caller holds the lock); an empty plan
+        writes nothing. The store refuses it, and so the pass is superseded, if
+        another compaction landed since or the session is not the one it was made on
+        (deleted and created again under its id while a summary ran).
 
         Returns the result and the session header after it.
         """
@@ -163,9 +163,16 @@ class StepRunner:
             result = skipped(plan.strategy, plan.skipped_reason, session.version, dropped=loss)
             return self.observed(result), session
         try:
-            outcome = await host.store.apply(session_id, replace(plan, cause=CAUSE.get()))
+            based = replace(
+                plan,
+                cause=CAUSE.get(),
+                base_compaction_id=session.last_compaction_id,
+                base_incarnation=session.incarnation,
+            )
+            outcome = await host.store.apply(session_id, based)
         except VersionConflict:
-            # Another compaction landed first, or what we archive is gone: ours is a no-op.
+            # Another compaction landed first, what we archive is gone, or the session
+            # is another incarnation: ours is a no-op.
             current = await host.store.get_session(session_id)
             result = skipped(plan.strategy, SkipReason.SUPERSEDED, current.version)
             return self.observed(result), current

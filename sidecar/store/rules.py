@@ -259,7 +259,8 @@ def check_plan(
     stores look those up by id instead of reading the window. Rejected with
     VersionConflict when another compaction landed since the plan's base, an
     event it archives or clears is no longer active, or its ``insert_before``
-    is not. Only the plan's own events are checked, so events appended after
+    is not, or the session is another incarnation than the plan's (deleted and
+    created again under its id). Only the plan's own events are checked, so events appended after
     the plan was made do not make it fail.
     """
 
@@ -269,6 +270,8 @@ def check_plan(
             current_version=session.version,
         )
 
+    if plan.base_incarnation is not None and session.incarnation != plan.base_incarnation:
+        raise conflict("the session was deleted and created again since the plan was made")
     if session.last_compaction_id != plan.base_compaction_id:
         raise conflict(
             f"compaction {session.last_compaction_id!r} landed after"

@@ -15,7 +15,7 @@ from sidecar.compaction.sliding_window import SlidingWindow
 from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.triggers import Always, TurnCount
 from sidecar.engine.engine import COUNT_IN_THREAD_CHARS, SessionEngine, policy_json
-from sidecar.engine.watchers import Lagged
+from sidecar.engine.watchers import Lagged, Watcher
 from sidecar.errors import (
     InvalidArgument,
     LimitExceeded,
@@ -183,20 +183,25 @@ async def test_compaction_landing_first_makes_the_summary_a_no_op(store: SqliteS
     assert len(log.items) == 12  # nothing lost, nothing inserted by the loser
 
 
-async def test_a_scheduled_summary_that_is_superseded_still_answers_its_watchers(
-    store: SqliteStore,
-) -> None:
-    """An append that said ``compaction_scheduled`` promised a result on the session's
-    watchers: one that lost its race to another compaction is that result too."""
+async def summary_running(store: SqliteStore) -> tuple[GatedSummarizer, SessionEngine, Watcher]:
+    """Session ``s`` watched, its fourth turn's background summary waiting at the gate."""
     summarizer = GatedSummarizer()
     engine = SessionEngine(store, summarizer=summarizer)
     await engine.create_session("s", policy=SUMMARY)
     watcher = engine.watch("s")
     for n in range(3):
         await engine.append("s", turn(n))
-    fired = await engine.append("s", turn(3))
-    assert fired.compaction_scheduled
+    assert (await engine.append("s", turn(3))).compaction_scheduled
     await summarizer.started.wait()
+    return summarizer, engine, watcher
+
+
+async def test_a_scheduled_summary_that_is_superseded_still_answers_its_watchers(
+    store: SqliteStore,
+) -> None:
+    """An append that said ``compaction_scheduled`` promised a result on the session's
+    watchers: one that lost its race to another compaction is that result too."""
+    summarizer, _engine, watcher = await summary_running(store)
     # Another replica on the same store compacts while the LLM call runs.
     other = await SessionEngine(store).compact(
         "s", force=True, policy=CompactionPolicy(Always(), SlidingWindow(max_events=2))
@@ -208,6 +213,34 @@ async def test_a_scheduled_summary_that_is_superseded_still_answers_its_watchers
     assert not result.compacted
     assert result.skipped_reason is SkipReason.SUPERSEDED
     assert result.version == other.version
+    watcher.close()
+
+
+async def test_a_summary_of_a_deleted_session_does_not_land_on_its_successor(
+    store: SqliteStore,
+) -> None:
+    """A session deleted while its summary runs, and created again under its id with
+    the same event ids: the old pass is superseded, nothing of the old one comes back."""
+    summarizer, engine, watcher = await summary_running(store)
+    await store.delete_session("s")  # as the DeleteSession RPC does
+    await engine.create_session("s", policy=CompactionPolicy(None, SUMMARY.strategy))
+    for n in range(4):
+        await engine.append(
+            "s",
+            [
+                Event(id=f"u{n}", role=Role.USER, text=f"new question {n}"),
+                Event(id=f"a{n}", role=Role.ASSISTANT, text=f"new answer {n}"),
+            ],
+        )
+    before = await store.active_window("s")
+    summarizer.gate.set()
+    result = await asyncio.wait_for(watcher.next(), 5)
+    assert not isinstance(result, Lagged)
+    assert not result.compacted
+    assert result.skipped_reason is SkipReason.SUPERSEDED
+    await engine.wait_idle()
+    assert await store.active_window("s") == before
+    assert not (await store.list_compactions("s", page_size=10, page_token="")).items
     watcher.close()
 
 

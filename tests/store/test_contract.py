@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import tracemalloc
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -716,6 +717,33 @@ async def test_apply_is_rejected_when_another_compaction_landed(store: Store) ->
         await compact(store, "s", ["u2", "a2"], base="")
     assert info.value.current_version == before.version
     assert await store.get_session("s") == before
+
+
+async def test_apply_is_rejected_when_the_session_was_deleted_and_created_again(
+    store: Store,
+) -> None:
+    """A plan made on a session that was deleted since, and created again under its id
+    with the same event ids, is stale: nothing of the deleted session lands."""
+    await seed(store, "s", conversation())
+    old = await store.get_session("s")
+    await store.delete_session("s")
+    await seed(store, "s", conversation())
+    before = await store.get_session("s")
+    assert before.last_compaction_id == old.last_compaction_id == ""
+    plan = CompactionPlan(
+        strategy="test",
+        archive_ids=("u1", "a1"),
+        base_compaction_id=old.last_compaction_id,
+        base_incarnation=old.incarnation,
+    )
+    with pytest.raises(VersionConflict) as info:
+        await store.apply("s", plan)
+    assert info.value.current_version == before.version
+    assert await store.get_session("s") == before
+    assert ids((await store.active_window("s"))[1]) == ids(conversation())
+    # The same plan made on the new session lands.
+    fresh = replace(plan, base_incarnation=before.incarnation)
+    assert ids((await store.apply("s", fresh)).archived) == ["u1", "a1"]
 
 
 async def test_apply_is_rejected_when_an_archived_event_is_no_longer_active(store: Store) -> None:
