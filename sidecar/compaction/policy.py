@@ -42,7 +42,7 @@ from typing import Any, TypeVar
 from sidecar.compaction.clear_tool_results import MAX_PLACEHOLDER_BYTES, ClearToolResults
 from sidecar.compaction.pipeline import MAX_STEPS, Pipeline, Step
 from sidecar.compaction.sliding_window import SlidingWindow
-from sidecar.compaction.summarize import Summarize
+from sidecar.compaction.summarize import Summarize, default_overlap
 from sidecar.compaction.token_budget import TokenBudget
 from sidecar.compaction.triggers import (
     AllOf,
@@ -372,6 +372,8 @@ def _step_from_dict(data: Mapping[str, Any], kind: str, field: str) -> Strategy:
                 raise InvalidConfig(path, f"must be a number, got {value!r}")
         elif not isinstance(value, str):
             raise InvalidConfig(path, f"must be a string, got {value!r}")
+    if cls is Summarize and config.get("overlap") is None and "max_events_to_keep" in config:
+        config = {**config, "overlap": default_overlap(config["max_events_to_keep"])}
     boundary = parse_boundary(data.get("boundary", "TURN"), f"{field}.boundary")
     min_saved = data.get("min_saved_tokens")
     if min_saved is not None and (_int(min_saved, f"{field}.min_saved_tokens") < 0):

@@ -49,6 +49,13 @@ from sidecar.tokenizer import TokenEstimator, default_estimator
 
 DEFAULT_MAX_EVENTS_TO_KEEP = 10
 DEFAULT_OVERLAP = 2
+
+
+def default_overlap(max_events_to_keep: int) -> int:
+    """An unset ``overlap``: 2, or all the kept events but the last of a smaller window."""
+    return max(0, min(DEFAULT_OVERLAP, max_events_to_keep - 1))
+
+
 DEFAULT_MAX_SUMMARY_TOKENS = 1024
 
 _FIELD = "strategy.summarize"

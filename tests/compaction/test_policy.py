@@ -5,6 +5,7 @@ from typing import Any
 import pytest
 
 from sidecar.compaction.clear_tool_results import ClearToolResults
+from sidecar.compaction.pipeline import Pipeline
 from sidecar.compaction.policy import CompactionPolicy, policy_from_dict
 from sidecar.compaction.sliding_window import SlidingWindow
 from sidecar.compaction.summarize import Summarize
@@ -90,6 +91,23 @@ def test_bad_documents_name_the_field(data: dict[str, Any], field: str) -> None:
     with pytest.raises(InvalidConfig) as info:
         policy_from_dict(data)
     assert info.value.field == field
+
+
+@pytest.mark.parametrize(("keep", "overlap"), [(1, 0), (2, 1), (3, 2), (10, 2)])
+def test_an_unset_overlap_fits_a_small_kept_window(keep: int, overlap: int) -> None:
+    """Unset, ``overlap`` is 2, or one less than a smaller ``max_events_to_keep``: a
+    document that sets only the window (at least 1) is valid, alone or as a step."""
+    alone = policy_from_dict({"strategy": {"summarize": {"max_events_to_keep": keep}}})
+    assert isinstance(alone.strategy, Summarize)
+    assert alone.strategy.overlap == overlap
+    step = {"summarize": {"max_events_to_keep": keep}}
+    piped = policy_from_dict({"strategy": {"pipeline": {"steps": [step]}}})
+    assert isinstance(piped.strategy, Pipeline)
+    assert piped.strategy.steps[0] == alone.strategy
+    # Set, it is taken as it is, and checked.
+    with pytest.raises(InvalidConfig) as info:
+        policy_from_dict({"strategy": {"summarize": {"max_events_to_keep": keep, "overlap": keep}}})
+    assert info.value.field == "strategy.summarize.overlap"
 
 
 def test_deeply_nested_triggers_are_refused() -> None:

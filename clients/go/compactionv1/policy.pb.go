@@ -723,7 +723,8 @@ type Summarize struct {
 	// Conversation events kept verbatim; at least 1. Unset means 10.
 	MaxEventsToKeep *int32 `protobuf:"varint,1,opt,name=max_events_to_keep,json=maxEventsToKeep,proto3,oneof" json:"max_events_to_keep,omitempty"`
 	// Kept events shown to the summarizer for continuity; smaller than
-	// max_events_to_keep. Unset means 2.
+	// max_events_to_keep. Unset means 2, or max_events_to_keep - 1 when that
+	// is smaller.
 	Overlap *int32 `protobuf:"varint,2,opt,name=overlap,proto3,oneof" json:"overlap,omitempty"`
 	// The summarizer's instruction. Empty means the built-in prompt.
 	SystemPrompt string `protobuf:"bytes,3,opt,name=system_prompt,json=systemPrompt,proto3" json:"system_prompt,omitempty"`

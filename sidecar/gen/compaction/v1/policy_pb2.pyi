@@ -377,7 +377,8 @@ class Summarize(_message.Message):
     """Conversation events kept verbatim; at least 1. Unset means 10."""
     overlap: _builtins.int
     """Kept events shown to the summarizer for continuity; smaller than
-    max_events_to_keep. Unset means 2.
+    max_events_to_keep. Unset means 2, or max_events_to_keep - 1 when that
+    is smaller.
     """
     system_prompt: _builtins.str
     """The summarizer's instruction. Empty means the built-in prompt."""

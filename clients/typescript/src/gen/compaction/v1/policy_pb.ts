@@ -344,7 +344,8 @@ export type Summarize = Message<"compaction.v1.Summarize"> & {
 
   /**
    * Kept events shown to the summarizer for continuity; smaller than
-   * max_events_to_keep. Unset means 2.
+   * max_events_to_keep. Unset means 2, or max_events_to_keep - 1 when that
+   * is smaller.
    *
    * @generated from field: optional int32 overlap = 2;
    */

@@ -91,7 +91,8 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Kept events shown to the summarizer for continuity; smaller than
-   * max_events_to_keep. Unset means 2.
+   * max_events_to_keep. Unset means 2, or max_events_to_keep - 1 when that
+   * is smaller.
    * </pre>
    *
    * <code>optional int32 overlap = 2 [json_name = "overlap"];</code>
@@ -104,7 +105,8 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Kept events shown to the summarizer for continuity; smaller than
-   * max_events_to_keep. Unset means 2.
+   * max_events_to_keep. Unset means 2, or max_events_to_keep - 1 when that
+   * is smaller.
    * </pre>
    *
    * <code>optional int32 overlap = 2 [json_name = "overlap"];</code>
@@ -1081,7 +1083,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Kept events shown to the summarizer for continuity; smaller than
-     * max_events_to_keep. Unset means 2.
+     * max_events_to_keep. Unset means 2, or max_events_to_keep - 1 when that
+     * is smaller.
      * </pre>
      *
      * <code>optional int32 overlap = 2 [json_name = "overlap"];</code>
@@ -1094,7 +1097,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Kept events shown to the summarizer for continuity; smaller than
-     * max_events_to_keep. Unset means 2.
+     * max_events_to_keep. Unset means 2, or max_events_to_keep - 1 when that
+     * is smaller.
      * </pre>
      *
      * <code>optional int32 overlap = 2 [json_name = "overlap"];</code>
@@ -1107,7 +1111,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Kept events shown to the summarizer for continuity; smaller than
-     * max_events_to_keep. Unset means 2.
+     * max_events_to_keep. Unset means 2, or max_events_to_keep - 1 when that
+     * is smaller.
      * </pre>
      *
      * <code>optional int32 overlap = 2 [json_name = "overlap"];</code>
@@ -1124,7 +1129,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Kept events shown to the summarizer for continuity; smaller than
-     * max_events_to_keep. Unset means 2.
+     * max_events_to_keep. Unset means 2, or max_events_to_keep - 1 when that
+     * is smaller.
      * </pre>
      *
      * <code>optional int32 overlap = 2 [json_name = "overlap"];</code>

@@ -32,7 +32,8 @@ public interface SummarizeOrBuilder extends
   /**
    * <pre>
    * Kept events shown to the summarizer for continuity; smaller than
-   * max_events_to_keep. Unset means 2.
+   * max_events_to_keep. Unset means 2, or max_events_to_keep - 1 when that
+   * is smaller.
    * </pre>
    *
    * <code>optional int32 overlap = 2 [json_name = "overlap"];</code>
@@ -42,7 +43,8 @@ public interface SummarizeOrBuilder extends
   /**
    * <pre>
    * Kept events shown to the summarizer for continuity; smaller than
-   * max_events_to_keep. Unset means 2.
+   * max_events_to_keep. Unset means 2, or max_events_to_keep - 1 when that
+   * is smaller.
    * </pre>
    *
    * <code>optional int32 overlap = 2 [json_name = "overlap"];</code>
