@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 
 MAX_JSON_DEPTH = 100
 """How deep JSON in an event may nest: protobuf's own bound on a message's nesting.
@@ -73,7 +74,12 @@ def parse(text: str) -> object:
     except NotStrictJson:
         raise
     except ValueError as exc:
-        raise NotStrictJson(f"is not valid JSON: {exc}") from None
+        if isinstance(exc, json.JSONDecodeError):
+            raise NotStrictJson(f"is not valid JSON: {exc}") from None
+        # Only int() raises a plain ValueError here: past the digits Python converts.
+        raise NotStrictJson(
+            f"holds a number of more than {sys.get_int_max_str_digits()} digits"
+        ) from None
     # Nesting never goes deeper than the text has brackets (those in strings only add to
     # the count): counting them is a C loop, walking the value a Python one.
     brackets = text.count("{") + text.count("[")

@@ -100,8 +100,8 @@ class SessionModels:
         """
         if kept is None:
             return None, (
-                f"no estimate kept for version {usage.context_version} (too old, from another"
-                " replica, or before a restart): the report was not counted"
+                f"no estimate kept for version {usage.context_version} (not reached yet, too"
+                " old, from another replica, or before a restart): the report was not counted"
             )
         if not kept.exact:
             return None, ESTIMATED.format(version=usage.context_version)

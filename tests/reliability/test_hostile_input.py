@@ -112,6 +112,22 @@ async def test_arguments_json_must_be_strict_json(stub: Stub, arguments_json: st
     assert list((await stub.ListSessions(pb.ListSessionsRequest())).sessions) == []
 
 
+async def test_a_number_too_long_to_read_is_refused_in_the_callers_terms(stub: Stub) -> None:
+    """Past 4,300 digits Python will not read an integer; the refusal says so in terms
+    of the JSON sent, not of the server's interpreter."""
+    append = stub.AppendEvents(
+        pb.AppendEventsRequest(
+            session_id="s", events=[_calling('{"n": 1' + "0" * 5000 + "}")], create_if_missing=True
+        )
+    )
+    code, details = await _refusal(append)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert CALL_FIELD in details
+    assert "more than 4300 digits" in details
+    assert "sys." not in details
+    assert list((await stub.ListSessions(pb.ListSessionsRequest())).sessions) == []
+
+
 async def test_strict_json_arguments_are_stored_as_sent(stub: Stub) -> None:
     """A surrogate pair is one character; nesting up to the limit is fine."""
     nested = "[" * (MAX_JSON_DEPTH - 1) + "]" * (MAX_JSON_DEPTH - 1)

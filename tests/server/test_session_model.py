@@ -223,6 +223,7 @@ async def test_a_report_for_an_unknown_version_is_ignored_with_a_reason(stub: St
     )
     assert [e.id for e in ack.events] == ["u1", "a1"]  # stored all the same
     assert "999" in ack.usage_ignored_reason
+    assert "not reached yet" in ack.usage_ignored_reason  # a version from the future
     session = await stub.GetSession(pb.GetSessionRequest(session_id="s"))
     assert session.calibration.samples == 0
     # Bad values are the caller's error, and nothing of the append is stored.
