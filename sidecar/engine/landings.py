@@ -139,7 +139,7 @@ class Landings:
         session = await store.get_session(session_id)
         if through is not None or session.counters.tokens_exact:
             return session
-        if await store.pending_counts(session_id, 1):
+        if (await store.pending_counts(session_id, 1))[1]:
             return session  # appended meanwhile: the caller's next round lands them
         again = await store.get_session(session_id)
         if again.version == session.version and not again.counters.tokens_exact:
@@ -162,30 +162,37 @@ class Landings:
             return_exceptions=True,
         )
         each = [_settled(outcome) for outcome in found]
-        events = [e for pending in each if isinstance(pending, tuple) for e in pending]
+        events = [e for read in each if isinstance(read, tuple) for e in read[1]]
         try:
             counts = iter(await self._count(events))
         except Exception as exc:
-            return [p if isinstance(p, Exception) else exc if p else Landing(0, None) for p in each]
+            return [
+                read if isinstance(read, Exception) else exc if read[1] else Landing(0, None)
+                for read in each
+            ]
+        # Each session's counts land only on the incarnation they were read from: one
+        # deleted and created again meanwhile may have events of the same ids.
         writes = {
-            index: store.land_counts(session_id, {e.id: next(counts) for e in pending})
-            for index, (session_id, pending) in enumerate(zip(session_ids, each, strict=True))
-            if isinstance(pending, tuple) and pending
+            index: store.land_counts(
+                session_id, {e.id: next(counts) for e in read[1]}, incarnation=read[0].incarnation
+            )
+            for index, (session_id, read) in enumerate(zip(session_ids, each, strict=True))
+            if isinstance(read, tuple) and read[1]
         }
         written = await asyncio.gather(*writes.values(), return_exceptions=True)
         landed = dict(zip(writes, map(_settled, written), strict=True))
         out: list[Landing | Exception] = []
-        for index, pending in enumerate(each):
+        for index, read in enumerate(each):
             outcome = landed.get(index)
-            if isinstance(pending, Exception):
-                out.append(pending)
+            if isinstance(read, Exception):
+                out.append(read)
             elif isinstance(outcome, Exception):
                 out.append(outcome)
             else:
                 if outcome is not None:
                     self._noted(outcome)
-                    self._host.observer.counts_landed(len(pending))
-                out.append(Landing(len(pending), outcome))
+                    self._host.observer.counts_landed(len(outcome.landed))
+                out.append(Landing(len(read[1]), outcome))
         return out
 
     def _noted(self, landed: CountsLanded) -> None:

@@ -280,14 +280,16 @@ class PostgresStore:
 
     async def pending_counts(
         self, session_id: str, limit: int, *, through: int | None = None
-    ) -> tuple[Event, ...]:
+    ) -> tuple[Session, tuple[Event, ...]]:
         return await self._connections.read(
             lambda db: counts.pending_counts(db, session_id, limit, through)
         )
 
-    async def land_counts(self, session_id: str, exact: Mapping[str, int]) -> CountsLanded:
+    async def land_counts(
+        self, session_id: str, exact: Mapping[str, int], *, incarnation: int | None = None
+    ) -> CountsLanded:
         return await self._connections.write(
-            lambda db: counts.land_counts(db, session_id, exact), retry=True
+            lambda db: counts.land_counts(db, session_id, exact, incarnation), retry=True
         )
 
     async def active_window(self, session_id: str) -> tuple[Session, tuple[Event, ...]]:

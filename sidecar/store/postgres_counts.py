@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from sidecar.model import Event
+from sidecar.model import Event, Session
 from sidecar.store import counter_rules, rules
 from sidecar.store.postgres_reads import EVENT_COLUMNS, event_from_row, get_session, window_counters
 from sidecar.store.postgres_schema import Db
@@ -29,19 +29,23 @@ _PENDING_SQL = (
 
 async def pending_counts(
     db: Db, session_id: str, limit: int, through: int | None = None
-) -> tuple[Event, ...]:
-    """Up to ``limit`` pending events of the session, oldest first, up to position ``through``
-    when given (``Store.pending_counts``)."""
-    pk, _ = await get_session(db, session_id)
+) -> tuple[Session, tuple[Event, ...]]:
+    """The session and up to ``limit`` of its pending events, oldest first, up to position
+    ``through`` when given (``Store.pending_counts``)."""
+    pk, session = await get_session(db, session_id)
     last = rules.last_position(through)
     rows = await db.fetch(_PENDING_SQL, pk, last, limit)
-    return tuple(event_from_row(row) for row in rows)
+    return session, tuple(event_from_row(row) for row in rows)
 
 
-async def land_counts(db: Db, session_id: str, counts: Mapping[str, int]) -> CountsLanded:
+async def land_counts(
+    db: Db, session_id: str, counts: Mapping[str, int], incarnation: int | None = None
+) -> CountsLanded:
     """Set the exact counts of the session's pending events among ``counts`` (see
     ``Store.land_counts``)."""
     pk, session = await get_session(db, session_id, for_update=True)
+    if incarnation is not None and session.incarnation != incarnation:
+        return CountsLanded(session, ())
     stored = await stored_events(db, pk, list(counts))
     pending = [event for event in stored.values() if event.token_bounds is not None]
     if not pending:

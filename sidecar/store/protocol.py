@@ -258,14 +258,21 @@ class Store(Protocol):
 
     async def pending_counts(
         self, session_id: str, limit: int, *, through: int | None = None
-    ) -> tuple[Event, ...]:
-        """Up to ``limit`` of the session's events whose exact count is pending
+    ) -> tuple[Session, tuple[Event, ...]]:
+        """The session and up to ``limit`` of its events whose exact count is pending
         (``Event.token_bounds`` set), oldest first, with their content as appended;
         with ``through``, only those at that position or before (what a version
         holds). SessionNotFound if absent."""
 
-    async def land_counts(self, session_id: str, exact: Mapping[str, int]) -> CountsLanded:
+    async def land_counts(
+        self, session_id: str, exact: Mapping[str, int], *, incarnation: int | None = None
+    ) -> CountsLanded:
         """Set the exact token counts of pending events, by id, in one transaction.
+
+        ``incarnation``: the session's (``Session.incarnation``) as ``pending_counts``
+        read it with the events counted. If the session is another one now
+        (deleted and created again under its id, perhaps with the same event
+        ids), the counts are of other content and nothing lands.
 
         The session's counters move by what each count changed for the window
         (an archived or cleared event's changes nothing there); the version and

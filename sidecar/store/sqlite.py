@@ -317,12 +317,14 @@ class SqliteStore:
 
     async def pending_counts(
         self, session_id: str, limit: int, *, through: int | None = None
-    ) -> tuple[Event, ...]:
+    ) -> tuple[Session, tuple[Event, ...]]:
         return await self._read(lambda db: counts.pending_counts(db, session_id, limit, through))
 
-    async def land_counts(self, session_id: str, exact: Mapping[str, int]) -> CountsLanded:
+    async def land_counts(
+        self, session_id: str, exact: Mapping[str, int], *, incarnation: int | None = None
+    ) -> CountsLanded:
         return await self._write(
-            lambda db: counts.land_counts(db, session_id, exact),
+            lambda db: counts.land_counts(db, session_id, exact, incarnation),
             session_id=session_id,
             weight=write_weight(len(exact)),
         )

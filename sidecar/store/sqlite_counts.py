@@ -17,7 +17,7 @@ import sqlite3
 from collections.abc import Mapping
 from dataclasses import replace
 
-from sidecar.model import Event
+from sidecar.model import Event, Session
 from sidecar.store import counter_rules, rules
 from sidecar.store.protocol import CountsLanded
 from sidecar.store.sqlite_reads import EVENT_COLUMNS, event_from_row, get_session, window_counters
@@ -32,18 +32,26 @@ _PENDING_SQL = (
 
 def pending_counts(
     db: sqlite3.Connection, session_id: str, limit: int, through: int | None = None
-) -> tuple[Event, ...]:
-    """Up to ``limit`` pending events of the session, oldest first, up to position ``through``
-    when given (``Store.pending_counts``)."""
-    pk, _ = get_session(db, session_id)
+) -> tuple[Session, tuple[Event, ...]]:
+    """The session and up to ``limit`` of its pending events, oldest first, up to position
+    ``through`` when given (``Store.pending_counts``)."""
+    pk, session = get_session(db, session_id)
     last = rules.last_position(through)
-    return tuple(event_from_row(row) for row in db.execute(_PENDING_SQL, (pk, last, limit)))
+    rows = db.execute(_PENDING_SQL, (pk, last, limit))
+    return session, tuple(event_from_row(row) for row in rows)
 
 
-def land_counts(db: sqlite3.Connection, session_id: str, counts: Mapping[str, int]) -> CountsLanded:
+def land_counts(
+    db: sqlite3.Connection,
+    session_id: str,
+    counts: Mapping[str, int],
+    incarnation: int | None = None,
+) -> CountsLanded:
     """Set the exact counts of the session's pending events among ``counts`` (see
     ``Store.land_counts``)."""
     pk, session = get_session(db, session_id)
+    if incarnation is not None and session.incarnation != incarnation:
+        return CountsLanded(session, ())
     stored = stored_events(db, pk, list(counts))
     pending = [event for event in stored.values() if event.token_bounds is not None]
     if not pending:

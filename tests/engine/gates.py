@@ -58,9 +58,11 @@ class PausingStore(SqliteStore):
             pause.reached.set()
             await pause.go.wait()
 
-    async def land_counts(self, session_id: str, exact: Mapping[str, int]) -> CountsLanded:
+    async def land_counts(
+        self, session_id: str, exact: Mapping[str, int], *, incarnation: int | None = None
+    ) -> CountsLanded:
         await self._stop("landing")
-        landed = await super().land_counts(session_id, exact)
+        landed = await super().land_counts(session_id, exact, incarnation=incarnation)
         await self._stop("landed")
         return landed
 

@@ -205,12 +205,14 @@ class Overlapping(SqliteStore):
         self.most_in_flight = 0
         self.failing: set[str] = set()  # sessions whose landings fail
 
-    async def land_counts(self, session_id: str, exact: Mapping[str, int]) -> CountsLanded:
+    async def land_counts(
+        self, session_id: str, exact: Mapping[str, int], *, incarnation: int | None = None
+    ) -> CountsLanded:
         self.landings += 1
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
-            result = await super().land_counts(session_id, exact)
+            result = await super().land_counts(session_id, exact, incarnation=incarnation)
             if session_id in self.failing:
                 raise StoreUnavailable("the landing failed")
             return result

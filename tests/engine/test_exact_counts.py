@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,7 @@ from sidecar.compaction.triggers import TokenCount
 from sidecar.engine.engine import SessionEngine, TokenCounting
 from sidecar.engine.estimates import KeptEstimate
 from sidecar.errors import InvalidArgument
-from sidecar.model import Event, ModelUsage, Role
+from sidecar.model import Event, ModelUsage, Role, Session
 from sidecar.store.protocol import CountsLanded
 from sidecar.store.sqlite import SqliteStore
 from sidecar.tokenizer import TiktokenEstimator
@@ -112,7 +113,7 @@ async def test_a_usage_report_lands_only_what_its_version_holds(store: SqliteSto
     usage = ModelUsage(first.session.version, 100)
     third = await engine.append("s", [user("u2", "and you?")], usage=usage)
     assert third.usage_ignored_reason == ""
-    assert [e.id for e in await store.pending_counts("s", 10)] == ["a1", "u2"]
+    assert [e.id for e in (await store.pending_counts("s", 10))[1]] == ["a1", "u2"]
 
 
 async def test_a_usage_report_that_is_refused_lands_nothing(store: SqliteStore) -> None:
@@ -120,7 +121,7 @@ async def test_a_usage_report_that_is_refused_lands_nothing(store: SqliteStore) 
     first = await engine.append("s", [user("u1", "hello " * 50)], create_if_missing=True)
     with pytest.raises(InvalidArgument):
         await engine.append("s", [answer("a1", "hi")], usage=ModelUsage(first.session.version, 0))
-    assert [e.id for e in await store.pending_counts("s", 10)] == ["u1"]
+    assert [e.id for e in (await store.pending_counts("s", 10))[1]] == ["u1"]
 
 
 class SlowToHear(SqliteStore):
@@ -131,8 +132,10 @@ class SlowToHear(SqliteStore):
         self.heard = asyncio.Event()
         self.landings = 0
 
-    async def land_counts(self, session_id: str, exact: Mapping[str, int]) -> CountsLanded:
-        landed = await super().land_counts(session_id, exact)
+    async def land_counts(
+        self, session_id: str, exact: Mapping[str, int], *, incarnation: int | None = None
+    ) -> CountsLanded:
+        landed = await super().land_counts(session_id, exact, incarnation=incarnation)
         self.landings += 1
         if self.landings == 1:
             await self.heard.wait()
@@ -255,6 +258,36 @@ async def test_an_estimator_without_known_bounds_counts_on_append(store: SqliteS
     assert result.events[0].token_count == len("User: hello")
 
 
+class RacedRead:
+    """The store's first read of a session's pending events with ``before`` run just before
+    it and ``after`` just after it (each given the session id); ``raced`` once it ran."""
+
+    def __init__(
+        self,
+        store: SqliteStore,
+        *,
+        before: Callable[[str], Awaitable[object]] | None = None,
+        after: Callable[[str], Awaitable[object]] | None = None,
+    ) -> None:
+        self.raced = False
+        self._read = store.pending_counts
+        self._before, self._after = before, after
+        store.pending_counts = self  # type: ignore[method-assign]
+
+    async def __call__(
+        self, session_id: str, limit: int, **kwargs: Any
+    ) -> tuple[Session, tuple[Event, ...]]:
+        if self.raced:
+            return await self._read(session_id, limit, **kwargs)
+        self.raced = True
+        if self._before is not None:
+            await self._before(session_id)
+        found = await self._read(session_id, limit, **kwargs)
+        if self._after is not None:
+            await self._after(session_id)
+        return found
+
+
 async def test_an_append_by_another_replica_between_landing_reads_is_landed_next(
     store: SqliteStore,
 ) -> None:
@@ -265,21 +298,37 @@ async def test_an_append_by_another_replica_between_landing_reads_is_landed_next
     engine = SessionEngine(store)
     await engine.append("s", [user("u1", "where is my bag? " * 20)], create_if_missing=True)
     other = SessionEngine(store)  # the other replica, on the same store
-    read_pending = store.pending_counts
-    raced = False
-
-    async def racing(session_id: str, limit: int, **kwargs: object) -> tuple[Event, ...]:
-        nonlocal raced
-        if raced:
-            return await read_pending(session_id, limit, **kwargs)  # type: ignore[arg-type]
-        raced = True
-        await other.counts.exact(session_id)
-        found = await read_pending(session_id, limit, **kwargs)  # type: ignore[arg-type]
-        await other.append(session_id, [answer("a1", "in Oslo " * 30)])
-        return found
-
-    store.pending_counts = racing  # type: ignore[method-assign]
+    race = RacedRead(
+        store,
+        before=other.counts.exact,
+        after=lambda session_id: other.append(session_id, [answer("a1", "in Oslo " * 30)]),
+    )
     session = await engine.counts.exact("s")
-    assert raced
+    assert race.raced
     assert session.counters.tokens_exact
     assert session.total_events == 2
+
+
+async def test_counts_of_a_deleted_session_do_not_land_on_its_successor(
+    store: SqliteStore,
+) -> None:
+    """The session is deleted and created again, with the same event id and other
+    content, between the read of its pending events and the landing of their counts:
+    the old content's count does not land on the new event, which gets its own."""
+    engine = SessionEngine(store)
+    await engine.append("s", [user("u1", "where is my bag? " * 40)], create_if_missing=True)
+
+    async def recreate(session_id: str) -> None:
+        await store.delete_session(session_id)
+        await engine.append(session_id, [user("u1", "hi")], create_if_missing=True)
+
+    race = RacedRead(store, after=recreate)
+    session = await engine.counts.exact("s")
+    assert race.raced
+    assert session.counters.tokens_exact
+    # The same event in a session of its own, counted exactly.
+    await engine.append("t", [user("u1", "hi")], create_if_missing=True)
+    alone = await engine.counts.exact("t")
+    _, window = await store.active_window("s")
+    assert [e.token_count for e in window] == [alone.counters.tokens]
+    assert session.counters.tokens == alone.counters.tokens

@@ -38,7 +38,7 @@ async def test_a_pending_event_keeps_its_bounds_and_the_counters_carry_its_slack
     assert not session.counters.tokens_exact
     page = await store.list_events("s", page_size=10, page_token="")
     assert [e.token_bounds for e in page.items] == [None, (2, 20)]
-    assert ids(await store.pending_counts("s", 10)) == ["a1"]
+    assert ids((await store.pending_counts("s", 10))[1]) == ["a1"]
     await assert_counters_are_the_windows(store, "s")
 
 
@@ -55,7 +55,7 @@ async def test_landing_sets_the_exact_count_and_changes_no_version(store: Store)
     assert after == landed.session
     _, window = await store.active_window("s")
     assert [(e.token_count, e.token_bounds) for e in window] == [(10, None), (9, None)]
-    assert await store.pending_counts("s", 10) == ()
+    assert (await store.pending_counts("s", 10))[1] == ()
     await assert_counters_are_the_windows(store, "s")
 
 
@@ -72,19 +72,19 @@ async def test_a_count_lands_once_and_unknown_ids_change_nothing(store: Store) -
 async def test_pending_counts_come_oldest_first_and_bounded(store: Store) -> None:
     events = [pending(u(f"u{i}", tokens=3), 1, 8) for i in range(5)]
     await seed(store, "s", events)
-    assert ids(await store.pending_counts("s", 3)) == ["u0", "u1", "u2"]
+    assert ids((await store.pending_counts("s", 3))[1]) == ["u0", "u1", "u2"]
     await store.land_counts("s", {"u0": 2, "u2": 2})
-    assert ids(await store.pending_counts("s", 10)) == ["u1", "u3", "u4"]
+    assert ids((await store.pending_counts("s", 10))[1]) == ["u1", "u3", "u4"]
     await assert_counters_are_the_windows(store, "s")
 
 
 async def test_pending_counts_through_a_position_leave_the_later_ones(store: Store) -> None:
     events = [pending(u(f"u{i}", tokens=3), 1, 8) for i in range(4)]
     await seed(store, "s", [*events[:2], u("counted"), *events[2:]])
-    assert ids(await store.pending_counts("s", 10, through=4)) == ["u0", "u1", "u2"]
-    assert ids(await store.pending_counts("s", 2, through=4)) == ["u0", "u1"]
-    assert ids(await store.pending_counts("s", 10, through=3)) == ["u0", "u1"]
-    assert ids(await store.pending_counts("s", 10, through=0)) == []
+    assert ids((await store.pending_counts("s", 10, through=4))[1]) == ["u0", "u1", "u2"]
+    assert ids((await store.pending_counts("s", 2, through=4))[1]) == ["u0", "u1"]
+    assert ids((await store.pending_counts("s", 10, through=3))[1]) == ["u0", "u1"]
+    assert ids((await store.pending_counts("s", 10, through=0))[1]) == []
 
 
 async def test_a_retry_of_a_pending_event_is_answered_with_it_as_stored(store: Store) -> None:
@@ -146,3 +146,23 @@ async def test_a_system_message_replaced_beside_pending_events_keeps_the_sum(
     await store.land_counts("s", {"u1": 6})
     counters = await assert_counters_are_the_windows(store, "s")
     assert counters.tokens == 13
+
+
+async def test_counts_of_a_deleted_session_do_not_land_on_its_successor(store: Store) -> None:
+    """Counts made of a session that was deleted since, and created again under its id
+    with the same event ids, are of other content: nothing lands, the new events stay
+    pending for counts of their own."""
+    await seed(store, "s", [pending(u("u1", "an old and much longer question", tokens=3), 1, 30)])
+    old, counted = await store.pending_counts("s", 10)
+    assert ids(counted) == ["u1"]
+    await store.delete_session("s")
+    await seed(store, "s", [pending(u("u1", "new", tokens=2), 1, 8)])
+    landed = await store.land_counts("s", {"u1": 25}, incarnation=old.incarnation)
+    assert landed.landed == ()
+    now, still = await store.pending_counts("s", 10)
+    assert now.incarnation != old.incarnation
+    assert [(e.id, e.token_bounds) for e in still] == [("u1", (1, 8))]
+    await assert_counters_are_the_windows(store, "s")
+    # Counts of the session as it is land.
+    fresh = await store.land_counts("s", {"u1": 1}, incarnation=now.incarnation)
+    assert [exact for _, exact in fresh.landed] == [1]
