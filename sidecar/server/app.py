@@ -147,6 +147,37 @@ def _read(path: str, setting: str) -> bytes:
         raise InvalidConfig(setting, f"cannot read {path!r}: {exc.strerror or exc}") from None
 
 
+def _certificates(pem: bytes, setting: str) -> None:
+    """InvalidConfig naming ``setting`` unless ``pem`` holds PEM certificates."""
+    import ssl  # only a server with TLS pays for it
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    try:
+        context.load_verify_locations(cadata=pem.decode("ascii"))
+    except (UnicodeDecodeError, ssl.SSLError, ValueError):
+        raise InvalidConfig(setting, "holds no PEM certificate") from None
+
+
+def _check_tls(config: ServerConfig, cert: bytes, client_ca: bytes | None) -> None:
+    """The TLS files are what their settings say, checked here: grpc takes any bytes and
+    then fails the bind, which would blame the listen address."""
+    import ssl
+
+    _certificates(cert, "tls_cert")
+    if client_ca is not None:
+        _certificates(client_ca, "tls_client_ca")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        # An encrypted key gets an empty password, and fails: grpc cannot take one either.
+        context.load_cert_chain(config.tls_cert, config.tls_key, password=lambda: b"")
+    except ssl.SSLError as exc:
+        raise InvalidConfig(
+            "tls_key",
+            f"is not an unencrypted PEM private key of --tls-cert's certificate"
+            f" ({exc.reason or exc})",
+        ) from None
+
+
 def _credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
     if not (config.tls_cert or config.tls_key):
         if config.tls_client_ca:
@@ -157,6 +188,7 @@ def _credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
     key = _read(config.tls_key, "tls_key")
     cert = _read(config.tls_cert, "tls_cert")
     client_ca = _read(config.tls_client_ca, "tls_client_ca") if config.tls_client_ca else None
+    _check_tls(config, cert, client_ca)
     return grpc.ssl_server_credentials(
         [(key, cert)], root_certificates=client_ca, require_client_auth=client_ca is not None
     )

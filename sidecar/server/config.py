@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import math
 import os
 import re
 from dataclasses import dataclass, field, fields
@@ -96,9 +97,21 @@ class ServerConfig:
         if not isinstance(data, dict):
             raise InvalidConfig("default_policy", _not_a_policy(text))
         try:
-            return policy_from_dict(data)
+            policy = policy_from_dict(data)
         except InvalidConfig as exc:
             raise InvalidConfig(f"default_policy.{exc.field}", exc.description) from None
+        # Sessions hold it and answer it as the API's message: a number past what the
+        # message's field holds would fail every read of them.
+        from google.protobuf import json_format
+
+        from sidecar.gen.compaction.v1 import policy_pb2
+        from sidecar.server.convert import policy_out
+
+        try:
+            policy_out(policy, policy_pb2.CompactionPolicy())
+        except json_format.ParseError as exc:
+            raise InvalidConfig("default_policy", f"does not fit the API's policy: {exc}") from None
+        return policy
 
     def profiles(self) -> ModelProfiles:
         """The built-in model profiles, with the ``model_profiles`` file's over them."""
@@ -136,7 +149,13 @@ class ServerConfig:
     def sqlite_path(self) -> str | None:
         """The file of a ``sqlite:///path`` store, or None for another kind."""
         if self.store.startswith("sqlite:///"):
-            return self.store.removeprefix("sqlite:///")
+            path = self.store.removeprefix("sqlite:///")
+            if not path or path == ":memory:" or path.startswith("file:"):
+                # Each of the store's connections would open a database of its own.
+                raise InvalidConfig(
+                    "store", f"{self.store!r} names no file: use sqlite:///PATH to a file"
+                )
+            return path
         if self.store.startswith("sqlite://"):
             raise InvalidConfig("store", "use sqlite:///relative/path or sqlite:////absolute/path")
         return None
@@ -240,6 +259,32 @@ _AT_LEAST: dict[str, float] = {
 }
 
 
+# The highest value a numeric setting may take, where one is below what Python holds.
+_AT_MOST: dict[str, float] = {
+    "max_message_bytes": 2**31 - 1,  # grpc takes it as a C int
+}
+
+
+def _converted(kind: str, value: Any, name: str, source: str) -> Any:
+    """``value`` from ``source`` as setting ``name``'s kind; InvalidConfig naming both if not.
+
+    A YAML or JSON mapping is taken as a policy document (text) by a text
+    setting only; a boolean is no number; a number is finite.
+    """
+    expected = _KIND_NAMES.get(kind, kind)
+    if kind == "str" and isinstance(value, dict | list):
+        return json.dumps(value)
+    if isinstance(value, dict | list) or (kind in ("int", "float") and isinstance(value, bool)):
+        raise InvalidConfig(name, f"from {source}: {value!r} is not {expected}")
+    try:
+        converted = _KINDS.get(kind, str)(value)
+    except (TypeError, ValueError):
+        raise InvalidConfig(name, f"from {source}: {value!r} is not {expected}") from None
+    if kind == "float" and not math.isfinite(converted):
+        raise InvalidConfig(name, f"from {source}: must be a finite number, got {value!r}")
+    return converted
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """One flag per setting; defaults are left unset so that lower layers show through.
 
@@ -262,13 +307,8 @@ def load(args: argparse.Namespace, environ: dict[str, str] | None = None) -> Ser
     sources: dict[str, str] = {}  # where each value not a default came from
 
     def put(name: str, value: Any, source: str) -> None:
-        kind = _KINDS.get(str(known[name].type), str)
         sources[name] = source
-        try:
-            setattr(config, name, kind(value) if not isinstance(value, dict) else json.dumps(value))
-        except (TypeError, ValueError):
-            expected = _KIND_NAMES.get(str(known[name].type), str(known[name].type))
-            raise InvalidConfig(name, f"from {source}: {value!r} is not {expected}") from None
+        setattr(config, name, _converted(str(known[name].type), value, name, source))
 
     if getattr(args, "config", None):
         try:
@@ -313,9 +353,15 @@ def check(config: ServerConfig) -> None:
         setattr(config, name, match)
     for name, low in _AT_LEAST.items():
         value = getattr(config, name)
+        if not math.isfinite(value):  # a ServerConfig made in code, not through load
+            raise InvalidConfig(name, f"must be a finite number, got {value!r}")
         if value < low:
             bound = "more than 0" if 0 < low < 1 else f"at least {low:g}"
             raise InvalidConfig(name, f"must be {bound}, got {value!r}")
+    for name, high in _AT_MOST.items():
+        value = getattr(config, name)
+        if value > high:
+            raise InvalidConfig(name, f"must be at most {high:.0f}, got {value!r}")
     if config.page_token_key and len(config.page_token_key) < MIN_PAGE_TOKEN_KEY_CHARS:
         # The key signs what clients hold: a short one could be guessed from a token.
         raise InvalidConfig(

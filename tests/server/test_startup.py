@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.tls import self_signed
+
 BINARY = str(Path(sys.executable).with_name("compaction-sidecar"))
 
 
@@ -103,12 +105,69 @@ def test_a_taken_metrics_port_fails_fast_naming_metrics_listen(
         (["--max-items-per-append", "many"], "max_items_per_append", ["integer"]),
         (["--summarizer", "gpt"], "summarizer", ["extractive"]),
         (["--config", "/nope/settings.yaml"], "config", ["cannot read"]),
+        # grpc takes message sizes as C ints: past that it raised OverflowError.
+        (["--max-message-bytes", "2147483648"], "max_message_bytes", ["at most 2147483647"]),
+        # NaN passed every "at least" check: a retry forever, a search timeout of nan s.
+        (["--store-open-timeout-s", "nan"], "store_open_timeout_s", ["finite"]),
+        (["--search-timeout-s", "inf"], "search_timeout_s", ["finite"]),
+        (["--shutdown-grace-s", "NaN"], "shutdown_grace_s", ["finite"]),
+        # Each connection would open a database of its own: writes acknowledged, then lost.
+        (["--store", "sqlite:///:memory:"], "store", [":memory:"]),
+        (["--store", "sqlite:///"], "store", ["file"]),
+        # A number no policy message holds: every read of a session then failed INTERNAL.
+        (
+            [
+                "--default-policy",
+                '{"trigger": {"token_count": 99999999999999999999999999},'
+                ' "strategy": {"token_budget": {"max_tokens": 4000}}}',
+            ],
+            "default_policy",
+            ["out of range"],
+        ),
     ],
 )
 def test_a_bad_setting_is_one_line_naming_it(
     tmp_path: Path, args: list[str], setting: str, words: list[str]
 ) -> None:
     assert_refused(serve(tmp_path, *args), setting, *words)
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [("{a: 1}", ["integer"]), ("[1, 2]", ["integer"]), ("true", ["integer"])],
+)
+def test_a_config_file_value_of_the_wrong_kind_names_the_setting(
+    tmp_path: Path, value: str, words: list[str]
+) -> None:
+    settings = tmp_path / "settings.yaml"
+    settings.write_text(f"max_event_bytes: {value}\n")
+    assert_refused(serve(tmp_path, "--config", str(settings)), "max_event_bytes", *words)
+
+
+def test_tls_material_that_is_not_what_it_should_be_names_its_setting(tmp_path: Path) -> None:
+    """grpc took any bytes and failed the bind, blaming --listen; an empty client CA
+    bundle refused every client at the handshake."""
+    cert, key = self_signed(tmp_path)
+    (tmp_path / "other").mkdir()
+    _, other_key = self_signed(tmp_path / "other")
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a PEM file\n")
+    empty = tmp_path / "empty.pem"
+    empty.write_text("")
+    for args, setting in (
+        (["--tls-cert", str(garbage), "--tls-key", str(key)], "tls_cert"),
+        (["--tls-cert", str(cert), "--tls-key", str(garbage)], "tls_key"),
+        (["--tls-cert", str(cert), "--tls-key", str(other_key)], "tls_key"),
+        (
+            ["--tls-cert", str(cert), "--tls-key", str(key), "--tls-client-ca", str(empty)],
+            "tls_client_ca",
+        ),
+        (
+            ["--tls-cert", str(cert), "--tls-key", str(key), "--tls-client-ca", str(garbage)],
+            "tls_client_ca",
+        ),
+    ):
+        assert_refused(serve(tmp_path, *args), setting)
 
 
 def test_a_config_file_with_a_yaml_error_names_the_config(tmp_path: Path) -> None:
