@@ -81,19 +81,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
+    if args.command in ("inspect", "restore"):
+        try:
+            token = _token(args.token_file)
+        except OSError as exc:
+            print(
+                f"compaction-sidecar {args.command}: token_file: cannot read"
+                f" {args.token_file!r}: {exc.strerror or exc}",
+                file=sys.stderr,
+            )
+            return 2
     if args.command == "inspect":
-        from pathlib import Path
-
         from sidecar import inspect
 
-        token = Path(args.token_file).read_text().strip() if args.token_file else None
         return inspect.main(args.addr, args.session_id, token, compactions=args.compactions)
     if args.command == "restore":
-        from pathlib import Path
-
         from sidecar import inspect
 
-        token = Path(args.token_file).read_text().strip() if args.token_file else None
         return inspect.restore_main(
             args.addr, args.session_id, args.compaction_id, token, pause=args.pause
         )
@@ -103,6 +107,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         demo.main(args.strategy)
         return 0
     return 2
+
+
+def _token(path: str | None) -> str | None:
+    """The bearer token in the file at ``path`` (``--token-file``), or None without one."""
+    if not path:
+        return None
+    from pathlib import Path
+
+    return Path(path).read_text().strip()
 
 
 def _serve(args: argparse.Namespace) -> int:

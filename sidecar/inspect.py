@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import Sequence
 
 from sidecar.client import AsyncClient
@@ -144,7 +145,7 @@ def main(address: str, session_id: str, token: str | None, *, compactions: bool 
     try:
         print(asyncio.run(render(address, session_id, token, compactions=compactions)))
     except ClientError as exc:
-        print(f"compaction-sidecar inspect: {exc}")
+        print(f"compaction-sidecar inspect: {exc}", file=sys.stderr)
         return 1
     return 0
 
@@ -171,6 +172,6 @@ def restore_main(
     try:
         print(asyncio.run(_restore(address, session_id, compaction_id, token, pause)))
     except ClientError as exc:
-        print(f"compaction-sidecar restore: {exc}")
+        print(f"compaction-sidecar restore: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -166,3 +168,39 @@ async def test_inspect_shows_a_summarys_trail_and_what_each_pass_dropped(tmp_pat
         assert " dropped " in out.splitlines()[1]
         (row,) = [line for line in out.splitlines() if landed.compaction_id in line]
         assert row.split()[-2] == "0"  # the trail kept every identifier it archived
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def test_an_unreadable_token_file_and_a_refusal_are_one_line_on_stderr(tmp_path: Path) -> None:
+    """The commands' errors go where a shell expects them, in one line, without a trace."""
+    for command in (["inspect", "s1"], ["restore", "s1"]):
+        missing = subprocess.run(
+            [sys.executable, "-m", "sidecar.cli", *command, "--token-file", "nope.tok"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+        )
+        assert missing.returncode == 2
+        assert missing.stdout == ""
+        assert missing.stderr.splitlines() == [
+            f"compaction-sidecar {command[0]}: token_file: cannot read 'nope.tok':"
+            " No such file or directory"
+        ]
+        # Nothing listens there: the client's refusal, on stderr.
+        unreachable = subprocess.run(
+            [sys.executable, "-m", "sidecar.cli", *command, "--addr", f"127.0.0.1:{closed_port()}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert unreachable.returncode == 1
+        assert unreachable.stdout == ""
+        (line,) = unreachable.stderr.splitlines()
+        assert line.startswith(f"compaction-sidecar {command[0]}: ")
