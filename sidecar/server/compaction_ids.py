@@ -5,17 +5,18 @@ alone can pass the message size limit, so ListCompactions lists it with
 its id lists left out (``*_omitted``), and they are read here in pages
 bounded in count and bytes: the archived ids, then the cleared ones, then
 the inserted ones, as one sequence. The page token is the offset into that
-sequence and the compaction it belongs to, opaque to the client.
+sequence, signed and enciphered as every other listing's (``paging``) and
+bound to the compaction and its stored session id, which is in the caller's
+tenant namespace: a token built, altered, or taken from another compaction,
+session, tenant or listing is ``InvalidArgument("page_token", ...)``.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-
 from sidecar.errors import InvalidArgument
 from sidecar.gen.compaction.v1 import session_pb2
 from sidecar.server import convert
+from sidecar.store import paging
 from sidecar.store.protocol import CompactionRecord
 
 DEFAULT_PAGE_IDS = 1000
@@ -23,24 +24,27 @@ MAX_PAGE_IDS = 10_000
 _ID_OVERHEAD = 3  # an id's tag and length on the wire (ids are at most 128 characters)
 
 
-def _token(compaction_id: str, offset: int) -> str:
-    raw = f"ids\x00{compaction_id}\x00{offset}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+_KIND = "compaction-ids"
 
 
-def _offset(compaction_id: str, token: str) -> int:
-    """Where the page of ``token`` starts; INVALID_ARGUMENT naming page_token if it is
-    not one of this compaction's."""
+def _bound(record: CompactionRecord) -> str:
+    """What a token pages: this compaction of this stored session (tenant prefix and all)."""
+    return paging.fingerprint(record.session_id, record.compaction_id)
+
+
+def _token(record: CompactionRecord, offset: int) -> str:
+    return paging.encode_token(_KIND, _bound(record), (offset,))
+
+
+def _offset(record: CompactionRecord, token: str) -> int:
+    """Where the page of ``token`` starts; INVALID_ARGUMENT naming page_token unless it
+    was issued for this compaction's ids."""
     if not token:
         return 0
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
-        kind, of, offset = raw.split("\x00")
-        if kind == "ids" and of == compaction_id and offset.isdigit():
-            return int(offset)
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        pass
-    raise InvalidArgument("page_token", "is not a page of this compaction's ids")
+    [offset] = paging.decode_int_key(token, kind=_KIND, bound=_bound(record), length=1)
+    if offset < 0:
+        raise InvalidArgument("page_token", "malformed page token")
+    return offset
 
 
 def ids_page(
@@ -56,7 +60,7 @@ def ids_page(
     size = min(page_size or DEFAULT_PAGE_IDS, MAX_PAGE_IDS)
     lists = (record.archived_ids, record.cleared_ids, record.inserted_ids)
     total = sum(map(len, lists))
-    start = _offset(record.compaction_id, page_token)
+    start = _offset(record, page_token)
     if start > total:
         raise InvalidArgument("page_token", "is past this compaction's ids")
     out = session_pb2.Compaction()
@@ -84,4 +88,4 @@ def ids_page(
             break
         position = 0
     end = start + taken
-    return out, (_token(record.compaction_id, end) if end < total else "")
+    return out, (_token(record, end) if end < total else "")

@@ -11,18 +11,22 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import grpc
 import pytest
 
-from sidecar.errors import InvalidConfig
+from sidecar.errors import InvalidArgument, InvalidConfig
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
 from sidecar.gen.compaction.v1 import event_pb2, policy_pb2
+from sidecar.server import compaction_ids
 from sidecar.server.config import ServerConfig, check
 from sidecar.store.paging import fingerprint
+from sidecar.store.protocol import CompactionRecord
 from tests.server.harness import address, running
 
 if TYPE_CHECKING:  # the async stub type exists only in the generated .pyi
@@ -249,3 +253,119 @@ async def test_a_compaction_listing_token_does_not_show_the_store_wide_row_id(
                 pb.ListCompactionsRequest(session_id="mine", page_size=5, page_token=tokens[-1])
             )
             assert len(rest.compactions) == 2
+
+
+KEEP_TWO = policy_pb2.CompactionPolicy(
+    strategy=policy_pb2.Strategy(sliding_window=policy_pb2.SlidingWindow(max_events=2))
+)
+
+
+async def compacted(stub: Stub, session_id: str, first: int) -> str:
+    """Six events from ``first`` appended and a pass over them; the pass's compaction id."""
+    events = [
+        event_pb2.Event(id=f"{session_id}-e{n}", role=event_pb2.ROLE_USER, text=f"paris {n}")
+        for n in range(first, first + 6)
+    ]
+    await stub.AppendEvents(pb.AppendEventsRequest(session_id=session_id, events=events))
+    answer = await stub.Compact(pb.CompactRequest(session_id=session_id, force=True))
+    assert answer.result.compacted
+    return answer.result.compaction_id
+
+
+async def test_a_compactions_ids_token_is_signed_and_bound_to_its_compaction(
+    tmp_path: Path,
+) -> None:
+    """ListCompactions ``ids_of``: its tokens are refused as every other listing's are."""
+    async with running(tmp_path, default_policy="none") as sidecar:
+        async with grpc.aio.insecure_channel(address(sidecar)) as channel:
+            stub: Stub = pb_grpc.CompactionServiceStub(channel)
+            for session_id in ("s", "t"):
+                await stub.CreateSession(
+                    pb.CreateSessionRequest(session_id=session_id, policy=KEEP_TWO)
+                )
+            older = await compacted(stub, "s", 0)
+            mine = await compacted(stub, "s", 6)
+            theirs = await compacted(stub, "t", 0)
+
+            def ids_of(
+                compaction_id: str, token: str, session_id: str = "s"
+            ) -> pb.ListCompactionsRequest:
+                return pb.ListCompactionsRequest(
+                    session_id=session_id, ids_of=compaction_id, page_size=2, page_token=token
+                )
+
+            # A valid token still pages through every id, each once, in order.
+            pages = [await stub.ListCompactions(ids_of(mine, ""))]
+            while pages[-1].next_page_token:
+                pages.append(await stub.ListCompactions(ids_of(mine, pages[-1].next_page_token)))
+            history = await stub.ListCompactions(
+                pb.ListCompactionsRequest(session_id="s", page_size=1)
+            )
+            [whole] = history.compactions  # newest first: the whole record of ``mine``
+            assert whole.compaction_id == mine
+            listed = [
+                i
+                for page in pages
+                for i in (
+                    *page.compactions[0].archived_event_ids,
+                    *page.compactions[0].cleared_event_ids,
+                    *page.compactions[0].inserted_event_ids,
+                )
+            ]
+            assert listed == [
+                *whole.archived_event_ids,
+                *whole.cleared_event_ids,
+                *whole.inserted_event_ids,
+            ]
+            assert len(pages) >= 3
+            token = pages[0].next_page_token
+            older_token = (await stub.ListCompactions(ids_of(older, ""))).next_page_token
+            theirs_token = (await stub.ListCompactions(ids_of(theirs, "", "t"))).next_page_token
+            assert all((token, older_token, theirs_token, history.next_page_token))
+
+            def plain(compaction_id: str, offset: int) -> str:
+                """A token as the unsigned format built it: base64url of ids, id, offset."""
+                raw = f"ids\x00{compaction_id}\x00{offset}".encode()
+                return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+            replays = [
+                ids_of(mine, plain(mine, 4)),  # a forged offset
+                # an issued token altered
+                ids_of(mine, token[:-2] + ("A" if token[-2] != "A" else "B") + token[-1]),
+                ids_of(mine, older_token),  # another compaction of the same session
+                ids_of(theirs, token, "t"),  # another session's compaction
+                ids_of(mine, theirs_token),
+                ids_of(mine, history.next_page_token),  # the history's own listing
+                pb.ListCompactionsRequest(session_id="s", page_token=token),
+            ]
+            for request in replays:
+                assert await refusal(stub.ListCompactions(request)) == REFUSED, request
+            listing = stub.ListEvents(pb.ListEventsRequest(session_id="s", page_token=token))
+            assert await refusal(listing) == REFUSED
+
+
+def test_a_compactions_ids_token_is_bound_to_its_session() -> None:
+    """Compaction ids are random: only a record made up here can share one with another
+    session, here the same "s" in another tenant's namespace."""
+    record = CompactionRecord(
+        compaction_id="c",
+        session_id="acme#s",
+        version_before=1,
+        version_after=2,
+        strategy="sliding_window",
+        archived_ids=tuple(f"e{n}" for n in range(5)),
+        inserted_ids=(),
+        tokens_saved=0,
+        summarizer_latency_ms=0.0,
+        summary_input_tokens=0,
+        summary_output_tokens=0,
+        create_time=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+    first, token = compaction_ids.ids_page(record, 2, "", 1 << 20)
+    assert list(first.archived_event_ids) == ["e0", "e1"]
+    second, _ = compaction_ids.ids_page(record, 2, token, 1 << 20)
+    assert list(second.archived_event_ids) == ["e2", "e3"]
+    elsewhere = replace(record, session_id="globex#s")  # "s" of another tenant
+    with pytest.raises(InvalidArgument) as info:
+        compaction_ids.ids_page(elsewhere, 2, token, 1 << 20)
+    assert info.value.field == "page_token"
