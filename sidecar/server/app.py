@@ -63,7 +63,12 @@ def open_store(config: ServerConfig) -> Store:
         from sidecar.store.sqlite import SqliteStore
 
         if path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            try:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise InvalidConfig(
+                    "store", f"cannot create the directory of {path!r}: {exc.strerror or exc}"
+                ) from None
             log.info("store: SQLite file %s", Path(path).resolve())
         return SqliteStore(
             path,

@@ -17,13 +17,14 @@ ONE function, so:
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import aiosqlite
 
-from sidecar.errors import StoreUnavailable
+from sidecar.errors import InvalidConfig, StoreUnavailable
 from sidecar.store.sqlite_checkpoints import Checkpointer
 from sidecar.store.sqlite_schema import (
     SYNCHRONOUS_MODES,
@@ -32,10 +33,21 @@ from sidecar.store.sqlite_schema import (
     migrate,
 )
 from sidecar.store.sqlite_search import SearchConnections
-from sidecar.store.sqlite_threads import run_in_connection_thread
+from sidecar.store.sqlite_threads import connect, run_in_connection_thread, store_error
 from sidecar.store.sqlite_writer import SqliteWriter, in_transaction
 
 T = TypeVar("T")
+
+_NO_STORE_HERE = frozenset(
+    {
+        sqlite3.SQLITE_CANTOPEN,  # a directory, a path no file can be made at
+        sqlite3.SQLITE_NOTADB,  # a file of something else (a certificate, a log)
+        sqlite3.SQLITE_CORRUPT,
+        sqlite3.SQLITE_PERM,
+        sqlite3.SQLITE_READONLY,  # a file or directory this process may not write
+    }
+)
+"""Result codes of opening a path that holds no store this process can use: no wait mends them."""
 
 
 class SqliteConnections:
@@ -66,10 +78,26 @@ class SqliteConnections:
         return writer
 
     async def open(self) -> None:
-        """Connect, set the pragmas, run pending migrations (SchemaTooNew if the file is newer)."""
+        """Connect, set the pragmas, run pending migrations (SchemaTooNew if the file is newer).
+
+        A path that cannot hold this store (a directory, a file of something
+        else, one this process may not write) is InvalidConfig naming
+        ``store``: waiting would not mend it. Other SQLite errors are
+        StoreUnavailable (a lock held past busy_timeout, a full disk).
+        """
+        try:
+            await self._open()
+        except sqlite3.Error as exc:  # from connecting, outside the connection's thread
+            raise _refused(self.path, exc) or store_error(exc) from exc
+        except StoreUnavailable as exc:
+            if (refused := _refused(self.path, exc.__cause__)) is not None:
+                raise refused from exc
+            raise
+
+    async def _open(self) -> None:
         # Any thread: light appends may commit on the loop's (``sqlite_writer``), never
         # while the writer's own thread holds the connection.
-        writer = await aiosqlite.connect(self.path, isolation_level=None, check_same_thread=False)
+        writer = await connect(self.path, isolation_level=None, check_same_thread=False)
         try:
             journal = await run_in_connection_thread(
                 writer, lambda db: configure_writer(db, self.synchronous)
@@ -154,3 +182,11 @@ class SqliteConnections:
     async def search(self, body: Callable[[sqlite3.Connection], T], timeout_s: float | None) -> T:
         """Run ``body`` as one read transaction on a search connection, stopped on time."""
         return await self._searches.run(body, timeout_s)
+
+
+def _refused(path: str, exc: BaseException | None) -> InvalidConfig | None:
+    """InvalidConfig naming ``store`` if ``exc`` says ``path`` cannot hold the store, else None."""
+    if not isinstance(exc, sqlite3.Error) or exc.sqlite_errorcode & 0xFF not in _NO_STORE_HERE:
+        return None
+    reason = "it is a directory" if os.path.isdir(path) else str(exc)
+    return InvalidConfig("store", f"cannot use {path!r} as a SQLite store: {reason}")

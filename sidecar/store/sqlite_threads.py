@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import Callable
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import aiosqlite
 
@@ -30,6 +31,23 @@ async def run_in_connection_thread(
             raise
         raise error from exc
     return cast(T, result)
+
+
+async def connect(path: str, **options: Any) -> aiosqlite.Connection:
+    """``aiosqlite.connect(path, **options)``, whose thread has ended if it fails.
+
+    aiosqlite 0.22.1 stops the thread of a connection that could not open
+    without waiting for it. A ``serve`` that then exits at once (a store
+    path that is a directory) may close its event loop first, and the thread
+    prints a traceback reporting to the closed loop. ``_thread`` is private
+    API, like ``_execute`` above.
+    """
+    connection = aiosqlite.connect(path, **options)
+    try:
+        return await connection
+    except Exception:
+        await asyncio.to_thread(connection._thread.join)
+        raise
 
 
 def store_error(exc: Exception) -> Exception:

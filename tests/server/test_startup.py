@@ -265,3 +265,41 @@ def test_sigterm_while_waiting_for_the_store_ends_serve_at_once_and_cleanly(
         process.wait()
     assert code == 0, f"ended by the signal ({code}), not by its own stop"
     assert took < 10
+
+
+# -- the store ---------------------------------------------------------------------
+# A store that cannot work as configured fails at once; only an unreachable database
+# is waited for (--store-open-timeout-s), and these cases are not that.
+
+
+def test_a_sqlite_store_on_a_directory_is_one_line_naming_store(tmp_path: Path) -> None:
+    result = serve(tmp_path, "--store", f"sqlite:///{tmp_path}")
+    assert_refused(result, "store", str(tmp_path), "directory")
+    assert result[0] == 2
+
+
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        ("/proc/x.db", "unable to open"),
+        ("/proc/no/x.db", "cannot create the directory"),
+        ("/dev/null/x.db", "cannot create the directory"),
+    ],
+)
+def test_a_sqlite_store_where_no_file_can_be_made_is_one_line_naming_store(
+    tmp_path: Path, path: str, reason: str
+) -> None:
+    result = serve(tmp_path, "--store", f"sqlite:///{path}")
+    assert_refused(result, "store", path, reason)
+    assert result[0] == 2
+
+
+def test_a_sqlite_store_on_a_file_that_is_no_database_is_refused_at_once(
+    tmp_path: Path,
+) -> None:
+    pem = tmp_path / "server.pem"
+    pem.write_text("-----BEGIN CERTIFICATE-----\n" + "A" * 4096 + "\n-----END CERTIFICATE-----\n")
+    result = serve(tmp_path, "--store", f"sqlite:///{pem}", "--store-open-timeout-s", "20")
+    assert_refused(result, "store", str(pem), "not a database")
+    assert result[0] == 2
+    assert not any("retrying" in line for line in result[1]), result[1]

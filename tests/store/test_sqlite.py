@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.errors import SchemaTooNew, SessionNotFound, StoreUnavailable
+from sidecar.errors import InvalidConfig, SchemaTooNew, SessionNotFound, StoreUnavailable
 from sidecar.model import CompactionPlan, Event, Part, Role
 from sidecar.store import sqlite_schema
 from sidecar.store.protocol import SearchQuery
@@ -129,6 +129,19 @@ async def test_a_file_from_a_newer_build_is_refused(path: str) -> None:
     db.close()
     with pytest.raises(SchemaTooNew, match=rf"schema version 99.*up to {len(MIGRATIONS)}"):
         await SqliteStore(path).open()
+
+
+async def test_a_path_that_cannot_hold_the_store_is_a_configuration_error(
+    tmp_path: Path,
+) -> None:
+    """A directory or a file of something else: no wait mends it, so it is not StoreUnavailable."""
+    other = tmp_path / "server.pem"
+    other.write_text("-----BEGIN CERTIFICATE-----\n" + "A" * 4096 + "\n")
+    for where, reason in [(tmp_path, "directory"), (other, "not a database")]:
+        with pytest.raises(InvalidConfig, match=reason) as info:
+            await SqliteStore(str(where)).open()
+        assert info.value.field == "store"
+    assert other.read_text().startswith("-----BEGIN CERTIFICATE-----")
 
 
 # -- pragmas, layout and plans --------------------------------------------------
