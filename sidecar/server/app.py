@@ -41,7 +41,7 @@ from sidecar.server.servicer import CompactionServicer
 from sidecar.server.streams import TRANSPORT_OPTIONS
 from sidecar.store import paging
 from sidecar.store.protocol import Store
-from sidecar.store.urls import redact
+from sidecar.store.urls import postgres_url_problem, redact
 from sidecar.summarizer import choice
 from sidecar.summarizer.protocol import Summarizer
 
@@ -81,6 +81,9 @@ def open_store(config: ServerConfig) -> Store:
 
         if config.store_pool_size < 1:
             raise InvalidConfig("store_pool_size", "must be at least 1")
+        problem = postgres_url_problem(url)
+        if problem is not None:
+            raise InvalidConfig("store", problem)
         return PostgresStore(
             url,
             pool_size=config.store_pool_size,

@@ -83,10 +83,18 @@ class PostgresPool:
                 # cheap, and it is dropped with the connection.
                 statement_cache_size=256,
             )
+        except asyncpg.exceptions.ClientConfigurationError as exc:  # sslmode, sslrootcert
+            raise InvalidConfig("store", f"postgres {self.where}: {_one_line(exc)}") from exc
         except UNAVAILABLE_ERRORS as exc:
-            raise StoreUnavailable(f"postgres {self.where}: {exc}") from exc
+            if _refused_ssl(exc):
+                raise InvalidConfig(
+                    "store",
+                    f"postgres {self.where}: the server does not offer SSL, which sslmode"
+                    " asks for; enable SSL on the server or choose sslmode=prefer",
+                ) from exc
+            raise StoreUnavailable(f"postgres {self.where}: {_one_line(exc)}") from exc
         except asyncpg.PostgresError as exc:  # bad credentials, no such database
-            raise InvalidConfig("store", f"postgres {self.where}: {exc}") from exc
+            raise InvalidConfig("store", f"postgres {self.where}: {_one_line(exc)}") from exc
         try:
             async with pool.acquire() as db:
                 await migrate(db, self.where)
@@ -154,3 +162,18 @@ class PostgresPool:
                 return await body(db)
 
         return await self.run(in_snapshot, retry=True)
+
+
+def _refused_ssl(exc: BaseException) -> bool:
+    """Whether ``exc`` is asyncpg's answer to a server without SSL when sslmode requires it.
+
+    The server answers the SSL request with "no" for as long as it runs
+    without SSL, so no wait mends it. asyncpg 0.32 says so with a plain
+    ConnectionError and only its message tells it from a refused connection.
+    """
+    return isinstance(exc, ConnectionError) and "rejected SSL upgrade" in str(exc)
+
+
+def _one_line(exc: BaseException) -> str:
+    """``exc``'s message on one line: asyncpg puts its DETAIL and HINT on lines of their own."""
+    return " ".join(str(exc).split())

@@ -37,7 +37,7 @@ from typing import TypeAlias
 
 import asyncpg
 
-from sidecar.errors import SchemaTooNew
+from sidecar.errors import InvalidConfig, SchemaTooNew
 from sidecar.store.sqlite_schema import Migration
 from sidecar.store.tool_links import links_of_content
 
@@ -327,8 +327,18 @@ async def migrate(db: Db, where: str, migrations: Sequence[Migration] | None = N
     """Bring the connection's schema up to the newest migration; return the version it ends at.
 
     ``where`` names the database in errors. Safe to call from several
-    processes at once (see the module docstring).
+    processes at once (see the module docstring). A ``search_path`` none of
+    whose schemas exists is InvalidConfig naming ``store``: the schema is not
+    created, so that a misspelt one cannot start an empty store beside the
+    real one, and a role needs no right to create schemas.
     """
+    if await db.fetchval("SELECT current_schema()") is None:
+        search_path = await db.fetchval("SHOW search_path")
+        raise InvalidConfig(
+            "store",
+            f"postgres {where}: no schema of search_path {search_path!r} exists;"
+            " create the store's schema first (CREATE SCHEMA name) or correct ?search_path",
+        )
     migrations = MIGRATIONS if migrations is None else migrations
     for expected, migration in enumerate(migrations, start=1):
         if migration.version != expected:

@@ -1,8 +1,9 @@
-"""Store URLs: which store a URL selects, and how to print one without its secret."""
+"""Store URLs: which store a URL selects, what no wait mends in one, how to print one safely."""
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+import os
+from urllib.parse import parse_qsl, urlsplit
 
 POSTGRES_SCHEMES = ("postgres://", "postgresql://")
 
@@ -21,3 +22,41 @@ def redact(url: str) -> str:
     if password is None:
         return url
     return parts._replace(netloc=parts.netloc.replace(f":{password}@", ":***@", 1)).geturl()
+
+
+SSL_FILES = ("sslrootcert", "sslcert", "sslkey", "sslcrl")
+"""libpq's query parameters that name a file the client reads before it connects."""
+
+
+def postgres_url_problem(url: str) -> str | None:
+    """What is wrong with the PostgreSQL URL ``url`` that no wait would mend, or None.
+
+    A port out of 1-65535, or not a number, in the host list
+    (``host:port,host:port``) or in ``?port=``: asyncpg hands it to the
+    socket, which fails with OverflowError or ValueError. A certificate or
+    key file (SSL_FILES) that cannot be read: asyncpg fails with the same
+    OSError as a server that is down.
+    """
+    authority = url.split("://", 1)[1].split("/", 1)[0].split("?", 1)[0]
+    hosts = authority.rpartition("@")[2]
+    ports = [_port_of(host) for host in hosts.split(",")]
+    files = []
+    for name, value in parse_qsl(urlsplit(url).query, keep_blank_values=True):
+        if name == "port":
+            ports.extend(value.split(","))
+        elif name in SSL_FILES and value:
+            files.append((name, value))
+    for port in ports:
+        if port and not (port.isdigit() and 1 <= int(port) <= 65535):
+            return f"port {port!r} in {redact(url)} is not a number from 1 to 65535"
+    for name, path in files:
+        if not (os.path.isfile(path) and os.access(path, os.R_OK)):
+            return f"{name} {path!r} in {redact(url)} is not a file this process can read"
+    return None
+
+
+def _port_of(host: str) -> str:
+    """The port of ``host:port`` or ``[v6]:port``; empty when there is none."""
+    if host.startswith("["):
+        return host.partition("]")[2].removeprefix(":")
+    return host.rpartition(":")[2] if ":" in host else ""

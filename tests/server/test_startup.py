@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import Postgres
 from tests.tls import self_signed
 
 BINARY = str(Path(sys.executable).with_name("compaction-sidecar"))
@@ -303,3 +304,68 @@ def test_a_sqlite_store_on_a_file_that_is_no_database_is_refused_at_once(
     assert_refused(result, "store", str(pem), "not a database")
     assert result[0] == 2
     assert not any("retrying" in line for line in result[1]), result[1]
+
+
+@pytest.mark.parametrize(
+    ("port", "words"),
+    [("99999", ["99999", "port", "65535"]), ("0", ["port", "65535"]), ("abc", ["'abc'", "port"])],
+)
+def test_a_postgres_url_with_a_bad_port_is_one_line_naming_store(
+    tmp_path: Path, port: str, words: list[str]
+) -> None:
+    result = serve(tmp_path, "--store", f"postgresql://u:p@127.0.0.1:{port}/db")
+    assert_refused(result, "store", *words)
+    assert result[0] == 2
+
+
+def test_an_unknown_sslmode_is_refused_at_once(tmp_path: Path) -> None:
+    """Not retried though nothing listens there: no wait makes the URL right."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        dead = closed.getsockname()[1]
+    url = f"postgresql://u@127.0.0.1:{dead}/db?sslmode=bogus"
+    result = serve(tmp_path, "--store", url, "--store-open-timeout-s", "20")
+    assert_refused(result, "store", "sslmode", "verify-full")
+    assert result[0] == 2
+    assert not any("retrying" in line for line in result[1]), result[1]
+
+
+def test_sslmode_verify_full_without_a_root_certificate_is_one_line_naming_store(
+    tmp_path: Path, postgres: Postgres, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """asyncpg's refusal comes with a HINT on a line of its own; the error stays one line."""
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.postgresql/root.crt
+    url = postgres.dsn("postgres") + "?sslmode=verify-full"
+    result = serve(tmp_path, "--store", url, "--store-open-timeout-s", "20")
+    assert_refused(result, "store", "root.crt", "HINT")
+    assert result[0] == 2
+
+
+def test_a_certificate_file_that_cannot_be_read_is_refused_at_once(
+    tmp_path: Path, postgres: Postgres
+) -> None:
+    url = postgres.dsn("postgres") + f"?sslmode=verify-full&sslrootcert={tmp_path}/none.crt"
+    result = serve(tmp_path, "--store", url, "--store-open-timeout-s", "20")
+    assert_refused(result, "store", "sslrootcert", "none.crt")
+    assert result[0] == 2
+
+
+def test_sslmode_require_against_a_server_without_ssl_is_refused_at_once(
+    tmp_path: Path, postgres: Postgres
+) -> None:
+    """The tests' own server has no SSL (``tests/postgres_server.py``)."""
+    url = postgres.dsn("postgres") + "?sslmode=require"
+    result = serve(tmp_path, "--store", url, "--store-open-timeout-s", "20")
+    assert_refused(result, "store", "SSL", "sslmode")
+    assert result[0] == 2
+    assert not any("retrying" in line for line in result[1]), result[1]
+
+
+def test_a_search_path_schema_that_does_not_exist_is_refused_not_created(
+    tmp_path: Path, postgres: Postgres
+) -> None:
+    """A typo must not start an empty store beside the real one (docs/deploying.md)."""
+    url = postgres.dsn("postgres") + "?search_path=nosuch"
+    result = serve(tmp_path, "--store", url, "--store-open-timeout-s", "20")
+    assert_refused(result, "store", "nosuch", "CREATE SCHEMA")
+    assert result[0] == 2

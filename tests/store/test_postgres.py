@@ -25,7 +25,7 @@ from sidecar.model import CompactionPlan, CompactionResult, Event, Role
 from sidecar.store.postgres import PostgresStore
 from sidecar.store.postgres_schema import MIGRATIONS, migrate
 from sidecar.store.protocol import SearchQuery
-from sidecar.store.urls import redact
+from sidecar.store.urls import postgres_url_problem, redact
 from tests.conftest import Postgres
 from tests.postgres_server import PostgresServer
 
@@ -151,6 +151,53 @@ async def test_a_missing_database_is_a_configuration_error(postgres: Postgres) -
     with pytest.raises(InvalidConfig, match="does not exist") as info:
         await PostgresStore(postgres.dsn("no_such_database")).open()
     assert info.value.field == "store"
+
+
+async def test_a_search_path_schema_that_does_not_exist_is_refused_not_created(
+    postgres_database: str,
+) -> None:
+    with pytest.raises(InvalidConfig, match="no schema of search_path 'nosuch'") as info:
+        await PostgresStore(postgres_database + "?search_path=nosuch").open()
+    assert info.value.field == "store"
+    schemas = await fetch(postgres_database, "SELECT 1 FROM pg_namespace WHERE nspname = 'nosuch'")
+    assert schemas == []
+
+
+@pytest.mark.parametrize(
+    ("query", "reason"),
+    [("sslmode=bogus", "must be one of"), ("sslmode=require", "does not offer SSL")],
+)
+async def test_an_ssl_setting_the_server_cannot_meet_is_a_configuration_error(
+    postgres: Postgres, query: str, reason: str
+) -> None:
+    """The tests' own server has no SSL: no wait would mend either URL."""
+    with pytest.raises(InvalidConfig, match=reason) as info:
+        await PostgresStore(f"{postgres.dsn('postgres')}?{query}").open()
+    assert info.value.field == "store"
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("postgresql://u:p@db:99999/x", "port '99999' in postgresql://u:***@db:99999/x"),
+        ("postgresql://u@db:0/x", "port '0'"),
+        ("postgresql://u@db:x1/x", "port 'x1'"),
+        ("postgresql://u@a:5432,b:70000/x", "port '70000'"),
+        ("postgresql:///x?host=/run/pg&port=65536", "port '65536'"),
+        ("postgresql://u@db/x?sslrootcert=/no/ca.pem", "sslrootcert '/no/ca.pem'"),
+        ("postgresql://u@db/x?sslkey=/", "sslkey '/'"),
+        ("postgresql://u:p@db:5432/x", None),
+        ("postgresql://u@[::1]:5432,db:/x?port=5432,5433", None),
+        ("postgres://u@db/x?sslmode=require&search_path=s", None),
+    ],
+)
+def test_a_postgres_url_is_checked_before_it_is_opened(url: str, problem: str | None) -> None:
+    found = postgres_url_problem(url)
+    if problem is None:
+        assert found is None
+    else:
+        assert found is not None
+        assert found.startswith(problem), found
 
 
 def test_urls_in_messages_never_show_the_password() -> None:
