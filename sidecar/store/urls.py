@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote_plus, urlsplit
 
 POSTGRES_SCHEMES = ("postgres://", "postgresql://")
 
@@ -12,16 +12,33 @@ def is_postgres_url(url: str) -> bool:
     return url.startswith(POSTGRES_SCHEMES)
 
 
+SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
+"""libpq's query parameters that hold a secret (the password, the client key's passphrase)."""
+
+
 def redact(url: str) -> str:
-    """``url`` with its password replaced by ``***``, for logs and error messages."""
+    """``url`` with every secret replaced by ``***``, for logs and error messages.
+
+    The password of ``user:password@``, and the value of each
+    SECRET_PARAMETERS in the query (``?password=...``), which libpq and
+    asyncpg take as well; the rest of the URL is shown as it was written.
+    """
     try:
-        parts = urlsplit(url)
-        password = parts.password
+        password = urlsplit(url).password
     except ValueError:  # a malformed port or netloc: show nothing of the authority
         return url.split("://", 1)[0] + "://…"
-    if password is None:
-        return url
-    return parts._replace(netloc=parts.netloc.replace(f":{password}@", ":***@", 1)).geturl()
+    head, mark, query = url.partition("?")
+    if password is not None:  # the first ":...@" is the authority's: a scheme holds no "@"
+        head = head.replace(f":{password}@", ":***@", 1)
+    if not mark:
+        return head
+    return head + mark + "&".join(_redacted(item) for item in query.split("&"))
+
+
+def _redacted(item: str) -> str:
+    """One ``name=value`` of a query, its value hidden if the name is a secret's."""
+    name = item.partition("=")[0]
+    return f"{name}=***" if unquote_plus(name).lower() in SECRET_PARAMETERS else item
 
 
 SSL_FILES = ("sslrootcert", "sslcert", "sslkey", "sslcrl")

@@ -369,3 +369,25 @@ def test_a_search_path_schema_that_does_not_exist_is_refused_not_created(
     result = serve(tmp_path, "--store", url, "--store-open-timeout-s", "20")
     assert_refused(result, "store", "nosuch", "CREATE SCHEMA")
     assert result[0] == 2
+
+
+def test_a_password_in_the_query_never_reaches_stderr(tmp_path: Path) -> None:
+    """Neither the warnings repeated while waiting for the store nor the final error."""
+    with socket.socket() as closed:  # a port nothing listens on: the store is unavailable
+        closed.bind(("127.0.0.1", 0))
+        dead = closed.getsockname()[1]
+    url = f"postgresql://pg@127.0.0.1:{dead}/db?password=hunter2&sslpassword=k3y"
+    done = subprocess.run(
+        [BINARY, "serve", "--listen", "127.0.0.1:0", "--store", url, "--store-open-timeout-s", "1"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert any("retrying" in line for line in lines), lines
+    assert lines[-1].startswith("compaction-sidecar: cannot open the store: "), lines
+    assert "password=***&sslpassword=***" in lines[-1], lines
+    assert "hunter2" not in done.stderr
+    assert "k3y" not in done.stderr

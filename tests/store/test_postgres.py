@@ -207,6 +207,27 @@ def test_urls_in_messages_never_show_the_password() -> None:
     assert "s3cret" not in store.where
 
 
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://pg@db/x?password=hunter2", "postgresql://pg@db/x?password=***"),
+        (
+            "postgresql://pg@db/x?sslmode=require&sslpassword=k3y&search_path=s",
+            "postgresql://pg@db/x?sslmode=require&sslpassword=***&search_path=s",
+        ),
+        (
+            "postgresql://app:s3cret@db/x?PASSWORD=hunter2&password=",
+            "postgresql://app:***@db/x?PASSWORD=***&password=***",
+        ),
+        ("postgresql://pg@db/x?pass%77ord=hunter2", "postgresql://pg@db/x?pass%77ord=***"),
+        ("postgresql://pg@db/x?passfile=/etc/pgpass", "postgresql://pg@db/x?passfile=/etc/pgpass"),
+    ],
+)
+def test_urls_in_messages_never_show_a_secret_of_the_query(url: str, shown: str) -> None:
+    assert redact(url) == shown
+    assert "hunter2" not in PostgresStore(url).where
+
+
 async def test_labels_are_jsonb_behind_a_gin_index(
     postgres_database: str, store: PostgresStore
 ) -> None:
