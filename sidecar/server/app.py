@@ -62,14 +62,13 @@ def open_store(config: ServerConfig) -> Store:
     if path is not None:
         from sidecar.store.sqlite import SqliteStore
 
-        if path != ":memory:":
-            try:
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise InvalidConfig(
-                    "store", f"cannot create the directory of {path!r}: {exc.strerror or exc}"
-                ) from None
-            log.info("store: SQLite file %s", Path(path).resolve())
+        try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InvalidConfig(
+                "store", f"cannot create the directory of {path!r}: {exc.strerror or exc}"
+            ) from None
+        log.info("store: SQLite file %s", Path(path).resolve())
         return SqliteStore(
             path,
             synchronous=config.sqlite_synchronous,
@@ -369,7 +368,7 @@ _SIDE = ("-wal", "-shm", "-journal")
 def _new_sqlite_file(config: ServerConfig) -> Path | None:
     """The SQLite file this start is about to create, or None (it exists, or is not a file)."""
     path = config.sqlite_path()
-    if path is None or path == ":memory:" or Path(path).exists():
+    if path is None or Path(path).exists():
         return None
     return Path(path)
 
