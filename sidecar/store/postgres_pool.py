@@ -99,6 +99,17 @@ class PostgresPool:
             async with pool.acquire() as db:
                 await migrate(db, self.where)
                 self.folds_accents = await folds_accents(db)
+        except (
+            asyncpg.InsufficientPrivilegeError,
+            asyncpg.ReadOnlySQLTransactionError,
+        ) as exc:  # no wait mends a role's rights, or a read-only standby
+            await pool.close()
+            raise InvalidConfig(
+                "store",
+                f"postgres {self.where}: the role cannot create or change the store's tables"
+                f" ({_one_line(exc)}); GRANT CREATE ON SCHEMA to it, point ?search_path at"
+                " a schema it owns, or connect to the primary",
+            ) from exc
         except BaseException:
             await pool.close()
             raise

@@ -391,3 +391,30 @@ def test_a_password_in_the_query_never_reaches_stderr(tmp_path: Path) -> None:
     assert "password=***&sslpassword=***" in lines[-1], lines
     assert "hunter2" not in done.stderr
     assert "k3y" not in done.stderr
+
+
+def test_a_role_that_may_not_create_the_tables_is_one_line_naming_store(
+    tmp_path: Path, postgres: Postgres
+) -> None:
+    """Since PostgreSQL 15 only a database's owner may create in its public schema: a
+    least-privilege role's first start failed the migration with a traceback."""
+    import asyncio
+
+    import asyncpg
+
+    async def limited_role() -> str:
+        admin = await asyncpg.connect(postgres.dsn("postgres"))
+        try:
+            await admin.execute("DROP DATABASE IF EXISTS limited_db")
+            await admin.execute("DROP ROLE IF EXISTS limited")
+            await admin.execute("CREATE ROLE limited LOGIN")
+            await admin.execute("CREATE DATABASE limited_db")
+        finally:
+            await admin.close()
+        head, _, tail = postgres.dsn("limited_db").partition("://")
+        return f"{head}://limited@{tail.split('@', 1)[1]}"
+
+    url = asyncio.run(limited_role())
+    result = serve(tmp_path, "--store", url, "--store-open-timeout-s", "20")
+    assert_refused(result, "store", "GRANT CREATE")
+    assert result[0] == 2
