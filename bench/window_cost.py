@@ -91,14 +91,18 @@ class _Probe:
         that was up to a read and a sleep later, 10-20 ms on a 100 ms Compact.
         """
         started = time.perf_counter()
-        ended: list[float] = []
-        task = asyncio.ensure_future(work)
-        task.add_done_callback(lambda _: ended.append(time.perf_counter()))
+
+        async def timed() -> tuple[T, float]:
+            # Timed where it ends: a done callback may not have run yet when the probe
+            # sees the work done, if both happen in one turn of the loop.
+            answer = await work
+            return answer, time.perf_counter() - started
+
+        task = asyncio.ensure_future(timed())
         while not task.done():
             await self.read()
             await asyncio.sleep(PROBE_EVERY_S)
-        answer = await task
-        return answer, ended[0] - started
+        return await task
 
 
 def _compact(session: str, strategy: policy_pb2.Strategy) -> pb.CompactRequest:
