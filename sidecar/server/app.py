@@ -53,6 +53,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SERVICE = compaction_service_pb2.DESCRIPTOR.services_by_name["CompactionService"].full_name
+IDLE_CHECK_MIN_S = 0.05
+"""The shortest wait between two checks for a quiet spell, however short the spell."""
 LIVENESS = "liveness"
 """The health service name that reports the process alone, not the store behind it."""
 
@@ -254,7 +256,7 @@ class Sidecar:
         idle_s = self.config.read_cache_idle_s
         released = True  # a fresh server holds nothing
         while True:
-            await asyncio.sleep(min(idle_s / 4, 5.0))
+            await asyncio.sleep(min(max(idle_s / 4, IDLE_CHECK_MIN_S), 5.0))
             if time.monotonic() - self.servicer.last_call < idle_s:
                 released = False
                 continue
