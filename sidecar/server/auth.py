@@ -151,6 +151,9 @@ class TokenFile:
                 return self._tokens
             self._checked = now
             signature = self._stat()
+            if signature is None and self._signature is not None:
+                log.warning("token file %s is gone, keeping the current tokens", self.path)
+                self._signature = None  # said once; the file written again is read again
             if signature is not None and signature != self._signature:
                 try:
                     tokens = read_tokens(self.path)

@@ -7,6 +7,7 @@ session that does not exist (never PERMISSION_DENIED, which would reveal it).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -270,3 +271,24 @@ async def test_one_tenants_streams_leave_another_its_own_allowance_on_one_connec
                 await asyncio.wait_for(asyncio.shield(globex.code()), 0.3)
             acme.cancel()
             globex.cancel()
+
+
+def test_a_token_file_that_disappears_keeps_the_tokens_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As an empty or malformed rotation does: warned once, not silently; the file
+    written again is read again."""
+    monkeypatch.setattr(auth, "CHECK_INTERVAL_S", 0.0)
+    path = tmp_path / "tokens"
+    path.write_text("tok-1\n")
+    tokens = auth.TokenFile(str(path))
+    path.unlink()
+    with caplog.at_level(logging.WARNING, logger=auth.log.name):
+        assert tokens.current().tenant_of(b"tok-1") is None  # still in force
+        assert tokens.current().tenant_of(b"tok-1") is None
+    gone = [r for r in caplog.records if "keeping the current tokens" in r.getMessage()]
+    assert len(gone) == 1
+    assert str(path) in gone[0].getMessage()
+    path.write_text("tok-2\n")
+    assert tokens.current().tenant_of(b"tok-1") is False
+    assert tokens.current().tenant_of(b"tok-2") is None
