@@ -145,6 +145,9 @@ def parse_profiles(document: Any, setting: str = "model_profiles") -> dict[str, 
     """The profiles of a ``{"models": {name: {...}}}`` document, each entry checked."""
     if not isinstance(document, dict) or not isinstance(document.get("models"), dict):
         raise InvalidConfig(setting, 'must be a JSON object {"models": {"<name>": {...}}}')
+    unknown = sorted(set(document) - {"models"})
+    if unknown:
+        raise InvalidConfig(f"{setting}: {unknown[0]}", 'is not a field; profiles go in "models"')
     models: dict[str, Any] = document["models"]
     if len(models) > MAX_PROFILES:
         raise InvalidConfig(setting, f"holds {len(models)} models, more than {MAX_PROFILES}")

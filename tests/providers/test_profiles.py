@@ -85,6 +85,11 @@ def test_a_file_overrides_and_extends_the_built_in_table(tmp_path: Path) -> None
             {"models": {"m": {"provider": "openai", "window": 9}}},
             "--model-profiles: models.m.window",
         ),
+        # A misspelt or misplaced key at the top would leave its profiles unread.
+        (
+            {"models": {}, "model": {"m": {"provider": "openai"}}},
+            "--model-profiles: model",
+        ),
     ],
 )
 def test_a_bad_entry_is_refused_naming_it(tmp_path: Path, document: object, field: str) -> None:
