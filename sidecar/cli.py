@@ -6,6 +6,34 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sidecar.client import Tls
+
+
+def _connection_arguments(command: argparse.ArgumentParser) -> None:
+    """How a client command reaches the server: its address, token and TLS."""
+    command.add_argument(
+        "--addr",
+        default=os.environ.get("COMPACTION_ADDR", "127.0.0.1:50051"),
+        help="the server (env COMPACTION_ADDR; default 127.0.0.1:50051)",
+    )
+    command.add_argument(
+        "--token-file",
+        default=os.environ.get("COMPACTION_TOKEN_FILE"),
+        help="a file holding the bearer token alone (env COMPACTION_TOKEN_FILE)",
+    )
+    command.add_argument(
+        "--tls", action="store_true", help="connect with TLS, trusting the system's roots"
+    )
+    command.add_argument(
+        "--tls-ca", help="connect with TLS, trusting the CA certificates (PEM) in this file"
+    )
+    command.add_argument(
+        "--tls-cert", help="with --tls-key: a client certificate (PEM), for mutual TLS"
+    )
+    command.add_argument("--tls-key", help="the client certificate's private key (PEM)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,14 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
         "inspect", help="render a session's log: kept, archived, summaries"
     )
     inspect.add_argument("session_id")
-    inspect.add_argument(
-        "--addr",
-        default=os.environ.get("COMPACTION_ADDR", "127.0.0.1:50051"),
-        help="the server (env COMPACTION_ADDR; default 127.0.0.1:50051)",
-    )
-    inspect.add_argument(
-        "--token-file", default=os.environ.get("COMPACTION_TOKEN_FILE"), help="bearer token file"
-    )
+    _connection_arguments(inspect)
     inspect.add_argument(
         "--compactions",
         action="store_true",
@@ -51,14 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="keep the trigger from compacting the restored window until the policy is next set",
     )
-    restore.add_argument(
-        "--addr",
-        default=os.environ.get("COMPACTION_ADDR", "127.0.0.1:50051"),
-        help="the server (env COMPACTION_ADDR; default 127.0.0.1:50051)",
-    )
-    restore.add_argument(
-        "--token-file", default=os.environ.get("COMPACTION_TOKEN_FILE"), help="bearer token file"
-    )
+    _connection_arguments(restore)
     demo = commands.add_parser(
         "demo", help="replay a realistic agent transcript through each strategy"
     )
@@ -83,23 +97,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _serve(args)
     if args.command in ("inspect", "restore"):
         try:
-            token = _token(args.token_file)
-        except OSError as exc:
-            print(
-                f"compaction-sidecar {args.command}: token_file: cannot read"
-                f" {args.token_file!r}: {exc.strerror or exc}",
-                file=sys.stderr,
-            )
+            token, tls = _token(args.token_file), _tls(args)
+        except _Unusable as exc:
+            print(f"compaction-sidecar {args.command}: {exc}", file=sys.stderr)
             return 2
     if args.command == "inspect":
         from sidecar import inspect
 
-        return inspect.main(args.addr, args.session_id, token, compactions=args.compactions)
+        return inspect.main(
+            args.addr, args.session_id, token, compactions=args.compactions, tls=tls
+        )
     if args.command == "restore":
         from sidecar import inspect
 
         return inspect.restore_main(
-            args.addr, args.session_id, args.compaction_id, token, pause=args.pause
+            args.addr, args.session_id, args.compaction_id, token, pause=args.pause, tls=tls
         )
     if args.command == "demo":
         from sidecar import demo
@@ -109,13 +121,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 2
 
 
+class _Unusable(Exception):
+    """A client command's connection argument that cannot be used; the message names it."""
+
+
+def _read(path: str, setting: str) -> bytes:
+    from pathlib import Path
+
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise _Unusable(f"{setting}: cannot read {path!r}: {exc.strerror or exc}") from None
+
+
 def _token(path: str | None) -> str | None:
     """The bearer token in the file at ``path`` (``--token-file``), or None without one."""
     if not path:
         return None
-    from pathlib import Path
+    return _read(path, "token_file").decode(errors="replace").strip()
 
-    return Path(path).read_text().strip()
+
+def _tls(args: argparse.Namespace) -> Tls | None:
+    """The client's TLS settings from ``--tls``, ``--tls-ca``, ``--tls-cert`` and ``--tls-key``."""
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise _Unusable("tls_cert: --tls-cert and --tls-key go together")
+    if not (args.tls or args.tls_ca or args.tls_cert):
+        return None
+    from sidecar.client import Tls
+
+    return Tls(
+        root_certificates=_read(args.tls_ca, "tls_ca") if args.tls_ca else None,
+        private_key=_read(args.tls_key, "tls_key") if args.tls_key else None,
+        certificate_chain=_read(args.tls_cert, "tls_cert") if args.tls_cert else None,
+    )
 
 
 def _serve(args: argparse.Namespace) -> int:

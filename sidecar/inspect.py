@@ -23,7 +23,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from sidecar.client import AsyncClient
+from sidecar.client import AsyncClient, Tls
 from sidecar.client.errors import ClientError
 from sidecar.compaction.identifiers import trail_of
 from sidecar.model import Event, Role
@@ -89,9 +89,14 @@ def history_lines(records: Sequence[CompactionRecord]) -> list[str]:
 
 
 async def render(
-    address: str, session_id: str, token: str | None, *, compactions: bool = False
+    address: str,
+    session_id: str,
+    token: str | None,
+    *,
+    compactions: bool = False,
+    tls: Tls | None = None,
 ) -> str:
-    async with AsyncClient(address, token=token) as client:
+    async with AsyncClient(address, token=token, tls=tls) as client:
         session = await client.get_session(session_id)
         handle = client.session(session_id)
         log = [event async for event in handle.events()]
@@ -141,9 +146,16 @@ async def render(
     return "\n".join(lines)
 
 
-def main(address: str, session_id: str, token: str | None, *, compactions: bool = False) -> int:
+def main(
+    address: str,
+    session_id: str,
+    token: str | None,
+    *,
+    compactions: bool = False,
+    tls: Tls | None = None,
+) -> int:
     try:
-        print(asyncio.run(render(address, session_id, token, compactions=compactions)))
+        print(asyncio.run(render(address, session_id, token, compactions=compactions, tls=tls)))
     except ClientError as exc:
         print(f"compaction-sidecar inspect: {exc}", file=sys.stderr)
         return 1
@@ -151,9 +163,14 @@ def main(address: str, session_id: str, token: str | None, *, compactions: bool 
 
 
 async def _restore(
-    address: str, session_id: str, compaction_id: str, token: str | None, pause: bool
+    address: str,
+    session_id: str,
+    compaction_id: str,
+    token: str | None,
+    pause: bool,
+    tls: Tls | None = None,
 ) -> str:
-    async with AsyncClient(address, token=token) as client:
+    async with AsyncClient(address, token=token, tls=tls) as client:
         result = await client.session(session_id).restore(
             compaction_id, pause_auto_compaction=pause
         )
@@ -166,11 +183,17 @@ async def _restore(
 
 
 def restore_main(
-    address: str, session_id: str, compaction_id: str, token: str | None, *, pause: bool
+    address: str,
+    session_id: str,
+    compaction_id: str,
+    token: str | None,
+    *,
+    pause: bool,
+    tls: Tls | None = None,
 ) -> int:
     """``compaction-sidecar restore SESSION [COMPACTION_ID]``: one line, and the exit status."""
     try:
-        print(asyncio.run(_restore(address, session_id, compaction_id, token, pause)))
+        print(asyncio.run(_restore(address, session_id, compaction_id, token, pause, tls)))
     except ClientError as exc:
         print(f"compaction-sidecar restore: {exc}", file=sys.stderr)
         return 1

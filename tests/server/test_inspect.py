@@ -8,13 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sidecar.client import AsyncClient
+from sidecar.client import AsyncClient, Tls
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.summarize import Summarize
 from sidecar.inspect import ORDER_NOTE, placed_before
 from sidecar.model import Event, Role
 from tests.compaction.fakes import FakeSummarizer
 from tests.server.harness import address, running
+from tests.tls import self_signed
 
 
 async def run_inspect(*args: str) -> tuple[int, str]:
@@ -204,3 +205,38 @@ def test_an_unreadable_token_file_and_a_refusal_are_one_line_on_stderr(tmp_path:
         assert unreachable.stdout == ""
         (line,) = unreachable.stderr.splitlines()
         assert line.startswith(f"compaction-sidecar {command[0]}: ")
+
+
+async def test_inspect_and_restore_reach_a_server_over_mutual_tls(tmp_path: Path) -> None:
+    """They had no TLS options, so a server with TLS was out of their reach."""
+    cert, key = self_signed(tmp_path)
+    async with running(
+        tmp_path, tls_cert=str(cert), tls_key=str(key), tls_client_ca=str(cert)
+    ) as sidecar:
+        tls = Tls(
+            root_certificates=cert.read_bytes(),
+            private_key=key.read_bytes(),
+            certificate_chain=cert.read_bytes(),
+        )
+        async with AsyncClient(address(sidecar), tls=tls) as client:
+            await client.session("s1").append(
+                [Event(id="u1", role=Role.USER, text="hello")], create_if_missing=True
+            )
+        over_tls = ("--addr", address(sidecar), "--tls-ca", str(cert))
+        client_cert = ("--tls-cert", str(cert), "--tls-key", str(key))
+        code, out = await run_cli("inspect", "s1", *over_tls, *client_cert)
+        assert code == 0, out
+        assert "User: hello" in out
+        code, out = await run_cli("restore", "s1", *over_tls, *client_cert)
+        assert code == 1  # nothing to restore: the server answered
+        assert out.startswith("compaction-sidecar restore: FAILED_PRECONDITION"), out
+        # Without the client certificate, or without TLS, the server is not reached.
+        for args in (over_tls, ("--addr", address(sidecar))):
+            code, out = await run_cli("inspect", "s1", *args)
+            assert code == 1
+            assert len(out.splitlines()) == 1, out
+        code, out = await run_cli("inspect", "s1", *over_tls, "--tls-cert", str(cert))
+        assert (code, out) == (
+            2,
+            "compaction-sidecar inspect: tls_cert: --tls-cert and --tls-key go together\n",
+        )
