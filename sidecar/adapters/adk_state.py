@@ -170,7 +170,9 @@ async def append_with_state(
         )
         if header is None:
             raise SessionNotFoundError(f"Session {session_id} not found.")
-        chunks, stale = state_change(header.labels, own, "session")
+        # No session state change, no state written: what was read may be older than
+        # another writer's change, and writing it back at no version would undo that.
+        chunks, stale = state_change(header.labels, own, "session") if own else ({}, ())
         updates = [
             LabelUpdate(
                 set={**chunks, **event_labels(event)},

@@ -239,3 +239,33 @@ async def test_concurrent_appends_to_one_session_all_land(
     await asyncio.gather(*(ours.append_event(session, e) for e in events))
     log = [e async for e in client.session(session_key(ours.namespace, APP, "u", "busy")).events()]
     assert sorted(e.id for e in log) == sorted(e.id for e in events)
+
+
+async def test_an_event_without_state_keeps_a_concurrent_writers_state(
+    ours: CompactionSessionService, client: AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An append that changes no session state read the state before another writer's
+    change landed and wrote it back at no version: the change was lost, and a state
+    grown past one label chunk became old chunk 0 joined to new chunk 1, JSON no read
+    of the session (nor of the app's session list) could parse again."""
+    from sidecar.adapters import adk_state
+
+    session = await ours.create_session(app_name=APP, user_id="u", state={"base": 0})
+    key = session_key(ours.namespace, APP, "u", session.id)
+    before = await adk_state.read_header(client, key)  # what the slow writer read
+    other = await ours.get_session(app_name=APP, user_id="u", session_id=session.id)
+    assert other is not None
+    await ours.append_event(other, said("grow", state_delta={"k": "x" * 2500}))
+
+    read_header = adk_state.read_header
+
+    async def read_before_the_change(by: AsyncClient, at: str) -> object:
+        return before if at == key else await read_header(by, at)
+
+    monkeypatch.setattr(adk_state, "read_header", read_before_the_change)
+    await ours.append_event(session, said("no state change", author="agent"))
+    monkeypatch.undo()
+    stored = await ours.get_session(app_name=APP, user_id="u", session_id=session.id)
+    assert stored is not None
+    assert stored.state == {"base": 0, "k": "x" * 2500}
+    assert [s.id for s in (await ours.list_sessions(app_name=APP)).sessions] == [session.id]
