@@ -19,10 +19,14 @@ Options = Sequence[tuple[str, Any]]
 
 # Reconnect quickly after the sidecar restarts: it is usually local, so a
 # long backoff only makes retried calls fail while the server is already up.
+# Take answers of any size: the server bounds each by its --max-message-bytes
+# (16 MiB by default, past gRPC's 4 MiB receive default) and says
+# content_omitted past it, and a window it answers must be readable.
 DEFAULT_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 2000),
+    ("grpc.max_receive_message_length", -1),
 )
 
 

@@ -1,12 +1,15 @@
-"""Reaching the server over TLS, with and without a client certificate."""
+"""Reaching the server: over TLS, with and without a client certificate; answers of any size
+the server sends."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
-from sidecar.client import AsyncClient, Tls, UnavailableError
+from sidecar.client import AsyncClient, Client, Tls, UnavailableError
+from sidecar.model import Event, Role
 from tests.client.conftest import turn
 from tests.server.harness import address, running
 from tests.tls import self_signed
@@ -48,3 +51,26 @@ async def test_mutual_tls_presents_the_client_certificate(tmp_path: Path) -> Non
 def test_tls_key_and_chain_go_together() -> None:
     with pytest.raises(ValueError, match="go together"):
         Tls(private_key=b"key")
+
+
+async def test_a_window_past_grpcs_default_4_mib_is_read_in_one_answer(tmp_path: Path) -> None:
+    """The server answers up to its --max-message-bytes (16 MiB by default); the client
+    kept gRPC's 4 MiB receive limit, so a window between the two could never be read
+    again (an ADK get_session, a LangChain before_model: every time)."""
+    async with running(tmp_path, default_policy="none") as sidecar:
+        async with AsyncClient(address(sidecar)) as client:
+            session = client.session("big")
+            for i in range(5):
+                await session.append(
+                    [Event(id=f"e{i}", role=Role.USER, text=f"{i}" + "x" * 900_000)],
+                    create_if_missing=True,
+                )
+            context = await session.context()
+            assert [e.id for e in context.events] == [f"e{i}" for i in range(5)]
+
+        def read_blocking() -> int:
+            with Client(address(sidecar)) as blocking:
+                return len(blocking.session("big").context().events)
+
+        # The blocking client on a thread of its own: the server runs on this loop.
+        assert await asyncio.to_thread(read_blocking) == 5

@@ -2,6 +2,7 @@ package compaction_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/compaction-sidecar/compaction-sidecar/clients/go/compaction"
 	pb "github.com/compaction-sidecar/compaction-sidecar/clients/go/compactionv1"
+	"github.com/compaction-sidecar/compaction-sidecar/clients/go/internal/testserver"
 )
 
 // A window too large for one answer comes without content and is read in
@@ -67,5 +69,40 @@ func TestContextReadsAnOmittedWindowAgainWhenItChangedInBetween(t *testing.T) {
 		if len(e.GetText()) != len(e.GetId())+1500 {
 			t.Fatalf("%s: %d bytes of text, want its content", e.GetId(), len(e.GetText()))
 		}
+	}
+}
+
+// The server answers up to its --max-message-bytes (16 MiB by default); the
+// client kept gRPC's 4 MiB receive limit, so a window between the two could
+// never be read again.
+func TestAWindowPastGRPCsDefault4MiBIsReadInOneAnswer(t *testing.T) {
+	server, err := testserver.Start("", "--default-policy", "none")
+	if err != nil {
+		t.Fatalf("start compaction-sidecar: %v", err)
+	}
+	t.Cleanup(server.Stop)
+	ctx := ctxFor(t)
+	client, err := compaction.Dial(ctx, server.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	session := client.Session("big")
+	for i := range 5 {
+		role := pb.Role_ROLE_ASSISTANT
+		if i == 0 {
+			role = pb.Role_ROLE_USER
+		}
+		event := []*pb.Event{{Id: fmt.Sprintf("e%d", i), Role: role, Text: strings.Repeat("x", 900_000)}}
+		if _, err := session.Append(ctx, event, &compaction.AppendOptions{CreateIfMissing: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	window, err := session.Context(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ids(window.GetEvents()), []string{"e0", "e1", "e2", "e3", "e4"}; !slices.Equal(got, want) || window.GetContentOmitted() {
+		t.Fatalf("window %v (contentOmitted %v), want %v", got, window.GetContentOmitted(), want)
 	}
 }

@@ -128,7 +128,12 @@ public final class SidecarClient implements AutoCloseable {
     public SidecarClient build() {
       ChannelCredentials credentials =
           tls == null ? InsecureChannelCredentials.create() : tls.credentials();
-      ManagedChannel managed = Grpc.newChannelBuilder(target, credentials).build();
+      // Answers of any size: the server bounds each by its --max-message-bytes (16 MiB by
+      // default, past gRPC's 4 MiB inbound default) and says content_omitted past it.
+      ManagedChannel managed =
+          Grpc.newChannelBuilder(target, credentials)
+              .maxInboundMessageSize(Integer.MAX_VALUE)
+              .build();
       List<ClientInterceptor> chain = new ArrayList<>();
       if (bearerToken != null && !bearerToken.isEmpty()) {
         Metadata headers = new Metadata();
