@@ -138,6 +138,14 @@ class CompactingModelCallback:
         session = callback_context.session
         key = self._key(session)
         scheduled = await self._mirror(key, session.events)
+        invocation = callback_context._invocation_context
+        if (
+            getattr(invocation.agent, "include_contents", "default") != "default"
+            or llm_request.previous_interaction_id
+        ):
+            # ADK sends this model the current turn only (or the provider keeps the
+            # earlier turns): no history to compact, so the request stays as ADK made it.
+            return None
         handle = self._clients.get().session(key)
         if self.await_compaction and scheduled:
             await handle.compact(BARRIER)
@@ -147,7 +155,6 @@ class CompactingModelCallback:
         self._calls.set(
             key, _Call(context.version, callback_context.agent_name, callback_context.invocation_id)
         )
-        invocation = callback_context._invocation_context
         keep_ids = any(
             part.function_call is not None and part.function_call.id
             for content in llm_request.contents

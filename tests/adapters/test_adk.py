@@ -313,3 +313,27 @@ async def test_callback_compacts_requests_of_an_agent_with_its_own_session_servi
     log: list[Event] = [e async for e in client.session(key).events()]
     # Mirrored before each model call: all but the last answer, which no call followed.
     assert len([e for e in log if not e.synthetic]) == 4 * turns - 1
+
+
+async def test_callback_leaves_an_agent_without_history_its_current_turn(
+    client: AsyncClient,
+) -> None:
+    """``include_contents='none'``: ADK sends the model the current turn only, and the
+    callback put the whole (compacted) history back."""
+    seen: dict[str, list[list[str]]] = {}
+    for name, callbacks in (
+        ("adk", {}),
+        (
+            "compacting",
+            {"before_model_callback": CompactingModelCallback(client, namespace="nohist")},
+        ),
+    ):
+        script = Script()
+        agent = make_agent(script, include_contents="none", **callbacks)
+        sessions: BaseSessionService = InMemorySessionService()
+        runner = Runner(app_name=APP, agent=agent, session_service=sessions)
+        await sessions.create_session(app_name=APP, user_id=USER, session_id="s")
+        await run_turns(runner, "s", 3)
+        seen[name] = [[texts(content) for content in call.contents] for call in script.calls]
+    assert seen["compacting"] == seen["adk"]
+    assert all(len(contents) <= 3 for contents in seen["adk"])  # a turn, not the history
