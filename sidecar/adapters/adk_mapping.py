@@ -27,10 +27,12 @@ from sidecar.compaction.pipeline import Pipeline
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.triggers import AnyOf, Interval, TokenCount, Trigger
-from sidecar.model import Event, Role, Session, ToolResult
+from sidecar.model import Event, Part, Role, Session, ToolResult
 
 META_EVENT = "adk.event"  # the ADK event without its content, as JSON
 META_CONTENT = "adk.content"  # the content verbatim, when the field mapping loses something
+# "parts": META_CONTENT's inline data was left out, and is the event's parts' (in order).
+META_CONTENT_DATA = "adk.content.data"
 
 LABEL_KIND = "adk.kind"
 LABEL_NAMESPACE = "adk.namespace"
@@ -199,8 +201,29 @@ def event_to_sidecar(event: AdkEvent) -> Event:
     if content is None:
         metadata[META_CONTENT] = "null"
     elif content_of(ours) != content:
-        metadata[META_CONTENT] = content.model_dump_json(exclude_none=True)
+        # Verbatim but for inline data, which the parts hold already: an image before
+        # its text would otherwise be stored twice, the second time in base64.
+        verbatim = content.model_dump(mode="json", exclude_none=True)
+        for part in verbatim.get("parts") or ():
+            if part.get("inline_data", {}).get("data"):
+                part["inline_data"]["data"] = ""
+                metadata[META_CONTENT_DATA] = "parts"
+        metadata[META_CONTENT] = json.dumps(verbatim, ensure_ascii=False, separators=(",", ":"))
     return ours.evolve(metadata=metadata)
+
+
+def _with_inline_data(content: types.Content, parts: Sequence[Part]) -> types.Content:
+    """``content`` with each inline data taken from ``parts``, which ``fields_of`` made of its
+    media in order (an inline data, and a file with a URI, one part each)."""
+    media = iter(parts)
+    for part in content.parts or ():
+        if part.inline_data is not None:
+            held = next(media, None)
+            if part.inline_data.data is not None and held is not None:
+                part.inline_data.data = held.data
+        if part.file_data is not None and part.file_data.file_uri:
+            next(media, None)
+    return content
 
 
 def prompt_tokens(event: AdkEvent) -> int | None:
@@ -234,6 +257,8 @@ def event_from_sidecar(event: Event, *, author: str, timestamp: float | None = N
         adk.content = content_of(event)
     elif stored != "null":
         content = types.Content.model_validate_json(stored)
+        if event.metadata.get(META_CONTENT_DATA) == "parts":
+            content = _with_inline_data(content, event.parts)
         # A cleared event shows its placeholders, its thoughts and signatures where they were.
         adk.content = cleared_content(content, event) if event.cleared else content
     return adk

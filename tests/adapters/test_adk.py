@@ -263,6 +263,32 @@ async def test_events_round_trip_without_loss() -> None:
     assert event_to_sidecar(cases[2]).tool_results[0].is_error
 
 
+def test_an_image_before_its_text_is_stored_once() -> None:
+    """Gemini's usual order: the field mapping cannot say it, so the content is kept
+    verbatim too, and was with the image in base64 beside its bytes in the parts (a
+    600 KB image made a 1.4 MB event, past the 1 MiB event limit)."""
+    image = bytes(range(256)) * 2400  # 600 KB
+    event = AdkEvent(
+        invocation_id="inv-1",
+        author="user",
+        content=types.Content(
+            role="user",
+            parts=[
+                types.Part.from_bytes(data=image, mime_type="image/png"),
+                types.Part(text="what is in this picture?"),
+                types.Part.from_bytes(data=b"", mime_type="image/png"),
+                types.Part(file_data=types.FileData(file_uri="gs://b/x.pdf", mime_type="a/pdf")),
+                types.Part.from_bytes(data=b"second", mime_type="image/gif"),
+            ],
+        ),
+    )
+    ours = event_to_sidecar(event)
+    assert sum(len(value) for value in ours.metadata.values()) < 2_000
+    assert ours.content_bytes() < len(image) + 10_000
+    back = event_from_sidecar(ours, author="unused")
+    assert back.model_dump(exclude_none=True) == event.model_dump(exclude_none=True)
+
+
 async def test_session_crud_and_state(client: AsyncClient) -> None:
     service = CompactionSessionService(client, namespace="crud")
     made = await service.create_session(
