@@ -330,33 +330,27 @@ def test_an_unknown_sslmode_is_refused_at_once(tmp_path: Path) -> None:
     assert not any("retrying" in line for line in result[1]), result[1]
 
 
-def test_sslmode_verify_full_without_a_root_certificate_is_one_line_naming_store(
-    tmp_path: Path, postgres: Postgres, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("query", "words"),
+    [
+        # asyncpg's refusal comes with a HINT on a line of its own; the error stays one line.
+        ("?sslmode=verify-full", ["root.crt", "HINT"]),
+        ("?sslmode=verify-full&sslrootcert={tmp}/none.crt", ["sslrootcert", "none.crt"]),
+        # The tests' own server has no SSL (``tests/postgres_server.py``).
+        ("?sslmode=require", ["SSL", "sslmode"]),
+    ],
+)
+def test_ssl_settings_no_wait_would_mend_are_refused_at_once(
+    tmp_path: Path,
+    postgres: Postgres,
+    monkeypatch: pytest.MonkeyPatch,
+    query: str,
+    words: list[str],
 ) -> None:
-    """asyncpg's refusal comes with a HINT on a line of its own; the error stays one line."""
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.postgresql/root.crt
-    url = postgres.dsn("postgres") + "?sslmode=verify-full"
+    url = postgres.dsn("postgres") + query.format(tmp=tmp_path)
     result = serve(tmp_path, "--store", url, "--store-open-timeout-s", "20")
-    assert_refused(result, "store", "root.crt", "HINT")
-    assert result[0] == 2
-
-
-def test_a_certificate_file_that_cannot_be_read_is_refused_at_once(
-    tmp_path: Path, postgres: Postgres
-) -> None:
-    url = postgres.dsn("postgres") + f"?sslmode=verify-full&sslrootcert={tmp_path}/none.crt"
-    result = serve(tmp_path, "--store", url, "--store-open-timeout-s", "20")
-    assert_refused(result, "store", "sslrootcert", "none.crt")
-    assert result[0] == 2
-
-
-def test_sslmode_require_against_a_server_without_ssl_is_refused_at_once(
-    tmp_path: Path, postgres: Postgres
-) -> None:
-    """The tests' own server has no SSL (``tests/postgres_server.py``)."""
-    url = postgres.dsn("postgres") + "?sslmode=require"
-    result = serve(tmp_path, "--store", url, "--store-open-timeout-s", "20")
-    assert_refused(result, "store", "SSL", "sslmode")
+    assert_refused(result, "store", *words)
     assert result[0] == 2
     assert not any("retrying" in line for line in result[1]), result[1]
 
