@@ -42,7 +42,7 @@ from bench.appends import echo_rate, requests_for, service_rate
 from bench.common import pb_event
 from bench.echo import UNARY
 from bench.json_lines import serve
-from bench.latency import _probe
+from bench.latency import probe_appends
 from bench.native_front import echo_probe
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1.compaction_service_pb2_grpc import CompactionServiceStub
@@ -114,7 +114,7 @@ class Client:
         return {"seconds": seconds}
 
     async def probe(self, address: str, count: int, session: str) -> dict[str, Any]:
-        return {"seconds": await _probe(self.stub(address), count, session)}
+        return {"seconds": await probe_appends(self.stub(address), count, session)}
 
     async def echo_probe(self, address: str, count: int) -> dict[str, Any]:
         return {"seconds": await echo_probe(self.channel(address), count)}

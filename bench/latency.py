@@ -51,7 +51,7 @@ LOAD_MAX_S = 300.0
 ROOT = Path(__file__).resolve().parent.parent
 
 
-async def _probe(stub: CompactionServiceAsyncStub, count: int, session: str) -> list[float]:
+async def probe_appends(stub: CompactionServiceAsyncStub, count: int, session: str) -> list[float]:
     out: list[float] = []
     for i in range(count):
         request = pb.AppendEventsRequest(
@@ -163,14 +163,14 @@ async def run(scale: Scale, workdir: Path, log: Log) -> Outcome:
     async with server_process(workdir) as server, client_process() as client:
         async with grpc.aio.insecure_channel(server.address) as channel:
             stub = CompactionServiceStub(channel)
-            await _probe(stub, 50, "warm")
-            quiet = await _probe(stub, calls, "probe-quiet")
+            await probe_appends(stub, 50, "warm")
+            quiet = await probe_appends(stub, calls, "probe-quiet")
             await client.call("probe", server, count=50, session="d-warm")
             d_quiet = await client.call("probe", server, count=calls, session="d-probe-quiet")
             async with load_process(server.address, clients) as stop:
                 await asyncio.sleep(0.5)  # let the streams reach a steady state
                 began = time.perf_counter()
-                loaded = await _probe(stub, calls, "probe-loaded")
+                loaded = await probe_appends(stub, calls, "probe-loaded")
                 d_loaded = await client.call("probe", server, count=calls, session="d-probe-loaded")
                 probe_s = time.perf_counter() - began
                 summary = await stop()

@@ -37,7 +37,7 @@ from typing import Any, TextIO
 import grpc
 
 from bench.common import percentile
-from bench.latency import _probe, load_process
+from bench.latency import load_process, probe_appends
 from bench.server_process import server_process
 from sidecar.gen.compaction.v1.compaction_service_pb2_grpc import CompactionServiceStub
 
@@ -225,11 +225,11 @@ async def measure(calls: int, workdir: Path) -> dict[str, Any]:
     async with server_process(workdir, entry=entry) as server:
         async with grpc.aio.insecure_channel(server.address) as channel:
             stub = CompactionServiceStub(channel)
-            await _probe(stub, 50, "warm")
-            quiet = await _probe(stub, calls, "probe-quiet")
+            await probe_appends(stub, 50, "warm")
+            quiet = await probe_appends(stub, calls, "probe-quiet")
             async with load_process(server.address, CLIENTS) as stop:
                 await asyncio.sleep(0.5)  # the streams' steady state, as bench.latency
-                loaded = await _probe(stub, calls, "probe-loaded")
+                loaded = await probe_appends(stub, calls, "probe-loaded")
                 load = await stop()
     records = [json.loads(line) for line in trace.read_text().splitlines()]
     return {

@@ -72,7 +72,7 @@ async def _build(path: Path, sizes: tuple[int, ...]) -> None:
         await store.close()
 
 
-class _Probe:
+class Probe:
     """Reads the small session's context every ``PROBE_EVERY_S`` while work runs."""
 
     def __init__(self, stub: CompactionServiceAsyncStub) -> None:
@@ -111,7 +111,7 @@ def _compact(session: str, strategy: policy_pb2.Strategy) -> pb.CompactRequest:
 
 
 async def _operations(
-    stub: CompactionServiceAsyncStub, probe: _Probe, size: int
+    stub: CompactionServiceAsyncStub, probe: Probe, size: int
 ) -> dict[str, float]:
     """Each operation's median seconds over ``REPEATS``: the restore leaves the window as
     the compact found it, so each round starts from the same window."""
@@ -160,7 +160,7 @@ async def run(scale: Scale, workdir: Path, log: Log) -> Outcome:
         grpc.aio.insecure_channel(server.address, options=options) as channel,
     ):
         stub: CompactionServiceAsyncStub = pb_grpc.CompactionServiceStub(channel)
-        probe = _Probe(stub)
+        probe = Probe(stub)
         for _ in range(20):
             await probe.read()
         probe.took.clear()

@@ -28,7 +28,7 @@ async def test_work_that_ends_in_the_turn_the_probe_wakes_in_is_timed(
         await asyncio.sleep(0)
         return 7
 
-    probe = window_cost._Probe(cast(Any, _InstantStub()))
+    probe = window_cost.Probe(cast(Any, _InstantStub()))
     answer, seconds = await probe.meanwhile(work())
     assert answer == 7
     assert 0 <= seconds < 1

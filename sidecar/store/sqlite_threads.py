@@ -33,6 +33,10 @@ async def run_in_connection_thread(
     return cast(T, result)
 
 
+THREAD_END_S = 5.0
+"""How long a failed connect waits for its thread to end."""
+
+
 async def connect(path: str, **options: Any) -> aiosqlite.Connection:
     """``aiosqlite.connect(path, **options)``, whose thread has ended if it fails.
 
@@ -46,7 +50,7 @@ async def connect(path: str, **options: Any) -> aiosqlite.Connection:
     try:
         return await connection
     except Exception:
-        await asyncio.to_thread(connection._thread.join)
+        await asyncio.to_thread(connection._thread.join, THREAD_END_S)
         raise
 
 
