@@ -52,11 +52,9 @@ def ids_page(
 ) -> tuple[session_pb2.Compaction, str]:
     """The record with the page of its ids that ``page_token`` starts, and the next token.
 
-    At most ``page_size`` ids (0: the default) and ``max_bytes`` bytes of
-    them; at least one id while any is left.
+    At most ``page_size`` ids (0: the default; the caller refused a negative
+    one) and ``max_bytes`` bytes of them; at least one id while any is left.
     """
-    if page_size < 0:
-        raise InvalidArgument("page_size", "must not be negative")
     size = min(page_size or DEFAULT_PAGE_IDS, MAX_PAGE_IDS)
     lists = (record.archived_ids, record.cleared_ids, record.inserted_ids)
     total = sum(map(len, lists))

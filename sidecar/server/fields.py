@@ -40,6 +40,13 @@ def stored(session_id: str, field: str = "session_id") -> str:
     return current_scope.get().inside(required(session_id, field), field)
 
 
+def page_size(value: int) -> int:
+    """A listing's page size: 0 (unset) is the default, a negative one is refused (AIP-158)."""
+    if value < 0:
+        raise InvalidArgument("page_size", "must not be negative (0 means the default)")
+    return value
+
+
 def usage_in(request: pb.AppendEventsRequest | pb.StreamEventsRequest) -> ModelUsage | None:
     """The provider's usage report an append carries, if any."""
     if not request.HasField("usage"):

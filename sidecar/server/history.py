@@ -45,16 +45,15 @@ class History:
     ) -> pb.ListCompactionsResponse:
         """A page of the session's compaction records, or of one record's ids (``ids_of``)."""
         session_id = fields.stored(request.session_id)
+        page_size = fields.page_size(request.page_size)
         budget = self.max_message_bytes // 2
         if request.ids_of:  # one record's ids, page by page
             record = await self.engine.restores.record(session_id, request.ids_of)
-            listed, token = compaction_ids.ids_page(
-                record, request.page_size, request.page_token, budget
-            )
+            listed, token = compaction_ids.ids_page(record, page_size, request.page_token, budget)
             return pb.ListCompactionsResponse(compactions=[listed], next_page_token=token)
         page = await self.engine.restores.history(
             session_id,
-            page_size=request.page_size,
+            page_size=page_size,
             page_token=request.page_token,
             max_bytes=budget,
         )
@@ -88,7 +87,7 @@ class History:
         """A page of the session's events, archived ones too unless ``active_only``."""
         page = await self.store.list_events(
             fields.stored(request.session_id),
-            page_size=request.page_size,
+            page_size=fields.page_size(request.page_size),
             page_token=request.page_token,
             include_archived=not request.active_only,
             max_bytes=self.max_message_bytes // 2,
@@ -120,7 +119,7 @@ class History:
         try:
             page = await self.store.search(
                 query,
-                page_size=request.page_size,
+                page_size=fields.page_size(request.page_size),
                 page_token=request.page_token,
                 timeout_s=remaining if by_deadline else budget,
                 max_bytes=self.max_message_bytes // 2,

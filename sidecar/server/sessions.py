@@ -53,7 +53,7 @@ class SessionHeaders:
         check_labels(request.label_filter, self.engine.limits, "label_filter")
         page = await self.store.list_sessions(
             SessionFilter(labels=dict(request.label_filter), id_prefix=current_scope.get().prefix),
-            page_size=request.page_size,
+            page_size=fields.page_size(request.page_size),
             page_token=request.page_token,
         )
         out = pb.ListSessionsResponse(next_page_token=page.next_page_token)

@@ -369,3 +369,26 @@ def test_a_compactions_ids_token_is_bound_to_its_session() -> None:
     with pytest.raises(InvalidArgument) as info:
         compaction_ids.ids_page(elsewhere, 2, token, 1 << 20)
     assert info.value.field == "page_token"
+
+
+async def test_a_negative_page_size_is_refused_by_every_listing(tmp_path: Path) -> None:
+    """AIP-158: a negative page size is INVALID_ARGUMENT naming ``page_size``, not the default."""
+    async with running(tmp_path) as sidecar:
+        async with grpc.aio.insecure_channel(address(sidecar)) as channel:
+            stub: Stub = pb_grpc.CompactionServiceStub(channel)
+            await seeded(stub)
+            refused = (grpc.StatusCode.INVALID_ARGUMENT, "page_size")
+            listings = [
+                stub.ListSessions(pb.ListSessionsRequest(page_size=-1)),
+                stub.ListEvents(pb.ListEventsRequest(session_id="s", page_size=-7)),
+                stub.SearchEvents(pb.SearchEventsRequest(query="paris", page_size=-1)),
+                stub.ListCompactions(pb.ListCompactionsRequest(session_id="s", page_size=-1)),
+                stub.ListCompactions(
+                    pb.ListCompactionsRequest(session_id="s", ids_of="any", page_size=-1)
+                ),
+            ]
+            for listing in listings:
+                assert await refusal(listing) == refused
+            # zero is the default, as before
+            listed = await stub.ListEvents(pb.ListEventsRequest(session_id="s", page_size=0))
+            assert len(listed.events) == 6

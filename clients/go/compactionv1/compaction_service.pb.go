@@ -208,7 +208,8 @@ func (x *GetSessionRequest) GetSessionId() string {
 // Request of ListSessions.
 type ListSessionsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// At most this many sessions (default 100, at most 1000).
+	// At most this many sessions (default 100, at most 1000). Negative is
+	// INVALID_ARGUMENT.
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// From a previous response's next_page_token.
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
@@ -1520,6 +1521,7 @@ type ListEventsRequest struct {
 	// At most this many events (default 100, at most 1000). A page also
 	// stops before it would pass half the server's message size limit (it
 	// always holds at least one event), so every session stays listable.
+	// Negative is INVALID_ARGUMENT.
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// From a previous response's next_page_token.
 	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
@@ -1659,7 +1661,8 @@ type SearchEventsRequest struct {
 	Since *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=since,proto3" json:"since,omitempty"`
 	// Events before this time.
 	Until *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=until,proto3" json:"until,omitempty"`
-	// At most this many hits (default 100, at most 1000).
+	// At most this many hits (default 100, at most 1000). Negative is
+	// INVALID_ARGUMENT.
 	PageSize int32 `protobuf:"varint,7,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// From a previous response's next_page_token.
 	PageToken     string `protobuf:"bytes,8,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
@@ -1898,7 +1901,7 @@ type ListCompactionsRequest struct {
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// At most this many compactions (default 100, at most 1000). A page also
 	// stops before it would pass half the server's message size limit (it
-	// always holds at least one).
+	// always holds at least one). Negative is INVALID_ARGUMENT.
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// From a previous response's next_page_token.
 	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`

@@ -170,7 +170,9 @@ class ListSessionsRequest(_message.Message):
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     LABEL_FILTER_FIELD_NUMBER: _builtins.int
     page_size: _builtins.int
-    """At most this many sessions (default 100, at most 1000)."""
+    """At most this many sessions (default 100, at most 1000). Negative is
+    INVALID_ARGUMENT.
+    """
     page_token: _builtins.str
     """From a previous response's next_page_token."""
     @_builtins.property
@@ -869,6 +871,7 @@ class ListEventsRequest(_message.Message):
     """At most this many events (default 100, at most 1000). A page also
     stops before it would pass half the server's message size limit (it
     always holds at least one event), so every session stays listable.
+    Negative is INVALID_ARGUMENT.
     """
     page_token: _builtins.str
     """From a previous response's next_page_token."""
@@ -942,7 +945,9 @@ class SearchEventsRequest(_message.Message):
     include_active: _builtins.bool
     """Search the active window too (archived events are always searched)."""
     page_size: _builtins.int
-    """At most this many hits (default 100, at most 1000)."""
+    """At most this many hits (default 100, at most 1000). Negative is
+    INVALID_ARGUMENT.
+    """
     page_token: _builtins.str
     """From a previous response's next_page_token."""
     @_builtins.property
@@ -1062,7 +1067,7 @@ class ListCompactionsRequest(_message.Message):
     page_size: _builtins.int
     """At most this many compactions (default 100, at most 1000). A page also
     stops before it would pass half the server's message size limit (it
-    always holds at least one).
+    always holds at least one). Negative is INVALID_ARGUMENT.
     """
     page_token: _builtins.str
     """From a previous response's next_page_token."""

@@ -93,7 +93,8 @@ export const GetSessionRequestSchema: GenMessage<GetSessionRequest> = /*@__PURE_
  */
 export type ListSessionsRequest = Message<"compaction.v1.ListSessionsRequest"> & {
   /**
-   * At most this many sessions (default 100, at most 1000).
+   * At most this many sessions (default 100, at most 1000). Negative is
+   * INVALID_ARGUMENT.
    *
    * @generated from field: int32 page_size = 1;
    */
@@ -845,6 +846,7 @@ export type ListEventsRequest = Message<"compaction.v1.ListEventsRequest"> & {
    * At most this many events (default 100, at most 1000). A page also
    * stops before it would pass half the server's message size limit (it
    * always holds at least one event), so every session stays listable.
+   * Negative is INVALID_ARGUMENT.
    *
    * @generated from field: int32 page_size = 2;
    */
@@ -951,7 +953,8 @@ export type SearchEventsRequest = Message<"compaction.v1.SearchEventsRequest"> &
   until?: Timestamp | undefined;
 
   /**
-   * At most this many hits (default 100, at most 1000).
+   * At most this many hits (default 100, at most 1000). Negative is
+   * INVALID_ARGUMENT.
    *
    * @generated from field: int32 page_size = 7;
    */
@@ -1066,7 +1069,7 @@ export type ListCompactionsRequest = Message<"compaction.v1.ListCompactionsReque
   /**
    * At most this many compactions (default 100, at most 1000). A page also
    * stops before it would pass half the server's message size limit (it
-   * always holds at least one).
+   * always holds at least one). Negative is INVALID_ARGUMENT.
    *
    * @generated from field: int32 page_size = 2;
    */

@@ -108,7 +108,7 @@ private static final long serialVersionUID = 0L;
    * <pre>
    * At most this many compactions (default 100, at most 1000). A page also
    * stops before it would pass half the server's message size limit (it
-   * always holds at least one).
+   * always holds at least one). Negative is INVALID_ARGUMENT.
    * </pre>
    *
    * <code>int32 page_size = 2 [json_name = "pageSize"];</code>
@@ -693,7 +693,7 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * At most this many compactions (default 100, at most 1000). A page also
      * stops before it would pass half the server's message size limit (it
-     * always holds at least one).
+     * always holds at least one). Negative is INVALID_ARGUMENT.
      * </pre>
      *
      * <code>int32 page_size = 2 [json_name = "pageSize"];</code>
@@ -707,7 +707,7 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * At most this many compactions (default 100, at most 1000). A page also
      * stops before it would pass half the server's message size limit (it
-     * always holds at least one).
+     * always holds at least one). Negative is INVALID_ARGUMENT.
      * </pre>
      *
      * <code>int32 page_size = 2 [json_name = "pageSize"];</code>
@@ -725,7 +725,7 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * At most this many compactions (default 100, at most 1000). A page also
      * stops before it would pass half the server's message size limit (it
-     * always holds at least one).
+     * always holds at least one). Negative is INVALID_ARGUMENT.
      * </pre>
      *
      * <code>int32 page_size = 2 [json_name = "pageSize"];</code>

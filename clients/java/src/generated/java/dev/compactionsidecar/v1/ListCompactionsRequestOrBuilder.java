@@ -34,7 +34,7 @@ public interface ListCompactionsRequestOrBuilder extends
    * <pre>
    * At most this many compactions (default 100, at most 1000). A page also
    * stops before it would pass half the server's message size limit (it
-   * always holds at least one).
+   * always holds at least one). Negative is INVALID_ARGUMENT.
    * </pre>
    *
    * <code>int32 page_size = 2 [json_name = "pageSize"];</code>

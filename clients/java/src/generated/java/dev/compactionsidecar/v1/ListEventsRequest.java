@@ -108,6 +108,7 @@ private static final long serialVersionUID = 0L;
    * At most this many events (default 100, at most 1000). A page also
    * stops before it would pass half the server's message size limit (it
    * always holds at least one event), so every session stays listable.
+   * Negative is INVALID_ARGUMENT.
    * </pre>
    *
    * <code>int32 page_size = 2 [json_name = "pageSize"];</code>
@@ -651,6 +652,7 @@ private static final long serialVersionUID = 0L;
      * At most this many events (default 100, at most 1000). A page also
      * stops before it would pass half the server's message size limit (it
      * always holds at least one event), so every session stays listable.
+     * Negative is INVALID_ARGUMENT.
      * </pre>
      *
      * <code>int32 page_size = 2 [json_name = "pageSize"];</code>
@@ -665,6 +667,7 @@ private static final long serialVersionUID = 0L;
      * At most this many events (default 100, at most 1000). A page also
      * stops before it would pass half the server's message size limit (it
      * always holds at least one event), so every session stays listable.
+     * Negative is INVALID_ARGUMENT.
      * </pre>
      *
      * <code>int32 page_size = 2 [json_name = "pageSize"];</code>
@@ -683,6 +686,7 @@ private static final long serialVersionUID = 0L;
      * At most this many events (default 100, at most 1000). A page also
      * stops before it would pass half the server's message size limit (it
      * always holds at least one event), so every session stays listable.
+     * Negative is INVALID_ARGUMENT.
      * </pre>
      *
      * <code>int32 page_size = 2 [json_name = "pageSize"];</code>

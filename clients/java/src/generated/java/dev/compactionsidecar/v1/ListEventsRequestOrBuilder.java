@@ -35,6 +35,7 @@ public interface ListEventsRequestOrBuilder extends
    * At most this many events (default 100, at most 1000). A page also
    * stops before it would pass half the server's message size limit (it
    * always holds at least one event), so every session stays listable.
+   * Negative is INVALID_ARGUMENT.
    * </pre>
    *
    * <code>int32 page_size = 2 [json_name = "pageSize"];</code>

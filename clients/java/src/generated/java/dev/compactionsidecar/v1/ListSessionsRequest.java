@@ -69,7 +69,8 @@ private static final long serialVersionUID = 0L;
   private int pageSize_ = 0;
   /**
    * <pre>
-   * At most this many sessions (default 100, at most 1000).
+   * At most this many sessions (default 100, at most 1000). Negative is
+   * INVALID_ARGUMENT.
    * </pre>
    *
    * <code>int32 page_size = 1 [json_name = "pageSize"];</code>
@@ -609,7 +610,8 @@ java.lang.String defaultValue) {
     private int pageSize_ ;
     /**
      * <pre>
-     * At most this many sessions (default 100, at most 1000).
+     * At most this many sessions (default 100, at most 1000). Negative is
+     * INVALID_ARGUMENT.
      * </pre>
      *
      * <code>int32 page_size = 1 [json_name = "pageSize"];</code>
@@ -621,7 +623,8 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * At most this many sessions (default 100, at most 1000).
+     * At most this many sessions (default 100, at most 1000). Negative is
+     * INVALID_ARGUMENT.
      * </pre>
      *
      * <code>int32 page_size = 1 [json_name = "pageSize"];</code>
@@ -637,7 +640,8 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * At most this many sessions (default 100, at most 1000).
+     * At most this many sessions (default 100, at most 1000). Negative is
+     * INVALID_ARGUMENT.
      * </pre>
      *
      * <code>int32 page_size = 1 [json_name = "pageSize"];</code>

@@ -12,7 +12,8 @@ public interface ListSessionsRequestOrBuilder extends
 
   /**
    * <pre>
-   * At most this many sessions (default 100, at most 1000).
+   * At most this many sessions (default 100, at most 1000). Negative is
+   * INVALID_ARGUMENT.
    * </pre>
    *
    * <code>int32 page_size = 1 [json_name = "pageSize"];</code>

@@ -325,7 +325,8 @@ private static final long serialVersionUID = 0L;
   private int pageSize_ = 0;
   /**
    * <pre>
-   * At most this many hits (default 100, at most 1000).
+   * At most this many hits (default 100, at most 1000). Negative is
+   * INVALID_ARGUMENT.
    * </pre>
    *
    * <code>int32 page_size = 7 [json_name = "pageSize"];</code>
@@ -1645,7 +1646,8 @@ private static final long serialVersionUID = 0L;
     private int pageSize_ ;
     /**
      * <pre>
-     * At most this many hits (default 100, at most 1000).
+     * At most this many hits (default 100, at most 1000). Negative is
+     * INVALID_ARGUMENT.
      * </pre>
      *
      * <code>int32 page_size = 7 [json_name = "pageSize"];</code>
@@ -1657,7 +1659,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * At most this many hits (default 100, at most 1000).
+     * At most this many hits (default 100, at most 1000). Negative is
+     * INVALID_ARGUMENT.
      * </pre>
      *
      * <code>int32 page_size = 7 [json_name = "pageSize"];</code>
@@ -1673,7 +1676,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * At most this many hits (default 100, at most 1000).
+     * At most this many hits (default 100, at most 1000). Negative is
+     * INVALID_ARGUMENT.
      * </pre>
      *
      * <code>int32 page_size = 7 [json_name = "pageSize"];</code>

@@ -165,7 +165,8 @@ public interface SearchEventsRequestOrBuilder extends
 
   /**
    * <pre>
-   * At most this many hits (default 100, at most 1000).
+   * At most this many hits (default 100, at most 1000). Negative is
+   * INVALID_ARGUMENT.
    * </pre>
    *
    * <code>int32 page_size = 7 [json_name = "pageSize"];</code>
