@@ -334,6 +334,14 @@ def load(args: argparse.Namespace, environ: dict[str, str] | None = None) -> Ser
             put(name, value, "--" + name.replace("_", "-"))
     try:
         check(config)
+        if "max_event_bytes" in sources and config.max_event_bytes > config.max_message_bytes:
+            # An event arrives in one message: the event limit set would never be the one met.
+            # (Left at its default, it is simply the message limit when that is lower.)
+            raise InvalidConfig(
+                "max_event_bytes",
+                f"must be at most max_message_bytes ({config.max_message_bytes}), "
+                f"got {config.max_event_bytes}",
+            )
         config.policy()  # a bad default policy fails here, naming where it came from
     except InvalidConfig as exc:
         source = sources.get(re.split(r"[.\[]", exc.field)[0])

@@ -53,7 +53,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "max_event_bytes",
         "1 MiB",
-        "the largest event; over it `RESOURCE_EXHAUSTED` naming the limit, nothing stored",
+        "the largest event; over it `RESOURCE_EXHAUSTED` naming the limit, nothing stored."
+        " Set above `--max-message-bytes`, the server refuses to start (an event arrives in"
+        " one message)",
     ),
     Setting(
         "max_message_bytes",

@@ -71,6 +71,21 @@ def test_bad_values_name_the_setting(tmp_path: Path) -> None:
     assert info.value.field == "read_cache_idle_s"
 
 
+def test_an_event_limit_past_the_message_limit_is_refused() -> None:
+    """An event travels in one message: a larger event limit would silently never apply."""
+    with pytest.raises(InvalidConfig) as info:
+        load(parse("--max-event-bytes", str(32 << 20)), {})
+    assert info.value.field == "max_event_bytes"
+    assert "max_message_bytes (16777216)" in info.value.description
+    assert "--max-event-bytes" in info.value.description  # where the value came from
+    config = load(
+        parse("--max-event-bytes", str(32 << 20), "--max-message-bytes", str(32 << 20)), {}
+    )
+    assert config.max_event_bytes == config.max_message_bytes == 32 << 20
+    # left at its default, the event limit may exceed a lowered message limit
+    assert load(parse("--max-message-bytes", "8192"), {}).max_message_bytes == 8192
+
+
 def test_read_cache_is_split_between_store_and_servicer() -> None:
     assert ServerConfig(read_cache_mib=64).read_cache_bytes() == (32 << 20, 32 << 20)
     assert ServerConfig(read_cache_mib=0).read_cache_bytes() == (0, 0)
