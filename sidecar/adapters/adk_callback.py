@@ -85,7 +85,9 @@ class CompactingModelCallback:
         self.await_compaction = await_compaction
         self.summary_author = summary_author
         self.namespace = namespace
-        self._sent: dict[str, set[str]] = {}
+        # Per session, the ids mirrored: the most recent sessions only. A session forgotten
+        # sends its events again, which stores nothing twice (an append is idempotent).
+        self._sent: Recent[set[str]] = Recent()
         self._calls: Recent[_Call] = Recent()
         self._prefixes: Recent[CachePrefix] = Recent()
 
@@ -107,7 +109,8 @@ class CompactingModelCallback:
         if sent is None:
             with contextlib.suppress(AlreadyExistsError):  # made by an earlier process
                 await client.create_session(key, self.policy, {LABEL_KIND: "mirror"})
-            sent = self._sent[key] = set()
+            sent = set()
+            self._sent.set(key, sent)
         new = [e for e in events if not e.partial and e.id not in sent]
         call = self._calls.pop(key)
         answer = next((e for e in new if call is not None and call.answered_by(e)), None)

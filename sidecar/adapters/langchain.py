@@ -151,8 +151,11 @@ class SessionCompactionMiddleware(AgentMiddleware):
         self.await_compaction = await_compaction
         self.cache_hints = cache_hints
         self.cache_min_tokens = cache_min_tokens
-        self._sent: dict[str, set[str]] = {}
-        self._windows: dict[str, SessionContext] = {}
+        # Per session, the ids mirrored and the window read for the next call: the most
+        # recent sessions only. A session forgotten sends its events again, which stores
+        # nothing twice (an append is idempotent).
+        self._sent: Recent[set[str]] = Recent()
+        self._windows: Recent[SessionContext] = Recent()
         # Per session: the last call's answer (its event id) and the usage to store with it.
         self._answers: Recent[tuple[str, ModelUsage]] = Recent()
 
@@ -188,11 +191,16 @@ class SessionCompactionMiddleware(AgentMiddleware):
             raw = _thread_session_id(runtime)
         return f"{self.namespace}/{_SAFE_ID.sub(lambda m: f':{ord(m.group()):02X}', raw)}"
 
-    def _new_events(self, key: str, messages: Sequence[AnyMessage]) -> list[Event]:
+    def _new_events(self, sent: set[str], messages: Sequence[AnyMessage]) -> list[Event]:
         ensure_ids(messages)
-        sent = self._sent.setdefault(key, set())
         events = [e for m in messages if (e := message_to_event(m)) is not None]
         return [e for e in events if e.id not in sent]
+
+    def _remember(self, key: str) -> set[str]:
+        """A new set of the ids mirrored to the session (never mirrored, or forgotten)."""
+        sent: set[str] = set()
+        self._sent.set(key, sent)
+        return sent
 
     # -- mirroring --
 
@@ -200,11 +208,13 @@ class SessionCompactionMiddleware(AgentMiddleware):
         """Append the messages not sent yet, the last call's answer with its usage; with
         ``await_compaction``, wait for a summary the appends started."""
         client = self.sync_client()
-        if key not in self._sent:
+        sent = self._sent.get(key)
+        if sent is None:
             with contextlib.suppress(AlreadyExistsError):
                 client.create_session(key, self.policy, {"adapter": "langchain"})
+            sent = self._remember(key)
         handle = client.session(key)
-        new = self._new_events(key, messages)
+        new = self._new_events(sent, messages)
         answer = self._answers.pop(key)
         scheduled = False
         for start in range(0, len(new), _APPEND_BATCH):
@@ -219,18 +229,20 @@ class SessionCompactionMiddleware(AgentMiddleware):
                             handle, [event], _usage_for([event], answer)
                         )
                         scheduled = appended.compaction_scheduled or scheduled
-            self._sent[key].update(e.id for e in batch)
+            sent.update(e.id for e in batch)
         if self.await_compaction and scheduled:
             handle.compact(BARRIER)
 
     async def _amirror(self, key: str, messages: Sequence[AnyMessage]) -> None:
         """``_mirror`` for async agents."""
         client = self.async_client()
-        if key not in self._sent:
+        sent = self._sent.get(key)
+        if sent is None:
             with contextlib.suppress(AlreadyExistsError):
                 await client.create_session(key, self.policy, {"adapter": "langchain"})
+            sent = self._remember(key)
         handle = client.session(key)
-        new = self._new_events(key, messages)
+        new = self._new_events(sent, messages)
         answer = self._answers.pop(key)
         scheduled = False
         for start in range(0, len(new), _APPEND_BATCH):
@@ -245,7 +257,7 @@ class SessionCompactionMiddleware(AgentMiddleware):
                             handle, [event], _usage_for([event], answer)
                         )
                         scheduled = appended.compaction_scheduled or scheduled
-            self._sent[key].update(e.id for e in batch)
+            sent.update(e.id for e in batch)
         if self.await_compaction and scheduled:
             await handle.compact(BARRIER)
 
@@ -255,7 +267,7 @@ class SessionCompactionMiddleware(AgentMiddleware):
         """Mirror the new messages, read the compacted window; never changes the state."""
         key = self.key(runtime)
         self._mirror(key, state["messages"])
-        self._windows[key] = self.sync_client().session(key).context()
+        self._windows.set(key, self.sync_client().session(key).context())
         return None
 
     async def abefore_model(
@@ -264,7 +276,7 @@ class SessionCompactionMiddleware(AgentMiddleware):
         """``before_model`` for async agents."""
         key = self.key(runtime)
         await self._amirror(key, state["messages"])
-        self._windows[key] = await self.async_client().session(key).context()
+        self._windows.set(key, await self.async_client().session(key).context())
         return None
 
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -283,13 +295,15 @@ class SessionCompactionMiddleware(AgentMiddleware):
         """The request with the compacted messages (and the cache hint, with ``cache_hints``),
         and the version of the window they are."""
         key = self.key(request.runtime)
-        context = self._windows.pop(key, None)
+        context = self._windows.pop(key)
         if context is None:  # before_model did not run for this call: orphans aside, as it is
             answered = without_orphans(request.messages)
             if answered != list(request.messages):
                 request = request.override(messages=answered)
             return request, None
-        messages = compacted_messages(context.events, request.messages, self._sent.get(key, set()))
+        messages = compacted_messages(
+            context.events, request.messages, self._sent.get(key) or set()
+        )
         compacted = request.override(messages=messages)
         if self.cache_hints is not None:
             compacted = with_cache_hints(

@@ -41,9 +41,12 @@ class Recent(Generic[T]):
     """What an adapter remembers of each session's last model call (the context version it
     was built from, and what identifies its answer), for the most recent sessions only."""
 
-    def __init__(self, max_sessions: int = MAX_SESSIONS) -> None:
-        self.max_sessions = max_sessions
+    def __init__(self, max_sessions: int | None = None) -> None:
+        self.max_sessions = MAX_SESSIONS if max_sessions is None else max_sessions
         self._by_session: OrderedDict[str, T] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._by_session)
 
     def set(self, key: str, value: T) -> None:
         self._by_session[key] = value
@@ -52,7 +55,11 @@ class Recent(Generic[T]):
             self._by_session.popitem(last=False)
 
     def get(self, key: str) -> T | None:
-        return self._by_session.get(key)
+        """The session's value, now the most recently used; None when not remembered."""
+        value = self._by_session.get(key)
+        if value is not None:
+            self._by_session.move_to_end(key)
+        return value
 
     def pop(self, key: str) -> T | None:
         return self._by_session.pop(key, None)

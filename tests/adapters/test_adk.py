@@ -81,7 +81,8 @@ class ScriptedLlm(BaseLlm):
                 contents=[c.model_copy(deep=True) for c in llm_request.contents],
             )
         )
-        last = llm_request.contents[-1]
+        # ADK may put the dynamic instruction after the turn (an agent with a static one)
+        last = next(c for c in reversed(llm_request.contents) if not _instruction(c))
         responses = [p.function_response for p in last.parts or [] if p.function_response]
         if responses:
             city = (responses[0].response or {})["city"]
@@ -95,6 +96,10 @@ class ScriptedLlm(BaseLlm):
         yield LlmResponse(
             content=types.Content(role="model", parts=[types.Part(function_call=call)])
         )
+
+
+def _instruction(content: types.Content) -> bool:
+    return INSTRUCTION in texts(content)
 
 
 def make_agent(script: Script, **kwargs: Any) -> LlmAgent:
@@ -363,3 +368,38 @@ async def test_callback_leaves_an_agent_without_history_its_current_turn(
         seen[name] = [[texts(content) for content in call.contents] for call in script.calls]
     assert seen["compacting"] == seen["adk"]
     assert all(len(contents) <= 3 for contents in seen["adk"])  # a turn, not the history
+
+
+async def test_callback_remembers_the_most_recent_sessions_only(
+    client: AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long-lived callback serving many sessions holds what it remembers for the most
+    recent ones only; a session it forgot is mirrored again, each event still stored once."""
+    monkeypatch.setattr("sidecar.adapters.usage.MAX_SESSIONS", 2)
+    script = Script()
+    callback = CompactingModelCallback(client, namespace="bounded")
+    sessions: BaseSessionService = InMemorySessionService()
+    runner = Runner(
+        app_name=APP,
+        agent=make_agent(script, before_model_callback=callback),
+        session_service=sessions,
+    )
+    ids = ["a", "b", "c"]
+    for session_id in ids:
+        await sessions.create_session(app_name=APP, user_id=USER, session_id=session_id)
+    for turn in range(3):
+        for session_id in ids:  # each session forgotten before its next turn
+            async for _ in runner.run_async(
+                user_id=USER, session_id=session_id, new_message=question(turn)
+            ):
+                pass
+            assert len(callback._sent) <= 2
+    for session_id in ids:
+        kept = await sessions.get_session(app_name=APP, user_id=USER, session_id=session_id)
+        assert kept is not None
+        key = session_key("bounded", APP, USER, session_id)
+        log = [e.id for e in [e async for e in client.session(key).events()] if not e.synthetic]
+        # Mirrored before each model call: all but the last answer, each once, in order.
+        assert log == [e.id for e in kept.events[:-1]]
+    for seen in script.calls:
+        assert_tool_pairs_intact(seen.contents)

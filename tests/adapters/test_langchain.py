@@ -119,6 +119,16 @@ def assert_compacted(calls: list[list[BaseMessage]]) -> int:
     return first
 
 
+def weather_agent(model: ScriptedChatModel, middleware: SessionCompactionMiddleware) -> Any:
+    return create_agent(
+        model,
+        [get_weather],
+        system_prompt=SYSTEM,
+        middleware=[middleware],
+        checkpointer=InMemorySaver(),
+    )
+
+
 @pytest.fixture
 def model() -> ScriptedChatModel:
     return ScriptedChatModel()
@@ -129,13 +139,7 @@ async def test_async_agent_gets_compacted_context_and_keeps_its_history(
 ) -> None:
     async with AsyncClient(sidecar_address) as client:
         middleware = SessionCompactionMiddleware(client, policy=POLICY, await_compaction=True)
-        agent = create_agent(
-            model,
-            [get_weather],
-            system_prompt=SYSTEM,
-            middleware=[middleware],
-            checkpointer=InMemorySaver(),
-        )
+        agent = weather_agent(model, middleware)
         config: Any = {"configurable": {"thread_id": "t-async"}}
         for turn in range(TURNS):
             await agent.ainvoke(question(turn), config)
@@ -164,13 +168,7 @@ def test_sync_agent_is_mirrored_idempotently(
         middleware = SessionCompactionMiddleware(
             client, policy=POLICY, session_id="fixed", await_compaction=True
         )
-        agent = create_agent(
-            model,
-            [get_weather],
-            system_prompt=SYSTEM,
-            middleware=[middleware],
-            checkpointer=InMemorySaver(),
-        )
+        agent = weather_agent(model, middleware)
         config: Any = {"configurable": {"thread_id": "t-sync"}}
         turns = 12
         for turn in range(turns):
@@ -192,3 +190,27 @@ def test_sync_agent_is_mirrored_idempotently(
         # Every earlier message once, plus the new turn's question, call, result and answer.
         assert len(real) == 4 * (turns + 1)
         assert len({e.id for e in real}) == len(real)
+
+
+def test_the_middleware_remembers_the_most_recent_threads_only(
+    sidecar_address: str, model: ScriptedChatModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long-lived middleware serving many threads holds what it remembers for the most
+    recent ones only; a thread it forgot is mirrored again, each message still stored once."""
+    monkeypatch.setattr("sidecar.adapters.usage.MAX_SESSIONS", 2)
+    with Client(sidecar_address) as client:
+        middleware = SessionCompactionMiddleware(client)
+        agent = weather_agent(model, middleware)
+        threads = ["bound-a", "bound-b", "bound-c"]
+        turns = 3
+        for turn in range(turns):
+            for thread in threads:  # each thread forgotten before its next turn
+                agent.invoke(question(turn), {"configurable": {"thread_id": thread}})
+                assert len(middleware._sent) <= 2
+                assert len(middleware._windows) <= 2
+        for thread in threads:
+            state = agent.get_state({"configurable": {"thread_id": thread}})
+            real = [e for e in client.session(f"langchain/{thread}").events() if not e.synthetic]
+            assert [e.id for e in real] == [m.id for m in state.values["messages"]]
+        for messages in model.seen:
+            assert_well_formed(messages)
