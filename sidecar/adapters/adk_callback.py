@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +14,8 @@ from google.adk.flows.llm_flows.contents import _get_contents
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.adk.sessions.session import Session as AdkSession
+from google.adk.utils._agent_mode import AgentMode
+from google.genai import types
 
 from sidecar.adapters.adk_cache import CachePrefix
 from sidecar.adapters.adk_mapping import (
@@ -163,13 +166,76 @@ class CompactingModelCallback:
             for content in llm_request.contents
             for part in content.parts or []
         )
-        llm_request.contents = _get_contents(
+        run_config = invocation.run_config
+        built = functools.partial(  # ADK's own content builder, as its contents processor calls it
+            _get_contents,
             invocation.branch,
-            window_to_adk(window, self.summary_author or callback_context.agent_name),
-            callback_context.agent_name,
+            agent_name=callback_context.agent_name,
             preserve_function_call_ids=keep_ids,
+            isolation_scope=invocation.isolation_scope,
+            node_path=invocation.node_path,
+            is_single_turn=getattr(invocation.agent, "mode", None) == AgentMode.SINGLE_TURN,
+            user_content=invocation.user_content,
+            include_thoughts_from_other_agents=bool(
+                run_config and run_config.include_thoughts_from_other_agents
+            ),
         )
+        compacted = built(window_to_adk(window, self.summary_author or callback_context.agent_name))
+        spliced = _spliced(llm_request.contents, built(list(session.events)), compacted)
+        llm_request.contents = compacted if spliced is None else spliced
         return None
+
+
+def _spliced(
+    request: list[types.Content], history: list[types.Content], window: list[types.Content]
+) -> list[types.Content] | None:
+    """The request with the part of its history the service compacted replaced by the window's
+    head; None when the request is not ``history`` with contents added.
+
+    ADK's processors add to the history they build: the dynamic instruction of an agent with
+    a ``static_instruction`` (first, or before the current turn), ``RunConfig``'s
+    ``model_input_context``, tools' instructions, and may change the history in place (a
+    planner clears ``thought``). Everything the request holds from the kept tail on stays as
+    ADK made it, what it added stays where ADK put it (at the start, or before the kept tail
+    when it stood among the compacted part), and only the compacted part gives way to the
+    window's head (the summary turn, the kept events before the tail).
+    """
+    tail = _common_suffix(history, window)
+    kept_from = len(history) - tail  # where in the history the window's tail starts
+    first: list[types.Content] = []
+    before_tail: list[types.Content] = []
+    rest: list[types.Content] = []
+    matched = 0
+    for content in request:
+        if matched < len(history) and _same(content, history[matched]):
+            if matched >= kept_from:
+                rest.append(content)
+            matched += 1
+        elif matched == 0:
+            first.append(content)
+        elif matched <= kept_from:
+            before_tail.append(content)
+        else:
+            rest.append(content)
+    if matched < len(history):
+        return None
+    return first + window[: len(window) - tail] + before_tail + rest
+
+
+def _common_suffix(a: list[types.Content], b: list[types.Content]) -> int:
+    count = 0
+    while count < min(len(a), len(b)) and a[-1 - count] == b[-1 - count]:
+        count += 1
+    return count
+
+
+def _same(sent: types.Content, built: types.Content) -> bool:
+    """Whether ``sent`` is ADK's ``built`` content, perhaps with ``thought`` cleared since."""
+    if sent == built:
+        return True
+    return sent.role == built.role and [
+        part.model_copy(update={"thought": None}) for part in sent.parts or []
+    ] == [part.model_copy(update={"thought": None}) for part in built.parts or []]
 
 
 def _usage_for(

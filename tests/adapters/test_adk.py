@@ -403,3 +403,74 @@ async def test_callback_remembers_the_most_recent_sessions_only(
         assert log == [e.id for e in kept.events[:-1]]
     for seen in script.calls:
         assert_tool_pairs_intact(seen.contents)
+
+
+CONTEXT_NOTE = types.Content(role="user", parts=[types.Part(text="Context: metric units.")])
+
+
+async def run_with_additions(script: Script, turns: int, **callbacks: Any) -> None:
+    """An agent with a ``static_instruction`` (so ADK puts its dynamic instruction among the
+    contents), each run given ``CONTEXT_NOTE`` as ``RunConfig.model_input_context``."""
+    from google.adk.agents.run_config import RunConfig
+
+    agent = make_agent(
+        script,
+        static_instruction=types.Content(role="user", parts=[types.Part(text="Be brief.")]),
+        **callbacks,
+    )
+    sessions: BaseSessionService = InMemorySessionService()
+    runner = Runner(app_name=APP, agent=agent, session_service=sessions)
+    await sessions.create_session(app_name=APP, user_id=USER, session_id="s")
+    for turn in range(turns):
+        async for _ in runner.run_async(
+            user_id=USER,
+            session_id="s",
+            new_message=question(turn),
+            run_config=RunConfig(model_input_context=[CONTEXT_NOTE]),
+        ):
+            pass
+
+
+async def test_callback_keeps_what_adk_adds_to_the_history(client: AsyncClient) -> None:
+    """An agent with a ``static_instruction`` gets its dynamic instruction as a content of its
+    own, and ``RunConfig.model_input_context`` adds contents before the turn: the callback
+    compacts the history around them, and the model sees each where ADK put it."""
+    script = Script()
+    callback = CompactingModelCallback(
+        client,
+        policy=adk_policy(compaction_interval=3, overlap_size=1, max_summary_tokens=96),
+        await_compaction=True,
+        namespace="additions",
+    )
+    turns = 9
+    await run_with_additions(script, turns, before_model_callback=callback)
+
+    assert len(script.calls) == 2 * turns
+    compacted = 0
+    for seen in script.calls:
+        assert_tool_pairs_intact(seen.contents)
+        # the dynamic instruction, once (where ADK puts it: the parity test below)
+        assert sum(_instruction(c) for c in seen.contents) == 1
+        # the context note right before the turn's question, once
+        notes = [i for i, c in enumerate(seen.contents) if texts(c) == texts(CONTEXT_NOTE)]
+        assert len(notes) == 1
+        assert "what is the weather" in texts(seen.contents[notes[0] + 1])
+        if any(texts(c) == DEFAULT_SHADOW_PROMPT.strip() for c in seen.contents):
+            compacted += 1
+    assert compacted >= 2 * (turns - 4)  # the history gave way to the summary turn
+
+
+async def test_callback_that_compacts_nothing_sends_what_adk_sends(client: AsyncClient) -> None:
+    """With nothing compacted, the request is ADK's own, contents for contents: what ADK
+    adds to the history (a static instruction's dynamic one, ``model_input_context``)
+    stands where ADK put it."""
+    seen: dict[str, list[list[types.Content]]] = {}
+    for name, callbacks in (
+        ("adk", {}),
+        ("compacting", {"before_model_callback": CompactingModelCallback(client, namespace="p")}),
+    ):
+        script = Script()
+        await run_with_additions(script, 3, **callbacks)
+        seen[name] = [call.contents for call in script.calls]
+    assert len(seen["adk"]) == 6
+    assert seen["compacting"] == seen["adk"]
