@@ -97,12 +97,29 @@ _APPEND_BATCH = 500
 SessionIdFn = Callable[[Runtime[Any]], str]
 
 
-def _thread_session_id(runtime: Runtime[Any]) -> str:
-    """The default session id: the graph run's ``thread_id``."""
+def _thread_session_id(messages: Sequence[AnyMessage]) -> str:
+    """The default session id: the graph run's ``thread_id``.
+
+    A run without one (no checkpointer: its state is its whole conversation, as
+    ``SummarizationMiddleware`` sees it) is named by its first message's id, which
+    the graph gives the message and keeps for the run, so each such run is a
+    session of its own.
+    """
     thread = get_config().get("configurable", {}).get("thread_id")
-    if thread is None:
-        raise ValueError("no thread_id in the run's config: pass session_id= to the middleware")
-    return str(thread)
+    if thread is not None:
+        return str(thread)
+    if not messages:
+        raise ValueError("no thread_id in the run's config and no messages: pass session_id=")
+    ensure_ids(messages[:1])
+    return f"run-{event_id(messages[0])}"
+
+
+def _state_messages(request: ModelRequest[Any]) -> Sequence[AnyMessage]:
+    """The run's state's messages, as the hooks got them (``request.messages`` may be another
+    middleware's override)."""
+    state = request.state or {}
+    messages: Sequence[AnyMessage] = state.get("messages") or request.messages
+    return messages
 
 
 class SessionCompactionMiddleware(AgentMiddleware):
@@ -110,7 +127,8 @@ class SessionCompactionMiddleware(AgentMiddleware):
 
     ``target``: an address, a ``Client`` (sync agents) or an ``AsyncClient``
     (async agents). ``session_id``: a fixed id, a function of the runtime, or
-    (default) the run's ``thread_id``; the service's id is
+    (default) the run's ``thread_id`` (a run without one: its first message's
+    id, so each run is a session of its own); the service's id is
     ``<namespace>/<id>``. New sessions get ``policy`` (None: the server's
     default). With ``await_compaction`` a mirror that started a background
     summary waits for it, so this very call sees it (and the mirror at the
@@ -181,14 +199,15 @@ class SessionCompactionMiddleware(AgentMiddleware):
             client = self._by_loop[loop] = AsyncClient(self._address, **self._options)
         return client
 
-    def key(self, runtime: Runtime[Any]) -> str:
-        """The service's session id for this run."""
+    def key(self, runtime: Runtime[Any], messages: Sequence[AnyMessage] = ()) -> str:
+        """The service's session id for this run (``messages``: the run's state's, which name
+        a run that has no ``thread_id``)."""
         if isinstance(self.session_id, str):
             raw = self.session_id
         elif self.session_id is not None:
             raw = self.session_id(runtime)
         else:
-            raw = _thread_session_id(runtime)
+            raw = _thread_session_id(messages)
         return f"{self.namespace}/{_SAFE_ID.sub(lambda m: f':{ord(m.group()):02X}', raw)}"
 
     def _new_events(self, sent: set[str], messages: Sequence[AnyMessage]) -> list[Event]:
@@ -265,7 +284,7 @@ class SessionCompactionMiddleware(AgentMiddleware):
 
     def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Mirror the new messages, read the compacted window; never changes the state."""
-        key = self.key(runtime)
+        key = self.key(runtime, state["messages"])
         self._mirror(key, state["messages"])
         self._windows.set(key, self.sync_client().session(key).context())
         return None
@@ -274,27 +293,27 @@ class SessionCompactionMiddleware(AgentMiddleware):
         self, state: AgentState[Any], runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         """``before_model`` for async agents."""
-        key = self.key(runtime)
+        key = self.key(runtime, state["messages"])
         await self._amirror(key, state["messages"])
         self._windows.set(key, await self.async_client().session(key).context())
         return None
 
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Mirror the run's last messages (its last call's answer, with its usage)."""
-        self._mirror(self.key(runtime), state["messages"])
+        self._mirror(self.key(runtime, state["messages"]), state["messages"])
         return None
 
     async def aafter_agent(
         self, state: AgentState[Any], runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         """``after_agent`` for async agents."""
-        await self._amirror(self.key(runtime), state["messages"])
+        await self._amirror(self.key(runtime, state["messages"]), state["messages"])
         return None
 
     def _compacted(self, request: ModelRequest[Any]) -> tuple[ModelRequest[Any], int | None]:
         """The request with the compacted messages (and the cache hint, with ``cache_hints``),
         and the version of the window they are."""
-        key = self.key(request.runtime)
+        key = self.key(request.runtime, _state_messages(request))
         context = self._windows.pop(key)
         if context is None:  # before_model did not run for this call: orphans aside, as it is
             answered = without_orphans(request.messages)
@@ -324,7 +343,7 @@ class SessionCompactionMiddleware(AgentMiddleware):
         if usage is None:
             return
         ensure_ids([message])  # the id it will be mirrored under
-        self._answers.set(self.key(request.runtime), (event_id(message), usage))
+        self._answers.set(self.key(request.runtime, request.messages), (event_id(message), usage))
 
     def wrap_model_call(
         self,

@@ -54,11 +54,11 @@ def recall_tool(
     )
 
     def search(query: str, runtime: ToolRuntime) -> str:
-        key = middleware.key(_graph_runtime(runtime))
+        key = middleware.key(_graph_runtime(runtime), runtime.state.get("messages", ()))
         return recall(middleware.sync_client(), key, query, settings)
 
     async def asearch(query: str, runtime: ToolRuntime) -> str:
-        key = middleware.key(_graph_runtime(runtime))
+        key = middleware.key(_graph_runtime(runtime), runtime.state.get("messages", ()))
         return await arecall(middleware.async_client(), key, query, settings)
 
     return StructuredTool.from_function(

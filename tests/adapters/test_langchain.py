@@ -214,3 +214,29 @@ def test_the_middleware_remembers_the_most_recent_threads_only(
             assert [e.id for e in real] == [m.id for m in state.values["messages"]]
         for messages in model.seen:
             assert_well_formed(messages)
+
+
+def test_a_run_without_a_thread_is_named_by_its_first_message(
+    sidecar_address: str, model: ScriptedChatModel
+) -> None:
+    """No checkpointer, no ``thread_id`` (as ``SummarizationMiddleware`` is used too): a run is
+    mirrored into a session named by its first message, so a caller that sends its history
+    back each run stays in one session, compacted; another conversation gets its own."""
+    with Client(sidecar_address) as client:
+        middleware = SessionCompactionMiddleware(client, policy=POLICY, await_compaction=True)
+        agent = create_agent(model, [get_weather], system_prompt=SYSTEM, middleware=[middleware])
+        history: list[BaseMessage] = []
+        for turn in range(12):
+            sent = [*history, *question(turn)["messages"]]
+            history = agent.invoke({"messages": sent})["messages"]
+        for messages in model.seen:
+            assert_well_formed(messages)
+        assert_compacted(model.seen)
+        key = f"langchain/run-{history[0].id}"
+        real = [e for e in client.session(key).events() if not e.synthetic]
+        assert [e.id for e in real] == [m.id for m in history]
+
+        other = agent.invoke(question(0))["messages"]
+        assert other[0].id != history[0].id
+        runs = [s for s in client.list_sessions() if s.session_id.startswith("langchain/run-")]
+        assert len(runs) == 2
