@@ -8,6 +8,7 @@ missed, so a slow watcher can never block appends.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -23,14 +24,20 @@ class Lagged:
     missed: int
 
 
+@dataclass(frozen=True, slots=True)
+class Gone:
+    """The session was deleted: no more results will come for it (after those queued)."""
+
+
 class Watcher:
-    """One subscription; iterate it for results (and Lagged notices)."""
+    """One subscription; iterate it for results (and Lagged notices, and Gone at the end)."""
 
     def __init__(self, hub: WatcherHub, session_id: str, size: int) -> None:
         self._hub = hub
         self.session_id = session_id
-        self._queue: asyncio.Queue[CompactionResult] = asyncio.Queue(maxsize=size)
+        self._queue: asyncio.Queue[CompactionResult | None] = asyncio.Queue(maxsize=size)
         self._missed = 0
+        self._gone = False
 
     def offer(self, result: CompactionResult) -> None:
         try:
@@ -39,14 +46,24 @@ class Watcher:
             self._missed += 1
             self._hub.dropped += 1
 
-    async def next(self) -> CompactionResult | Lagged:
-        """The next result; once the queued ones are read, a Lagged notice if any were lost."""
+    def end(self) -> None:
+        """The session was deleted: ``next`` gives Gone once the results queued are read."""
+        self._gone = True
+        with contextlib.suppress(asyncio.QueueFull):  # full: a reader is not waiting
+            self._queue.put_nowait(None)  # wakes a reader waiting
+
+    async def next(self) -> CompactionResult | Lagged | Gone:
+        """The next result; once the queued ones are read, a Lagged notice if any were lost,
+        and Gone for good once the session was deleted."""
         if self._queue.empty() and self._missed:
             missed, self._missed = self._missed, 0
             return Lagged(missed)
-        return await self._queue.get()
+        if self._gone and self._queue.empty():
+            return Gone()
+        result = await self._queue.get()
+        return Gone() if result is None else result
 
-    async def __aiter__(self) -> AsyncIterator[CompactionResult | Lagged]:
+    async def __aiter__(self) -> AsyncIterator[CompactionResult | Lagged | Gone]:
         while True:
             yield await self.next()
 
@@ -94,6 +111,12 @@ class WatcherHub:
         if not watchers:
             del self._by_session[watcher.session_id]
             self._known.pop(watcher.session_id, None)
+
+    def end(self, session_id: str) -> None:
+        """The session was deleted: each of its watchers ends (``Watcher.end``)."""
+        for watcher in tuple(self._by_session.get(session_id, ())):
+            watcher.end()
+            self.remove(watcher)
 
     def queued(self) -> int:
         """Results waiting in watchers' queues, not yet read."""

@@ -24,8 +24,8 @@ from google.rpc import code_pb2
 from grpc_status import rpc_status
 
 from sidecar.engine.engine import SessionEngine
-from sidecar.engine.watchers import Lagged
-from sidecar.errors import InvalidArgument, LimitExceeded
+from sidecar.engine.watchers import Gone, Lagged
+from sidecar.errors import InvalidArgument, LimitExceeded, SessionNotFound, StoreUnavailable
 from sidecar.gen.compaction.v1 import (
     compaction_service_pb2 as pb,
 )
@@ -35,7 +35,7 @@ from sidecar.gen.compaction.v1 import (
 from sidecar.gen.compaction.v1 import (
     session_pb2,
 )
-from sidecar.model import CompactionResult
+from sidecar.model import CompactionResult, Session
 from sidecar.providers.fragments import Fragments
 from sidecar.server import answers, convert, fields
 from sidecar.server.appends import Appends
@@ -60,6 +60,9 @@ Resp = TypeVar("Resp")
 # How often an idle long-lived call checks that its token is still in force (the token
 # file itself is re-read at most once a second).
 REVOCATION_CHECK_S = 0.5
+WATCHED_SESSION_CHECK_S = 30.0
+"""How often an idle WatchSession reads whether its session still exists: a deletion through
+this server ends the watch at once, one through another replica by this check."""
 REVOKED = "bearer token revoked: this call ended with it"
 
 StreamKey = tuple[str | None, str]
@@ -357,25 +360,35 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         current_scope.set(self.scope_of(context))
         try:
             session_id = fields.stored(request.session_id)
-            await self.store.get_session(session_id)
+            session = await self.store.get_session(session_id)
             opened = self._open_stream(context)
         except Exception as exc:
             await abort(context, exc)
             raise  # unreachable: abort raises
         watcher = self.engine.watch(session_id)
         scope = current_scope.get()
+        loop = asyncio.get_running_loop()
+        checked = loop.time()
         try:
             # Headers now, so a client knows the watch is in place before the first result.
             await context.send_initial_metadata(())
             while True:
                 try:
-                    update: CompactionResult | Lagged = await asyncio.wait_for(
+                    update: CompactionResult | Lagged | Gone = await asyncio.wait_for(
                         watcher.next(), REVOCATION_CHECK_S
                     )
                 except TimeoutError:
                     if self.revoked(context, scope):
                         await context.abort(grpc.StatusCode.UNAUTHENTICATED, REVOKED)
-                    continue
+                    if loop.time() - checked < WATCHED_SESSION_CHECK_S:
+                        continue
+                    checked = loop.time()  # deleted through another replica?
+                    if await self._still_there(session):
+                        continue
+                    update = Gone()
+                if isinstance(update, Gone):  # the session was deleted: the watch ends
+                    await abort(context, SessionNotFound(session_id))
+                    return  # unreachable: abort raises
                 if self.revoked(context, scope):
                     await context.abort(grpc.StatusCode.UNAUTHENTICATED, REVOKED)
                 out = pb.WatchSessionResponse()
@@ -387,6 +400,17 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         finally:
             watcher.close()
             self._close_stream(opened)
+
+    async def _still_there(self, watched: Session) -> bool:
+        """Whether the watched session is still the one the watch began on (not deleted, nor
+        created again); a store that does not answer is not taken for a deletion."""
+        try:
+            session = await self.store.get_session(watched.session_id)
+        except SessionNotFound:
+            return False
+        except StoreUnavailable:
+            return True
+        return session.incarnation == watched.incarnation
 
     # -- the log ------------------------------------------------------------
 

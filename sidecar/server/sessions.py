@@ -90,4 +90,5 @@ class SessionHeaders:
         self.contexts.forget(session_id)
         await self.store.delete_session(session_id)
         self.engine.models.forget(session_id)  # its estimates go with it
+        self.engine.watchers.end(session_id)  # its watches end (NOT_FOUND)
         return pb.DeleteSessionResponse()

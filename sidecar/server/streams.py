@@ -33,7 +33,7 @@ import collections
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Generic, TypeVar
 
-from sidecar.engine.watchers import Lagged, Watcher
+from sidecar.engine.watchers import Gone, Lagged, Watcher
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.server import answers
 from sidecar.server.decoding import Undecodable
@@ -292,6 +292,10 @@ class EventStream:
     async def _forward(self, watcher: Watcher, session_id: str) -> None:
         while True:
             update = await watcher.next()
+            if isinstance(update, Gone):  # deleted: an append after makes a watch anew
+                if self._watchers.get(session_id) is watcher:
+                    del self._watchers[session_id]
+                return
             if isinstance(update, Lagged):
                 continue  # a stream only relays results; WatchSession reports lag
             out = pb.StreamEventsResponse(session_id=session_id)

@@ -15,7 +15,7 @@ from sidecar.compaction.sliding_window import SlidingWindow
 from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.triggers import Always, TurnCount
 from sidecar.engine.engine import COUNT_IN_THREAD_CHARS, SessionEngine, policy_json
-from sidecar.engine.watchers import Lagged, Watcher
+from sidecar.engine.watchers import Gone, Lagged, Watcher
 from sidecar.errors import (
     InvalidArgument,
     LimitExceeded,
@@ -109,7 +109,7 @@ async def test_summary_runs_in_background_and_appends_during_the_call_stand(
     assert not during.compaction_scheduled
     summarizer.gate.set()
     result = await asyncio.wait_for(watcher.next(), 5)
-    assert not isinstance(result, Lagged)
+    assert isinstance(result, CompactionResult)
     assert result.compacted
     assert summarizer.calls == 1
     context = await ids_of_context(engine, "s")
@@ -209,7 +209,7 @@ async def test_a_scheduled_summary_that_is_superseded_still_answers_its_watchers
     assert other.compacted
     summarizer.gate.set()
     result = await asyncio.wait_for(watcher.next(), 5)
-    assert not isinstance(result, Lagged)
+    assert isinstance(result, CompactionResult)
     assert not result.compacted
     assert result.skipped_reason is SkipReason.SUPERSEDED
     assert result.version == other.version
@@ -235,7 +235,7 @@ async def test_a_summary_of_a_deleted_session_does_not_land_on_its_successor(
     before = await store.active_window("s")
     summarizer.gate.set()
     result = await asyncio.wait_for(watcher.next(), 5)
-    assert not isinstance(result, Lagged)
+    assert isinstance(result, CompactionResult)
     assert not result.compacted
     assert result.skipped_reason is SkipReason.SUPERSEDED
     await engine.wait_idle()
@@ -320,6 +320,30 @@ async def test_slow_watcher_is_told_it_fell_behind_and_never_blocks(store: Sqlit
     assert lagged.missed > 0
     watcher.close()
     assert len(engine.watchers) == 0
+
+
+async def test_a_deleted_sessions_watchers_read_what_was_queued_then_gone(
+    store: SqliteStore,
+) -> None:
+    """Ending a watch keeps its order: the results queued, the count lost, then Gone for good
+    (a reader already waiting wakes at once)."""
+    engine = SessionEngine(store)
+    engine.watchers = type(engine.watchers)(queue_size=1)
+    await engine.create_session("s", policy=CompactionPolicy(Always(), SlidingWindow(2)))
+    full, waiting = engine.watch("s"), engine.watch("s")
+    for n in range(4):  # each queue holds one result; the others are lost
+        await engine.append("s", turn(n))
+    assert isinstance(await waiting.next(), CompactionResult)
+    assert isinstance(await waiting.next(), Lagged)
+    reader = asyncio.create_task(waiting.next())
+    await asyncio.sleep(0)
+    engine.watchers.end("s")
+    assert isinstance(await asyncio.wait_for(reader, 5), Gone)
+    assert [type(await full.next()) for _ in range(4)] == [CompactionResult, Lagged, Gone, Gone]
+    assert len(engine.watchers) == 0
+    full.close()  # closing an ended watcher is harmless
+    waiting.close()
+    assert engine.watchers.watchers == 0
 
 
 async def test_bad_input_is_rejected_before_anything_is_stored(store: SqliteStore) -> None:

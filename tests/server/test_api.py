@@ -382,6 +382,40 @@ async def test_stream_acks_in_order_with_errors_and_background_compactions(tmp_p
             assert any(e.synthetic and e.text == "rolling summary" for e in context.events)
 
 
+async def test_a_stream_relays_the_results_of_a_session_deleted_and_created_again(
+    tmp_path: Path,
+) -> None:
+    """A stream's relay of a session's results ends with the session; appending to the one
+    created again under its id relays that one's results."""
+    async with running(tmp_path, summarizer=FakeSummarizer("rolling summary")) as sidecar:
+        async with grpc.aio.insecure_channel(address(sidecar)) as channel:
+            stub = pb_grpc.CompactionServiceStub(channel)
+            call: Any = stub.StreamEvents()  # type: ignore[call-arg]
+
+            async def compacted_after_appends(tag: str) -> None:
+                await stub.CreateSession(pb.CreateSessionRequest(session_id="s", policy=SUMMARY))
+                for n in range(5):
+                    await call.write(
+                        pb.StreamEventsRequest(
+                            request_id=f"{tag}{n}", session_id="s", events=turn(n)
+                        )
+                    )
+                acks = compactions = 0
+                while acks < 5 or not compactions:
+                    response = await asyncio.wait_for(call.read(), 5)
+                    assert response is not grpc.aio.EOF  # type: ignore[attr-defined]
+                    if response.WhichOneof("result") == "append":
+                        acks += 1
+                    else:
+                        assert response.compaction.compacted
+                        compactions += 1
+
+            await compacted_after_appends("first")
+            await stub.DeleteSession(pb.DeleteSessionRequest(session_id="s"))
+            await compacted_after_appends("again")
+            await call.done_writing()
+
+
 async def test_stream_interleaving_sessions_answers_in_request_order(tmp_path: Path) -> None:
     """Requests for many sessions, sent back to back, run side by side in the server;
     the answers still come in request order, each session's events in its order,
@@ -484,6 +518,39 @@ async def test_compact_with_override_and_watchers(stub: Stub) -> None:
 async def test_watch_of_a_missing_session_is_not_found(stub: Stub) -> None:
     call = stub.WatchSession(pb.WatchSessionRequest(session_id="nope"))
     await expect(grpc.StatusCode.NOT_FOUND, call.read())
+
+
+async def test_a_watch_ends_not_found_when_its_session_is_deleted(stub: Stub) -> None:
+    """A watch never outlives its session: deleting it ends the call at once, as NOT_FOUND."""
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="s", policy=WINDOW))
+    watch = stub.WatchSession(pb.WatchSessionRequest(session_id="s"))
+    await watch.initial_metadata()  # the watch is in place
+    await stub.DeleteSession(pb.DeleteSessionRequest(session_id="s"))
+    error = await expect(grpc.StatusCode.NOT_FOUND, asyncio.wait_for(watch.read(), 5))
+    assert "'s'" in (error.details() or "")
+
+
+@pytest.mark.parametrize("again", [False, True], ids=["deleted", "created-again"])
+async def test_a_watch_ends_when_another_server_deletes_its_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, again: bool
+) -> None:
+    """Deleted through another server on the same store (or deleted and created again under
+    its id), the session's watch here ends at its next check, as NOT_FOUND."""
+    monkeypatch.setattr("sidecar.server.servicer.WATCHED_SESSION_CHECK_S", 0.2)
+    async with running(tmp_path) as here, running(tmp_path) as there:
+        async with (
+            grpc.aio.insecure_channel(address(here)) as near,
+            grpc.aio.insecure_channel(address(there)) as far,
+        ):
+            stub: Stub = pb_grpc.CompactionServiceStub(near)
+            other: Stub = pb_grpc.CompactionServiceStub(far)
+            await stub.CreateSession(pb.CreateSessionRequest(session_id="s", policy=WINDOW))
+            watch = stub.WatchSession(pb.WatchSessionRequest(session_id="s"))
+            await watch.initial_metadata()
+            await other.DeleteSession(pb.DeleteSessionRequest(session_id="s"))
+            if again:
+                await other.CreateSession(pb.CreateSessionRequest(session_id="s", policy=WINDOW))
+            await expect(grpc.StatusCode.NOT_FOUND, asyncio.wait_for(watch.read(), 10))
 
 
 async def test_summarizer_failures_map_to_their_codes_and_change_nothing(tmp_path: Path) -> None:

@@ -64,7 +64,8 @@ type CompactionServiceClient interface {
 	GetContext(ctx context.Context, in *GetContextRequest, opts ...grpc.CallOption) (*GetContextResponse, error)
 	// Runs a compaction pass now and waits for its result.
 	Compact(ctx context.Context, in *CompactRequest, opts ...grpc.CallOption) (*CompactResponse, error)
-	// Streams every compaction result of a session as it lands.
+	// Streams every compaction result of a session as it lands. Ends with
+	// NOT_FOUND when the session is deleted (or deleted and created again).
 	WatchSession(ctx context.Context, in *WatchSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSessionResponse], error)
 	// The whole log, archived events included, in log order.
 	ListEvents(ctx context.Context, in *ListEventsRequest, opts ...grpc.CallOption) (*ListEventsResponse, error)
@@ -269,7 +270,8 @@ type CompactionServiceServer interface {
 	GetContext(context.Context, *GetContextRequest) (*GetContextResponse, error)
 	// Runs a compaction pass now and waits for its result.
 	Compact(context.Context, *CompactRequest) (*CompactResponse, error)
-	// Streams every compaction result of a session as it lands.
+	// Streams every compaction result of a session as it lands. Ends with
+	// NOT_FOUND when the session is deleted (or deleted and created again).
 	WatchSession(*WatchSessionRequest, grpc.ServerStreamingServer[WatchSessionResponse]) error
 	// The whole log, archived events included, in log order.
 	ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error)

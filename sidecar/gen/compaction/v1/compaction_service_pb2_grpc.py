@@ -184,7 +184,8 @@ class CompactionServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def WatchSession(self, request, context):
-        """Streams every compaction result of a session as it lands.
+        """Streams every compaction result of a session as it lands. Ends with
+        NOT_FOUND when the session is deleted (or deleted and created again).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

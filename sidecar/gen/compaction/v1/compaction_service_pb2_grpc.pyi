@@ -62,7 +62,9 @@ class CompactionServiceStub:
     Compact: _grpc.UnaryUnaryMultiCallable[_compaction_service_pb2.CompactRequest, _compaction_service_pb2.CompactResponse]
     """Runs a compaction pass now and waits for its result."""
     WatchSession: _grpc.UnaryStreamMultiCallable[_compaction_service_pb2.WatchSessionRequest, _compaction_service_pb2.WatchSessionResponse]
-    """Streams every compaction result of a session as it lands."""
+    """Streams every compaction result of a session as it lands. Ends with
+    NOT_FOUND when the session is deleted (or deleted and created again).
+    """
     ListEvents: _grpc.UnaryUnaryMultiCallable[_compaction_service_pb2.ListEventsRequest, _compaction_service_pb2.ListEventsResponse]
     """The whole log, archived events included, in log order."""
     SearchEvents: _grpc.UnaryUnaryMultiCallable[_compaction_service_pb2.SearchEventsRequest, _compaction_service_pb2.SearchEventsResponse]
@@ -110,7 +112,9 @@ class CompactionServiceAsyncStub(CompactionServiceStub):
     Compact: _aio.UnaryUnaryMultiCallable[_compaction_service_pb2.CompactRequest, _compaction_service_pb2.CompactResponse]  # type: ignore[assignment]
     """Runs a compaction pass now and waits for its result."""
     WatchSession: _aio.UnaryStreamMultiCallable[_compaction_service_pb2.WatchSessionRequest, _compaction_service_pb2.WatchSessionResponse]  # type: ignore[assignment]
-    """Streams every compaction result of a session as it lands."""
+    """Streams every compaction result of a session as it lands. Ends with
+    NOT_FOUND when the session is deleted (or deleted and created again).
+    """
     ListEvents: _aio.UnaryUnaryMultiCallable[_compaction_service_pb2.ListEventsRequest, _compaction_service_pb2.ListEventsResponse]  # type: ignore[assignment]
     """The whole log, archived events included, in log order."""
     SearchEvents: _aio.UnaryUnaryMultiCallable[_compaction_service_pb2.SearchEventsRequest, _compaction_service_pb2.SearchEventsResponse]  # type: ignore[assignment]
@@ -215,7 +219,9 @@ class CompactionServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _compaction_service_pb2.WatchSessionRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_compaction_service_pb2.WatchSessionResponse], _abc.AsyncIterator[_compaction_service_pb2.WatchSessionResponse]]:
-        """Streams every compaction result of a session as it lands."""
+        """Streams every compaction result of a session as it lands. Ends with
+        NOT_FOUND when the session is deleted (or deleted and created again).
+        """
 
     @_abc_1.abstractmethod
     def ListEvents(

@@ -1352,7 +1352,8 @@ export const CompactionService: GenService<{
     output: typeof CompactResponseSchema;
   },
   /**
-   * Streams every compaction result of a session as it lands.
+   * Streams every compaction result of a session as it lands. Ends with
+   * NOT_FOUND when the session is deleted (or deleted and created again).
    *
    * @generated from rpc compaction.v1.CompactionService.WatchSession
    */

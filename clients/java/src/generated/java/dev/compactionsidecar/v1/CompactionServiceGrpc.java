@@ -602,7 +602,8 @@ public final class CompactionServiceGrpc {
 
     /**
      * <pre>
-     * Streams every compaction result of a session as it lands.
+     * Streams every compaction result of a session as it lands. Ends with
+     * NOT_FOUND when the session is deleted (or deleted and created again).
      * </pre>
      */
     public void watchSession(dev.compactionsidecar.v1.WatchSessionRequest request,
@@ -881,7 +882,8 @@ public final class CompactionServiceGrpc {
 
     /**
      * <pre>
-     * Streams every compaction result of a session as it lands.
+     * Streams every compaction result of a session as it lands. Ends with
+     * NOT_FOUND when the session is deleted (or deleted and created again).
      * </pre>
      */
     public void watchSession(dev.compactionsidecar.v1.WatchSessionRequest request,
@@ -1041,7 +1043,8 @@ public final class CompactionServiceGrpc {
 
     /**
      * <pre>
-     * Streams every compaction result of a session as it lands.
+     * Streams every compaction result of a session as it lands. Ends with
+     * NOT_FOUND when the session is deleted (or deleted and created again).
      * </pre>
      */
     public java.util.Iterator<dev.compactionsidecar.v1.WatchSessionResponse> watchSession(
