@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -372,7 +373,11 @@ func rebuild(msg *compaction.StreamMessage) *pb.StreamEventsResponse {
 func failed(err error) Outcome {
 	var e *compaction.Error
 	if !errors.As(err, &e) {
-		return Outcome{Code: "UNKNOWN", Message: err.Error()}
+		st, ok := status.FromError(err)
+		if !ok {
+			return Outcome{Code: "UNKNOWN", Message: err.Error()}
+		}
+		e = compaction.StatusError(st.Proto()) // a call made on the raw stub, read as the client reads it
 	}
 	out := Outcome{Code: codeName(e.Code), Message: e.Message}
 	for _, v := range e.FieldViolations {
