@@ -138,7 +138,14 @@ def _token(path: str | None) -> str | None:
     """The bearer token in the file at ``path`` (``--token-file``), or None without one."""
     if not path:
         return None
-    return _read(path, "token_file").decode(errors="replace").strip()
+    token = _read(path, "token_file").decode(errors="replace").strip()
+    if not token or any(c.isspace() or not c.isprintable() for c in token):
+        # The server's --auth-token-file holds "TENANT TOKEN" lines; this one the token alone.
+        raise _Unusable(
+            f"token_file: {path!r} must hold the bearer token alone"
+            " (one line, no spaces; the server's token file has a TENANT TOKEN line each)"
+        )
+    return token
 
 
 def _tls(args: argparse.Namespace) -> Tls | None:

@@ -194,6 +194,20 @@ def test_an_unreadable_token_file_and_a_refusal_are_one_line_on_stderr(tmp_path:
             f"compaction-sidecar {command[0]}: token_file: cannot read 'nope.tok':"
             " No such file or directory"
         ]
+        # The server's token file (TENANT TOKEN lines) given where the token alone goes.
+        (tmp_path / "tokens").write_text("acme acme-token\nglobex globex-token\n")
+        server_file = subprocess.run(
+            [sys.executable, "-m", "sidecar.cli", *command, "--token-file", "tokens"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+        )
+        assert server_file.returncode == 2
+        assert server_file.stderr.splitlines() == [
+            f"compaction-sidecar {command[0]}: token_file: 'tokens' must hold the bearer token"
+            " alone (one line, no spaces; the server's token file has a TENANT TOKEN line each)"
+        ]
         # Nothing listens there: the client's refusal, on stderr.
         unreachable = subprocess.run(
             [sys.executable, "-m", "sidecar.cli", *command, "--addr", f"127.0.0.1:{closed_port()}"],
