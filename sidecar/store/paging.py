@@ -36,6 +36,7 @@ import hashlib
 import hmac
 import json
 import secrets
+from dataclasses import dataclass
 
 from sidecar.errors import InvalidArgument
 
@@ -156,25 +157,44 @@ many matches there are.
 """
 
 
-def decode_search_place(token: str, *, bound: str) -> tuple[int, int]:
-    """Where a search's page starts: its block (0 the newest) and its offset in it."""
+@dataclass(frozen=True, slots=True)
+class SearchPlace:
+    """Where a search's page starts: its block (0 the newest), its offset in it, and the
+    newest event the listing sees (None: any; a token of an older server)."""
+
+    block: int
+    offset: int
+    newest: int | None
+
+    def next_token(self, bound: str, read: int, more_in_block: bool, more_blocks: bool) -> str:
+        """The token of the page after one that read ``read`` hits from here."""
+        if more_in_block:
+            place = (self.block, self.offset + read)
+        elif more_blocks:
+            place = (self.block + 1, 0)
+        else:
+            return ""
+        after = place if self.newest is None else (*place, self.newest)
+        return encode_token("search", bound, after)
+
+
+def decode_search_place(token: str, *, bound: str) -> SearchPlace | None:
+    """Where a search's page starts; None for the first page.
+
+    A listing sees the events stored when its first page was read (the store
+    puts the newest event's key then in ``SearchPlace.newest``), so the events
+    appended while a client pages cannot move the hits of the pages still to
+    come: each hit comes once.
+    """
     if not token:
-        return 0, 0
-    block, offset = decode_int_key(token, kind="search", bound=bound, length=2)
-    if block < 0 or offset < 0:
+        return None
+    length = len(_decode(token, "search", bound))
+    if length not in (2, 3):
         raise InvalidArgument(_FIELD, "malformed page token")
-    return block, offset
-
-
-def search_next_token(
-    bound: str, block: int, offset: int, read: int, more_in_block: bool, more_blocks: bool
-) -> str:
-    """The token of the page after one that read ``read`` hits from ``offset`` of ``block``."""
-    if more_in_block:
-        return encode_token("search", bound, (block, offset + read))
-    if more_blocks:
-        return encode_token("search", bound, (block + 1, 0))
-    return ""
+    values = decode_int_key(token, kind="search", bound=bound, length=length)
+    if any(v < 0 for v in values):
+        raise InvalidArgument(_FIELD, "malformed page token")
+    return SearchPlace(values[0], values[1], values[2] if length == 3 else None)
 
 
 def decode_str_key(token: str, *, kind: str, bound: str) -> str:

@@ -21,12 +21,12 @@ from sidecar.store.codec import decode_event, to_micros
 from sidecar.store.event_cache import DecodedEvents
 from sidecar.store.paging import (
     SEARCH_BLOCK,
+    SearchPlace,
     decode_int_key,
     decode_search_place,
     decode_str_key,
     encode_token,
     fingerprint,
-    search_next_token,
 )
 from sidecar.store.postgres_schema import INDEXED_TEXT_CHARS, SEARCH_CONFIG, Db
 from sidecar.store.protocol import (
@@ -305,12 +305,18 @@ async def search(
         query.since.isoformat() if query.since else None,
         query.until.isoformat() if query.until else None,
     )
-    block, offset = decode_search_place(token, bound=bound)
+    place = decode_search_place(token, bound=bound)
     words = query_words(query.text)
     if not words.strip():
         return Page(())
+    if place is None:  # the first page: the listing sees the events stored now
+        place = SearchPlace(0, 0, await db.fetchval("SELECT coalesce(max(pk), 0) FROM events"))
+    block, offset = place.block, place.offset
     clauses = ["e.search @@ q.query"]
     params: list[object] = [words]
+    if place.newest is not None:
+        params.append(place.newest)
+        clauses.append(f"e.pk <= ${len(params)}")
     if query.session_id is not None:
         session_pk, _ = await get_session(db, query.session_id)
         params.append(session_pk)
@@ -386,8 +392,7 @@ async def search(
         )
         is not None
     )
-    next_token = search_next_token(bound, block, offset, read, more_in_block, more_blocks)
-    return Page(items[:kept], next_token)
+    return Page(items[:kept], place.next_token(bound, read, more_in_block, more_blocks))
 
 
 async def marked_rows(db: Db, pks: list[int]) -> list[counter_rules.Marked]:

@@ -20,12 +20,12 @@ from sidecar.store.codec import decode_event, decode_labels, from_micros, to_mic
 from sidecar.store.event_cache import DecodedEvents
 from sidecar.store.paging import (
     SEARCH_BLOCK,
+    SearchPlace,
     decode_int_key,
     decode_search_place,
     decode_str_key,
     encode_token,
     fingerprint,
-    search_next_token,
 )
 from sidecar.store.protocol import (
     Page,
@@ -304,12 +304,19 @@ def search(
         query.since.isoformat() if query.since else None,
         query.until.isoformat() if query.until else None,
     )
-    block, offset = decode_search_place(token, bound=bound)
+    place = decode_search_place(token, bound=bound)
     match = fts_match(query.text)
     if not match:
         return Page(())
+    if place is None:  # the first page: the listing sees the events stored now
+        (newest,) = db.execute("SELECT coalesce(max(pk), 0) FROM events").fetchone()
+        place = SearchPlace(0, 0, newest)
+    block, offset = place.block, place.offset
     clauses = ["events_fts MATCH ?"]
     params: list[object] = [match]
+    if place.newest is not None:
+        clauses.append("events_fts.rowid <= ?")
+        params.append(place.newest)
     if query.session_id is not None:
         session_pk, _ = get_session(db, query.session_id)
         clauses.append("e.session = ?")
@@ -378,8 +385,7 @@ def search(
         ).fetchone()
         is not None
     )
-    next_token = search_next_token(bound, block, offset, read, more_in_block, more_blocks)
-    return Page(items[:kept], next_token)
+    return Page(items[:kept], place.next_token(bound, read, more_in_block, more_blocks))
 
 
 def marked_rows(

@@ -985,6 +985,27 @@ async def test_search_pages_through_every_hit_once(store: Store) -> None:
     assert paged == one_page
 
 
+async def test_search_pages_are_not_moved_by_events_appended_meanwhile(store: Store) -> None:
+    """A listing sees the events stored when its first page was read: matches appended while
+    a client pages (ranked above the ones listed, so they would push them along) show in no
+    later page, and every hit of the first read comes once."""
+    await seed(store, "old", [u(f"o{n}", f"needle among many other words {n}") for n in range(12)])
+    query = SearchQuery("needle", include_active=True)
+    first = await store.search(query, page_size=4, page_token="")
+    await seed(store, "new", [u(f"n{n}", "needle needle") for n in range(8)])
+    found = [h.event.id for h in first.items]
+    token = first.next_page_token
+    while token:
+        page = await store.search(query, page_size=4, page_token=token)
+        found += [h.event.id for h in page.items]
+        token = page.next_page_token
+    assert sorted(found) == sorted(f"o{n}" for n in range(12))
+    # A listing started now sees them all, the new ones first (they rank higher).
+    fresh = await hit_ids(store, query, page_size=5)
+    assert len(fresh) == 20
+    assert {hit.split("/")[0] for hit in fresh[:8]} == {"new"}
+
+
 @pytest.mark.parametrize(
     "text",
     [
