@@ -36,6 +36,7 @@ from sidecar.model import (
     ToolResult,
     UsageReport,
 )
+from sidecar.store.paging import encode_token, fingerprint
 from sidecar.store.protocol import (
     AppendOutcome,
     ApplyOutcome,
@@ -1004,6 +1005,18 @@ async def test_search_pages_are_not_moved_by_events_appended_meanwhile(store: St
     fresh = await hit_ids(store, query, page_size=5)
     assert len(fresh) == 20
     assert {hit.split("/")[0] for hit in fresh[:8]} == {"new"}
+
+
+async def test_a_search_token_of_an_older_server_is_still_read(store: Store) -> None:
+    """A token issued before listings carried their newest event (block and offset only, as
+    a server sharing ``page_token_key`` across an upgrade issued it) pages on."""
+    await seed(store, "old", [u(f"o{n}", f"needle among many other words {n}") for n in range(6)])
+    query = SearchQuery("needle", include_active=True)
+    whole = await hit_ids(store, query)
+    bound = fingerprint("needle", None, "", [], True, None, None)
+    older = encode_token("search", bound, (0, 2))
+    page = await store.search(query, page_size=100, page_token=older)
+    assert [f"{h.session_id}/{h.event.id}" for h in page.items] == whole[2:]
 
 
 @pytest.mark.parametrize(
