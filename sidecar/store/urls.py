@@ -69,6 +69,35 @@ def postgres_url_problem(url: str) -> str | None:
     for name, path in files:
         if not (os.path.isfile(path) and os.access(path, os.R_OK)):
             return f"{name} {path!r} in {redact(url)} is not a file this process can read"
+    return _ssl_files_problem(dict(files), url)
+
+
+def _ssl_files_problem(files: dict[str, str], url: str) -> str | None:
+    """The first of ``files`` (SSL_FILES, readable) that asyncpg could not load, or None.
+
+    asyncpg loads them as below before it connects, and an SSLError there
+    looks like a server that is down: every retry would fail the same way.
+    """
+    if not files:
+        return None
+    import ssl  # only for a URL that names such files: startup stays light
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    try:
+        if "sslrootcert" in files:
+            name, what = "sslrootcert", "certificates"
+            context.load_verify_locations(cafile=files["sslrootcert"])
+        if "sslcrl" in files:
+            name, what = "sslcrl", "a certificate revocation list"
+            context.load_verify_locations(cafile=files["sslcrl"])
+        if "sslcert" in files:
+            name, what = "sslcert", "a certificate and its key (sslkey)"
+            password = dict(parse_qsl(urlsplit(url).query)).get("sslpassword")
+            context.load_cert_chain(
+                files["sslcert"], files.get("sslkey"), password=lambda: password or ""
+            )
+    except ssl.SSLError as exc:
+        return f"{name} {files[name]!r} in {redact(url)} does not hold {what}: {exc.reason or exc}"
     return None
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -28,6 +29,7 @@ from sidecar.store.protocol import SearchQuery
 from sidecar.store.urls import postgres_url_problem, redact
 from tests.conftest import Postgres
 from tests.postgres_server import PostgresServer
+from tests.tls import self_signed
 
 
 def u(id: str, text: str = "hi") -> Event:
@@ -198,6 +200,27 @@ def test_a_postgres_url_is_checked_before_it_is_opened(url: str, problem: str | 
     else:
         assert found is not None
         assert found.startswith(problem), found
+
+
+def test_ssl_files_that_hold_no_certificates_are_refused_before_connecting(
+    tmp_path: Path,
+) -> None:
+    """asyncpg's SSLError on loading them looked like a server down: retried until the open
+    timed out, for a file no wait mends."""
+    cert, key = self_signed(tmp_path)
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate\n")
+    base = "postgresql://u@db/x?sslmode=verify-full"
+    assert postgres_url_problem(f"{base}&sslrootcert={cert}&sslcert={cert}&sslkey={key}") is None
+    found = postgres_url_problem(f"{base}&sslrootcert={junk}")
+    assert found is not None
+    assert found.startswith(f"sslrootcert '{junk}' in {base}&sslrootcert={junk} does not hold")
+    found = postgres_url_problem(f"{base}&sslcert={cert}&sslkey={junk}")
+    assert found is not None
+    assert found.startswith(f"sslcert '{cert}'")
+    found = postgres_url_problem(f"{base}&sslcrl={junk}")
+    assert found is not None
+    assert found.startswith("sslcrl")
 
 
 def test_urls_in_messages_never_show_the_password() -> None:
