@@ -180,12 +180,15 @@ def compacted_messages(
 
 def without_orphans(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
     """``messages`` with each orphan ``ToolMessage`` (no call before it still waiting for
-    its answer) as a ``HumanMessage`` of its ``orphan_text``, as the renderings have it."""
+    its answer, valid or invalid) as a ``HumanMessage`` of its ``orphan_text``, as the
+    renderings have it."""
     waiting: dict[str, int] = {}
     out: list[AnyMessage] = []
     for message in messages:
         if isinstance(message, AIMessage):
-            for call in message.tool_calls:
+            # An invalid call waits too: the agent answers it with an error ToolMessage,
+            # and providers send it as a call (OpenAI's API needs that answer after it).
+            for call in [*message.tool_calls, *message.invalid_tool_calls]:
                 if call.get("id"):
                     waiting[str(call["id"])] = waiting.get(str(call["id"]), 0) + 1
         elif isinstance(message, ToolMessage):

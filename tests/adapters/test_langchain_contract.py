@@ -225,3 +225,32 @@ def test_the_model_never_gets_an_orphan_tool_message_with_or_without_a_policy(
                 orphan_text(ToolResult("c1", "", "again", is_error=True)),
             ]
         assert {"t0", "t2"} <= {e.id for e in logged}  # the log keeps them as they are
+
+
+def test_the_answer_langchain_gives_an_invalid_tool_call_reaches_the_model_as_without_it(
+    sidecar_address: str,
+) -> None:
+    """The agent answers an invalid tool call (malformed arguments) with an error
+    ``ToolMessage``, and providers send the invalid call as a call (OpenAI refuses a call
+    with no tool message after it): that answer is no orphan, and must not become user
+    text."""
+    bad = {"type": "invalid_tool_call", "id": "bad1", "name": "lookup", "args": "{not json"}
+
+    def state() -> list[AnyMessage]:
+        return [
+            HumanMessage("q1", id="h1"),
+            AIMessage("", invalid_tool_calls=[bad], id="a1"),
+            HumanMessage("q2", id="h2"),
+        ]
+
+    def shown(seen: Sequence[BaseMessage]) -> list[tuple[str, str]]:
+        return [(type(m).__name__, str(m.content)) for m in seen]
+
+    plain = run(state(), thread="invalid-call-plain")
+    assert [type(m) for m in plain] == [HumanMessage, AIMessage, ToolMessage, HumanMessage]
+    for policy in (None, SUMMARIZE_ALL_BUT_LAST):
+        name = f"invalid-call-{policy is not None}"
+        with Client(sidecar_address) as client:
+            middleware = SessionCompactionMiddleware(client, session_id=name, policy=policy)
+            ours = run(state(), [middleware], thread=name)
+        assert shown(ours) == shown(plain)
