@@ -22,6 +22,7 @@ from google.genai import types
 from pydantic_core import to_jsonable_python
 
 from sidecar.adapters.adk_content import cleared_content, content_of, fields_of
+from sidecar.adapters.clients import fitted_key
 from sidecar.compaction.clear_tool_results import ClearToolResults
 from sidecar.compaction.pipeline import Pipeline
 from sidecar.compaction.policy import CompactionPolicy
@@ -58,8 +59,9 @@ def _escape(part: str) -> str:
 
 
 def session_key(namespace: str, app_name: str, user_id: str, session_id: str) -> str:
-    """The service's session id for an ADK session: unambiguous, ``/``-separated."""
-    return "/".join(_escape(p) for p in (namespace, app_name, user_id, session_id))
+    """The service's session id for an ADK session: unambiguous, ``/``-separated (hashed
+    past the service's 128 characters, which ADK's ids know nothing of)."""
+    return fitted_key("/".join(_escape(p) for p in (namespace, app_name, user_id, session_id)))
 
 
 def app_state_key(namespace: str, app_name: str) -> str:

@@ -1,8 +1,10 @@
-"""What both adapters share: a client per event loop, and a compaction barrier."""
+"""What both adapters share: a client per event loop, a compaction barrier, session keys
+the service takes whatever their length."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -13,6 +15,21 @@ from sidecar.compaction.sliding_window import SlidingWindow
 
 # A compaction "pass" that never fires: Compact waits for a summary in flight first.
 BARRIER = CompactionPolicy(trigger=None, strategy=SlidingWindow())
+
+MAX_SESSION_ID = 128  # the service's limit on a session id's length
+
+
+def fitted_key(key: str) -> str:
+    """``key`` when the service takes its length, else its first characters and the
+    SHA-256 of the whole of it.
+
+    The frameworks' ids have no length limit (a long user id, a thread id made of
+    several, each non-ASCII character escaped as several ``:XX``); a key of escaped
+    parts never holds ``:~``, so a fitted key is never another key's.
+    """
+    if len(key) <= MAX_SESSION_ID:
+        return key
+    return f"{key[:60]}:~{hashlib.sha256(key.encode()).hexdigest()}"
 
 
 class LoopClients:

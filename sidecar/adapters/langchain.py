@@ -55,7 +55,7 @@ from langchain_core.messages import AIMessage, AnyMessage
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from sidecar.adapters.clients import BARRIER
+from sidecar.adapters.clients import BARRIER, fitted_key
 from sidecar.adapters.langchain_cache import ANTHROPIC_MIN_TOKENS, CacheHints, with_cache_hints
 from sidecar.adapters.langchain_mapping import (
     cleared_message,
@@ -129,10 +129,10 @@ class SessionCompactionMiddleware(AgentMiddleware):
     (async agents). ``session_id``: a fixed id, a function of the runtime, or
     (default) the run's ``thread_id`` (a run without one: its first message's
     id, so each run is a session of its own); the service's id is
-    ``<namespace>/<id>``. New sessions get ``policy`` (None: the server's
-    default). With ``await_compaction`` a mirror that started a background
-    summary waits for it, so this very call sees it (and the mirror at the
-    run's end, so the next run's first call does).
+    ``<namespace>/<id>`` (hashed past the service's 128 characters). New sessions
+    get ``policy`` (None: the server's default). With ``await_compaction`` a
+    mirror that started a background summary waits for it, so this very call
+    sees it (and the mirror at the run's end, so the next run's first call does).
 
     ``cache_hints`` passes the window's stable prefix on to the provider's
     prompt cache (``langchain_cache``): ``"openai"`` sets ``prompt_cache_key``
@@ -208,7 +208,8 @@ class SessionCompactionMiddleware(AgentMiddleware):
             raw = self.session_id(runtime)
         else:
             raw = _thread_session_id(messages)
-        return f"{self.namespace}/{_SAFE_ID.sub(lambda m: f':{ord(m.group()):02X}', raw)}"
+        escaped = _SAFE_ID.sub(lambda m: f":{ord(m.group()):02X}", raw)
+        return fitted_key(f"{self.namespace}/{escaped}")
 
     def _new_events(self, sent: set[str], messages: Sequence[AnyMessage]) -> list[Event]:
         ensure_ids(messages)

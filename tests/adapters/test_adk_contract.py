@@ -269,3 +269,24 @@ async def test_an_event_without_state_keeps_a_concurrent_writers_state(
     assert stored is not None
     assert stored.state == {"base": 0, "k": "x" * 2500}
     assert [s.id for s in (await ours.list_sessions(app_name=APP)).sessions] == [session.id]
+
+
+async def test_long_and_non_ascii_names_work_on_every_call(service: BaseSessionService) -> None:
+    # ADK's ids have no length limit; the service's are 128 characters, which escaped
+    # non-ASCII characters (nine each) or a long user id pass at once.
+    app, user = "天気アプリ", "maria.fernanda.gonzalez+agents@example-company.com" * 2
+    made = await service.create_session(
+        app_name=app, user_id=user, session_id="会話-2024", state={"user:lang": "ja"}
+    )
+    await service.append_event(made, said("こんにちは", state_delta={"k": 1}))
+    got = await service.get_session(app_name=app, user_id=user, session_id="会話-2024")
+    assert got is not None
+    assert [e.id for e in got.events] == [e.id for e in made.events]
+    assert got.state == {"user:lang": "ja", "k": 1}
+    listed = await service.list_sessions(app_name=app, user_id=user)
+    assert [s.id for s in listed.sessions] == ["会話-2024"]
+    other = await service.create_session(app_name=app, user_id=user, session_id="会話-2025")
+    assert other.state == {"user:lang": "ja"}
+    await service.delete_session(app_name=app, user_id=user, session_id="会話-2024")
+    assert await service.get_session(app_name=app, user_id=user, session_id="会話-2024") is None
+    assert await service.get_session(app_name=app, user_id=user, session_id="会話-2025")

@@ -240,3 +240,25 @@ def test_a_run_without_a_thread_is_named_by_its_first_message(
         assert other[0].id != history[0].id
         runs = [s for s in client.list_sessions() if s.session_id.startswith("langchain/run-")]
         assert len(runs) == 2
+
+
+def test_a_long_thread_id_names_one_session_of_its_own(
+    sidecar_address: str, model: ScriptedChatModel
+) -> None:
+    """A thread id has no length limit (one made of a tenant, a user and a conversation,
+    each ``/`` escaped): past the service's 128 characters it is hashed, one session each."""
+    base = "tenant-acme-emea/user-maria.fernanda.gonzalez@example-company.com/conversation/"
+    threads = [f"{base}{n:036d}" for n in range(2)]
+    with Client(sidecar_address) as client:
+        agent = weather_agent(model, SessionCompactionMiddleware(client))
+        for thread in threads:
+            agent.invoke(question(0), {"configurable": {"thread_id": thread}})
+        keys = [
+            s.session_id
+            for s in client.list_sessions()
+            if s.session_id.startswith("langchain/tenant-acme-emea")
+        ]
+        assert len(keys) == 2
+        logged = sorted([e.id for e in client.session(key).events()] for key in keys)
+        states = [agent.get_state({"configurable": {"thread_id": t}}) for t in threads]
+        assert logged == sorted([m.id for m in s.values["messages"]] for s in states)
