@@ -97,6 +97,13 @@ _APPEND_BATCH = 500
 SessionIdFn = Callable[[Runtime[Any]], str]
 
 
+def _escaped(found: re.Match[str]) -> str:
+    """An unsafe character as ``:XX`` (up to U+00FF) or ``:_XXXXXX``: fixed widths, so no
+    two ids escape alike (``:3A00`` was both ``:00`` and U+3A00)."""
+    code = ord(found.group())
+    return f":{code:02X}" if code < 0x100 else f":_{code:06X}"
+
+
 def _thread_session_id(messages: Sequence[AnyMessage]) -> str:
     """The default session id: the graph run's ``thread_id``.
 
@@ -208,8 +215,7 @@ class SessionCompactionMiddleware(AgentMiddleware):
             raw = self.session_id(runtime)
         else:
             raw = _thread_session_id(messages)
-        escaped = _SAFE_ID.sub(lambda m: f":{ord(m.group()):02X}", raw)
-        return fitted_key(f"{self.namespace}/{escaped}")
+        return fitted_key(f"{self.namespace}/{_SAFE_ID.sub(_escaped, raw)}")
 
     def _new_events(self, sent: set[str], messages: Sequence[AnyMessage]) -> list[Event]:
         ensure_ids(messages)

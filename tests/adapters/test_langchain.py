@@ -262,3 +262,16 @@ def test_a_long_thread_id_names_one_session_of_its_own(
         logged = sorted([e.id for e in client.session(key).events()] for key in keys)
         states = [agent.get_state({"configurable": {"thread_id": t}}) for t in threads]
         assert logged == sorted([m.id for m in s.values["messages"]] for s in states)
+
+
+def test_two_thread_ids_never_share_a_session() -> None:
+    """Escapes of fixed width: U+3A00 is not ``:`` and ``00``, so two conversations never
+    mirror into one session (and one's summary never reaches the other's model)."""
+    keys = {
+        SessionCompactionMiddleware("127.0.0.1:1", session_id=thread).key(None)  # type: ignore[arg-type]
+        for thread in ["a\u3a00", "a:00", "a\u0101", "a\x101", "a\U0001f600", "a\x1f600", "a:"]
+    }
+    assert len(keys) == 7
+    assert SessionCompactionMiddleware("x:1", session_id="user:7 é").key(None) == (  # type: ignore[arg-type]
+        "langchain/user:3A7:20:E9"  # ASCII and Latin-1 escape as before: their sessions stay
+    )
