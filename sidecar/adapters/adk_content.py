@@ -30,6 +30,7 @@ from typing import Any
 from google.genai import types
 from pydantic_core import to_jsonable_python
 
+from sidecar.adapters.clients import strict_json
 from sidecar.model import Event, Part, Reasoning, Role, ToolCall, ToolResult
 
 
@@ -85,7 +86,8 @@ def fields_of(content: types.Content | None, event_id: str) -> Fields:
                 ToolCall(
                     id=fc.id or f"{event_id}-{i}",  # ADK gives stored calls ids; be safe anyway
                     name=fc.name or "unknown",
-                    arguments_json=_json(fc.args or {}),
+                    # The service takes arguments as strict JSON: a NaN is null.
+                    arguments_json=strict_json(to_jsonable_python(fc.args or {})),
                     signature=part.thought_signature or b"",
                 )
             )

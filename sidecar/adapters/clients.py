@@ -1,13 +1,16 @@
 """What both adapters share: a client per event loop, a compaction barrier, session keys
-the service takes whatever their length."""
+the service takes whatever their length, and arguments as the JSON the service takes."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import weakref
 from collections.abc import Mapping
 from typing import Any
+
+from pydantic_core import to_json
 
 from sidecar.client import AsyncClient
 from sidecar.compaction.policy import CompactionPolicy
@@ -30,6 +33,16 @@ def fitted_key(key: str) -> str:
     if len(key) <= MAX_SESSION_ID:
         return key
     return f"{key[:60]}:~{hashlib.sha256(key.encode()).hexdigest()}"
+
+
+def strict_json(value: Any) -> str:
+    """``value`` as JSON the service takes (RFC 8259): a NaN or an infinity, which Python's
+    JSON writes and the service refuses, is null, as pydantic (and so ADK's own session
+    services) write it. Anything else as ``json.dumps`` writes it."""
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        return json.dumps(json.loads(to_json(value, inf_nan_mode="null")), ensure_ascii=False)
 
 
 class LoopClients:

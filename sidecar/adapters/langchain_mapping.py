@@ -27,6 +27,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
+from sidecar.adapters.clients import strict_json
 from sidecar.adapters.langchain_reasoning import (
     call_signatures,
     provenance,
@@ -77,7 +78,7 @@ def message_to_event(message: BaseMessage) -> Event | None:
             ToolCall(
                 id=call.get("id") or f"{common['id']}-{i}",
                 name=call["name"],
-                arguments_json=json.dumps(call.get("args", {}), ensure_ascii=False),
+                arguments_json=strict_json(call.get("args", {})),
                 signature=signatures.get(call.get("id") or "", b""),
             )
             for i, call in enumerate(message.tool_calls)

@@ -290,3 +290,26 @@ async def test_long_and_non_ascii_names_work_on_every_call(service: BaseSessionS
     await service.delete_session(app_name=app, user_id=user, session_id="会話-2024")
     assert await service.get_session(app_name=app, user_id=user, session_id="会話-2024") is None
     assert await service.get_session(app_name=app, user_id=user, session_id="会話-2025")
+
+
+async def test_a_call_whose_arguments_hold_a_nan_is_stored(service: BaseSessionService) -> None:
+    # Python's JSON (a LiteLLM model's arguments, an agent's own call) reads NaN and
+    # Infinity; ADK stores such a call (pydantic writes them as null), and so must we.
+    session = await service.create_session(app_name=APP, user_id="u")
+    call = types.FunctionCall(id="c1", name="plot", args={"low": float("-inf"), "mid": 1.5})
+    event = Event(
+        invocation_id="inv",
+        author="agent",
+        content=types.Content(role="model", parts=[types.Part(function_call=call)]),
+    )
+    await service.append_event(session, event)
+    stored = await service.get_session(app_name=APP, user_id="u", session_id=session.id)
+    assert stored is not None
+    assert [e.id for e in stored.events] == [event.id]
+    content = stored.events[0].content
+    assert content is not None
+    assert content.parts is not None
+    (part,) = content.parts
+    assert part.function_call is not None
+    assert part.function_call.args is not None
+    assert part.function_call.args["mid"] == 1.5

@@ -254,3 +254,25 @@ def test_the_answer_langchain_gives_an_invalid_tool_call_reaches_the_model_as_wi
             middleware = SessionCompactionMiddleware(client, session_id=name, policy=policy)
             ours = run(state(), [middleware], thread=name)
         assert shown(ours) == shown(plain)
+
+
+def test_a_call_whose_arguments_hold_a_nan_does_not_wedge_the_thread(
+    sidecar_address: str,
+) -> None:
+    # Python's JSON reads NaN (a provider's arguments, parsed); the agent sends the call on,
+    # and so must the middleware, every run of the thread after it.
+    def state() -> list[AnyMessage]:
+        call = {"id": "c1", "name": "plot", "args": {"low": float("nan")}}
+        return [
+            HumanMessage("q1", id="h1"),
+            AIMessage("", tool_calls=[call], id="a1"),
+            ToolMessage("plotted", tool_call_id="c1", id="t1"),
+            HumanMessage("q2", id="h2"),
+        ]
+
+    plain = run(state(), thread="nan-plain")
+    with Client(sidecar_address) as client:
+        ours = run(state(), [SessionCompactionMiddleware(client, session_id="nan")], thread="nan")
+        logged = [e.id for e in client.session("langchain/nan").events()]
+    assert texts(ours) == texts(plain)
+    assert logged[:4] == ["h1", "a1", "t1", "h2"]
