@@ -138,43 +138,55 @@ def compacted_messages(
     messages: Sequence[AnyMessage],
     mirrored: Collection[str] | None = None,
 ) -> list[AnyMessage]:
-    """The model's messages: the window in log order, each kept event as the state's own message.
+    """The model's messages: the state's own messages in the state's order, less what the
+    window archived, with the window's summary turn before the kept message it precedes.
 
-    A cleared event's message is a copy showing its placeholder (the state's
-    message keeps the original, as the log does).
+    The order is the state's, not the log's: a message another middleware put before
+    older ones (``SummarizationMiddleware``'s summary, first in the state but appended
+    last) stays where the state has it. A cleared event's message is a copy showing its
+    placeholder (the state's message keeps the original, as the log does).
 
     Only messages the window archived, and ones the graph no longer has
     (removed from its state), are left out. A message edited in place keeps
     its id, so the model gets the edited one. Messages the session has
-    never seen (``mirrored``: the ids sent to it; by default everything after
+    never seen (``mirrored``: the ids sent to it; by default everything up to
     the last message the window keeps) — another middleware's, or ones that
     reached the state after the window was read — stay where they stand,
-    before the kept message that follows them. System messages stay in place
-    like any other (the latest is never archived).
+    after a summary turn anchored at the kept message that follows them.
+    System messages stay in place like any other (the latest is never archived).
     """
-    by_id = {event_id(m): m for m in messages}
-    kept = {e.id for e in window if not e.synthetic}
+    kept = {e.id: e for e in window if not e.synthetic}
     if mirrored is None:
         last = max((i for i, m in enumerate(messages) if event_id(m) in kept), default=-1)
         mirrored = {event_id(m) for m in messages[: last + 1]}
-    before: dict[str, list[AnyMessage]] = {}
+    # Each run of synthetic events (the summary turn) goes before the kept event after it
+    # that the state still has.
+    present = {event_id(m) for m in messages}
+    anchored: dict[str | None, list[Event]] = {}
+    run: list[Event] = []
+    for event in window:
+        if event.synthetic:
+            run.append(event)
+        elif event.id in present and run:
+            anchored[event.id] = run
+            run = []
+    anchored.setdefault(None, []).extend(run)
+    out: list[AnyMessage] = []
     pending: list[AnyMessage] = []
+    emitted: set[str] = set()
     for message in messages:
         mid = event_id(message)
-        if mid in kept:
-            before[mid] = pending
+        if mid in kept and mid not in emitted:
+            emitted.add(mid)
+            out.extend(event_to_message(e) for e in anchored.pop(mid, ()))
+            out.extend(pending)
             pending = []
+            event = kept[mid]
+            out.append(cleared_message(message, event) if event.cleared else message)
         elif mid not in mirrored:
             pending.append(message)
-    out: list[AnyMessage] = []
-    for event in window:
-        own = by_id.get(event.id) if not event.synthetic else None
-        if own is None and not event.synthetic:
-            continue  # no longer in the graph's messages (a RemoveMessage): not sent either
-        out.extend(before.get(event.id, ()))
-        if own is not None and event.cleared:
-            own = cleared_message(own, event)
-        out.append(own if own is not None else event_to_message(event))
+    for events in anchored.values():
+        out.extend(event_to_message(e) for e in events)
     out.extend(pending)
     return without_orphans(out)
 

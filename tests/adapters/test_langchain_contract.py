@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain.agents import create_agent
+from langchain.agents.middleware import SummarizationMiddleware
 from langchain.agents.middleware.types import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import (
     AIMessage,
@@ -276,3 +277,31 @@ def test_a_call_whose_arguments_hold_a_nan_does_not_wedge_the_thread(
         logged = [e.id for e in client.session("langchain/nan").events()]
     assert texts(ours) == texts(plain)
     assert logged[:4] == ["h1", "a1", "t1", "h2"]
+
+
+def test_summarization_middleware_before_or_after_ours_sends_what_it_sends_alone(
+    sidecar_address: str,
+) -> None:
+    """``SummarizationMiddleware`` puts its summary first in the state, before messages it
+    keeps: the log has it after them (it is appended last), the model must have it first."""
+
+    def summarization() -> SummarizationMiddleware:
+        return SummarizationMiddleware(
+            RecordingModel(), trigger=("messages", 6), keep=("messages", 2)
+        )
+
+    def seen(middleware: list[AgentMiddleware[Any, Any]], thread: str) -> list[list[str]]:
+        model = RecordingModel()
+        agent = create_agent(model, [], middleware=middleware, checkpointer=InMemorySaver())
+        config: Any = {"configurable": {"thread_id": thread}}
+        for turn in range(6):
+            agent.invoke({"messages": [HumanMessage(f"question {turn} " + "word " * 30)]}, config)
+        return [[f"{type(m).__name__}: {str(m.content)[:20]}" for m in call] for call in model.seen]
+
+    alone = seen([summarization()], "summarization-alone")
+    assert any(call[0].startswith("HumanMessage: Here is a summary") for call in alone)
+    with Client(sidecar_address) as client:
+        for name in ("ours-first", "ours-last"):
+            ours = SessionCompactionMiddleware(client, session_id=f"summarization-{name}")
+            both = [ours, summarization()] if name == "ours-first" else [summarization(), ours]
+            assert seen(both, name) == alone, name
