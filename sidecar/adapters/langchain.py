@@ -350,7 +350,9 @@ class SessionCompactionMiddleware(AgentMiddleware):
         if usage is None:
             return
         ensure_ids([message])  # the id it will be mirrored under
-        self._answers.set(self.key(request.runtime, request.messages), (event_id(message), usage))
+        self._answers.set(
+            self.key(request.runtime, _state_messages(request)), (event_id(message), usage)
+        )
 
     def wrap_model_call(
         self,

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
+from langchain.agents.middleware.types import AgentMiddleware, ModelRequest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -105,6 +106,31 @@ def test_a_restarted_middleware_counts_no_call_twice(sidecar_address: str) -> No
 
         calibrated = client.get_session("langchain/restart").calibration
         assert calibrated.samples == len(model.seen) == 6
+        assert calibrated.factor == pytest.approx(FACTOR)
+
+
+class Prepending(AgentMiddleware):
+    """A middleware before ours that hands the model one more message first."""
+
+    def wrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Any]
+    ) -> Any:
+        note = HumanMessage(content="Context: answer briefly.", id="note")
+        return handler(request.override(messages=[note, *request.messages]))
+
+
+def test_a_run_without_a_thread_calibrates_its_own_session(sidecar_address: str) -> None:
+    """No ``thread_id``: the run's session is named by the state's first message, also when a
+    middleware before ours changes the messages the model gets (the reports went astray)."""
+    with Client(sidecar_address) as client:
+        key = "langchain/run-q-1"
+        model = ReportingModel(estimate=window_tokens(client, key))
+        middleware = SessionCompactionMiddleware(client)
+        agent = create_agent(model, [get_weather], middleware=[Prepending(), middleware])
+        asked = HumanMessage(content="Turn 0: what is the weather in Oslo?", id="q-1")
+        agent.invoke({"messages": [asked]})
+        calibrated = client.get_session(key).calibration
+        assert calibrated.samples == len(model.seen) == 2
         assert calibrated.factor == pytest.approx(FACTOR)
 
 
