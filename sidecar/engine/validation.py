@@ -116,6 +116,15 @@ def check_label_updates(session_id: str, updates: Sequence[LabelUpdate], limits:
             raise InvalidArgument(f"{field}.session_id", f"names session {target!r} twice")
         seen.add(target)
         check_labels(update.set, limits, f"{field}.set")
+        # A session holds at most max_labels labels, so no update needs to remove more;
+        # unbounded, one request's removals would hold the event loop for as long as the
+        # message limit lets it grow (about a second at 16 MiB).
+        if len(update.remove) > limits.max_labels:
+            raise LimitExceeded(
+                "max_labels",
+                f"{field}.remove has {len(update.remove)} entries,"
+                f" the limit is {limits.max_labels}",
+            )
         for key in update.remove:
             if not key or len(key) > _MAX_LABEL_KEY or "\x00" in key:
                 raise InvalidArgument(

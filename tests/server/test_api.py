@@ -686,6 +686,11 @@ async def test_summarizing_policy_on_a_server_without_summarizer(stub: Stub) -> 
             None,
         ),
         (
+            [pb.LabelUpdate(session_id="other", remove=[f"k{i}" for i in range(65)])],
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            None,
+        ),
+        (
             [pb.LabelUpdate(session_id="other", set={"a": "1"}, expected_version=3)],
             grpc.StatusCode.FAILED_PRECONDITION,
             None,
