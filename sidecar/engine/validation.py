@@ -74,16 +74,22 @@ _MAX_LABEL_KEY = 256
 _MAX_LABEL_VALUE = 1024
 
 
+def check_label_count(labels: Sized, limits: Limits, field: str = "labels") -> None:
+    """LimitExceeded past ``max_labels``; a count only, so it is run on a request's protobuf
+    map before it is made a dict (a million entries take seconds to convert)."""
+    if len(labels) > limits.max_labels:
+        raise LimitExceeded(
+            "max_labels", f"{field} has {len(labels)} entries, the limit is {limits.max_labels}"
+        )
+
+
 def check_labels(labels: Mapping[str, str], limits: Limits, field: str = "labels") -> None:
     """Labels are for filtering sessions: a bounded number of short, NUL-free strings.
 
     NUL is refused because PostgreSQL text (and its jsonb label index) cannot
     hold it; one rule for both stores keeps a session portable between them.
     """
-    if len(labels) > limits.max_labels:
-        raise LimitExceeded(
-            "max_labels", f"{field} has {len(labels)} entries, the limit is {limits.max_labels}"
-        )
+    check_label_count(labels, limits, field)
     for key, value in labels.items():
         if not key or len(key) > _MAX_LABEL_KEY or "\x00" in key:
             raise InvalidArgument(
@@ -99,13 +105,36 @@ MAX_LABEL_UPDATES = 16
 """Sessions one append may change the labels of (each may be created)."""
 
 
-def check_label_updates(session_id: str, updates: Sequence[LabelUpdate], limits: Limits) -> None:
-    """Label updates of an append: each session named once, keys and values as labels'."""
+class LabelUpdateShape(Protocol):
+    """What ``check_label_update_counts`` reads of a label update: the model's and the
+    protobuf message alike."""
+
+    @property
+    def set(self) -> Sized: ...
+    @property
+    def remove(self) -> Sized: ...
+
+
+def check_label_update_counts(updates: Sequence[LabelUpdateShape], limits: Limits) -> None:
+    """LimitExceeded past the counts label updates may have: counts only (``len``), so it is
+    run on the protobuf before anything is built from it, as ``check_shape`` is for events.
+
+    A session holds at most ``max_labels`` labels, so no update needs to remove more.
+    """
     if len(updates) > MAX_LABEL_UPDATES:
         raise LimitExceeded(
             "max_label_updates",
             f"label_updates has {len(updates)} entries, the limit is {MAX_LABEL_UPDATES}",
         )
+    for index, update in enumerate(updates):
+        field = f"label_updates[{index}]"
+        check_label_count(update.set, limits, f"{field}.set")
+        check_label_count(update.remove, limits, f"{field}.remove")
+
+
+def check_label_updates(session_id: str, updates: Sequence[LabelUpdate], limits: Limits) -> None:
+    """Label updates of an append: each session named once, keys and values as labels'."""
+    check_label_update_counts(updates, limits)
     seen: set[str] = set()
     for index, update in enumerate(updates):
         field = f"label_updates[{index}]"
@@ -116,15 +145,6 @@ def check_label_updates(session_id: str, updates: Sequence[LabelUpdate], limits:
             raise InvalidArgument(f"{field}.session_id", f"names session {target!r} twice")
         seen.add(target)
         check_labels(update.set, limits, f"{field}.set")
-        # A session holds at most max_labels labels, so no update needs to remove more;
-        # unbounded, one request's removals would hold the event loop for as long as the
-        # message limit lets it grow (about a second at 16 MiB).
-        if len(update.remove) > limits.max_labels:
-            raise LimitExceeded(
-                "max_labels",
-                f"{field}.remove has {len(update.remove)} entries,"
-                f" the limit is {limits.max_labels}",
-            )
         for key in update.remove:
             if not key or len(key) > _MAX_LABEL_KEY or "\x00" in key:
                 raise InvalidArgument(

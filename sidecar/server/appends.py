@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sidecar.engine.engine import AppendResult, SessionEngine
+from sidecar.engine.validation import check_label_update_counts
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.model import LabelUpdate, ModelUsage
 from sidecar.server import convert, fields
@@ -40,6 +41,8 @@ class Appends:
     ) -> AppendResult:
         """Append ``events`` (protobuf) to the session a request names, as the request asks."""
         stored = fields.stored(session_id)
+        # Counted before any is built: a million empty updates take seconds to convert.
+        check_label_update_counts(label_updates, self.engine.limits)
         updates = [
             LabelUpdate(
                 session_id=(

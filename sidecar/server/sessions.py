@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.engine.engine import SessionEngine
-from sidecar.engine.validation import check_labels
+from sidecar.engine.validation import check_label_count, check_labels
 from sidecar.errors import InvalidArgument
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import session_pb2
@@ -35,6 +35,7 @@ class SessionHeaders:
     async def create_session(self, request: pb.CreateSessionRequest) -> session_pb2.Session:
         """A new session; without a policy it runs under the server's default."""
         policy = convert.policy_in(request.policy) if request.HasField("policy") else None
+        check_label_count(request.labels, self.engine.limits)  # before the map is a dict
         session = await self.engine.create_session(
             fields.stored(request.session_id),
             policy=policy,
@@ -70,6 +71,8 @@ class SessionHeaders:
         unknown = [p for p in paths if p not in ("policy", "labels", "model")]
         if unknown:
             raise InvalidArgument("update_mask.paths", f"cannot update {unknown[0][:64]!r}")
+        if "labels" in paths:  # counted before the map is made a dict
+            check_label_count(request.session.labels, self.engine.limits, "session.labels")
         new_policy: CompactionPolicy | None = None
         if "policy" in paths and request.session.HasField("policy"):
             new_policy = convert.policy_in(request.session.policy, "session.policy")

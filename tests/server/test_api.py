@@ -16,6 +16,7 @@ from grpc_status import rpc_status
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
 from sidecar.gen.compaction.v1 import event_pb2, policy_pb2, session_pb2
+from sidecar.server.app import Sidecar
 from sidecar.summarizer.protocol import Summarizer
 from tests.compaction.fakes import FakeSummarizer
 from tests.engine.gates import GatedSummarizer
@@ -718,3 +719,67 @@ async def test_a_refused_label_update_stores_nothing(
     await expect(
         grpc.StatusCode.NOT_FOUND, stub.GetSession(pb.GetSessionRequest(session_id="other"))
     )
+
+
+def quota_subjects(error: grpc.aio.AioRpcError) -> list[str]:
+    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    subjects: list[str] = []
+    for detail in status.details if status else ():
+        quota = error_details_pb2.QuotaFailure()
+        if detail.Unpack(quota):
+            subjects.extend(v.subject for v in quota.violations)
+    return subjects
+
+
+async def test_label_counts_are_refused_before_anything_is_built_from_them(
+    stub: Stub, sidecar: Sidecar, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request far past the label counts (100,000 empty label updates in 200 kB, or a map of
+    100,000 labels) is refused from its counts: converted first, a million of them held the
+    event loop, and every other client, for seconds."""
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("built before its counts were checked")
+
+    monkeypatch.setattr("sidecar.server.appends.LabelUpdate", never)
+    monkeypatch.setattr(sidecar.engine, "create_session", never)
+    monkeypatch.setattr(sidecar.engine, "update_session", never)
+    many = {f"k{i}": "v" for i in range(100_000)}
+    error = await expect(
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        stub.AppendEvents(
+            pb.AppendEventsRequest(
+                session_id="s",
+                events=turn(0),
+                create_if_missing=True,
+                label_updates=[pb.LabelUpdate()] * 100_000,
+            )
+        ),
+    )
+    assert quota_subjects(error) == ["max_label_updates"]
+    for updates in ([pb.LabelUpdate(set=many)], [pb.LabelUpdate(remove=list(many))]):
+        error = await expect(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            stub.AppendEvents(
+                pb.AppendEventsRequest(
+                    session_id="s", events=turn(0), create_if_missing=True, label_updates=updates
+                )
+            ),
+        )
+        assert quota_subjects(error) == ["max_labels"]
+    error = await expect(
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        stub.CreateSession(pb.CreateSessionRequest(session_id="s", labels=many)),
+    )
+    assert quota_subjects(error) == ["max_labels"]
+    error = await expect(
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        stub.UpdateSession(
+            pb.UpdateSessionRequest(
+                session=session_pb2.Session(session_id="s", labels=many),
+                update_mask=field_mask_pb2.FieldMask(paths=["labels"]),
+            )
+        ),
+    )
+    assert quota_subjects(error) == ["max_labels"]
+    await expect(grpc.StatusCode.NOT_FOUND, stub.GetSession(pb.GetSessionRequest(session_id="s")))
