@@ -108,7 +108,7 @@ class History:
             text=request.query,
             session_id=fields.stored(request.session_id) if request.session_id else None,
             session_prefix=scope.prefix,
-            roles=tuple(convert.role_in(r, f"roles[{i}]") for i, r in enumerate(request.roles)),
+            roles=convert.roles_in(request.roles, "roles"),
             include_active=request.include_active,
             since=convert.time_in(request.since, "since") if request.HasField("since") else None,
             until=convert.time_in(request.until, "until") if request.HasField("until") else None,

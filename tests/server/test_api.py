@@ -613,6 +613,24 @@ async def test_search_finds_archived_events_and_survives_query_syntax(stub: Stub
     assert len((await stub.ListEvents(pb.ListEventsRequest(session_id="s"))).events) == 8
 
 
+async def test_a_role_filter_is_its_distinct_roles(stub: Stub) -> None:
+    """A role repeated past SQLite's limit on parameters (32,766 by default, 250,000 in
+    some builds) filters by that role: it was UNAVAILABLE "too many SQL variables", which
+    clients retry."""
+    await stub.CreateSession(pb.CreateSessionRequest(session_id="s"))
+    await stub.AppendEvents(pb.AppendEventsRequest(session_id="s", events=turn(0)))
+    many = [event_pb2.ROLE_ASSISTANT, event_pb2.ROLE_USER] * 130_000
+    hits = await stub.SearchEvents(
+        pb.SearchEventsRequest(query="invoices", roles=many, include_active=True)
+    )
+    assert [h.event.id for h in hits.hits] == ["u0"]
+    error = await expect(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        stub.SearchEvents(pb.SearchEventsRequest(query="invoices", roles=[*many, cast(Any, 9)])),
+    )
+    assert field_violations(error) == [f"roles[{len(many)}]"]
+
+
 async def test_stream_folds_queued_appends_but_answers_each_request(stub: Stub) -> None:
     await stub.CreateSession(pb.CreateSessionRequest(session_id="s"))
     sent = 300
