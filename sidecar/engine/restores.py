@@ -27,6 +27,12 @@ _COMPACTION_ID = re.compile(r"[0-9A-Za-z_-]{1,128}")
 lookup, so a megabyte of id is refused naming the field, never echoed in an error."""
 
 
+def _check_compaction_id(compaction_id: str, field: str, alternative: str = "") -> None:
+    """InvalidArgument naming ``field`` unless ``compaction_id`` can be a compaction id."""
+    if not _COMPACTION_ID.fullmatch(compaction_id):
+        raise InvalidArgument(field, f"must be a compaction id (ListCompactions){alternative}")
+
+
 class Restorer:
     """Restores compactions and lists the history over the engine's store."""
 
@@ -43,11 +49,8 @@ class Restorer:
     ) -> CompactionResult:
         """Undo ``compaction_id`` ("" for the newest standing one); see ``Store.restore``."""
         check_stored_session_id(session_id)
-        if compaction_id and not _COMPACTION_ID.fullmatch(compaction_id):
-            raise InvalidArgument(
-                "compaction_id",
-                "must be a compaction id (ListCompactions), or empty for the newest",
-            )
+        if compaction_id:
+            _check_compaction_id(compaction_id, "compaction_id", ", or empty for the newest")
         host = self._host
         async with host.locks.hold(session_id):
             outcome = await host.store.restore(
@@ -87,6 +90,7 @@ class Restorer:
     async def record(self, session_id: str, compaction_id: str) -> CompactionRecord:
         """One compaction of the session's history, its id lists whole."""
         check_stored_session_id(session_id)
+        _check_compaction_id(compaction_id, "ids_of")
         return await self._host.store.compaction_record(session_id, compaction_id)
 
     async def history(
