@@ -416,7 +416,34 @@ def policy_from_dict(data: Any, *, bounded: bool = True) -> CompactionPolicy:
     if bounded:
         check_policy_bytes(len(policy.to_json()))
         _check_placeholders(policy.strategy)
+        _check_summary_models(policy.strategy)
     return policy
+
+
+_SUMMARY_MODEL = re.compile(r"[A-Za-z0-9._/:@-]{1,200}")
+"""What a summarizer model may be named (new policies only): Gemini's names and resource
+paths ("gemini-2.5-flash", "models/...", "tunedModels/...", "projects/.../endpoints/...",
+"publishers/google/models/...@001"), never ".." (the Gemini SDK refuses it, which was an
+INTERNAL), and short enough that an error naming it fits the status grpc lets through."""
+
+
+def _check_summary_models(strategy: Strategy) -> None:
+    """Refuse a summarize step's model that no summarizer can call (new policies only)."""
+    steps = strategy.steps if isinstance(strategy, Pipeline) else (strategy,)
+    for index, step in enumerate(steps):
+        if not isinstance(step, Summarize) or not step.model:
+            continue
+        if not _SUMMARY_MODEL.fullmatch(step.model) or ".." in step.model:
+            at = (
+                f"strategy.pipeline.steps[{index}]"
+                if isinstance(strategy, Pipeline)
+                else "strategy"
+            )
+            raise InvalidConfig(
+                f"{at}.summarize.model",
+                "must be a model name: at most 200 characters of letters, digits and"
+                " . _ / : @ -, without '..'",
+            )
 
 
 def _check_placeholders(strategy: Strategy) -> None:

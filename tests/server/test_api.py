@@ -304,6 +304,31 @@ async def test_bad_session_ids_and_missing_sessions(stub: Stub) -> None:
             ),
             "policy.strategy.sliding_window.max_events",
         ),
+        # A summarizer model no summarizer can call: 20,000 characters were echoed whole
+        # in the summarizer's error, past what grpc lets a status carry, and Gemini's SDK
+        # refuses '..' with a ValueError, which was INTERNAL.
+        *(
+            (
+                policy_pb2.CompactionPolicy(
+                    strategy=policy_pb2.Strategy(summarize=policy_pb2.Summarize(model=model))
+                ),
+                "policy.strategy.summarize.model",
+            )
+            for model in ("m" * 20_000, "../../v1beta/models/x", "gemini\x00", "a?b")
+        ),
+        (
+            policy_pb2.CompactionPolicy(
+                strategy=policy_pb2.Strategy(
+                    pipeline=policy_pb2.Pipeline(
+                        steps=[
+                            policy_pb2.Strategy(sliding_window=policy_pb2.SlidingWindow()),
+                            policy_pb2.Strategy(summarize=policy_pb2.Summarize(model="a b")),
+                        ]
+                    )
+                )
+            ),
+            "policy.strategy.pipeline.steps[1].summarize.model",
+        ),
     ],
 )
 async def test_bad_policies_name_the_field(
