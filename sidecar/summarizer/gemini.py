@@ -249,6 +249,13 @@ class GeminiSummarizer:
                     Outcome.UNAVAILABLE,
                     SummarizerUnavailable(f"Gemini sent an unreadable answer: {exc}"),
                 ) from exc
+            except ValueError as exc:  # the SDK refused the request before sending it
+                raise self._failed(
+                    Outcome.REJECTED,
+                    SummarizerUnavailable(
+                        f"Gemini's client refused the request (model {model[:200]!r}): {exc}"
+                    ),
+                ) from exc
             if attempt >= settings.max_retries:
                 raise self._failed(
                     Outcome.UNAVAILABLE,

@@ -115,6 +115,18 @@ async def test_request_model_overrides_the_settings_model(fake: FakeGemini) -> N
     ]
 
 
+async def test_a_model_the_sdk_refuses_is_a_rejection_not_a_crash(fake: FakeGemini) -> None:
+    """A policy stored before model names were checked may name one google-genai refuses
+    before sending (a path with '..'): that summary is unavailable, named, never INTERNAL."""
+    fake.script(answer("never sent"))
+    async with gemini(fake.url) as summarizer:
+        refused = r"refused the request \(model 'a/\.\./b'\)"
+        with pytest.raises(SummarizerUnavailable, match=refused):
+            await summarizer.summarize(replace(REQUEST, model="a/../b"))
+        assert summarizer.outcomes == Counter({"rejected": 1})
+    assert fake.received == []
+
+
 async def test_thinking_config_is_left_out_when_the_budget_is_none(fake: FakeGemini) -> None:
     fake.script(answer("The summary."))
     async with gemini(fake.url, thinking_budget=None) as summarizer:
