@@ -1,8 +1,10 @@
 """Watchers: subscribers to a session's compaction results.
 
-Each watcher has a bounded queue. Publishing never waits: a watcher whose
-queue is full loses the result and is told, on its next read, how many it
-missed, so a slow watcher can never block appends.
+Each watcher has a queue bounded in results and in bytes (a result lists
+the window it left, up to a thousand events). Publishing never waits: a
+watcher whose queue is full loses the result and is told, on its next read,
+how many it missed, so a slow watcher can never block appends nor hold
+memory without bound.
 """
 
 from __future__ import annotations
@@ -15,6 +17,16 @@ from dataclasses import dataclass
 from sidecar.model import CompactionResult
 
 DEFAULT_QUEUE_SIZE = 64
+DEFAULT_QUEUE_BYTES = 16 << 20
+"""What a watcher's queued results may hold, by their events' content (``result_bytes``);
+one result alone is always taken, whatever its size."""
+
+
+def result_bytes(result: CompactionResult) -> int:
+    """About what a result holds: its events' content and ids."""
+    return sum(e.content_bytes() + len(e.id) for e in result.active_events) + sum(
+        e.content_bytes() + len(e.id) for e in result.archived_events
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,19 +44,23 @@ class Gone:
 class Watcher:
     """One subscription; iterate it for results (and Lagged notices, and Gone at the end)."""
 
-    def __init__(self, hub: WatcherHub, session_id: str, size: int) -> None:
+    def __init__(self, hub: WatcherHub, session_id: str, size: int, max_bytes: int) -> None:
         self._hub = hub
         self.session_id = session_id
         self._queue: asyncio.Queue[CompactionResult | None] = asyncio.Queue(maxsize=size)
+        self._max_bytes = max_bytes
+        self._bytes = 0  # of the results queued (result_bytes)
         self._missed = 0
         self._gone = False
 
     def offer(self, result: CompactionResult) -> None:
-        try:
-            self._queue.put_nowait(result)
-        except asyncio.QueueFull:
+        size = result_bytes(result)
+        if self._queue.full() or (not self._queue.empty() and self._bytes + size > self._max_bytes):
             self._missed += 1
             self._hub.dropped += 1
+            return
+        self._queue.put_nowait(result)
+        self._bytes += size
 
     def end(self) -> None:
         """The session was deleted: ``next`` gives Gone once the results queued are read."""
@@ -61,7 +77,10 @@ class Watcher:
         if self._gone and self._queue.empty():
             return Gone()
         result = await self._queue.get()
-        return Gone() if result is None else result
+        if result is None:
+            return Gone()
+        self._bytes -= result_bytes(result)
+        return result
 
     async def __aiter__(self) -> AsyncIterator[CompactionResult | Lagged | Gone]:
         while True:
@@ -77,7 +96,9 @@ class Watcher:
 class WatcherHub:
     """The watchers of every session; sessions without watchers take no memory."""
 
-    def __init__(self, queue_size: int = DEFAULT_QUEUE_SIZE) -> None:
+    def __init__(
+        self, queue_size: int = DEFAULT_QUEUE_SIZE, queue_bytes: int = DEFAULT_QUEUE_BYTES
+    ) -> None:
         self._by_session: dict[str, set[Watcher]] = {}
         # Per watched session: the version its watchers are known to have seen,
         # from the last compaction published or the session's version when the
@@ -86,6 +107,7 @@ class WatcherHub:
         # and never after a later one.
         self._known: dict[str, int] = {}
         self._queue_size = queue_size
+        self._queue_bytes = queue_bytes
         self.watchers = 0
         self.dropped = 0
         """Results lost by watchers that fell behind, since start."""
@@ -97,7 +119,7 @@ class WatcherHub:
         return session_id in self._by_session
 
     def subscribe(self, session_id: str) -> Watcher:
-        watcher = Watcher(self, session_id, self._queue_size)
+        watcher = Watcher(self, session_id, self._queue_size, self._queue_bytes)
         self._by_session.setdefault(session_id, set()).add(watcher)
         self.watchers += 1
         return watcher

@@ -15,7 +15,7 @@ from sidecar.compaction.sliding_window import SlidingWindow
 from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.triggers import Always, TurnCount
 from sidecar.engine.engine import COUNT_IN_THREAD_CHARS, SessionEngine, policy_json
-from sidecar.engine.watchers import Gone, Lagged, Watcher
+from sidecar.engine.watchers import Gone, Lagged, Watcher, WatcherHub
 from sidecar.errors import (
     InvalidArgument,
     LimitExceeded,
@@ -320,6 +320,28 @@ async def test_slow_watcher_is_told_it_fell_behind_and_never_blocks(store: Sqlit
     assert lagged.missed > 0
     watcher.close()
     assert len(engine.watchers) == 0
+
+
+async def test_a_watchers_queue_is_bounded_in_bytes_too() -> None:
+    """Results list their windows: a watcher that does not read holds at most its bytes'
+    worth of them (one always), and is told how many it missed."""
+    hub = WatcherHub(queue_size=64, queue_bytes=10_000)
+    watcher = hub.subscribe("s")
+    window = tuple(Event(id=f"e{n}", role=Role.USER, text="x" * 1_000) for n in range(4))
+
+    def result(version: int, events: tuple[Event, ...]) -> CompactionResult:
+        return CompactionResult(True, "sliding_window", active_events=events, version=version)
+
+    hub.publish("s", result(1, window * 5))  # alone past the bound: taken all the same
+    hub.publish("s", result(2, window))
+    assert hub.queued() == 1
+    assert (await watcher.next()).version == 1  # type: ignore[union-attr]
+    for version in range(3, 6):
+        hub.publish("s", result(version, window))
+    assert hub.queued() == 2  # 4 kB each: a third would pass the 10 kB
+    assert [getattr(await watcher.next(), "version", None) for _ in range(2)] == [3, 4]
+    assert await watcher.next() == Lagged(2)
+    watcher.close()
 
 
 async def test_a_deleted_sessions_watchers_read_what_was_queued_then_gone(
