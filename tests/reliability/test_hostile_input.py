@@ -172,9 +172,9 @@ async def test_an_event_id_with_a_trailing_newline_is_refused(stub: Stub) -> Non
 
 
 def _forged(*place: int) -> str:
-    """The token of the search below, holding ``place`` (its block and offset): signed with
-    the key of the server, which runs in this process, as if that key had leaked (see
-    paging.py)."""
+    """The token of the search below, holding ``place`` (its block, offset and newest event's
+    key): signed with the key of the server, which runs in this process, as if that key had
+    leaked (see paging.py)."""
     bound = fingerprint("paris", None, "", [], True, None, None)
     return encode_token("search", bound, place)
 
@@ -196,8 +196,18 @@ async def test_a_forged_search_page_token_is_refused_by_every_store(
                 pb.SearchEventsRequest(query="paris", include_active=True, page_size=1)
             )
             issued_token = issued.next_page_token
-            assert _forged(0, 1) == issued_token  # the forgery is made as the server makes tokens
-            forgeries = (_forged(0, -1), _forged(-1, 0), _forged(0, -(2**63)), _forged(1), "%%")
+            # The forgery is made as the server makes tokens: block, offset, newest event's key.
+            newest = next(n for n in range(1, 100) if _forged(0, 1, n) == issued_token)
+            forgeries = (
+                _forged(0, -1, newest),
+                _forged(-1, 0, newest),
+                _forged(0, -(2**63), newest),
+                _forged(0, 1, -1),
+                _forged(0, -1),  # an older server's form
+                _forged(1),
+                _forged(0, 1, newest, 0),
+                "%%",
+            )
             for token in forgeries:
                 search = stub.SearchEvents(
                     pb.SearchEventsRequest(query="paris", include_active=True, page_token=token)
