@@ -26,7 +26,7 @@ from sidecar.adapters.adk_mapping import (
     window_to_adk,
 )
 from sidecar.adapters.clients import BARRIER, LoopClients
-from sidecar.adapters.usage import Recent, append_reporting, model_usage
+from sidecar.adapters.usage import STAND_IN_KEY, Recent, append_reporting, model_usage
 from sidecar.client import AlreadyExistsError, AsyncClient, ModelUsage
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.model import Event
@@ -124,7 +124,7 @@ class CompactingModelCallback:
             batch = [event_to_sidecar(e) for e in new[start : start + _APPEND_BATCH]]
             reported = _usage_for(batch, answer, usage)
             try:
-                appended = await append_reporting(handle, batch, reported)
+                appended = await append_reporting(handle, batch, reported, stand_ins=True)
                 scheduled = appended.compaction_scheduled or scheduled
             except AlreadyExistsError:
                 # Stored before in another form (by an earlier version of this mapping, on
@@ -132,7 +132,7 @@ class CompactingModelCallback:
                 for event in batch:
                     with contextlib.suppress(AlreadyExistsError):
                         appended = await append_reporting(
-                            handle, [event], _usage_for([event], answer, usage)
+                            handle, [event], _usage_for([event], answer, usage), stand_ins=True
                         )
                         scheduled = appended.compaction_scheduled or scheduled
             sent.update(e.id for e in batch)
@@ -180,10 +180,23 @@ class CompactingModelCallback:
                 run_config and run_config.include_thoughts_from_other_agents
             ),
         )
-        compacted = built(window_to_adk(window, self.summary_author or callback_context.agent_name))
+        adk_window = window_to_adk(window, self.summary_author or callback_context.agent_name)
+        # An event stored as its stand-in (past the service's max_event_bytes) goes to the
+        # model as ADK has it while it is in the window.
+        originals = {e.id: e for e in session.events}
+        adk_window = [
+            originals.get(ours.id, adk) if _stood_in(ours) else adk
+            for ours, adk in zip(window, adk_window, strict=True)
+        ]
+        compacted = built(adk_window)
         spliced = _spliced(llm_request.contents, built(list(session.events)), compacted)
         llm_request.contents = compacted if spliced is None else spliced
         return None
+
+
+def _stood_in(event: Event) -> bool:
+    """Whether the window shows the event's stand-in (not a clearing's placeholder)."""
+    return STAND_IN_KEY in event.metadata and not event.cleared
 
 
 def _spliced(

@@ -246,13 +246,15 @@ class SessionCompactionMiddleware(AgentMiddleware):
         for start in range(0, len(new), _APPEND_BATCH):
             batch = new[start : start + _APPEND_BATCH]
             try:
-                appended = append_reporting_sync(handle, batch, _usage_for(batch, answer))
+                appended = append_reporting_sync(
+                    handle, batch, _usage_for(batch, answer), stand_ins=True
+                )
                 scheduled = appended.compaction_scheduled or scheduled
             except AlreadyExistsError:  # a message edited in place: store the rest
                 for event in batch:
                     with contextlib.suppress(AlreadyExistsError):
                         appended = append_reporting_sync(
-                            handle, [event], _usage_for([event], answer)
+                            handle, [event], _usage_for([event], answer), stand_ins=True
                         )
                         scheduled = appended.compaction_scheduled or scheduled
             sent.update(e.id for e in batch)
@@ -274,13 +276,15 @@ class SessionCompactionMiddleware(AgentMiddleware):
         for start in range(0, len(new), _APPEND_BATCH):
             batch = new[start : start + _APPEND_BATCH]
             try:
-                appended = await append_reporting(handle, batch, _usage_for(batch, answer))
+                appended = await append_reporting(
+                    handle, batch, _usage_for(batch, answer), stand_ins=True
+                )
                 scheduled = appended.compaction_scheduled or scheduled
             except AlreadyExistsError:  # a message edited in place: store the rest
                 for event in batch:
                     with contextlib.suppress(AlreadyExistsError):
                         appended = await append_reporting(
-                            handle, [event], _usage_for([event], answer)
+                            handle, [event], _usage_for([event], answer), stand_ins=True
                         )
                         scheduled = appended.compaction_scheduled or scheduled
             sent.update(e.id for e in batch)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Generic, TypeVar
 
 from sidecar.client import (
@@ -21,6 +22,7 @@ from sidecar.client import (
     InvalidArgumentError,
     LabelUpdate,
     ModelUsage,
+    ResourceExhaustedError,
     SessionHandle,
     SyncSessionHandle,
 )
@@ -95,14 +97,91 @@ def _taken(session_id: str, usage: ModelUsage, result: AppendResult) -> AppendRe
     return result
 
 
+STAND_IN_KEY = "sidecar.stand_in"
+"""Metadata of an event stored as its stand-in (``stand_in``): the bytes the event held."""
+_KEPT_CHARS = 1_000
+
+
+def stand_in(event: Event) -> Event:
+    """What is stored of an event past the service's ``max_event_bytes``.
+
+    Its id, role, place and tool structure, so the log stays whole and every
+    call keeps its result; its text and each result cut to their first
+    characters and a note of what was left out; its parts (images, files) and
+    reasoning left out. While it is in the window the frameworks hand the
+    model their own message; a summary sees the stand-in.
+    """
+    size = event.content_bytes()
+    note = f"[not stored: this event held {size} bytes, past the service's max_event_bytes]"
+
+    def cut(text: str) -> str:
+        return f"{text[:_KEPT_CHARS]}… {note}" if len(text) > _KEPT_CHARS else text
+
+    text = cut(event.text)
+    if (event.parts or event.reasoning or not event.text) and note not in text:
+        text = f"{text} {note}".strip()
+    return replace(
+        event,
+        text=text,
+        tool_calls=tuple(
+            c if len(c.arguments_json) <= _KEPT_CHARS else replace(c, arguments_json="{}")
+            for c in event.tool_calls
+        ),
+        tool_results=tuple(replace(r, content=cut(r.content)) for r in event.tool_results),
+        parts=(),
+        reasoning=(),
+        metadata={**event.metadata, STAND_IN_KEY: str(size)},
+    )
+
+
+def _stood_in(session_id: str, events: list[Event], exc: ResourceExhaustedError) -> list[Event]:
+    """``events`` with the largest one not stood in yet replaced by its stand-in; ``exc``
+    raised again when the limit met was not ``max_event_bytes``, or none is left."""
+    left = [i for i, e in enumerate(events) if STAND_IN_KEY not in e.metadata]
+    if "max_event_bytes" not in exc.limits or not left:
+        raise exc
+    largest = max(left, key=lambda i: events[i].content_bytes())
+    event = events[largest]
+    log.warning(
+        "event %s of %s holds %d bytes, past the service's max_event_bytes: stored as a"
+        " stand-in (raise --max-event-bytes to store it whole)",
+        event.id,
+        session_id,
+        event.content_bytes(),
+    )
+    return [*events[:largest], stand_in(event), *events[largest + 1 :]]
+
+
 async def append_reporting(
     handle: SessionHandle,
     events: Sequence[Event],
     usage: ModelUsage | None,
     *,
     label_updates: Sequence[LabelUpdate] = (),
+    stand_ins: bool = False,
 ) -> AppendResult:
-    """Append ``events`` with ``usage``; refused for the report alone, append them without it."""
+    """Append ``events`` with ``usage``; refused for the report alone, append them without it.
+
+    ``stand_ins``: an event past the service's ``max_event_bytes`` is stored as its
+    stand-in (``stand_in``). For a mirror, whose framework keeps the event itself: the
+    frameworks store any event, and refusing it would fail every call after.
+    """
+    batch = list(events)
+    while True:
+        try:
+            return await _append_reporting(handle, batch, usage, label_updates)
+        except ResourceExhaustedError as exc:
+            if not stand_ins:
+                raise
+            batch = _stood_in(handle.session_id, batch, exc)
+
+
+async def _append_reporting(
+    handle: SessionHandle,
+    events: Sequence[Event],
+    usage: ModelUsage | None,
+    label_updates: Sequence[LabelUpdate],
+) -> AppendResult:
     if usage is not None:
         try:
             appended = await handle.append(events, label_updates=label_updates, usage=usage)
@@ -113,9 +192,26 @@ async def append_reporting(
 
 
 def append_reporting_sync(
-    handle: SyncSessionHandle, events: Sequence[Event], usage: ModelUsage | None
+    handle: SyncSessionHandle,
+    events: Sequence[Event],
+    usage: ModelUsage | None,
+    *,
+    stand_ins: bool = False,
 ) -> AppendResult:
     """``append_reporting`` for the blocking client."""
+    batch = list(events)
+    while True:
+        try:
+            return _append_reporting_sync(handle, batch, usage)
+        except ResourceExhaustedError as exc:
+            if not stand_ins:
+                raise
+            batch = _stood_in(handle.session_id, batch, exc)
+
+
+def _append_reporting_sync(
+    handle: SyncSessionHandle, events: Sequence[Event], usage: ModelUsage | None
+) -> AppendResult:
     if usage is not None:
         try:
             return _taken(handle.session_id, usage, handle.append(events, usage=usage))

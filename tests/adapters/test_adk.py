@@ -474,3 +474,42 @@ async def test_callback_that_compacts_nothing_sends_what_adk_sends(client: Async
         seen[name] = [call.contents for call in script.calls]
     assert len(seen["adk"]) == 6
     assert seen["compacting"] == seen["adk"]
+
+
+async def test_callback_mirrors_an_event_past_the_services_limit_as_a_stand_in(
+    client: AsyncClient,
+) -> None:
+    """A tool result past the service's 1 MiB event limit: the agent runs on (every later
+    call failed), the model gets ADK's own result while it is in the window, the mirror
+    stores its stand-in."""
+
+    def get_weather(city: str, tool_context: ToolContext) -> dict[str, str]:
+        """Returns today's weather report for a city, with every station's raw readings."""
+        return {"city": city, "report": "station reading 21.0 C; " * 60_000}  # 1.4 MB
+
+    script = Script()
+    callback = CompactingModelCallback(client, namespace="huge")
+    agent = LlmAgent(
+        name="forecaster",
+        model=ScriptedLlm(script=script),
+        instruction=INSTRUCTION,
+        tools=[get_weather],
+        before_model_callback=callback,
+    )
+    sessions: BaseSessionService = InMemorySessionService()
+    runner = Runner(app_name=APP, agent=agent, session_service=sessions)
+    await sessions.create_session(app_name=APP, user_id=USER, session_id="s")
+    await run_turns(runner, "s", 2)
+    last = script.calls[-1].contents
+    reports = [
+        p.function_response.response
+        for c in last
+        for p in c.parts or []
+        if p.function_response and p.function_response.response
+    ]
+    assert len(reports) == 2
+    assert all(len(r["report"]) > 1_400_000 for r in reports)
+    key = session_key("huge", APP, USER, "s")
+    stood_in = [e async for e in client.session(key).events() if e.tool_results]
+    assert len(stood_in) == 2
+    assert all(int(e.metadata["sidecar.stand_in"]) > 1 << 20 for e in stood_in)

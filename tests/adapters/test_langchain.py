@@ -275,3 +275,38 @@ def test_two_thread_ids_never_share_a_session() -> None:
     assert SessionCompactionMiddleware("x:1", session_id="user:7 é").key(None) == (  # type: ignore[arg-type]
         "langchain/user:3A7:20:E9"  # ASCII and Latin-1 escape as before: their sessions stay
     )
+
+
+@tool("get_weather")
+def huge_weather(city: str) -> str:
+    """Returns today's weather report for a city, with every station's raw readings."""
+    return f"{city}: sunny. " + "station reading 21.0 C; " * 60_000  # 1.4 MB
+
+
+def test_a_message_past_the_services_event_limit_is_mirrored_as_a_stand_in(
+    sidecar_address: str, model: ScriptedChatModel
+) -> None:
+    """A tool result past the service's 1 MiB event limit: the agent runs on (it was refused
+    on every call after), the model gets the whole result, the log its stand-in."""
+    with Client(sidecar_address) as client:
+        middleware = SessionCompactionMiddleware(client, session_id="huge")
+        agent = create_agent(
+            model,
+            [huge_weather],
+            system_prompt=SYSTEM,
+            middleware=[middleware],
+            checkpointer=InMemorySaver(),
+        )
+        config: Any = {"configurable": {"thread_id": "huge"}}
+        for turn in range(2):
+            agent.invoke(question(turn), config)
+        result = next(m for m in model.seen[-1] if isinstance(m, ToolMessage))
+        assert len(str(result.content)) > 1_400_000  # the model got it whole, as without us
+        stored = [e for e in client.session("langchain/huge").events() if e.tool_results]
+        assert len(stored) == 2
+        for event in stored:
+            assert int(event.metadata["sidecar.stand_in"]) > 1 << 20
+            (kept,) = event.tool_results
+            assert kept.content.startswith("Lisbon: sunny.") or kept.content.startswith("Oslo")
+            assert "past the service's max_event_bytes" in kept.content
+            assert len(kept.content) < 2_000
