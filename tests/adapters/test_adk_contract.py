@@ -313,3 +313,17 @@ async def test_a_call_whose_arguments_hold_a_nan_is_stored(service: BaseSessionS
     assert part.function_call is not None
     assert part.function_call.args is not None
     assert part.function_call.args["mid"] == 1.5
+
+
+async def test_an_event_past_the_services_limit_is_refused_and_nothing_stored(
+    ours: CompactionSessionService,
+) -> None:
+    """The session service is the store of record: an event past --max-event-bytes (1 MiB)
+    is a ValueError naming the limit, and neither it nor its state change is stored."""
+    session = await ours.create_session(app_name=APP, user_id="u")
+    with pytest.raises(ValueError, match="max_event_bytes"):
+        await ours.append_event(session, said("x" * (1 << 20) + "y", state_delta={"k": 1}))
+    stored = await ours.get_session(app_name=APP, user_id="u", session_id=session.id)
+    assert stored is not None
+    assert stored.events == []
+    assert "k" not in stored.state
