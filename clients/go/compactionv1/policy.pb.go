@@ -730,7 +730,9 @@ type Summarize struct {
 	SystemPrompt string `protobuf:"bytes,3,opt,name=system_prompt,json=systemPrompt,proto3" json:"system_prompt,omitempty"`
 	// The USER text of the summary turn. Empty means the built-in one.
 	ShadowPrompt string `protobuf:"bytes,4,opt,name=shadow_prompt,json=shadowPrompt,proto3" json:"shadow_prompt,omitempty"`
-	// The summarizer model. Empty means the server's default.
+	// The summarizer model. Empty means the server's default. At most 200
+	// characters of letters, digits and . _ / : @ - (no ".."); else
+	// INVALID_ARGUMENT naming the field.
 	Model string `protobuf:"bytes,5,opt,name=model,proto3" json:"model,omitempty"`
 	// A cap on the summary's length, in tokens. Unset means 1024.
 	MaxSummaryTokens *int32 `protobuf:"varint,6,opt,name=max_summary_tokens,json=maxSummaryTokens,proto3,oneof" json:"max_summary_tokens,omitempty"`

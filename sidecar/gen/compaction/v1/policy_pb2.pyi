@@ -385,7 +385,10 @@ class Summarize(_message.Message):
     shadow_prompt: _builtins.str
     """The USER text of the summary turn. Empty means the built-in one."""
     model: _builtins.str
-    """The summarizer model. Empty means the server's default."""
+    """The summarizer model. Empty means the server's default. At most 200
+    characters of letters, digits and . _ / : @ - (no ".."); else
+    INVALID_ARGUMENT naming the field.
+    """
     max_summary_tokens: _builtins.int
     """A cap on the summary's length, in tokens. Unset means 1024."""
     max_input_tokens: _builtins.int

@@ -366,7 +366,9 @@ export type Summarize = Message<"compaction.v1.Summarize"> & {
   shadowPrompt: string;
 
   /**
-   * The summarizer model. Empty means the server's default.
+   * The summarizer model. Empty means the server's default. At most 200
+   * characters of letters, digits and . _ / : @ - (no ".."); else
+   * INVALID_ARGUMENT naming the field.
    *
    * @generated from field: string model = 5;
    */

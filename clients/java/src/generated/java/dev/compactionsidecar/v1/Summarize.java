@@ -216,7 +216,9 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object model_ = "";
   /**
    * <pre>
-   * The summarizer model. Empty means the server's default.
+   * The summarizer model. Empty means the server's default. At most 200
+   * characters of letters, digits and . _ / : &#64; - (no ".."); else
+   * INVALID_ARGUMENT naming the field.
    * </pre>
    *
    * <code>string model = 5 [json_name = "model"];</code>
@@ -237,7 +239,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The summarizer model. Empty means the server's default.
+   * The summarizer model. Empty means the server's default. At most 200
+   * characters of letters, digits and . _ / : &#64; - (no ".."); else
+   * INVALID_ARGUMENT naming the field.
    * </pre>
    *
    * <code>string model = 5 [json_name = "model"];</code>
@@ -1330,7 +1334,9 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object model_ = "";
     /**
      * <pre>
-     * The summarizer model. Empty means the server's default.
+     * The summarizer model. Empty means the server's default. At most 200
+     * characters of letters, digits and . _ / : &#64; - (no ".."); else
+     * INVALID_ARGUMENT naming the field.
      * </pre>
      *
      * <code>string model = 5 [json_name = "model"];</code>
@@ -1350,7 +1356,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The summarizer model. Empty means the server's default.
+     * The summarizer model. Empty means the server's default. At most 200
+     * characters of letters, digits and . _ / : &#64; - (no ".."); else
+     * INVALID_ARGUMENT naming the field.
      * </pre>
      *
      * <code>string model = 5 [json_name = "model"];</code>
@@ -1371,7 +1379,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The summarizer model. Empty means the server's default.
+     * The summarizer model. Empty means the server's default. At most 200
+     * characters of letters, digits and . _ / : &#64; - (no ".."); else
+     * INVALID_ARGUMENT naming the field.
      * </pre>
      *
      * <code>string model = 5 [json_name = "model"];</code>
@@ -1388,7 +1398,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The summarizer model. Empty means the server's default.
+     * The summarizer model. Empty means the server's default. At most 200
+     * characters of letters, digits and . _ / : &#64; - (no ".."); else
+     * INVALID_ARGUMENT naming the field.
      * </pre>
      *
      * <code>string model = 5 [json_name = "model"];</code>
@@ -1402,7 +1414,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The summarizer model. Empty means the server's default.
+     * The summarizer model. Empty means the server's default. At most 200
+     * characters of letters, digits and . _ / : &#64; - (no ".."); else
+     * INVALID_ARGUMENT naming the field.
      * </pre>
      *
      * <code>string model = 5 [json_name = "model"];</code>

@@ -94,7 +94,9 @@ public interface SummarizeOrBuilder extends
 
   /**
    * <pre>
-   * The summarizer model. Empty means the server's default.
+   * The summarizer model. Empty means the server's default. At most 200
+   * characters of letters, digits and . _ / : &#64; - (no ".."); else
+   * INVALID_ARGUMENT naming the field.
    * </pre>
    *
    * <code>string model = 5 [json_name = "model"];</code>
@@ -103,7 +105,9 @@ public interface SummarizeOrBuilder extends
   java.lang.String getModel();
   /**
    * <pre>
-   * The summarizer model. Empty means the server's default.
+   * The summarizer model. Empty means the server's default. At most 200
+   * characters of letters, digits and . _ / : &#64; - (no ".."); else
+   * INVALID_ARGUMENT naming the field.
    * </pre>
    *
    * <code>string model = 5 [json_name = "model"];</code>
