@@ -17,6 +17,7 @@ from sidecar.strict_json import MAX_JSON_DEPTH as MAX_JSON_DEPTH
 
 _ID = re.compile(r"[A-Za-z0-9._:~@/+=-]{1,128}")
 # What the engine accepts: a client's id, in a tenant's namespace or not (see tenancy.py).
+_MIME_TYPE = re.compile(r"[\x20-\x7e]{1,255}")
 _STORED_ID = re.compile(r"(?:[A-Za-z0-9._-]{1,64}#)?[A-Za-z0-9._:~@/+=-]{1,128}")
 
 
@@ -302,6 +303,13 @@ def _check_event(event: Event, at: str, limits: Limits) -> None:
     for j, part in enumerate(event.parts):
         if not part.mime_type:
             raise InvalidArgument(f"{at}.parts[{j}].mime_type", "is required")
+        if not _MIME_TYPE.fullmatch(part.mime_type):
+            # Sent on to providers as a header-like value: no control characters, no length
+            # past any media type's.
+            raise InvalidArgument(
+                f"{at}.parts[{j}].mime_type",
+                "must be a media type: at most 255 printable ASCII characters",
+            )
         if part.data and part.uri:
             raise InvalidArgument(f"{at}.parts[{j}]", "set data or uri, not both")
     size = event_size(event)

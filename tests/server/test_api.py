@@ -244,6 +244,19 @@ async def test_version_mismatch_is_failed_precondition_with_the_current_version(
             [event_pb2.Event(id="p", role=event_pb2.ROLE_USER, parts=[event_pb2.Part(data=b"x")])],
             "events[0].parts[0].mime_type",
         ),
+        *(
+            (
+                [
+                    event_pb2.Event(
+                        id="p",
+                        role=event_pb2.ROLE_USER,
+                        parts=[event_pb2.Part(mime_type=mime, data=b"x")],
+                    )
+                ],
+                "events[0].parts[0].mime_type",
+            )
+            for mime in ("image/png\x00", "image/p\nng", "image/" + "x" * 250, "image/pñg")
+        ),
     ],
 )
 async def test_bad_events_name_the_field_and_store_nothing(

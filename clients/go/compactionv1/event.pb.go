@@ -238,7 +238,8 @@ func (x *ToolResult) GetIsError() bool {
 // summaries see a placeholder such as "[image/png content]".
 type Part struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The content's media type, e.g. "image/png". Required.
+	// The content's media type, e.g. "image/png". Required: at most 255
+	// printable ASCII characters.
 	MimeType string `protobuf:"bytes,1,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
 	// Inline content; set this or uri, not both.
 	Data []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`

@@ -145,7 +145,9 @@ class Part(_message.Message):
     DATA_FIELD_NUMBER: _builtins.int
     URI_FIELD_NUMBER: _builtins.int
     mime_type: _builtins.str
-    """The content's media type, e.g. "image/png". Required."""
+    """The content's media type, e.g. "image/png". Required: at most 255
+    printable ASCII characters.
+    """
     data: _builtins.bytes
     """Inline content; set this or uri, not both."""
     uri: _builtins.str

@@ -109,7 +109,8 @@ export const ToolResultSchema: GenMessage<ToolResult> = /*@__PURE__*/
  */
 export type Part = Message<"compaction.v1.Part"> & {
   /**
-   * The content's media type, e.g. "image/png". Required.
+   * The content's media type, e.g. "image/png". Required: at most 255
+   * printable ASCII characters.
    *
    * @generated from field: string mime_type = 1;
    */

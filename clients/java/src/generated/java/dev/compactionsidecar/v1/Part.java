@@ -61,7 +61,8 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object mimeType_ = "";
   /**
    * <pre>
-   * The content's media type, e.g. "image/png". Required.
+   * The content's media type, e.g. "image/png". Required: at most 255
+   * printable ASCII characters.
    * </pre>
    *
    * <code>string mime_type = 1 [json_name = "mimeType"];</code>
@@ -82,7 +83,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The content's media type, e.g. "image/png". Required.
+   * The content's media type, e.g. "image/png". Required: at most 255
+   * printable ASCII characters.
    * </pre>
    *
    * <code>string mime_type = 1 [json_name = "mimeType"];</code>
@@ -516,7 +518,8 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object mimeType_ = "";
     /**
      * <pre>
-     * The content's media type, e.g. "image/png". Required.
+     * The content's media type, e.g. "image/png". Required: at most 255
+     * printable ASCII characters.
      * </pre>
      *
      * <code>string mime_type = 1 [json_name = "mimeType"];</code>
@@ -536,7 +539,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The content's media type, e.g. "image/png". Required.
+     * The content's media type, e.g. "image/png". Required: at most 255
+     * printable ASCII characters.
      * </pre>
      *
      * <code>string mime_type = 1 [json_name = "mimeType"];</code>
@@ -557,7 +561,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The content's media type, e.g. "image/png". Required.
+     * The content's media type, e.g. "image/png". Required: at most 255
+     * printable ASCII characters.
      * </pre>
      *
      * <code>string mime_type = 1 [json_name = "mimeType"];</code>
@@ -574,7 +579,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The content's media type, e.g. "image/png". Required.
+     * The content's media type, e.g. "image/png". Required: at most 255
+     * printable ASCII characters.
      * </pre>
      *
      * <code>string mime_type = 1 [json_name = "mimeType"];</code>
@@ -588,7 +594,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The content's media type, e.g. "image/png". Required.
+     * The content's media type, e.g. "image/png". Required: at most 255
+     * printable ASCII characters.
      * </pre>
      *
      * <code>string mime_type = 1 [json_name = "mimeType"];</code>

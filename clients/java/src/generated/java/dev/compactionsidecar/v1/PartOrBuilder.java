@@ -12,7 +12,8 @@ public interface PartOrBuilder extends
 
   /**
    * <pre>
-   * The content's media type, e.g. "image/png". Required.
+   * The content's media type, e.g. "image/png". Required: at most 255
+   * printable ASCII characters.
    * </pre>
    *
    * <code>string mime_type = 1 [json_name = "mimeType"];</code>
@@ -21,7 +22,8 @@ public interface PartOrBuilder extends
   java.lang.String getMimeType();
   /**
    * <pre>
-   * The content's media type, e.g. "image/png". Required.
+   * The content's media type, e.g. "image/png". Required: at most 255
+   * printable ASCII characters.
    * </pre>
    *
    * <code>string mime_type = 1 [json_name = "mimeType"];</code>
