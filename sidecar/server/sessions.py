@@ -18,6 +18,9 @@ from sidecar.server.context_cache import ContextResponses
 from sidecar.server.tenancy import current_scope
 from sidecar.store.protocol import SessionFilter
 
+MAX_MASK_PATHS = 16
+"""The most paths an UpdateSession mask may name (three exist; a repeat is harmless)."""
+
 
 class SessionHeaders:
     """CreateSession, GetSession, ListSessions, UpdateSession and DeleteSession."""
@@ -65,6 +68,10 @@ class SessionHeaders:
     async def update_session(self, request: pb.UpdateSessionRequest) -> session_pb2.Session:
         """Replace the policy, labels and/or model the update mask names."""
         session_id = fields.stored(request.session.session_id, "session.session_id")
+        if len(request.update_mask.paths) > MAX_MASK_PATHS:  # counted before a list is made
+            raise InvalidArgument(
+                "update_mask.paths", f"at most {MAX_MASK_PATHS} paths (policy, labels, model)"
+            )
         paths = list(request.update_mask.paths)
         if not paths:
             raise InvalidArgument("update_mask", "name at least one of: policy, labels, model")

@@ -127,6 +127,26 @@ async def test_update_mask_is_checked(stub: Stub) -> None:
         ),
     )
     assert field_violations(error) == ["update_mask.paths"]
+    # A mask of a million repeats is refused before a list of them is made.
+    error = await expect(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        stub.UpdateSession(
+            pb.UpdateSessionRequest(
+                session=session_pb2.Session(session_id="s", labels={"a": "b"}),
+                update_mask=field_mask_pb2.FieldMask(paths=["labels"] * 17),
+            )
+        ),
+    )
+    assert field_violations(error) == ["update_mask.paths"]
+    session = await stub.GetSession(pb.GetSessionRequest(session_id="s"))
+    assert dict(session.labels) == {}  # nothing changed
+    twice = field_mask_pb2.FieldMask(paths=["labels", "labels"])  # a repeat is harmless
+    updated = await stub.UpdateSession(
+        pb.UpdateSessionRequest(
+            session=session_pb2.Session(session_id="s", labels={"a": "b"}), update_mask=twice
+        )
+    )
+    assert dict(updated.labels) == {"a": "b"}
 
 
 # -- appends and context ------------------------------------------------------
