@@ -323,10 +323,13 @@ export class SessionHandle {
    * Every compaction result of the session as it lands, and `missed` notices
    * when the watcher fell behind. Results that landed before the call are not
    * replayed; not retried (a silent reconnect would hide lost results).
-   * End it with the signal, or by leaving the `for await` loop.
+   * End it with the signal, `cancel()`, or by leaving the `for await` loop (which cancels the call).
    */
   watch(options?: CallOptions): Watch {
-    return new Watch(this.client.raw.watchSession({ sessionId: this.sessionId }, this.client.streamOptions(options)));
+    return new Watch(
+      (o) => this.client.raw.watchSession({ sessionId: this.sessionId }, o),
+      this.client.streamOptions(options),
+    );
   }
 
   /** The whole log in log order, archived events included unless `activeOnly`, page after page. */

@@ -192,9 +192,27 @@ export interface Compaction {
 
 export type WatchUpdate = Compaction | Missed;
 
-/** WatchSession as an async iterable of updates; failures (deadline, abort) reject as SidecarError. */
+/**
+ * WatchSession as an async iterable of updates; failures (deadline, abort) reject as SidecarError.
+ * Leaving the `for await` loop (break, return, throw) cancels the call: Connect's iterables do not
+ * pass `return()` on to the call, so without this a left watch would stay open on the server.
+ */
 export class Watch implements AsyncIterable<WatchUpdate> {
-  constructor(private readonly responses: AsyncIterable<WatchSessionResponse>) {}
+  private readonly abort = new AbortController();
+  private readonly responses: AsyncIterable<WatchSessionResponse>;
+
+  constructor(
+    open: (options: ConnectCallOptions) => AsyncIterable<WatchSessionResponse>,
+    options: ConnectCallOptions,
+  ) {
+    const signal = options.signal ? AbortSignal.any([options.signal, this.abort.signal]) : this.abort.signal;
+    this.responses = open({ ...options, signal });
+  }
+
+  /** End the call now; the iteration rejects with CANCELLED. */
+  cancel(): void {
+    this.abort.abort();
+  }
 
   async *[Symbol.asyncIterator](): AsyncGenerator<WatchUpdate> {
     try {
@@ -212,6 +230,8 @@ export class Watch implements AsyncIterable<WatchUpdate> {
       }
     } catch (reason) {
       throw SidecarError.from(reason);
+    } finally {
+      this.abort.abort();
     }
   }
 }

@@ -191,6 +191,36 @@ describe("SidecarClient against a running server", () => {
     assert.ok(first?.kind === "compaction" && first.result.strategy === "turn_window");
   });
 
+  it("ends the watch call when the for-await loop is left", async () => {
+    const signals: AbortSignal[] = [];
+    const spy: Interceptor = (next) => async (request) => {
+      if (request.method.name === "WatchSession") signals.push(request.signal);
+      return next(request);
+    };
+    const watcher = new SidecarClient({ address: server.address, interceptors: [spy] });
+    try {
+      const session = watcher.session("watched-then-left");
+      await session.append([...turn(0), ...turn(1), ...turn(2)], { createIfMissing: true });
+      let seen = 0;
+      const watching = (async () => {
+        for await (const _update of session.watch()) {
+          seen += 1;
+          break; // the caller is done: the call must end, not stay open on the server
+        }
+      })();
+      for (let i = 0; i < 50 && seen === 0; i++) {
+        await session.compact({ policy: policy(strategies.turnWindow(1)), force: true });
+        await new Promise((done) => setTimeout(done, 50));
+      }
+      await watching;
+      assert.equal(seen, 1);
+      assert.equal(signals.length, 1);
+      assert.ok(signals[0]?.aborted, "leaving the loop cancels the WatchSession call");
+    } finally {
+      watcher.close();
+    }
+  });
+
   it("ends a watch at its deadline with DEADLINE_EXCEEDED", async () => {
     await client.session("deadline").append(turn(0), { createIfMissing: true });
     const started = Date.now();
