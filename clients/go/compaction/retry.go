@@ -68,7 +68,8 @@ func (c *Client) withTimeout(ctx context.Context) (context.Context, context.Canc
 
 // unary runs one call under the default deadline, repeated on Unavailable
 // when retry is set (the caller vouches that repeating it is safe). The
-// error is the last attempt's, as *Error.
+// error is the last attempt's, as *Error, or Canceled / DeadlineExceeded
+// when ctx ends during a backoff.
 func unary[Resp any](ctx context.Context, c *Client, retry bool, call func(context.Context) (Resp, error)) (Resp, error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
@@ -87,8 +88,10 @@ func unary[Resp any](ctx context.Context, c *Client, retry bool, call func(conte
 		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			// Cancelled (or past a deadline) mid-backoff: report that, as a call
+			// cancelled mid-attempt does, not the Unavailable that led to the wait.
 			timer.Stop()
-			return resp, toError(err)
+			return resp, toError(ctx.Err())
 		case <-timer.C:
 		}
 	}

@@ -198,3 +198,29 @@ func TestBackoffGrowsAndIsCapped(t *testing.T) {
 		}
 	}
 }
+
+func TestCancelMidBackoffIsCanceled(t *testing.T) {
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := listener.Addr().String()
+	_ = listener.Close() // nothing listens there now: every attempt fails with Unavailable
+	client, err := compaction.New(dead, compaction.WithRetryPolicy(compaction.RetryPolicy{
+		MaxRetries: 10, InitialBackoff: 2 * time.Second, MaxBackoff: 2 * time.Second, Multiplier: 1,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel) // during the first backoff (1s to 2s)
+	start := time.Now()
+	_, err = client.Session(uniqueID("go-cancel")).Get(ctx)
+	if time.Since(start) > 900*time.Millisecond {
+		t.Fatalf("the call went on %v after its context was cancelled", time.Since(start))
+	}
+	if !errors.Is(err, context.Canceled) || status.Code(err) != codes.Canceled {
+		t.Fatalf("error %v (code %v), want Canceled as for a call cancelled mid-attempt", err, status.Code(err))
+	}
+}
