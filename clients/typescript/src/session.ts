@@ -125,6 +125,8 @@ function sameWindow(a: readonly Event[], b: readonly Event[]): boolean {
 export interface SessionClient {
   /** The generated client. */
   readonly raw: RawClient;
+  /** The default deadline of a call, in milliseconds (undefined: none). */
+  readonly timeoutMs: number | undefined;
   /** One unary call, retried on UNAVAILABLE when `retry` (the caller vouches it is safe). */
   unary<T>(
     call: (options: ConnectCallOptions) => Promise<T>,
@@ -197,26 +199,38 @@ export class SessionHandle {
    * With `format`, `renderedJson` holds the window as that provider's request
    * fragment, ready to merge into the request body. A window read in parts
    * comes as events only: `renderedJson` is then "" (the server renders only
-   * what it sends in one answer), `estimatedPromptTokens` is kept.
+   * what it sends in one answer), `estimatedPromptTokens` is kept. `timeoutMs` bounds all the
+   * calls a window read in parts takes together.
    */
   async context(options: ContextOptions = {}): Promise<GetContextResponse> {
     const request = { sessionId: this.sessionId, format: options.format ?? ContextFormat.UNSPECIFIED };
+    // One deadline for every call a window read in parts takes (answers, pages, re-reads).
+    const budget = options.timeoutMs ?? this.client.timeoutMs;
+    const deadline = budget === undefined ? undefined : Date.now() + budget;
+    const left = (): CallOptions => ({
+      timeoutMs: deadline === undefined ? undefined : Math.max(1, deadline - Date.now()),
+      signal: options.signal,
+    });
     for (let attempt = 1; ; attempt++) {
-      const answer = await this.client.unary(
-        (o) => this.client.raw.getContext(request, o),
-        true,
-        options,
-      );
+      const answer = await this.client.unary((o) => this.client.raw.getContext(request, o), true, left());
       if (!answer.contentOmitted) return answer;
       const listed: Event[] = [];
-      for await (const event of this.events({ timeoutMs: options.timeoutMs, signal: options.signal, activeOnly: true })) {
+      const pages = this.client.paged(async (pageToken) => {
+        const page = await this.client.unary(
+          (o) => this.client.raw.listEvents({ sessionId: this.sessionId, activeOnly: true, pageToken }, o),
+          true,
+          left(),
+        );
+        return [page.events, page.nextPageToken];
+      });
+      for await (const event of pages) {
         listed.push(event);
       }
       let same = sameWindow(listed, answer.events);
       if (answer.eventsOmitted) {
         // Too many events to list even without content: nothing to compare the pages with, so a
         // second answer tells whether a write came in between.
-        const again = await this.client.unary((o) => this.client.raw.getContext(request, o), true, options);
+        const again = await this.client.unary((o) => this.client.raw.getContext(request, o), true, left());
         same = again.version === answer.version && again.cachePrefixId === answer.cachePrefixId;
       }
       if (attempt >= WHOLE_WINDOW_TRIES || same) {

@@ -398,6 +398,29 @@ describe("context of a window too large for one answer", () => {
     await server?.stop();
   });
 
+  it("reads a window in parts within one timeoutMs for all its calls", async () => {
+    const plain = new SidecarClient({ address: server.address });
+    let calls = 0;
+    // Every call takes 200 ms: the GetContext answer and the ListEvents pages together pass 500 ms.
+    const slow: Interceptor = (next) => async (request) => {
+      calls += 1;
+      await new Promise((done) => setTimeout(done, 200));
+      return next(request);
+    };
+    const slowClient = new SidecarClient({ address: server.address, interceptors: [slow] });
+    try {
+      const big = ["s0", "s1", "s2", "s3"].map((id) => ({ id, role: Role.USER, text: id + "y".repeat(1500) }));
+      await plain.session("big-slow").append(big, { createIfMissing: true });
+      const started = Date.now();
+      await rejects(slowClient.session("big-slow").context({ timeoutMs: 500 }), Code.DeadlineExceeded);
+      assert.ok(calls >= 2, "the window was read in parts");
+      assert.ok(Date.now() - started < 900, `context() took ${Date.now() - started} ms with timeoutMs 500`);
+    } finally {
+      plain.close();
+      slowClient.close();
+    }
+  });
+
   it("is read in pages, and read again when the window changed in between", async () => {
     const plain = new SidecarClient({ address: server.address });
     const omitted: boolean[] = [];
