@@ -20,6 +20,16 @@ _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
 @dataclass(frozen=True, slots=True)
+class Precondition:
+    """A failed precondition other than the version (google.rpc.PreconditionFailure): its
+    ``type`` (``RESTORE_ORDER``: restore ``subject``, the newer compaction, first)."""
+
+    type: str
+    subject: str
+    description: str
+
+
+@dataclass(frozen=True, slots=True)
 class FieldViolation:
     """One bad field of a request, by its dotted path (``events[0].role``)."""
 
@@ -32,8 +42,9 @@ class ClientError(Exception):
 
     ``field_violations`` comes from google.rpc.BadRequest (INVALID_ARGUMENT),
     ``current_version`` and ``reason`` from google.rpc.ErrorInfo
-    (FAILED_PRECONDITION on a version mismatch), ``limits`` from
-    google.rpc.QuotaFailure (RESOURCE_EXHAUSTED).
+    (FAILED_PRECONDITION on a version mismatch), ``preconditions`` from
+    google.rpc.PreconditionFailure (FAILED_PRECONDITION otherwise: a restore out of
+    order), ``limits`` from google.rpc.QuotaFailure (RESOURCE_EXHAUSTED).
     """
 
     def __init__(
@@ -45,6 +56,7 @@ class ClientError(Exception):
         current_version: int | None = None,
         reason: str = "",
         limits: tuple[str, ...] = (),
+        preconditions: tuple[Precondition, ...] = (),
     ) -> None:
         super().__init__(f"{code.name}: {message}")
         self.code = code
@@ -53,6 +65,7 @@ class ClientError(Exception):
         self.current_version = current_version
         self.reason = reason
         self.limits = limits
+        self.preconditions = preconditions
 
     @property
     def field(self) -> str | None:
@@ -113,6 +126,7 @@ def error_from_status(status: status_pb2.Status) -> ClientError:
     """The error for a google.rpc.Status: a stream's per-request error, or a call's trailer."""
     violations: list[FieldViolation] = []
     limits: list[str] = []
+    preconditions: list[Precondition] = []
     current_version: int | None = None
     reason = ""
     for detail in status.details:
@@ -130,6 +144,12 @@ def error_from_status(status: status_pb2.Status) -> ClientError:
             quota = error_details_pb2.QuotaFailure()
             detail.Unpack(quota)
             limits.extend(v.subject for v in quota.violations)
+        elif detail.Is(error_details_pb2.PreconditionFailure.DESCRIPTOR):
+            failure = error_details_pb2.PreconditionFailure()
+            detail.Unpack(failure)
+            preconditions.extend(
+                Precondition(v.type, v.subject, v.description) for v in failure.violations
+            )
     code = status_code(status.code)
     return _BY_CODE.get(code, ClientError)(
         code,
@@ -138,6 +158,7 @@ def error_from_status(status: status_pb2.Status) -> ClientError:
         current_version=current_version,
         reason=reason,
         limits=tuple(limits),
+        preconditions=tuple(preconditions),
     )
 
 

@@ -13,10 +13,13 @@ from sidecar.client import (
     FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
+    Precondition,
     ResourceExhaustedError,
     UnauthenticatedError,
 )
 from sidecar.client.errors import error_from_rpc
+from sidecar.compaction.policy import CompactionPolicy
+from sidecar.compaction.sliding_window import SlidingWindow
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
 from sidecar.model import Event, Role, ToolCall
@@ -76,6 +79,26 @@ async def test_version_mismatch_exposes_the_current_version(client: AsyncClient)
     assert on_update.value.current_version == appended.version
     assert on_compact.value.current_version == appended.version
     assert [e.text async for e in handle.events()] == ["question number0", "answer number0"]
+
+
+async def test_a_restore_out_of_order_names_the_compaction_to_restore_first(
+    client: AsyncClient,
+) -> None:
+    """The PreconditionFailure the server attaches is read, as Go and Java read it."""
+    handle = client.session("s1")
+    await handle.append([*turn(0), *turn(1), *turn(2)], create_if_missing=True)
+    keep = CompactionPolicy(trigger=None, strategy=SlidingWindow(max_events=4))
+    older = await handle.compact(keep, force=True)
+    await handle.append(turn(3))
+    newer = await handle.compact(CompactionPolicy(None, SlidingWindow(max_events=2)), force=True)
+    assert older.compacted
+    assert newer.compacted
+
+    with pytest.raises(FailedPreconditionError) as caught:
+        await handle.restore(older.compaction_id)
+
+    (precondition,) = caught.value.preconditions
+    assert precondition == Precondition("RESTORE_ORDER", newer.compaction_id, caught.value.message)
 
 
 async def test_missing_session_is_not_found(client: AsyncClient) -> None:
