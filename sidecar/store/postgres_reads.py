@@ -28,7 +28,7 @@ from sidecar.store.paging import (
     encode_token,
     fingerprint,
 )
-from sidecar.store.postgres_schema import INDEXED_TEXT_CHARS, SEARCH_CONFIG, Db
+from sidecar.store.postgres_schema import INDEXED_TEXT_CHARS, SEARCH_CONFIG, WORD_SEPARATORS, Db
 from sidecar.store.protocol import (
     Page,
     SearchHit,
@@ -278,6 +278,9 @@ async def list_sessions(db: Db, filter: SessionFilter, *, size: int, token: str)
     return Page(items, next_token)
 
 
+_AS_SPACES = str.maketrans(WORD_SEPARATORS, " " * len(WORD_SEPARATORS))
+
+
 def query_words(text: str) -> str:
     """User text as ``plainto_tsquery`` input: its distinct terms (``query_terms``), NULs gone.
 
@@ -287,8 +290,9 @@ def query_words(text: str) -> str:
     ``-`` and quotes as operators, so the same query would mean two things
     depending on the store behind the API. Dropping a repeated term changes
     nothing that matches, and spares a lexeme ranked and highlighted per hit.
+    Punctuation is read as spaces, as the indexed text's is (``WORD_SEPARATORS``).
     """
-    return " ".join(query_terms(text))
+    return " ".join(query_terms(text)).translate(_AS_SPACES)
 
 
 async def search(

@@ -43,6 +43,28 @@ from sidecar.store.tool_links import links_of_content
 
 INDEXED_TEXT_CHARS = 262_144
 
+WORD_SEPARATORS = "".join(chr(c) for c in range(33, 127) if not chr(c).isalnum())
+"""ASCII punctuation, read as spaces before PostgreSQL's parser sees text or a query.
+
+SQLite's ``unicode61`` tokenizer splits at every character that is not a
+letter, mark or digit; PostgreSQL's default parser keeps ``/etc/passwd``,
+``https://example.com/docs``, ``ops@example.com`` and ``1.2.3`` as single
+lexemes, so a search for ``passwd`` or ``example`` found them on SQLite only.
+"""
+
+
+def _sql_text(text: str) -> str:
+    """``text`` as an SQL string literal (standard_conforming_strings: only quotes double)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def searchable_text(sql: str) -> str:
+    """The SQL expression ``sql`` with its ASCII punctuation read as spaces."""
+    return (
+        f"translate({sql}, {_sql_text(WORD_SEPARATORS)}, {_sql_text(' ' * len(WORD_SEPARATORS))})"
+    )
+
+
 Db: TypeAlias = (
     "asyncpg.Connection[asyncpg.Record] | asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
 )
@@ -299,6 +321,21 @@ _MIGRATION_11 = Migration(
     ),
 )
 
+_MIGRATION_12 = Migration(
+    12,
+    "search splits words at punctuation, as SQLite's unicode61 tokenizer does",
+    (
+        "DROP INDEX events_search",
+        "ALTER TABLE events DROP COLUMN search",
+        f"""
+        ALTER TABLE events ADD COLUMN search tsvector GENERATED ALWAYS AS
+            (to_tsvector('{SEARCH_CONFIG}'::regconfig,
+                         {searchable_text(f"left(body, {INDEXED_TEXT_CHARS})")})) STORED
+        """,
+        "CREATE INDEX events_search ON events USING gin (search)",
+    ),
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     _MIGRATION_1,
     _MIGRATION_2,
@@ -311,6 +348,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _MIGRATION_9,
     _MIGRATION_10,
     _MIGRATION_11,
+    _MIGRATION_12,
 )
 """Every migration, in order; versions are 1, 2, 3, ... with no gap."""
 

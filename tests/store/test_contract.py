@@ -1160,3 +1160,37 @@ async def test_search_folds_case_and_accents_on_both_sides(store: Store) -> None
     assert await hit_ids(store, words("naive resume")) == ["fold/u2"]
     page = await store.search(words("zurich"), page_size=5, page_token="")
     assert "Zürich" in page.items[0].snippet  # the snippet shows the text as written
+
+
+async def test_search_finds_the_words_of_paths_urls_and_addresses_on_both_stores(
+    store: Store,
+) -> None:
+    """Punctuation separates words on both stores: a path, URL or address is found by its words.
+
+    PostgreSQL's parser keeps ``/etc/passwd``, ``https://example.com/docs/setup``,
+    ``ops@example.com`` and ``1.2.3`` whole, so a search for one of their words found
+    them on SQLite only.
+    """
+    await seed(
+        store,
+        "punct",
+        [
+            u("u1", "cat /etc/passwd please"),
+            a("a1", "see https://example.com/docs/setup for it"),
+            u("u2", "mail ops@example.com today"),
+            a("a2", "upgrade to release 1.2.3 now"),
+            u("u3", "the config.py file"),
+        ],
+    )
+
+    def words(text: str) -> SearchQuery:
+        return SearchQuery(text, session_id="punct", include_active=True)
+
+    assert await hit_ids(store, words("passwd")) == ["punct/u1"]
+    assert await hit_ids(store, words("setup")) == ["punct/a1"]
+    assert set(await hit_ids(store, words("example"))) == {"punct/a1", "punct/u2"}
+    assert await hit_ids(store, words("ops")) == ["punct/u2"]
+    assert await hit_ids(store, words("config")) == ["punct/u3"]
+    assert await hit_ids(store, words("/etc/passwd")) == ["punct/u1"]
+    assert set(await hit_ids(store, words("example.com"))) == {"punct/a1", "punct/u2"}
+    assert await hit_ids(store, words("3 release")) == ["punct/a2"]
