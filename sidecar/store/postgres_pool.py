@@ -18,9 +18,11 @@ server has closed, and should not fail for that.
 from __future__ import annotations
 
 import logging
+import os
 import ssl
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
+from urllib.parse import parse_qsl, urlsplit
 
 import asyncpg
 
@@ -87,10 +89,16 @@ class PostgresPool:
             raise InvalidConfig("store", f"postgres {self.where}: {_one_line(exc)}") from exc
         except UNAVAILABLE_ERRORS as exc:
             if _refused_ssl(exc):
-                raise InvalidConfig(
-                    "store",
-                    f"postgres {self.where}: the server does not offer SSL, which sslmode"
-                    " asks for; enable SSL on the server or choose sslmode=prefer",
+                if _ssl_required(self.dsn):
+                    raise InvalidConfig(
+                        "store",
+                        f"postgres {self.where}: the server does not offer SSL, which sslmode"
+                        " asks for; enable SSL on the server or choose sslmode=prefer"
+                        " (or the port is not PostgreSQL's)",
+                    ) from exc
+                raise StoreUnavailable(
+                    f"postgres {self.where}: something answers there, but not as a"
+                    " PostgreSQL server would (a wrong host or port?)"
                 ) from exc
             raise StoreUnavailable(f"postgres {self.where}: {_one_line(exc)}") from exc
         except asyncpg.PostgresError as exc:  # bad credentials, no such database
@@ -183,6 +191,21 @@ def _refused_ssl(exc: BaseException) -> bool:
     ConnectionError and only its message tells it from a refused connection.
     """
     return isinstance(exc, ConnectionError) and "rejected SSL upgrade" in str(exc)
+
+
+_SSL_REQUIRED = frozenset({"require", "verify-ca", "verify-full"})
+
+
+def _ssl_required(dsn: str) -> bool:
+    """Whether ``dsn`` (its ``sslmode``, else ``PGSSLMODE``, else asyncpg's ``prefer``) needs SSL.
+
+    Only then is "rejected SSL upgrade" a server without SSL: under ``prefer`` or
+    ``allow`` asyncpg takes PostgreSQL's "no SSL" answer and goes on in the clear,
+    and says it only of an answer no PostgreSQL server gives.
+    """
+    modes = [v for k, v in parse_qsl(urlsplit(dsn).query, keep_blank_values=True) if k == "sslmode"]
+    mode = modes[-1] if modes else os.environ.get("PGSSLMODE", "prefer")
+    return mode.strip().lower() in _SSL_REQUIRED
 
 
 def _one_line(exc: BaseException) -> str:

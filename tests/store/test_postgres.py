@@ -178,6 +178,32 @@ async def test_an_ssl_setting_the_server_cannot_meet_is_a_configuration_error(
     assert info.value.field == "store"
 
 
+async def test_a_port_that_is_not_postgresql_is_not_blamed_on_sslmode() -> None:
+    """A wrong port (an HTTP server there) with the default sslmode: no SSL was asked for.
+
+    asyncpg says "rejected SSL upgrade" for any answer but PostgreSQL's to its
+    SSL request; the store used to call that an SSL setting the server cannot
+    meet and stop at once, telling the operator to choose the sslmode already in use.
+    """
+
+    async def http(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(8)
+        writer.write(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(http, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        with pytest.raises(StoreUnavailable) as info:
+            await PostgresStore(f"postgresql://u@127.0.0.1:{port}/x", connect_timeout_s=2).open()
+        assert "sslmode" not in str(info.value)
+        assert "not as a PostgreSQL server would" in str(info.value)
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
 @pytest.mark.parametrize(
     ("url", "problem"),
     [
