@@ -276,6 +276,9 @@ def _converted(kind: str, value: Any, name: str, source: str) -> Any:
         return json.dumps(value)
     if isinstance(value, dict | list) or (kind in ("int", "float") and isinstance(value, bool)):
         raise InvalidConfig(name, f"from {source}: {value!r} is not {expected}")
+    if kind == "int" and isinstance(value, float) and not value.is_integer():
+        # A YAML or JSON number with a fraction: int() would cut it (1.5 bytes to 1).
+        raise InvalidConfig(name, f"from {source}: {value!r} is not {expected}")
     try:
         converted = _KINDS.get(kind, str)(value)
     except (TypeError, ValueError):

@@ -103,3 +103,19 @@ async def test_a_summarizing_default_policy_needs_a_summarizer(tmp_path: Path) -
         async with running(tmp_path, default_policy=policy):
             pass
     assert info.value.field == "default_policy"
+
+
+@pytest.mark.parametrize("text", ["max_event_bytes: 1.5\n", "read_cache_mib: 0.5\n"])
+def test_a_fraction_in_the_config_file_is_refused_for_a_whole_number_setting(
+    tmp_path: Path, text: str
+) -> None:
+    """YAML reads ``1.5`` as a float: it used to become ``int(1.5)``, a 1-byte event limit
+    (or ``read_cache_mib: 0.5`` the caches silently off), where the environment refuses it."""
+    config_file = tmp_path / "sidecar.yaml"
+    config_file.write_text(text)
+    with pytest.raises(InvalidConfig, match="is not an integer") as info:
+        load(parse("--config", str(config_file)), {})
+    assert info.value.field == text.split(":")[0]
+    config_file.write_text("max_event_bytes: 2048.0\nstore_pool_size: 4\n")
+    config = load(parse("--config", str(config_file)), {})
+    assert (config.max_event_bytes, config.store_pool_size) == (2048, 4)
