@@ -165,7 +165,8 @@ _MIGRATION_3 = Migration(
     (
         # The unaccent dictionary ships with PostgreSQL (contrib) and is a trusted
         # extension: a database owner may create it. One instance per database,
-        # in whichever schema got it first, hence the qualified name. Where it
+        # in whichever schema got it first, hence the qualified name. (Taking a lock
+        # of the database first changes nothing a migration already made.) Where it
         # cannot be had, search still works, without folding accents (the store
         # warns at open; see ``folds_accents``).
         f"""
@@ -174,6 +175,10 @@ _MIGRATION_3 = Migration(
             home text;
         BEGIN
             CREATE TEXT SEARCH CONFIGURATION {SEARCH_CONFIG} (COPY = pg_catalog.simple);
+            -- The extension is the database's, the migration lock only the schema's: a
+            -- second schema migrating at once would meet the first one's uncommitted
+            -- extension, fail on its name and go on without folding, for good.
+            PERFORM pg_advisory_xact_lock(hashtextextended('compaction-sidecar:unaccent', 0));
             BEGIN
                 CREATE EXTENSION IF NOT EXISTS unaccent;
             EXCEPTION WHEN OTHERS THEN

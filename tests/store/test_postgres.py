@@ -24,7 +24,7 @@ from sidecar.errors import (
 )
 from sidecar.model import CompactionPlan, CompactionResult, Event, Role
 from sidecar.store.postgres import PostgresStore
-from sidecar.store.postgres_schema import MIGRATIONS, migrate
+from sidecar.store.postgres_schema import MIGRATIONS, folds_accents, migrate
 from sidecar.store.protocol import SearchQuery
 from sidecar.store.urls import postgres_url_problem, redact
 from tests.conftest import Postgres
@@ -115,6 +115,31 @@ async def test_stores_in_different_schemas_of_one_database_are_independent(
     finally:
         await a_store.close()
         await b_store.close()
+
+
+async def test_two_schemas_migrating_at_once_both_fold_accents(postgres_database: str) -> None:
+    """The unaccent extension is one per database, and each schema's migration is under a
+    lock of its own: the second schema's CREATE EXTENSION used to meet the first's
+    uncommitted one, fail on its unique name, and leave that store without folding for good.
+    """
+    setup = await asyncpg.connect(postgres_database)
+    await setup.execute("CREATE SCHEMA team_a; CREATE SCHEMA team_b")
+    await setup.close()
+    first = await asyncpg.connect(postgres_database, server_settings={"search_path": "team_a"})
+    second = await asyncpg.connect(postgres_database, server_settings={"search_path": "team_b"})
+    try:
+        held = first.transaction()
+        await held.start()
+        await migrate(first, "team_a")  # done, not yet committed
+        waiting = asyncio.create_task(migrate(second, "team_b"))
+        await asyncio.sleep(0.5)  # team_b's migration now waits on team_a's extension
+        await held.commit()
+        await waiting
+        assert await folds_accents(first)
+        assert await folds_accents(second)
+    finally:
+        await first.close()
+        await second.close()
 
 
 async def test_upgrading_to_accent_folding_reindexes_the_stored_events(
