@@ -42,6 +42,23 @@ from sidecar.store.postgres_schema import Db
 from sidecar.store.protocol import AppendOutcome, ApplyOutcome
 from sidecar.store.tool_links import links_of
 
+MAX_ID_BYTES = 2048
+"""The longest session or event id PostgreSQL takes, in UTF-8 bytes.
+
+Each is a key of a unique B-tree index, whose entries PostgreSQL caps at
+2,704 bytes (with the row's header and the session's key): a longer id failed
+the write with ``ProgramLimitExceededError``, answered INTERNAL.
+"""
+
+
+def _indexable(value: str, field: str) -> None:
+    """InvalidArgument naming ``field`` if ``value`` is too long to be an index key."""
+    size = len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
+    if size > MAX_ID_BYTES:
+        raise InvalidArgument(
+            field, f"is {size:,} bytes, more than the {MAX_ID_BYTES:,} an id may have"
+        )
+
 
 async def create_session(
     db: Db,
@@ -60,6 +77,7 @@ async def create_session(
     """
     if not session_id:
         raise InvalidArgument("session_id", "must not be empty")
+    _indexable(session_id, "session_id")
     pk = await db.fetchval(
         "INSERT INTO sessions (id, version, policy_json, labels, create_time, update_time, model)"
         " VALUES ($1, $2, $3, $4::jsonb, $5, $5, $6) ON CONFLICT (id) DO NOTHING RETURNING pk",
@@ -201,6 +219,11 @@ async def append(
     without checking ``expected_version``, as in the SQLite store.
     """
     rules.require_ids(events)
+    _indexable(session_id, "session_id")
+    for index, event in enumerate(events):
+        _indexable(event.id, f"events[{index}].id")
+    for index, update in enumerate(label_updates):
+        _indexable(update.session_id, f"label_updates[{index}].session_id")
     created = False
     shared = sorted({u.session_id for u in label_updates} - {"", session_id})
     if shared:

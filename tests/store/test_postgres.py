@@ -16,6 +16,7 @@ import pytest
 
 from sidecar.engine.engine import SessionEngine
 from sidecar.errors import (
+    InvalidArgument,
     InvalidConfig,
     SchemaTooNew,
     SessionNotFound,
@@ -140,6 +141,31 @@ async def test_two_schemas_migrating_at_once_both_fold_accents(postgres_database
     finally:
         await first.close()
         await second.close()
+
+
+async def test_an_id_too_long_for_an_index_is_invalid_argument_not_internal(
+    postgres_database: str,
+) -> None:
+    """Ids are unique B-tree keys, capped at 2,704 bytes: a 3 KB id used to fail the write
+    with ProgramLimitExceededError, which the API answers INTERNAL."""
+    store = PostgresStore(postgres_database)
+    await store.open()
+    try:
+        long_id = "x" * 3000
+        with pytest.raises(InvalidArgument) as info:
+            await store.create_session(long_id, policy_json=None, labels={})
+        assert info.value.field == "session_id"
+        with pytest.raises(InvalidArgument) as info:
+            await store.append(long_id, [u("u1")], create_if_missing=True)
+        assert info.value.field == "session_id"
+        with pytest.raises(InvalidArgument) as info:
+            await store.append("s", [u("u1"), u("é" * 1100)], create_if_missing=True)
+        assert info.value.field == "events[1].id"
+        with pytest.raises(SessionNotFound):
+            await store.get_session("s")  # nothing stored
+        await store.append("s", [u("é" * 1000)], create_if_missing=True)  # 2,000 bytes: fine
+    finally:
+        await store.close()
 
 
 async def test_upgrading_to_accent_folding_reindexes_the_stored_events(
