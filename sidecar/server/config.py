@@ -174,15 +174,52 @@ def _document(text: str) -> Any:
     (``1e3`` is a number in JSON, a string in PyYAML's YAML 1.1).
     """
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except DuplicateKey:
+        raise
     except ValueError:
         pass
     import yaml
 
+    class UniqueKeys(yaml.SafeLoader):
+        """PyYAML's safe loader, refusing a key given twice in one mapping (it keeps the
+        last, silently: a setting given twice would be whichever came last)."""
+
+    def mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> Any:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # "<<: *anchor": merged by construct_mapping, as PyYAML does
+            key = loader.construct_object(key_node, deep=True)
+            if not isinstance(key, str | int | float | bool):
+                continue  # a key PyYAML refuses on its own
+            if key in seen:
+                mark = key_node.start_mark
+                raise DuplicateKey(
+                    f"key {key!r} given twice (line {mark.line + 1}, column {mark.column + 1})"
+                )
+            seen.add(key)
+        return loader.construct_mapping(node, deep=True)
+
+    UniqueKeys.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=UniqueKeys)
     except yaml.YAMLError as exc:
         raise ValueError(_yaml_problem(exc)) from None
+
+
+class DuplicateKey(ValueError):
+    """A document gives one key twice in a mapping."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as a dict; DuplicateKey for a key given twice."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKey(f"key {key!r} given twice")
+        out[key] = value
+    return out
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:

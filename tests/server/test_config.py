@@ -86,6 +86,41 @@ def test_an_event_limit_past_the_message_limit_is_refused() -> None:
     assert load(parse("--max-message-bytes", "8192"), {}).max_message_bytes == 8192
 
 
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("max_event_bytes: 1000\nlisten: 127.0.0.1:1\nmax_event_bytes: 2000\n", "(line 3"),
+        ('{"max_event_bytes": 1000, "max_event_bytes": 2000}', "twice"),
+    ],
+    ids=["yaml", "json"],
+)
+def test_a_setting_given_twice_in_the_config_file_is_refused(
+    tmp_path: Path, text: str, where: str
+) -> None:
+    """The parsers keep the last of two, silently: which one the operator meant is unknown."""
+    config_file = tmp_path / "twice.yaml"
+    config_file.write_text(text)
+    with pytest.raises(InvalidConfig) as info:
+        load(parse("--config", str(config_file)), {})
+    assert info.value.field == "config"
+    assert "key 'max_event_bytes' given twice" in info.value.description
+    assert where in info.value.description
+    with pytest.raises(InvalidConfig) as policy:
+        ServerConfig(default_policy="trigger: {turn_count: 3}\ntrigger: {turn_count: 4}").policy()
+    assert policy.value.field == "default_policy"
+    assert "given twice" in policy.value.description
+    # YAML's merge keys still merge.
+    merged = tmp_path / "merged.yaml"
+    merged.write_text(
+        "default_policy:\n  <<: {trigger: {turn_count: 3}}\n"
+        "  strategy: {sliding_window: {max_events: 4}}\n"
+    )
+    policy_merged = load(parse("--config", str(merged)), {}).policy()
+    assert policy_merged is not None
+    assert isinstance(policy_merged.strategy, SlidingWindow)
+    assert policy_merged.trigger is not None
+
+
 def test_read_cache_is_split_between_store_and_servicer() -> None:
     assert ServerConfig(read_cache_mib=64).read_cache_bytes() == (32 << 20, 32 << 20)
     assert ServerConfig(read_cache_mib=0).read_cache_bytes() == (0, 0)
