@@ -309,6 +309,10 @@ def _converted(kind: str, value: Any, name: str, source: str) -> Any:
     setting only; a boolean is no number; a number is finite.
     """
     expected = _KIND_NAMES.get(kind, kind)
+    if value is None:  # YAML's null (or an empty value): str() would make it the text "None"
+        raise InvalidConfig(
+            name, f"from {source}: has no value (null); leave it out for its default"
+        )
     if kind == "str" and isinstance(value, dict | list):
         return json.dumps(value)
     if isinstance(value, dict | list) or (kind in ("int", "float") and isinstance(value, bool)):

@@ -121,6 +121,18 @@ def test_a_setting_given_twice_in_the_config_file_is_refused(
     assert policy_merged.trigger is not None
 
 
+def test_a_setting_with_no_value_in_the_config_file_is_refused(tmp_path: Path) -> None:
+    """``metrics_listen:`` (YAML's null) was read as the text "None"."""
+    config_file = tmp_path / "empty.yaml"
+    config_file.write_text("metrics_listen:\n")
+    with pytest.raises(InvalidConfig) as info:
+        load(parse("--config", str(config_file)), {})
+    assert info.value.field == "metrics_listen"
+    assert info.value.description == (
+        f"from {config_file}: has no value (null); leave it out for its default"
+    )
+
+
 def test_read_cache_is_split_between_store_and_servicer() -> None:
     assert ServerConfig(read_cache_mib=64).read_cache_bytes() == (32 << 20, 32 << 20)
     assert ServerConfig(read_cache_mib=0).read_cache_bytes() == (0, 0)
