@@ -47,19 +47,22 @@ class Watcher:
     def __init__(self, hub: WatcherHub, session_id: str, size: int, max_bytes: int) -> None:
         self._hub = hub
         self.session_id = session_id
-        self._queue: asyncio.Queue[CompactionResult | None] = asyncio.Queue(maxsize=size)
+        # Each result with its size (result_bytes), counted once however many watch it.
+        self._queue: asyncio.Queue[tuple[CompactionResult, int] | None] = asyncio.Queue(
+            maxsize=size
+        )
         self._max_bytes = max_bytes
         self._bytes = 0  # of the results queued (result_bytes)
         self._missed = 0
         self._gone = False
 
-    def offer(self, result: CompactionResult) -> None:
-        size = result_bytes(result)
+    def offer(self, result: CompactionResult, size: int) -> None:
+        """Queue ``result`` of ``size`` bytes (``result_bytes``), or count it missed."""
         if self._queue.full() or (not self._queue.empty() and self._bytes + size > self._max_bytes):
             self._missed += 1
             self._hub.dropped += 1
             return
-        self._queue.put_nowait(result)
+        self._queue.put_nowait((result, size))
         self._bytes += size
 
     def end(self) -> None:
@@ -76,10 +79,11 @@ class Watcher:
             return Lagged(missed)
         if self._gone and self._queue.empty():
             return Gone()
-        result = await self._queue.get()
-        if result is None:
+        item = await self._queue.get()
+        if item is None:
             return Gone()
-        self._bytes -= result_bytes(result)
+        result, size = item
+        self._bytes -= size
         return result
 
     async def __aiter__(self) -> AsyncIterator[CompactionResult | Lagged | Gone]:
@@ -165,5 +169,6 @@ class WatcherHub:
             if result.version <= self._known.get(session_id, -1):
                 return  # told already, or older than what they were told
             self._known[session_id] = result.version
+        size = result_bytes(result)
         for watcher in tuple(watchers):
-            watcher.offer(result)
+            watcher.offer(result, size)
