@@ -180,14 +180,18 @@ def closed_port() -> int:
 
 def test_an_unreadable_token_file_and_a_refusal_are_one_line_on_stderr(tmp_path: Path) -> None:
     """The commands' errors go where a shell expects them, in one line, without a trace."""
-    for command in (["inspect", "s1"], ["restore", "s1"]):
-        missing = subprocess.run(
-            [sys.executable, "-m", "sidecar.cli", *command, "--token-file", "nope.tok"],
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "sidecar.cli", *args],
             capture_output=True,
             text=True,
             timeout=60,
             cwd=tmp_path,
         )
+
+    for command in (["inspect", "s1"], ["restore", "s1"]):
+        missing = cli(*command, "--token-file", "nope.tok")
         assert missing.returncode == 2
         assert missing.stdout == ""
         assert missing.stderr.splitlines() == [
@@ -196,25 +200,14 @@ def test_an_unreadable_token_file_and_a_refusal_are_one_line_on_stderr(tmp_path:
         ]
         # The server's token file (TENANT TOKEN lines) given where the token alone goes.
         (tmp_path / "tokens").write_text("acme acme-token\nglobex globex-token\n")
-        server_file = subprocess.run(
-            [sys.executable, "-m", "sidecar.cli", *command, "--token-file", "tokens"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=tmp_path,
-        )
+        server_file = cli(*command, "--token-file", "tokens")
         assert server_file.returncode == 2
         assert server_file.stderr.splitlines() == [
             f"compaction-sidecar {command[0]}: token_file: 'tokens' must hold the bearer token"
             " alone (one line, no spaces; the server's token file has a TENANT TOKEN line each)"
         ]
         # Nothing listens there: the client's refusal, on stderr.
-        unreachable = subprocess.run(
-            [sys.executable, "-m", "sidecar.cli", *command, "--addr", f"127.0.0.1:{closed_port()}"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        unreachable = cli(*command, "--addr", f"127.0.0.1:{closed_port()}")
         assert unreachable.returncode == 1
         assert unreachable.stdout == ""
         (line,) = unreachable.stderr.splitlines()
