@@ -445,7 +445,7 @@ async def _serve_on(
     if tokens is not None:
         interceptors.append(BearerTokenInterceptor(tokens))
     # Innermost, so the safe deserializer it installs is the one the outer ones pass on.
-    interceptors.append(DecodeErrorInterceptor())
+    interceptors.append(DecodeErrorInterceptor(config.limits()))
     server = grpc.aio.server(options=options, interceptors=interceptors)
     servicer = CompactionServicer(
         engine,

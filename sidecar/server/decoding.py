@@ -10,6 +10,13 @@ servicer with the marker in their place: StreamEvents answers that one
 message with an error and goes on, as it does for any bad request (aborting
 the call from inside the request iterator, another task, would race the
 answers already on their way).
+
+Given the server's limits, the deserializer also counts a large request's
+fields on the wire before parsing it (``wire_counts``): one past a count is
+refused with RESOURCE_EXHAUSTED, as the same count found after the parse
+would be, without being parsed (protobuf's parser holds the event loop for
+seconds on a request of millions of tiny fields). It reaches the behaviour
+as a ``Refused`` marker, answered like ``Undecodable``.
 """
 
 from __future__ import annotations
@@ -21,7 +28,11 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
+from sidecar.engine.validation import Limits
+from sidecar.errors import LimitExceeded
+from sidecar.server.fields import abort
 from sidecar.server.interceptors import Behavior, HandlerCache, ServerInterceptor, rebuilt
+from sidecar.server.wire_counts import WireCounts
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,11 +46,30 @@ def undecodable_message(marker: Undecodable) -> str:
     return f"request does not decode as protobuf: {marker.error}"
 
 
-def _safe(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """What a request past a count on the wire becomes (``wire_counts``), unparsed."""
+
+    error: LimitExceeded
+
+
+Marker = Undecodable | Refused
+"""What a request that was not parsed becomes: answered with an error, not handled."""
+
+
+def _safe(
+    deserializer: Callable[[bytes], Any] | None, counts: WireCounts | None
+) -> Callable[[bytes], Any] | None:
     if deserializer is None:
         return None
+    message_type = getattr(deserializer, "__self__", None)  # Message.FromString's class
+    descriptor = getattr(message_type, "DESCRIPTOR", None)
 
     def deserialize(raw: bytes) -> Any:
+        if counts is not None and descriptor is not None:
+            problem = counts.problem(raw, descriptor)
+            if problem is not None:
+                return Refused(problem)
         try:
             return deserializer(raw)
         except (DecodeError, RecursionError, UnicodeDecodeError) as exc:
@@ -51,8 +81,10 @@ def _safe(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any]
 class DecodeErrorInterceptor(ServerInterceptor):
     """Answers requests that do not decode with INVALID_ARGUMENT (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limits: Limits | None = None) -> None:
+        """``limits``: count large requests' fields on the wire against them first."""
         self._handlers = HandlerCache()
+        self._counts = WireCounts(limits) if limits is not None else None
 
     async def intercept_service(
         self,
@@ -64,10 +96,14 @@ class DecodeErrorInterceptor(ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None or handler.request_deserializer is None:
             return handler
-        return self._handlers.get(handler_call_details.method, handler, lambda: _guarded(handler))
+        return self._handlers.get(
+            handler_call_details.method, handler, lambda: _guarded(handler, self._counts)
+        )
 
 
-def _guarded(handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
+def _guarded(
+    handler: grpc.RpcMethodHandler[Any, Any], counts: WireCounts | None
+) -> grpc.RpcMethodHandler[Any, Any]:
     streamed_requests = handler.request_streaming
 
     async def checked(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
@@ -76,6 +112,8 @@ def _guarded(handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[
             return request
         if isinstance(request, Undecodable):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, undecodable_message(request))
+        if isinstance(request, Refused):
+            await abort(context, request.error)
         return request
 
     def around_stream(behavior: Behavior) -> Behavior:
@@ -95,5 +133,5 @@ def _guarded(handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[
         handler,
         around_unary=around_unary,
         around_stream=around_stream,
-        request_deserializer=_safe(handler.request_deserializer),
+        request_deserializer=_safe(handler.request_deserializer, counts),
     )

@@ -7,7 +7,11 @@ shows another tenant's names.
 
 from __future__ import annotations
 
+from typing import Any
+
+import grpc
 from google.rpc import status_pb2
+from grpc_status import rpc_status
 
 from sidecar.errors import InvalidArgument
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
@@ -21,6 +25,12 @@ def status_of(exc: BaseException) -> status_pb2.Status:
     status = to_status(exc)
     status.message = current_scope.get().scrub(status.message)
     return status
+
+
+async def abort(context: grpc.aio.ServicerContext[Any, Any], exc: BaseException) -> None:
+    """End the call with the error's status; details travel in grpc-status-details-bin."""
+    status = rpc_status.to_status(status_of(exc))
+    await context.abort(status.code, status.details, status.trailing_metadata)
 
 
 def optional_version(value: int) -> int | None:

@@ -16,12 +16,11 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import grpc
 from google.rpc import code_pb2
-from grpc_status import rpc_status
 
 from sidecar.engine.engine import SessionEngine
 from sidecar.engine.watchers import Gone, Lagged
@@ -42,8 +41,8 @@ from sidecar.server.appends import Appends
 from sidecar.server.auth import TokenFile
 from sidecar.server.context_answers import ContextAnswers
 from sidecar.server.context_cache import ContextResponses, EventBlobs
-from sidecar.server.decoding import Undecodable
-from sidecar.server.fields import status_of
+from sidecar.server.decoding import Marker
+from sidecar.server.fields import abort
 from sidecar.server.history import History
 from sidecar.server.inflight import InflightBudget
 from sidecar.server.sessions import SessionHeaders
@@ -105,12 +104,6 @@ def unary(
             raise  # unreachable: abort raises
 
     return wrapped
-
-
-async def abort(context: grpc.aio.ServicerContext[Any, Any], exc: BaseException) -> None:
-    """End the call with the error's status; details travel in grpc-status-details-bin."""
-    status = rpc_status.to_status(status_of(exc))
-    await context.abort(status.code, status.details, status.trailing_metadata)
 
 
 class CompactionServicer(pb_grpc.CompactionServiceServicer):
@@ -318,7 +311,7 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
             self._close_stream(opened)
 
     async def _answer_batch(
-        self, requests: list[pb.StreamEventsRequest | Undecodable]
+        self, requests: Sequence[pb.StreamEventsRequest | Marker]
     ) -> list[pb.StreamEventsResponse]:
         self.last_call = time.monotonic()  # a stream's batch is a call, for the idle clock
         return await self.stream_batches.answer(requests)

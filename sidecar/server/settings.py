@@ -69,7 +69,8 @@ SETTINGS: tuple[Setting, ...] = (
         "1000",
         "tool calls one event may carry; past it, or past any of the four below,"
         " `RESOURCE_EXHAUSTED` naming the limit, nothing stored. These counts are checked"
-        " before anything is built from a request, so one far past them costs nothing",
+        " before anything is built from a request, and on the wire before a request over 64 KiB"
+        " is parsed, so one far past them costs next to nothing",
     ),
     Setting("max_tool_results_per_event", "1000", "tool results one event may carry"),
     Setting(

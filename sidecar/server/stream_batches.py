@@ -24,6 +24,7 @@ no request id to carry) and the stream goes on.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 from google.rpc import code_pb2
 
@@ -31,7 +32,7 @@ from sidecar.engine.engine import SessionEngine
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.server import answers, convert, fields
 from sidecar.server.appends import Appends
-from sidecar.server.decoding import Undecodable, undecodable_message
+from sidecar.server.decoding import Marker, Refused, Undecodable, undecodable_message
 from sidecar.store.protocol import PlainAppend
 
 Indexed = list[tuple[int, pb.StreamEventsRequest]]
@@ -59,7 +60,7 @@ class StreamBatches:
         self._max_message_bytes = max_message_bytes
 
     async def answer(
-        self, requests: list[pb.StreamEventsRequest | Undecodable]
+        self, requests: Sequence[pb.StreamEventsRequest | Marker]
     ) -> list[pb.StreamEventsResponse]:
         """Answer requests that arrived together; the answers come back in request order."""
         answered: Answered = []
@@ -69,6 +70,10 @@ class StreamBatches:
                 out = pb.StreamEventsResponse()
                 out.error.code = code_pb2.INVALID_ARGUMENT
                 out.error.message = undecodable_message(request)
+                answered.append((index, out))
+            elif isinstance(request, Refused):
+                out = pb.StreamEventsResponse()
+                out.error.CopyFrom(fields.status_of(request.error))
                 answered.append((index, out))
             else:
                 by_session.setdefault(request.session_id, []).append((index, request))

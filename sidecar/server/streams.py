@@ -36,12 +36,12 @@ from typing import Generic, TypeVar
 from sidecar.engine.watchers import Gone, Lagged, Watcher
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.server import answers
-from sidecar.server.decoding import Undecodable
+from sidecar.server.decoding import Marker
 from sidecar.server.inflight import InflightBudget
 
 T = TypeVar("T")
 
-Request = pb.StreamEventsRequest | Undecodable
+Request = pb.StreamEventsRequest | Marker
 Answerer = Callable[[list[Request]], Awaitable[list[pb.StreamEventsResponse]]]
 
 # Per stream: requests read ahead (enough to fold and group-commit a burst of small
@@ -153,7 +153,7 @@ class ByteQueue(Generic[T]):
 
 def request_bytes(request: Request) -> int:
     """What a request counts against the bounds: its protobuf size."""
-    return 0 if isinstance(request, Undecodable) else request.ByteSize()
+    return request.ByteSize() if isinstance(request, pb.StreamEventsRequest) else 0
 
 
 class EventStream:
