@@ -41,6 +41,7 @@ class Appends:
     ) -> AppendResult:
         """Append ``events`` (protobuf) to the session a request names, as the request asks."""
         stored = fields.stored(session_id)
+        expected = fields.optional_version(expected_version)
         # Counted before any is built: a million empty updates take seconds to convert.
         check_label_update_counts(label_updates, self.engine.limits)
         updates = [
@@ -52,14 +53,16 @@ class Appends:
                 ),
                 set=dict(u.set),
                 remove=tuple(u.remove),
-                expected_version=fields.optional_version(u.expected_version),
+                expected_version=fields.optional_version(
+                    u.expected_version, f"label_updates[{i}].expected_version"
+                ),
             )
             for i, u in enumerate(label_updates)
         ]
         result = await self.engine.append(
             stored,
             convert.events_in(events, self.engine.limits),
-            expected_version=fields.optional_version(expected_version),
+            expected_version=expected,
             create_if_missing=create_if_missing,
             label_updates=updates,
             usage=usage,

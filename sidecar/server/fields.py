@@ -33,8 +33,14 @@ async def abort(context: grpc.aio.ServicerContext[Any, Any], exc: BaseException)
     await context.abort(status.code, status.details, status.trailing_metadata)
 
 
-def optional_version(value: int) -> int | None:
-    """A request's expected version: 0 (unset) is no check."""
+def optional_version(value: int, field: str = "expected_version") -> int | None:
+    """A request's expected version (AIP-154): 0 (unset) is no check, a negative one is refused.
+
+    No session is ever at a negative version, so one can only be a malformed request:
+    INVALID_ARGUMENT naming ``field``, not the FAILED_PRECONDITION of a stale version.
+    """
+    if value < 0:
+        raise InvalidArgument(field, "must not be negative (0 means no version check)")
     return value if value else None
 
 

@@ -69,11 +69,12 @@ class History:
     ) -> pb.RestoreCompactionResponse:
         """Restore what a compaction archived; the kept GetContext answer is dropped first."""
         session_id = fields.stored(request.session_id)
+        expected = fields.optional_version(request.expected_version)
         self.contexts.forget(session_id)
         result = await self.engine.restores.restore(
             session_id,
             request.compaction_id,
-            expected_version=fields.optional_version(request.expected_version),
+            expected_version=expected,
             pause_auto_compaction=request.pause_auto_compaction,
         )
         return await self.engine.window_work.run(self._restore_answer, result)

@@ -331,12 +331,13 @@ class CompactionServicer(pb_grpc.CompactionServiceServicer):
         policy = convert.policy_in(request.policy) if request.HasField("policy") else None
         remaining = context.time_remaining()
         session_id = fields.stored(request.session_id)
+        expected = fields.optional_version(request.expected_version)
         self.contexts.forget(session_id)
         result = await self.engine.compact(
             session_id,
             policy=policy,
             force=request.force,
-            expected_version=fields.optional_version(request.expected_version),
+            expected_version=expected,
             deadline_s=remaining,
         )
         # The result carries the whole window: built off the loop (see engine.window_work).

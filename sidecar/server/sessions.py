@@ -68,6 +68,7 @@ class SessionHeaders:
     async def update_session(self, request: pb.UpdateSessionRequest) -> session_pb2.Session:
         """Replace the policy, labels and/or model the update mask names."""
         session_id = fields.stored(request.session.session_id, "session.session_id")
+        expected = fields.optional_version(request.expected_version)
         if len(request.update_mask.paths) > MAX_MASK_PATHS:  # counted before a list is made
             raise InvalidArgument(
                 "update_mask.paths", f"at most {MAX_MASK_PATHS} paths (policy, labels, model)"
@@ -90,7 +91,7 @@ class SessionHeaders:
             set_policy="policy" in paths,
             labels=dict(request.session.labels) if "labels" in paths else None,
             model=request.session.model if "model" in paths else None,
-            expected_version=fields.optional_version(request.expected_version),
+            expected_version=expected,
         )
         return self._session_out(session, session_pb2.Session())
 

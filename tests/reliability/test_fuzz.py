@@ -275,14 +275,14 @@ def test_boundaries_are_refused_with_the_right_status(target: FuzzTarget) -> Non
             wire.length_delimited(1, b"deep") + wire.length_delimited(2, deep),
             grpc.StatusCode.INVALID_ARGUMENT,
         ),
-        (  # negative page size and version
+        (  # a negative version is malformed, not stale (AIP-193): no session is ever at one
             "UpdateSession",
             pb.UpdateSessionRequest(
                 session=session_pb2.Session(session_id=SEEDS[1], labels={"a": "b"}),
                 update_mask=FieldMask(paths=["labels"]),
                 expected_version=-5,
             ).SerializeToString(),
-            grpc.StatusCode.FAILED_PRECONDITION,
+            grpc.StatusCode.INVALID_ARGUMENT,
         ),
         (
             "AppendEvents",
@@ -291,9 +291,9 @@ def test_boundaries_are_refused_with_the_right_status(target: FuzzTarget) -> Non
                 events=[event_pb2.Event(id="neg", role=user)],
                 expected_version=-1,
             ).SerializeToString(),
-            grpc.StatusCode.FAILED_PRECONDITION,
+            grpc.StatusCode.INVALID_ARGUMENT,
         ),
-        (
+        (  # and a negative page size
             "ListEvents",
             pb.ListEventsRequest(session_id=SEEDS[0], page_size=-7).SerializeToString(),
             grpc.StatusCode.INVALID_ARGUMENT,

@@ -334,7 +334,7 @@ type UpdateSessionRequest struct {
 	// "policy", "labels" and/or "model". Required.
 	UpdateMask *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	// When non-zero, the update fails with FAILED_PRECONDITION unless the
-	// session is at this version.
+	// session is at this version. Negative is INVALID_ARGUMENT.
 	ExpectedVersion int64 `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
@@ -482,7 +482,7 @@ type AppendEventsRequest struct {
 	// At least one event. Stored in one transaction, in this order.
 	Events []*Event `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
 	// When non-zero, the append fails with FAILED_PRECONDITION unless the
-	// session is at this version.
+	// session is at this version. Negative is INVALID_ARGUMENT.
 	ExpectedVersion int64 `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
 	// Create the session (with the server's default policy) if it is absent.
 	CreateIfMissing bool `protobuf:"varint,4,opt,name=create_if_missing,json=createIfMissing,proto3" json:"create_if_missing,omitempty"`
@@ -645,6 +645,7 @@ type LabelUpdate struct {
 	// nothing is stored) unless this session is at this version: a
 	// read-modify-write of the labels without lost updates. An absent session
 	// counts as version 0, so any non-zero value refuses to create it.
+	// Negative is INVALID_ARGUMENT.
 	ExpectedVersion int64 `protobuf:"varint,4,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
@@ -1269,7 +1270,7 @@ type CompactRequest struct {
 	// Skip the trigger: run the strategy now.
 	Force bool `protobuf:"varint,3,opt,name=force,proto3" json:"force,omitempty"`
 	// When non-zero, fails with FAILED_PRECONDITION unless the session is at
-	// this version.
+	// this version. Negative is INVALID_ARGUMENT.
 	ExpectedVersion int64 `protobuf:"varint,4,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
@@ -2040,7 +2041,7 @@ type RestoreCompactionRequest struct {
 	// one.
 	CompactionId string `protobuf:"bytes,2,opt,name=compaction_id,json=compactionId,proto3" json:"compaction_id,omitempty"`
 	// When non-zero, fails with FAILED_PRECONDITION unless the session is at
-	// this version.
+	// this version. Negative is INVALID_ARGUMENT.
 	ExpectedVersion int64 `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
 	// Stop the session's trigger from compacting on its own until the policy
 	// is next set (UpdateSession with the mask path "policy"): the window just

@@ -233,7 +233,7 @@ class UpdateSessionRequest(_message.Message):
     EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
     expected_version: _builtins.int
     """When non-zero, the update fails with FAILED_PRECONDITION unless the
-    session is at this version.
+    session is at this version. Negative is INVALID_ARGUMENT.
     """
     @_builtins.property
     def session(self) -> _session_pb2.Session:
@@ -315,7 +315,7 @@ class AppendEventsRequest(_message.Message):
     """Required."""
     expected_version: _builtins.int
     """When non-zero, the append fails with FAILED_PRECONDITION unless the
-    session is at this version.
+    session is at this version. Negative is INVALID_ARGUMENT.
     """
     create_if_missing: _builtins.bool
     """Create the session (with the server's default policy) if it is absent."""
@@ -428,6 +428,7 @@ class LabelUpdate(_message.Message):
     nothing is stored) unless this session is at this version: a
     read-modify-write of the labels without lost updates. An absent session
     counts as version 0, so any non-zero value refuses to create it.
+    Negative is INVALID_ARGUMENT.
     """
     @_builtins.property
     def set(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
@@ -755,7 +756,7 @@ class CompactRequest(_message.Message):
     """Skip the trigger: run the strategy now."""
     expected_version: _builtins.int
     """When non-zero, fails with FAILED_PRECONDITION unless the session is at
-    this version.
+    this version. Negative is INVALID_ARGUMENT.
     """
     @_builtins.property
     def policy(self) -> _policy_pb2.CompactionPolicy:
@@ -1143,7 +1144,7 @@ class RestoreCompactionRequest(_message.Message):
     """
     expected_version: _builtins.int
     """When non-zero, fails with FAILED_PRECONDITION unless the session is at
-    this version.
+    this version. Negative is INVALID_ARGUMENT.
     """
     pause_auto_compaction: _builtins.bool
     """Stop the session's trigger from compacting on its own until the policy

@@ -173,7 +173,7 @@ export type UpdateSessionRequest = Message<"compaction.v1.UpdateSessionRequest">
 
   /**
    * When non-zero, the update fails with FAILED_PRECONDITION unless the
-   * session is at this version.
+   * session is at this version. Negative is INVALID_ARGUMENT.
    *
    * @generated from field: int64 expected_version = 3;
    */
@@ -245,7 +245,7 @@ export type AppendEventsRequest = Message<"compaction.v1.AppendEventsRequest"> &
 
   /**
    * When non-zero, the append fails with FAILED_PRECONDITION unless the
-   * session is at this version.
+   * session is at this version. Negative is INVALID_ARGUMENT.
    *
    * @generated from field: int64 expected_version = 3;
    */
@@ -351,6 +351,7 @@ export type LabelUpdate = Message<"compaction.v1.LabelUpdate"> & {
    * nothing is stored) unless this session is at this version: a
    * read-modify-write of the labels without lost updates. An absent session
    * counts as version 0, so any non-zero value refuses to create it.
+   * Negative is INVALID_ARGUMENT.
    *
    * @generated from field: int64 expected_version = 4;
    */
@@ -735,7 +736,7 @@ export type CompactRequest = Message<"compaction.v1.CompactRequest"> & {
 
   /**
    * When non-zero, fails with FAILED_PRECONDITION unless the session is at
-   * this version.
+   * this version. Negative is INVALID_ARGUMENT.
    *
    * @generated from field: int64 expected_version = 4;
    */
@@ -1155,7 +1156,7 @@ export type RestoreCompactionRequest = Message<"compaction.v1.RestoreCompactionR
 
   /**
    * When non-zero, fails with FAILED_PRECONDITION unless the session is at
-   * this version.
+   * this version. Negative is INVALID_ARGUMENT.
    *
    * @generated from field: int64 expected_version = 3;
    */

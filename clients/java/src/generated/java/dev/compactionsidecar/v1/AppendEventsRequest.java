@@ -169,7 +169,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * When non-zero, the append fails with FAILED_PRECONDITION unless the
-   * session is at this version.
+   * session is at this version. Negative is INVALID_ARGUMENT.
    * </pre>
    *
    * <code>int64 expected_version = 3 [json_name = "expectedVersion"];</code>
@@ -1262,7 +1262,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * When non-zero, the append fails with FAILED_PRECONDITION unless the
-     * session is at this version.
+     * session is at this version. Negative is INVALID_ARGUMENT.
      * </pre>
      *
      * <code>int64 expected_version = 3 [json_name = "expectedVersion"];</code>
@@ -1275,7 +1275,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * When non-zero, the append fails with FAILED_PRECONDITION unless the
-     * session is at this version.
+     * session is at this version. Negative is INVALID_ARGUMENT.
      * </pre>
      *
      * <code>int64 expected_version = 3 [json_name = "expectedVersion"];</code>
@@ -1292,7 +1292,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * When non-zero, the append fails with FAILED_PRECONDITION unless the
-     * session is at this version.
+     * session is at this version. Negative is INVALID_ARGUMENT.
      * </pre>
      *
      * <code>int64 expected_version = 3 [json_name = "expectedVersion"];</code>

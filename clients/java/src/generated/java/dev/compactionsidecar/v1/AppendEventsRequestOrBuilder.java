@@ -77,7 +77,7 @@ public interface AppendEventsRequestOrBuilder extends
   /**
    * <pre>
    * When non-zero, the append fails with FAILED_PRECONDITION unless the
-   * session is at this version.
+   * session is at this version. Negative is INVALID_ARGUMENT.
    * </pre>
    *
    * <code>int64 expected_version = 3 [json_name = "expectedVersion"];</code>

@@ -159,7 +159,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * When non-zero, fails with FAILED_PRECONDITION unless the session is at
-   * this version.
+   * this version. Negative is INVALID_ARGUMENT.
    * </pre>
    *
    * <code>int64 expected_version = 4 [json_name = "expectedVersion"];</code>
@@ -858,7 +858,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * When non-zero, fails with FAILED_PRECONDITION unless the session is at
-     * this version.
+     * this version. Negative is INVALID_ARGUMENT.
      * </pre>
      *
      * <code>int64 expected_version = 4 [json_name = "expectedVersion"];</code>
@@ -871,7 +871,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * When non-zero, fails with FAILED_PRECONDITION unless the session is at
-     * this version.
+     * this version. Negative is INVALID_ARGUMENT.
      * </pre>
      *
      * <code>int64 expected_version = 4 [json_name = "expectedVersion"];</code>
@@ -888,7 +888,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * When non-zero, fails with FAILED_PRECONDITION unless the session is at
-     * this version.
+     * this version. Negative is INVALID_ARGUMENT.
      * </pre>
      *
      * <code>int64 expected_version = 4 [json_name = "expectedVersion"];</code>

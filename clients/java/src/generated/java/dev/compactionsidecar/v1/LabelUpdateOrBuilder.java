@@ -135,6 +135,7 @@ java.lang.String defaultValue);
    * nothing is stored) unless this session is at this version: a
    * read-modify-write of the labels without lost updates. An absent session
    * counts as version 0, so any non-zero value refuses to create it.
+   * Negative is INVALID_ARGUMENT.
    * </pre>
    *
    * <code>int64 expected_version = 4 [json_name = "expectedVersion"];</code>

@@ -157,7 +157,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * When non-zero, fails with FAILED_PRECONDITION unless the session is at
-   * this version.
+   * this version. Negative is INVALID_ARGUMENT.
    * </pre>
    *
    * <code>int64 expected_version = 3 [json_name = "expectedVersion"];</code>
@@ -756,7 +756,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * When non-zero, fails with FAILED_PRECONDITION unless the session is at
-     * this version.
+     * this version. Negative is INVALID_ARGUMENT.
      * </pre>
      *
      * <code>int64 expected_version = 3 [json_name = "expectedVersion"];</code>
@@ -769,7 +769,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * When non-zero, fails with FAILED_PRECONDITION unless the session is at
-     * this version.
+     * this version. Negative is INVALID_ARGUMENT.
      * </pre>
      *
      * <code>int64 expected_version = 3 [json_name = "expectedVersion"];</code>
@@ -786,7 +786,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * When non-zero, fails with FAILED_PRECONDITION unless the session is at
-     * this version.
+     * this version. Negative is INVALID_ARGUMENT.
      * </pre>
      *
      * <code>int64 expected_version = 3 [json_name = "expectedVersion"];</code>

@@ -57,7 +57,7 @@ public interface RestoreCompactionRequestOrBuilder extends
   /**
    * <pre>
    * When non-zero, fails with FAILED_PRECONDITION unless the session is at
-   * this version.
+   * this version. Negative is INVALID_ARGUMENT.
    * </pre>
    *
    * <code>int64 expected_version = 3 [json_name = "expectedVersion"];</code>

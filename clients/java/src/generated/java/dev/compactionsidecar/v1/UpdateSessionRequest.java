@@ -137,7 +137,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * When non-zero, the update fails with FAILED_PRECONDITION unless the
-   * session is at this version.
+   * session is at this version. Negative is INVALID_ARGUMENT.
    * </pre>
    *
    * <code>int64 expected_version = 3 [json_name = "expectedVersion"];</code>
@@ -854,7 +854,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * When non-zero, the update fails with FAILED_PRECONDITION unless the
-     * session is at this version.
+     * session is at this version. Negative is INVALID_ARGUMENT.
      * </pre>
      *
      * <code>int64 expected_version = 3 [json_name = "expectedVersion"];</code>
@@ -867,7 +867,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * When non-zero, the update fails with FAILED_PRECONDITION unless the
-     * session is at this version.
+     * session is at this version. Negative is INVALID_ARGUMENT.
      * </pre>
      *
      * <code>int64 expected_version = 3 [json_name = "expectedVersion"];</code>
@@ -884,7 +884,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * When non-zero, the update fails with FAILED_PRECONDITION unless the
-     * session is at this version.
+     * session is at this version. Negative is INVALID_ARGUMENT.
      * </pre>
      *
      * <code>int64 expected_version = 3 [json_name = "expectedVersion"];</code>

@@ -70,7 +70,7 @@ public interface UpdateSessionRequestOrBuilder extends
   /**
    * <pre>
    * When non-zero, the update fails with FAILED_PRECONDITION unless the
-   * session is at this version.
+   * session is at this version. Negative is INVALID_ARGUMENT.
    * </pre>
    *
    * <code>int64 expected_version = 3 [json_name = "expectedVersion"];</code>
