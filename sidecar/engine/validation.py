@@ -248,20 +248,18 @@ def check_events(events: Sequence[Event], limits: Limits) -> None:
         _check_event(event, f"events[{i}]", limits)
 
 
+def _check_length(value: str, limit: int, field: str, setting: str = "") -> None:
+    """InvalidArgument naming ``field`` (and the ``setting`` that sets ``limit``, if one does)
+    when ``value`` is longer than ``limit`` characters."""
+    if len(value) > limit:
+        named = f" ({setting})" if setting else ""
+        raise InvalidArgument(field, f"is {len(value)} characters, the limit is {limit}{named}")
+
+
 def _check_identifiers(call_id: str, name: str, at: str, id_field: str, limits: Limits) -> None:
     """A call id and a tool name within ``max_call_id_chars`` and ``max_tool_name_chars``."""
-    if len(call_id) > limits.max_call_id_chars:
-        raise InvalidArgument(
-            f"{at}.{id_field}",
-            f"is {len(call_id)} characters, the limit is {limits.max_call_id_chars}"
-            " (max_call_id_chars)",
-        )
-    if len(name) > limits.max_tool_name_chars:
-        raise InvalidArgument(
-            f"{at}.name",
-            f"is {len(name)} characters, the limit is {limits.max_tool_name_chars}"
-            " (max_tool_name_chars)",
-        )
+    _check_length(call_id, limits.max_call_id_chars, f"{at}.{id_field}", "max_call_id_chars")
+    _check_length(name, limits.max_tool_name_chars, f"{at}.name", "max_tool_name_chars")
 
 
 def _check_event(event: Event, at: str, limits: Limits) -> None:
