@@ -9,23 +9,21 @@ it, and 0 still means no check.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import grpc
 from google.protobuf.field_mask_pb2 import FieldMask
-from google.rpc import error_details_pb2, status_pb2
-from grpc_status import rpc_status
 
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
-from sidecar.gen.compaction.v1 import compaction_service_pb2_grpc as pb_grpc
 from sidecar.gen.compaction.v1 import event_pb2, session_pb2
-from tests.server.harness import address, running
+from tests.server.refusals import bad_fields, refused_fields
 
 if TYPE_CHECKING:
     from sidecar.gen.compaction.v1.compaction_service_pb2_grpc import (
         CompactionServiceAsyncStub as Stub,
     )
+
+REFUSED = (grpc.StatusCode.INVALID_ARGUMENT, ["expected_version"])
 
 
 def _turn(n: int) -> list[event_pb2.Event]:
@@ -33,25 +31,6 @@ def _turn(n: int) -> list[event_pb2.Event]:
         event_pb2.Event(id=f"u{n}", role=event_pb2.ROLE_USER, text=f"question {n}"),
         event_pb2.Event(id=f"a{n}", role=event_pb2.ROLE_ASSISTANT, text=f"answer {n}"),
     ]
-
-
-def _fields(status: status_pb2.Status) -> list[str]:
-    """The fields a status's ``google.rpc.BadRequest`` names."""
-    named: list[str] = []
-    for detail in status.details:
-        bad = error_details_pb2.BadRequest()
-        if detail.Unpack(bad):
-            named.extend(v.field for v in bad.field_violations)
-    return named
-
-
-async def _refusal(call: object) -> tuple[grpc.StatusCode, list[str]]:
-    try:
-        await call  # type: ignore[misc]
-    except grpc.aio.AioRpcError as error:
-        status = rpc_status.from_call(error)  # type: ignore[arg-type]
-        return error.code(), _fields(status) if status is not None else []
-    return grpc.StatusCode.OK, []
 
 
 async def _state(stub: Stub) -> tuple[int, dict[str, str], list[str], list[str]]:
@@ -68,75 +47,60 @@ async def _state(stub: Stub) -> tuple[int, dict[str, str], list[str], list[str]]
 
 
 async def test_a_negative_expected_version_is_invalid_argument_naming_it_on_both_stores(
-    tmp_path: Path, store_url: str
+    store_stub: Stub,
 ) -> None:
-    async with running(tmp_path, store=store_url) as sidecar:
-        async with grpc.aio.insecure_channel(address(sidecar)) as channel:
-            stub: Stub = pb_grpc.CompactionServiceStub(channel)
-            await stub.AppendEvents(
-                pb.AppendEventsRequest(session_id="s", events=_turn(0), create_if_missing=True)
-            )
-            before = await _state(stub)
-            refusals = {
-                "UpdateSession": stub.UpdateSession(
-                    pb.UpdateSessionRequest(
-                        session=session_pb2.Session(session_id="s", labels={"k": "v"}),
-                        update_mask=FieldMask(paths=["labels"]),
-                        expected_version=-1,
-                    )
-                ),
-                "AppendEvents": stub.AppendEvents(
-                    pb.AppendEventsRequest(session_id="s", events=_turn(1), expected_version=-1)
-                ),
-                "AppendEvents.label_updates": stub.AppendEvents(
-                    pb.AppendEventsRequest(
-                        session_id="s",
-                        events=_turn(1),
-                        label_updates=[
-                            pb.LabelUpdate(session_id="t", set={"k": "v"}, expected_version=-3)
-                        ],
-                    )
-                ),
-                "Compact": stub.Compact(
-                    pb.CompactRequest(session_id="s", force=True, expected_version=-1)
-                ),
-                "RestoreCompaction": stub.RestoreCompaction(
-                    pb.RestoreCompactionRequest(session_id="s", expected_version=-1)
-                ),
-            }
-            answers = {call: await _refusal(refused) for call, refused in refusals.items()}
-            refused = (grpc.StatusCode.INVALID_ARGUMENT, ["expected_version"])
-            assert answers == {
-                "UpdateSession": refused,
-                "AppendEvents": refused,
-                "AppendEvents.label_updates": (
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    ["label_updates[0].expected_version"],
-                ),
-                "Compact": refused,
-                "RestoreCompaction": refused,
-            }
-            streamed = [
-                answer
-                async for answer in stub.StreamEvents(
-                    iter(
-                        [
-                            pb.StreamEventsRequest(
-                                request_id="r1",
-                                session_id="s",
-                                events=_turn(1),
-                                expected_version=-1,
-                            )
-                        ]
-                    )
+    stub = store_stub
+    await stub.AppendEvents(
+        pb.AppendEventsRequest(session_id="s", events=_turn(0), create_if_missing=True)
+    )
+    before = await _state(stub)
+    labels = session_pb2.Session(session_id="s", labels={"k": "v"})
+    elsewhere = pb.LabelUpdate(session_id="t", set={"k": "v"}, expected_version=-3)
+    assert (
+        await refused_fields(
+            stub.UpdateSession(
+                pb.UpdateSessionRequest(
+                    session=labels, update_mask=FieldMask(paths=["labels"]), expected_version=-1
                 )
-            ]
-            assert [(a.request_id, a.error.code, _fields(a.error)) for a in streamed] == [
-                ("r1", grpc.StatusCode.INVALID_ARGUMENT.value[0], ["expected_version"])
-            ]
-            assert await _state(stub) == before  # nothing stored, no session "t" created
-            # 0 is still no check.
-            appended = await stub.AppendEvents(
-                pb.AppendEventsRequest(session_id="s", events=_turn(1), expected_version=0)
             )
-            assert appended.version == before[0] + 1
+        )
+        == REFUSED
+    )
+    assert (
+        await refused_fields(
+            stub.AppendEvents(
+                pb.AppendEventsRequest(session_id="s", events=_turn(1), expected_version=-1)
+            )
+        )
+        == REFUSED
+    )
+    assert await refused_fields(
+        stub.AppendEvents(
+            pb.AppendEventsRequest(session_id="s", events=_turn(1), label_updates=[elsewhere])
+        )
+    ) == (grpc.StatusCode.INVALID_ARGUMENT, ["label_updates[0].expected_version"])
+    assert (
+        await refused_fields(
+            stub.Compact(pb.CompactRequest(session_id="s", force=True, expected_version=-1))
+        )
+        == REFUSED
+    )
+    assert (
+        await refused_fields(
+            stub.RestoreCompaction(pb.RestoreCompactionRequest(session_id="s", expected_version=-1))
+        )
+        == REFUSED
+    )
+    streamed = pb.StreamEventsRequest(
+        request_id="r1", session_id="s", events=_turn(1), expected_version=-1
+    )
+    answers = [answer async for answer in stub.StreamEvents(iter([streamed]))]
+    assert [(a.request_id, a.error.code, bad_fields(a.error)) for a in answers] == [
+        ("r1", grpc.StatusCode.INVALID_ARGUMENT.value[0], ["expected_version"])
+    ]
+    assert await _state(stub) == before  # nothing stored, no session "t" created
+    # 0 is still no check.
+    appended = await stub.AppendEvents(
+        pb.AppendEventsRequest(session_id="s", events=_turn(1), expected_version=0)
+    )
+    assert appended.version == before[0] + 1
