@@ -22,12 +22,13 @@ from google.genai import types
 from pydantic_core import to_jsonable_python
 
 from sidecar.adapters.adk_content import cleared_content, content_of, fields_of
-from sidecar.adapters.clients import fitted_key
+from sidecar.adapters.clients import fitted, fitted_key
 from sidecar.compaction.clear_tool_results import ClearToolResults
 from sidecar.compaction.pipeline import Pipeline
 from sidecar.compaction.policy import CompactionPolicy
 from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.triggers import AnyOf, Interval, TokenCount, Trigger
+from sidecar.engine.validation import MAX_AUTHOR_CHARS, MAX_BRANCH_CHARS
 from sidecar.model import Event, Part, Role, Session, ToolResult
 
 META_EVENT = "adk.event"  # the ADK event without its content, as JSON
@@ -196,8 +197,11 @@ def event_to_sidecar(event: AdkEvent) -> Event:
         tool_calls=fields.tool_calls if role is Role.ASSISTANT else (),
         tool_results=fields.tool_results,
         parts=fields.parts,
-        author=event.author,
-        branch=event.branch or "",
+        # ADK bounds neither an agent's name nor the dotted path of names that is a branch:
+        # one past the service's bound is stored fitted, and comes back whole from the
+        # verbatim event below.
+        author=fitted(event.author, MAX_AUTHOR_CHARS),
+        branch=fitted(event.branch or "", MAX_BRANCH_CHARS),
     )
     metadata = {META_EVENT: event.model_dump_json(exclude_none=True, exclude={"content"})}
     if content is None:

@@ -1,5 +1,6 @@
 """What both adapters share: a client per event loop, a compaction barrier, session keys
-the service takes whatever their length, and arguments as the JSON the service takes."""
+and names the service takes whatever their length, and arguments as the JSON the service
+takes."""
 
 from __future__ import annotations
 
@@ -22,17 +23,27 @@ BARRIER = CompactionPolicy(trigger=None, strategy=SlidingWindow())
 MAX_SESSION_ID = 128  # the service's limit on a session id's length
 
 
+def fitted(value: str, limit: int) -> str:
+    """``value`` when it is at most ``limit`` characters, else its first 60 characters and
+    the SHA-256 of the whole of it (126 characters: ``limit`` is at least 128).
+
+    The frameworks bound none of what they name (ids, agent names, branch paths): a
+    value past the service's bound is stored fitted, the same every time it is sent,
+    where refusing it would fail every call after.
+    """
+    if len(value) <= limit:
+        return value
+    return f"{value[:60]}:~{hashlib.sha256(value.encode()).hexdigest()}"
+
+
 def fitted_key(key: str) -> str:
-    """``key`` when the service takes its length, else its first characters and the
-    SHA-256 of the whole of it.
+    """``key`` fitted to the service's session ids (``fitted``).
 
     The frameworks' ids have no length limit (a long user id, a thread id made of
     several, each non-ASCII character escaped as several ``:XX``); a key of escaped
     parts never holds ``:~``, so a fitted key is never another key's.
     """
-    if len(key) <= MAX_SESSION_ID:
-        return key
-    return f"{key[:60]}:~{hashlib.sha256(key.encode()).hexdigest()}"
+    return fitted(key, MAX_SESSION_ID)
 
 
 def strict_json(value: Any) -> str:

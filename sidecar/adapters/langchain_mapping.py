@@ -27,7 +27,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from sidecar.adapters.clients import strict_json
+from sidecar.adapters.clients import fitted, strict_json
 from sidecar.adapters.langchain_reasoning import (
     call_signatures,
     provenance,
@@ -37,6 +37,7 @@ from sidecar.adapters.langchain_reasoning import (
     with_reasoning,
 )
 from sidecar.client import SessionContext
+from sidecar.engine.validation import MAX_AUTHOR_CHARS
 from sidecar.model import Event, Role, ToolCall, ToolResult
 from sidecar.providers.conversation import orphan_text
 
@@ -89,7 +90,8 @@ def message_to_event(message: BaseMessage) -> Event | None:
             role=Role.ASSISTANT,
             tool_calls=calls,
             reasoning=reasoning_of(message),
-            author=message.name or "",
+            # LangChain bounds no name; the model is given the state's own message.
+            author=fitted(message.name or "", MAX_AUTHOR_CHARS),
             **common,
         )
     if isinstance(message, ToolMessage):

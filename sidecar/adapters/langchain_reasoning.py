@@ -32,6 +32,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
+from sidecar.engine.validation import MAX_REASONING_ID_CHARS
 from sidecar.model import Event, Reasoning
 from sidecar.providers.wire import PROVIDER_KEY
 
@@ -66,9 +67,15 @@ def _summary_text(block: Mapping[str, Any]) -> str:
 
 
 def _provider_id(block: Mapping[str, Any]) -> str:
-    """A block's id when the provider gave it (LangChain's own are ``lc_``-prefixed)."""
+    """A block's id when the provider gave it (LangChain's own are ``lc_``-prefixed).
+
+    One past the service's bound is no provider's (OpenAI's are some 50 characters) and is
+    left out: the message's own form, which the model is given, keeps it (``verbatim``).
+    """
     value = block.get("id")
-    return value if isinstance(value, str) and not value.startswith("lc_") else ""
+    if not isinstance(value, str) or value.startswith("lc_"):
+        return ""
+    return value if len(value) <= MAX_REASONING_ID_CHARS else ""
 
 
 def _block_reasoning(block: Mapping[str, Any], gemini: bool) -> Reasoning | None:

@@ -20,6 +20,19 @@ _ID = re.compile(r"[A-Za-z0-9._:~@/+=-]{1,128}")
 _MIME_TYPE = re.compile(r"[\x20-\x7e]{1,255}")
 _STORED_ID = re.compile(r"(?:[A-Za-z0-9._-]{1,64}#)?[A-Za-z0-9._:~@/+=-]{1,128}")
 
+# Free-text names an event carries, each bounded on its own rather than only by the
+# event's size, as ids, tool names and media types are: the summarizer's input carries
+# each event's author whole (only tool results are cut to its budget), and the
+# renderings send a reasoning block's id back to its provider.
+MAX_AUTHOR_CHARS = 256
+"""The longest ``Event.author``: a name (an agent's, a user's), bounded as a tool name is."""
+MAX_BRANCH_CHARS = 1024
+"""The longest ``Event.branch``: a path of agent names (ADK's ``root.planner.search``),
+bounded as a label value is; ten names of 100 characters fit."""
+MAX_REASONING_ID_CHARS = 256
+"""The longest ``Reasoning.id``: the provider's id of the block (OpenAI's ``rs_...``, some
+50 characters), bounded as a call id is."""
+
 
 @dataclass(frozen=True, slots=True)
 class Limits:
@@ -267,6 +280,8 @@ def _check_event(event: Event, at: str, limits: Limits) -> None:
         raise InvalidArgument(
             f"{at}.id", "must be 1-128 characters of letters, digits and ._:~@/+=-"
         )
+    _check_length(event.author, MAX_AUTHOR_CHARS, f"{at}.author")
+    _check_length(event.branch, MAX_BRANCH_CHARS, f"{at}.branch")
     if event.tool_calls and event.role is not Role.ASSISTANT:
         raise InvalidArgument(f"{at}.tool_calls", "only ASSISTANT events may request tools")
     if event.reasoning and event.role is not Role.ASSISTANT:
@@ -276,6 +291,7 @@ def _check_event(event: Event, at: str, limits: Limits) -> None:
             raise InvalidArgument(
                 f"{at}.reasoning[{j}].text", "a redacted block has no text (its data is signature)"
             )
+        _check_length(block.id, MAX_REASONING_ID_CHARS, f"{at}.reasoning[{j}].id")
     if event.tool_results and event.role is not Role.TOOL:
         raise InvalidArgument(f"{at}.tool_results", "only TOOL events may carry tool results")
     if event.role is Role.TOOL and not event.tool_results:

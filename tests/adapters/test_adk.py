@@ -34,6 +34,7 @@ from sidecar.adapters.adk import (
     session_key,
 )
 from sidecar.client import AsyncClient
+from sidecar.engine.validation import MAX_AUTHOR_CHARS, MAX_BRANCH_CHARS
 from sidecar.model import Event
 from sidecar.summarizer.prompts import DEFAULT_SHADOW_PROMPT
 
@@ -312,6 +313,33 @@ async def test_session_crud_and_state(client: AsyncClient) -> None:
     await service.delete_session(app_name=APP, user_id="bo", session_id="second")  # no error
     listed = await service.list_sessions(app_name=APP)
     assert [s.id for s in listed.sessions] == [made.id]
+
+
+async def test_an_agent_name_and_branch_past_the_services_bounds_come_back_whole(
+    client: AsyncClient,
+) -> None:
+    """ADK bounds neither an agent's name nor a branch, the dotted path of names: past the
+    service's bounds they are stored fitted, and ADK gets back the event it wrote."""
+    name = "research_" + "x" * 291  # 300 characters, a valid agent name
+    branch = ".".join([name] * 4)  # 1,203 characters
+    service = CompactionSessionService(client, namespace="long-names")
+    session = await service.create_session(app_name=APP, user_id="bo")
+    event = AdkEvent(
+        invocation_id="inv-1",
+        author=name,
+        branch=branch,
+        content=types.Content(role="model", parts=[types.Part(text="found it")]),
+    )
+    await service.append_event(session, event)
+    key = session_key("long-names", APP, "bo", session.id)
+    [stored] = [e async for e in client.session(key).events()]
+    assert len(stored.author) <= MAX_AUTHOR_CHARS
+    assert len(stored.branch) <= MAX_BRANCH_CHARS
+    back = await service.get_session(app_name=APP, user_id="bo", session_id=session.id)
+    assert back is not None
+    assert [e.model_dump(exclude_none=True) for e in back.events] == [
+        event.model_dump(exclude_none=True)
+    ]
 
 
 async def test_callback_compacts_requests_of_an_agent_with_its_own_session_service(

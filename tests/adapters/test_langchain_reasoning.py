@@ -30,6 +30,7 @@ from sidecar.adapters.langchain import (
 )
 from sidecar.adapters.langchain_reasoning import META_CONTENT, META_SHAPE
 from sidecar.client import Client
+from sidecar.engine.validation import MAX_AUTHOR_CHARS
 from sidecar.model import Event, Reasoning, Role
 from sidecar.providers.render import ContextFormat, render
 from sidecar.providers.wire import PROVIDER_KEY
@@ -109,6 +110,15 @@ def same_message(back: AIMessage, message: AIMessage) -> None:
     ]
 
 
+def through_the_store(address: str, key: str, event: Event) -> Event:
+    """``event`` appended to a new session ``key`` at ``address``, as its window gives it back."""
+    with Client(address) as client:
+        client.create_session(key, None, {})
+        client.session(key).append([event])
+        (stored,) = client.session(key).context().events
+    return stored
+
+
 def test_each_shape_lands_in_the_fields() -> None:
     def fields(message: AIMessage) -> tuple[Reasoning, ...]:
         event = message_to_event(message)
@@ -135,13 +145,39 @@ def test_a_message_comes_back_from_the_store_unchanged(
 ) -> None:
     event = message_to_event(message)
     assert event is not None
-    with Client(sidecar_address) as client:
-        key = f"lc-reasoning/{message.id}"
-        client.create_session(key, None, {})
-        client.session(key).append([event])
-        (stored,) = client.session(key).context().events
+    stored = through_the_store(sidecar_address, f"lc-reasoning/{message.id}", event)
     assert stored.reasoning == event.reasoning
     assert stored.tool_calls == event.tool_calls
+    back = event_to_message(stored)
+    assert isinstance(back, AIMessage)
+    same_message(back, message)
+
+
+def test_a_name_and_a_reasoning_id_past_the_services_bounds_are_stored_and_come_back(
+    sidecar_address: str,
+) -> None:
+    """LangChain bounds neither a message's name nor a block's id: the name is stored
+    fitted, an id no provider gives (OpenAI's are some 50 characters) is left out, and the
+    message comes back whole from its verbatim content."""
+    message = AIMessage(
+        content=[
+            {
+                "type": "reasoning",
+                "id": "rs_" + "x" * 300,
+                "summary": [{"type": "summary_text", "text": "Look it up."}],
+                "encrypted_content": "gAAAAB-opaque",
+            },
+            {"type": "text", "text": "Sunny."},
+        ],
+        name="n" * 300,
+        response_metadata={"model_provider": "openai"},
+        id="ai-long-names",
+    )
+    event = message_to_event(message)
+    assert event is not None
+    assert len(event.author) <= MAX_AUTHOR_CHARS
+    assert [r.id for r in event.reasoning] == [""]
+    stored = through_the_store(sidecar_address, "lc-reasoning/long-names", event)
     back = event_to_message(stored)
     assert isinstance(back, AIMessage)
     same_message(back, message)
@@ -274,11 +310,7 @@ def test_a_list_contents_text_is_stored_once_and_comes_back_in_its_blocks(
         text = block if isinstance(block, str) else block.get("text")
         if (isinstance(block, str) or block.get("type") == "text") and text:
             assert text not in stored_metadata  # only in the event's text
-    with Client(sidecar_address) as client:
-        key = f"lc-shape/{message.id}"
-        client.create_session(key, None, {})
-        client.session(key).append([event])
-        (stored,) = client.session(key).context().events
+    stored = through_the_store(sidecar_address, f"lc-shape/{message.id}", event)
     back = event_to_message(stored)
     assert isinstance(back, AIMessage)
     same_message(back, message)

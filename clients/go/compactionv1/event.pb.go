@@ -328,7 +328,7 @@ type Reasoning struct {
 	// redacted_thinking): signature holds its data and text is empty.
 	Redacted bool `protobuf:"varint,3,opt,name=redacted,proto3" json:"redacted,omitempty"`
 	// The provider's id of the block, when it has one (OpenAI's "rs_..."),
-	// returned with it.
+	// returned with it. At most 256 characters (INVALID_ARGUMENT past it).
 	Id            string `protobuf:"bytes,4,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -412,8 +412,10 @@ type Event struct {
 	// Non-text content.
 	Parts []*Part `protobuf:"bytes,7,rep,name=parts,proto3" json:"parts,omitempty"`
 	// The agent (or user) that produced the event, for multi-agent sessions.
+	// At most 256 characters (INVALID_ARGUMENT past it).
 	Author string `protobuf:"bytes,8,opt,name=author,proto3" json:"author,omitempty"`
-	// A branch label for agents that fork conversations.
+	// A branch label for agents that fork conversations (ADK's dotted path of
+	// agent names). At most 1,024 characters (INVALID_ARGUMENT past it).
 	Branch string `protobuf:"bytes,9,opt,name=branch,proto3" json:"branch,omitempty"`
 	// Free-form string metadata, stored and returned as given.
 	Metadata map[string]string `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`

@@ -207,7 +207,7 @@ class Reasoning(_message.Message):
     """
     id: _builtins.str
     """The provider's id of the block, when it has one (OpenAI's "rs_..."),
-    returned with it.
+    returned with it. At most 256 characters (INVALID_ARGUMENT past it).
     """
     def __init__(
         self,
@@ -280,9 +280,13 @@ class Event(_message.Message):
     text: _builtins.str
     """The message text."""
     author: _builtins.str
-    """The agent (or user) that produced the event, for multi-agent sessions."""
+    """The agent (or user) that produced the event, for multi-agent sessions.
+    At most 256 characters (INVALID_ARGUMENT past it).
+    """
     branch: _builtins.str
-    """A branch label for agents that fork conversations."""
+    """A branch label for agents that fork conversations (ADK's dotted path of
+    agent names). At most 1,024 characters (INVALID_ARGUMENT past it).
+    """
     synthetic: _builtins.bool
     """Output only. True for a summary turn the service wrote."""
     archived: _builtins.bool

@@ -185,7 +185,7 @@ export type Reasoning = Message<"compaction.v1.Reasoning"> & {
 
   /**
    * The provider's id of the block, when it has one (OpenAI's "rs_..."),
-   * returned with it.
+   * returned with it. At most 256 characters (INVALID_ARGUMENT past it).
    *
    * @generated from field: string id = 4;
    */
@@ -258,13 +258,15 @@ export type Event = Message<"compaction.v1.Event"> & {
 
   /**
    * The agent (or user) that produced the event, for multi-agent sessions.
+   * At most 256 characters (INVALID_ARGUMENT past it).
    *
    * @generated from field: string author = 8;
    */
   author: string;
 
   /**
-   * A branch label for agents that fork conversations.
+   * A branch label for agents that fork conversations (ADK's dotted path of
+   * agent names). At most 1,024 characters (INVALID_ARGUMENT past it).
    *
    * @generated from field: string branch = 9;
    */

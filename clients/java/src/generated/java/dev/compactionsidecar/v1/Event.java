@@ -402,6 +402,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * The agent (or user) that produced the event, for multi-agent sessions.
+   * At most 256 characters (INVALID_ARGUMENT past it).
    * </pre>
    *
    * <code>string author = 8 [json_name = "author"];</code>
@@ -423,6 +424,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * The agent (or user) that produced the event, for multi-agent sessions.
+   * At most 256 characters (INVALID_ARGUMENT past it).
    * </pre>
    *
    * <code>string author = 8 [json_name = "author"];</code>
@@ -448,7 +450,8 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object branch_ = "";
   /**
    * <pre>
-   * A branch label for agents that fork conversations.
+   * A branch label for agents that fork conversations (ADK's dotted path of
+   * agent names). At most 1,024 characters (INVALID_ARGUMENT past it).
    * </pre>
    *
    * <code>string branch = 9 [json_name = "branch"];</code>
@@ -469,7 +472,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * A branch label for agents that fork conversations.
+   * A branch label for agents that fork conversations (ADK's dotted path of
+   * agent names). At most 1,024 characters (INVALID_ARGUMENT past it).
    * </pre>
    *
    * <code>string branch = 9 [json_name = "branch"];</code>
@@ -2951,6 +2955,7 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * The agent (or user) that produced the event, for multi-agent sessions.
+     * At most 256 characters (INVALID_ARGUMENT past it).
      * </pre>
      *
      * <code>string author = 8 [json_name = "author"];</code>
@@ -2971,6 +2976,7 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * The agent (or user) that produced the event, for multi-agent sessions.
+     * At most 256 characters (INVALID_ARGUMENT past it).
      * </pre>
      *
      * <code>string author = 8 [json_name = "author"];</code>
@@ -2992,6 +2998,7 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * The agent (or user) that produced the event, for multi-agent sessions.
+     * At most 256 characters (INVALID_ARGUMENT past it).
      * </pre>
      *
      * <code>string author = 8 [json_name = "author"];</code>
@@ -3009,6 +3016,7 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * The agent (or user) that produced the event, for multi-agent sessions.
+     * At most 256 characters (INVALID_ARGUMENT past it).
      * </pre>
      *
      * <code>string author = 8 [json_name = "author"];</code>
@@ -3023,6 +3031,7 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * The agent (or user) that produced the event, for multi-agent sessions.
+     * At most 256 characters (INVALID_ARGUMENT past it).
      * </pre>
      *
      * <code>string author = 8 [json_name = "author"];</code>
@@ -3042,7 +3051,8 @@ java.lang.String defaultValue) {
     private java.lang.Object branch_ = "";
     /**
      * <pre>
-     * A branch label for agents that fork conversations.
+     * A branch label for agents that fork conversations (ADK's dotted path of
+     * agent names). At most 1,024 characters (INVALID_ARGUMENT past it).
      * </pre>
      *
      * <code>string branch = 9 [json_name = "branch"];</code>
@@ -3062,7 +3072,8 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * A branch label for agents that fork conversations.
+     * A branch label for agents that fork conversations (ADK's dotted path of
+     * agent names). At most 1,024 characters (INVALID_ARGUMENT past it).
      * </pre>
      *
      * <code>string branch = 9 [json_name = "branch"];</code>
@@ -3083,7 +3094,8 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * A branch label for agents that fork conversations.
+     * A branch label for agents that fork conversations (ADK's dotted path of
+     * agent names). At most 1,024 characters (INVALID_ARGUMENT past it).
      * </pre>
      *
      * <code>string branch = 9 [json_name = "branch"];</code>
@@ -3100,7 +3112,8 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * A branch label for agents that fork conversations.
+     * A branch label for agents that fork conversations (ADK's dotted path of
+     * agent names). At most 1,024 characters (INVALID_ARGUMENT past it).
      * </pre>
      *
      * <code>string branch = 9 [json_name = "branch"];</code>
@@ -3114,7 +3127,8 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * A branch label for agents that fork conversations.
+     * A branch label for agents that fork conversations (ADK's dotted path of
+     * agent names). At most 1,024 characters (INVALID_ARGUMENT past it).
      * </pre>
      *
      * <code>string branch = 9 [json_name = "branch"];</code>

@@ -218,6 +218,7 @@ public interface EventOrBuilder extends
   /**
    * <pre>
    * The agent (or user) that produced the event, for multi-agent sessions.
+   * At most 256 characters (INVALID_ARGUMENT past it).
    * </pre>
    *
    * <code>string author = 8 [json_name = "author"];</code>
@@ -227,6 +228,7 @@ public interface EventOrBuilder extends
   /**
    * <pre>
    * The agent (or user) that produced the event, for multi-agent sessions.
+   * At most 256 characters (INVALID_ARGUMENT past it).
    * </pre>
    *
    * <code>string author = 8 [json_name = "author"];</code>
@@ -237,7 +239,8 @@ public interface EventOrBuilder extends
 
   /**
    * <pre>
-   * A branch label for agents that fork conversations.
+   * A branch label for agents that fork conversations (ADK's dotted path of
+   * agent names). At most 1,024 characters (INVALID_ARGUMENT past it).
    * </pre>
    *
    * <code>string branch = 9 [json_name = "branch"];</code>
@@ -246,7 +249,8 @@ public interface EventOrBuilder extends
   java.lang.String getBranch();
   /**
    * <pre>
-   * A branch label for agents that fork conversations.
+   * A branch label for agents that fork conversations (ADK's dotted path of
+   * agent names). At most 1,024 characters (INVALID_ARGUMENT past it).
    * </pre>
    *
    * <code>string branch = 9 [json_name = "branch"];</code>

@@ -158,7 +158,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * The provider's id of the block, when it has one (OpenAI's "rs_..."),
-   * returned with it.
+   * returned with it. At most 256 characters (INVALID_ARGUMENT past it).
    * </pre>
    *
    * <code>string id = 4 [json_name = "id"];</code>
@@ -180,7 +180,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * The provider's id of the block, when it has one (OpenAI's "rs_..."),
-   * returned with it.
+   * returned with it. At most 256 characters (INVALID_ARGUMENT past it).
    * </pre>
    *
    * <code>string id = 4 [json_name = "id"];</code>
@@ -786,7 +786,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The provider's id of the block, when it has one (OpenAI's "rs_..."),
-     * returned with it.
+     * returned with it. At most 256 characters (INVALID_ARGUMENT past it).
      * </pre>
      *
      * <code>string id = 4 [json_name = "id"];</code>
@@ -807,7 +807,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The provider's id of the block, when it has one (OpenAI's "rs_..."),
-     * returned with it.
+     * returned with it. At most 256 characters (INVALID_ARGUMENT past it).
      * </pre>
      *
      * <code>string id = 4 [json_name = "id"];</code>
@@ -829,7 +829,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The provider's id of the block, when it has one (OpenAI's "rs_..."),
-     * returned with it.
+     * returned with it. At most 256 characters (INVALID_ARGUMENT past it).
      * </pre>
      *
      * <code>string id = 4 [json_name = "id"];</code>
@@ -847,7 +847,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The provider's id of the block, when it has one (OpenAI's "rs_..."),
-     * returned with it.
+     * returned with it. At most 256 characters (INVALID_ARGUMENT past it).
      * </pre>
      *
      * <code>string id = 4 [json_name = "id"];</code>
@@ -862,7 +862,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * The provider's id of the block, when it has one (OpenAI's "rs_..."),
-     * returned with it.
+     * returned with it. At most 256 characters (INVALID_ARGUMENT past it).
      * </pre>
      *
      * <code>string id = 4 [json_name = "id"];</code>

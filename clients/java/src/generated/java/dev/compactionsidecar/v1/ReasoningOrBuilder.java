@@ -59,7 +59,7 @@ public interface ReasoningOrBuilder extends
   /**
    * <pre>
    * The provider's id of the block, when it has one (OpenAI's "rs_..."),
-   * returned with it.
+   * returned with it. At most 256 characters (INVALID_ARGUMENT past it).
    * </pre>
    *
    * <code>string id = 4 [json_name = "id"];</code>
@@ -69,7 +69,7 @@ public interface ReasoningOrBuilder extends
   /**
    * <pre>
    * The provider's id of the block, when it has one (OpenAI's "rs_..."),
-   * returned with it.
+   * returned with it. At most 256 characters (INVALID_ARGUMENT past it).
    * </pre>
    *
    * <code>string id = 4 [json_name = "id"];</code>
