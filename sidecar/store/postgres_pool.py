@@ -9,7 +9,10 @@ dropped connections, a shutdown or failover in progress, too many
 connections, a full disk, a statement timeout, a serialization failure — is
 StoreUnavailable (gRPC UNAVAILABLE), so clients retry and health turns
 NOT_SERVING. The pool replaces broken connections as they are returned, so
-service resumes by itself when the database is back. Reads and appends (which
+service resumes by itself when the database is back: a connection lost takes
+its idle siblings with it (a restart or failover ends them all), while an
+error the server answers for one statement (a deadlock, a statement timeout,
+a full disk) leaves every connection as it is. Reads and appends (which
 are idempotent by event id) are retried once at once on such a failure: the
 first call after a database restart usually meets a pooled connection the
 server has closed, and should not fail for that.
@@ -45,6 +48,14 @@ UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.exceptions.ReadOnlySQLTransactionError,  # connected to a standby after failover
 )
 """What an outage raises: each is StoreUnavailable, never the call's own failure."""
+
+STATEMENT_OUTAGES: tuple[type[BaseException], ...] = (
+    asyncpg.exceptions.QueryCanceledError,  # statement timeout, a cancel
+    asyncpg.exceptions.InsufficientResourcesError,  # disk full, out of memory
+    asyncpg.exceptions.TransactionRollbackError,
+)
+"""The outages the server answers for one statement: the connection that carried the
+answer works, and so do its siblings."""
 
 
 class PostgresPool:
@@ -150,6 +161,8 @@ class PostgresPool:
                 async with pool.acquire(timeout=self.connect_timeout_s) as db:
                     try:
                         return await body(db)
+                    except STATEMENT_OUTAGES:
+                        raise  # the transaction is rolled back; the connection goes back
                     except UNAVAILABLE_ERRORS:
                         # A connection in doubt is never handed to the next caller, and
                         # its siblings likely died with it (a restart, a failover): the

@@ -25,7 +25,7 @@ from sidecar.errors import (
 )
 from sidecar.model import CompactionPlan, CompactionResult, Event, Role
 from sidecar.store.postgres import PostgresStore
-from sidecar.store.postgres_schema import MIGRATIONS, folds_accents, migrate
+from sidecar.store.postgres_schema import MIGRATIONS, Db, folds_accents, migrate
 from sidecar.store.protocol import SearchQuery
 from sidecar.store.urls import postgres_url_problem, redact
 from tests.conftest import Postgres
@@ -456,6 +456,39 @@ async def test_health_fails_while_the_database_takes_no_writes(postgres_database
         await store.append("s", [a("a1")])
     finally:
         await admin.close()
+        await store.close()
+
+
+@pytest.mark.parametrize(
+    "sqlstate",
+    ["40P01", "40001", "57014", "53100"],  # deadlock, serialization, statement timeout, disk full
+)
+async def test_an_outage_the_server_answers_for_one_call_keeps_the_pooled_connections(
+    postgres_database: str, sqlstate: str
+) -> None:
+    """The server answered, so every connection works: none is dropped for it.
+
+    Each such error used to terminate its connection and expire every other
+    one, so one deadlock or statement timeout reconnected the whole pool.
+    """
+    store = PostgresStore(postgres_database, pool_size=3)
+    await store.open()
+
+    async def backend(db: Db) -> int:
+        await db.execute("SELECT pg_sleep(0.3)")  # the three calls hold all three connections
+        pid: int = await db.fetchval("SELECT pg_backend_pid()")
+        return pid
+
+    async def refused(db: Db) -> None:
+        await db.execute(f"DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = '{sqlstate}'; END $$")
+
+    try:
+        pids = await asyncio.gather(*(store._connections.run(backend, retry=False) for _ in "abc"))
+        with pytest.raises(StoreUnavailable):
+            await store._connections.run(refused, retry=True)
+        again = await asyncio.gather(*(store._connections.run(backend, retry=False) for _ in "abc"))
+        assert sorted(again) == sorted(pids)
+    finally:
         await store.close()
 
 
