@@ -2,10 +2,12 @@
 
 Each compaction is announced with NOTIFY in the transaction that applies it
 (``postgres_writes.NOTIFY_CHANNEL``); one connection per replica LISTENs,
-reconnecting after an outage. Notices sent while it was disconnected are
-gone: once it is back, the catch-up callbacks are called so their owners can
-look for what they missed in the database, and the notices that come
-meanwhile are held and passed on after, so that they arrive in order.
+reconnecting after an outage. Notices sent while it was not listening are
+gone — during an outage, and before its first connection was up (a first
+connect can fail while the pool's succeed): each time it is up, the catch-up
+callbacks are called so their owners can look for what they missed in the
+database, and the notices that come meanwhile are held and passed on after,
+so that they arrive in order.
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ class CompactionNotices:
         self.origin = origin
         self._compaction_callbacks: list[Callable[[str, str], None]] = []
         self._catch_up_callbacks: list[Callable[[], Coroutine[Any, Any, None]]] = []
-        self._listened_before = False
         self._held: list[str] | None = None  # notices that came during a catch-up
         self._listener: asyncio.Task[None] | None = None
         self.listening = asyncio.Event()
@@ -87,9 +88,7 @@ class CompactionNotices:
 
             await connection.add_listener(NOTIFY_CHANNEL, notice)
             self.listening.set()
-            if self._listened_before:
-                await self._catch_up(schema)
-            self._listened_before = True
+            await self._catch_up(schema)
             await lost.wait()
         finally:
             self.listening.clear()
@@ -97,8 +96,8 @@ class CompactionNotices:
                 connection.terminate()
 
     async def _catch_up(self, schema: str) -> None:
-        """Back after an outage: let the callers look up what they missed, then pass on
-        the notices that came meanwhile (after, so that they arrive in order)."""
+        """Listening again, or at last: let the callers look up what they missed, then
+        pass on the notices that came meanwhile (after, so that they arrive in order)."""
         self._held = []
         try:
             outcomes = await asyncio.gather(

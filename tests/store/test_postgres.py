@@ -10,6 +10,7 @@ import asyncio
 import random
 from collections.abc import AsyncIterator
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
@@ -25,11 +26,13 @@ from sidecar.errors import (
 )
 from sidecar.model import CompactionPlan, CompactionResult, Event, Role
 from sidecar.store.postgres import PostgresStore
+from sidecar.store.postgres_notices import CompactionNotices
 from sidecar.store.postgres_schema import MIGRATIONS, Db, folds_accents, migrate
 from sidecar.store.protocol import SearchQuery
 from sidecar.store.urls import postgres_url_problem, redact
 from tests.conftest import Postgres
 from tests.postgres_server import PostgresServer
+from tests.store.relay import Relay
 from tests.tls import self_signed
 
 
@@ -495,33 +498,74 @@ async def test_an_outage_the_server_answers_for_one_call_keeps_the_pooled_connec
 # -- compactions landed elsewhere while this replica could not hear of them ----------
 
 
+def plan(archive: list[str], *, base: str) -> CompactionPlan:
+    return CompactionPlan(strategy="test", archive_ids=tuple(archive), base_compaction_id=base)
+
+
+class CatchUps:
+    """A catch-up callback that counts its calls, and waits for the next one."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self._called = asyncio.Condition()
+
+    async def __call__(self) -> None:
+        async with self._called:
+            self.calls += 1
+            self._called.notify_all()
+
+    async def reach(self, calls: int, timeout_s: float = 10) -> None:
+        async with asyncio.timeout(timeout_s), self._called:
+            await self._called.wait_for(lambda: self.calls >= calls)
+
+
 async def test_a_lost_notice_connection_is_followed_by_a_catch_up(
     postgres_database: str,
 ) -> None:
     store = PostgresStore(postgres_database, pool_size=2)
     await store.open()
-    caught_up = asyncio.Event()
-
-    async def catch_up() -> None:
-        caught_up.set()
-
+    catch_ups = CatchUps()
     try:
-        store.on_compaction_elsewhere(lambda _session, _compaction: None, catch_up)
-        await asyncio.wait_for(store.listening.wait(), 10)
-        assert not caught_up.is_set()  # the first connection has nothing to catch up on
+        store.on_compaction_elsewhere(lambda _session, _compaction: None, catch_ups)
+        await catch_ups.reach(1)  # the first connection too: a watch may have begun before
         killed = await fetch(
             postgres_database,
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
             " WHERE query LIKE 'LISTEN%' AND datname = current_database()",
         )
         assert [r[0] for r in killed] == [True]
-        await asyncio.wait_for(caught_up.wait(), 10)
+        await catch_ups.reach(2)
     finally:
         await store.close()
 
 
-def plan(archive: list[str], *, base: str) -> CompactionPlan:
-    return CompactionPlan(strategy="test", archive_ids=tuple(archive), base_compaction_id=base)
+def via(dsn: str, port: int) -> str:
+    """``dsn`` with its port replaced (to go through a Relay)."""
+    parts = urlsplit(dsn)
+    return urlunsplit(parts._replace(netloc=f"{parts.netloc.rpartition(':')[0]}:{port}"))
+
+
+async def test_notices_missed_before_a_failed_first_connect_are_caught_up(
+    postgres_database: str,
+) -> None:
+    """The pool can open while the notice connection cannot (one connection too many, a
+    blip): watches begun meanwhile heard nothing, and the catch-up ran only after an outage
+    of a connection that had once been up."""
+    relay = Relay(urlsplit(postgres_database).port or 5432)
+    relay.refusing = True
+    notices = CompactionNotices(
+        via(postgres_database, await relay.start()), connect_timeout_s=2, origin="here"
+    )
+    catch_ups = CatchUps()
+    try:
+        notices.subscribe(lambda _session, _compaction: None, catch_ups)
+        await asyncio.wait_for(relay.refused.wait(), 10)
+        relay.refusing = False
+        await catch_ups.reach(1)
+        assert notices.listening.is_set()
+    finally:
+        await notices.close()
+        await relay.close()
 
 
 async def test_catch_up_publishes_what_was_missed_once_and_in_order(
