@@ -8,6 +8,12 @@ connect can fail while the pool's succeed): each time it is up, the catch-up
 callbacks are called so their owners can look for what they missed in the
 database, and the notices that come meanwhile are held and passed on after,
 so that they arrive in order.
+
+A connection that only listens sends nothing, so a peer gone without a word
+(a host that died, a NAT entry or proxy that dropped the flow: no FIN, no
+reset) would leave it waiting for ever, deaf to every other replica. So it
+is asked to answer every ``LIVENESS_INTERVAL_S``, and one that does not
+within the connect timeout is dropped and replaced like any lost one.
 """
 
 from __future__ import annotations
@@ -24,6 +30,9 @@ from sidecar.store.postgres_writes import NOTIFY_CHANNEL
 
 log = logging.getLogger("sidecar.store.postgres")  # the store's own: operators filter on it
 
+LIVENESS_INTERVAL_S = 10.0
+"""How long the notice connection may stay quiet before it is asked to answer."""
+
 
 class CompactionNotices:
     """One replica's LISTEN connection, and the callbacks it calls (see the module docstring).
@@ -32,10 +41,18 @@ class CompactionNotices:
     schema of the same database is skipped.
     """
 
-    def __init__(self, dsn: str, *, connect_timeout_s: float, origin: str) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        connect_timeout_s: float,
+        origin: str,
+        liveness_interval_s: float = LIVENESS_INTERVAL_S,
+    ) -> None:
         self.dsn = dsn
         self.connect_timeout_s = connect_timeout_s
         self.origin = origin
+        self.liveness_interval_s = liveness_interval_s
         self._compaction_callbacks: list[Callable[[str, str], None]] = []
         self._catch_up_callbacks: list[Callable[[], Coroutine[Any, Any, None]]] = []
         self._held: list[str] | None = None  # notices that came during a catch-up
@@ -73,7 +90,7 @@ class CompactionNotices:
             await asyncio.sleep(1.0)
 
     async def _listen_once(self) -> None:
-        """One LISTEN connection, until it drops."""
+        """One LISTEN connection, until it drops or stops answering."""
         connection = await asyncpg.connect(self.dsn, timeout=self.connect_timeout_s)
         try:
             schema = await connection.fetchval("SELECT current_schema()")
@@ -89,11 +106,23 @@ class CompactionNotices:
             await connection.add_listener(NOTIFY_CHANNEL, notice)
             self.listening.set()
             await self._catch_up(schema)
-            await lost.wait()
+            while not lost.is_set():
+                try:
+                    async with asyncio.timeout(self.liveness_interval_s):
+                        await lost.wait()
+                except TimeoutError:  # quiet a while: still there? (see the module docstring)
+                    await self._answers(connection)
         finally:
             self.listening.clear()
             if not connection.is_closed():
                 connection.terminate()
+
+    async def _answers(self, connection: asyncpg.Connection) -> None:
+        """Return once ``connection`` answers a query; ConnectionError if it does not in time."""
+        try:
+            await connection.fetchval("SELECT 1", timeout=self.connect_timeout_s)
+        except TimeoutError:
+            raise ConnectionError(f"no answer within {self.connect_timeout_s:g} s") from None
 
     async def _catch_up(self, schema: str) -> None:
         """Listening again, or at last: let the callers look up what they missed, then

@@ -568,6 +568,38 @@ async def test_notices_missed_before_a_failed_first_connect_are_caught_up(
         await relay.close()
 
 
+async def test_a_notice_connection_gone_silent_is_replaced_and_caught_up(
+    postgres_database: str,
+) -> None:
+    """A peer gone without a FIN (a dead host, a dropped NAT entry): a connection that only
+    listens noticed nothing, and the replica stopped hearing of other replicas' compactions
+    for good. Asked to answer when quiet, it is found out, replaced and caught up."""
+    relay = Relay(urlsplit(postgres_database).port or 5432)
+    notices = CompactionNotices(
+        via(postgres_database, await relay.start()),
+        connect_timeout_s=1,
+        origin="here",
+        liveness_interval_s=0.2,
+    )
+    heard: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+    catch_ups = CatchUps()
+    elsewhere = PostgresStore(postgres_database, pool_size=2)
+    await elsewhere.open()
+    try:
+        notices.subscribe(lambda *notice: heard.put_nowait(notice), catch_ups)
+        await catch_ups.reach(1)
+        relay.fall_silent()
+        await catch_ups.reach(2)
+        await elsewhere.append("s", [u("u1"), a("a1"), u("u2")], create_if_missing=True)
+        landed = await elsewhere.apply("s", plan(["u1", "a1"], base=""))
+        # The new connection hears the other replica again.
+        assert await asyncio.wait_for(heard.get(), 10) == ("s", landed.compaction_id)
+    finally:
+        await notices.close()
+        await relay.close()
+        await elsewhere.close()
+
+
 async def test_catch_up_publishes_what_was_missed_once_and_in_order(
     postgres_database: str,
 ) -> None:
