@@ -409,7 +409,13 @@ async def apply(
 
 async def notify(db: Db, session_id: str, compaction_id: str, origin: str) -> None:
     """Tell other replicas a compaction landed: delivered when (and only if) the transaction
-    commits."""
+    commits.
+
+    PostgreSQL refuses a payload past 8,000 bytes, and the transaction with it. This one
+    stays near 700 at most: the schema's name (63 bytes, six each once escaped in JSON),
+    the session id as the engine stores it (193 characters needing no escape) and two
+    32-character hex ids (tests/store/test_postgres_notices.py holds both bounds).
+    """
     await db.execute(
         "SELECT pg_notify($1, json_build_object('schema', current_schema(), 'session', $2::text,"
         " 'compaction', $3::text, 'origin', $4::text)::text)",

@@ -1,16 +1,24 @@
 """Compactions other replicas land, heard as notices: live, and caught up on after
-the LISTEN connection was lost, refused, or fell silent.
+the LISTEN connection was lost, refused, or fell silent; and what a notice holds
+fits the size PostgreSQL allows one.
 """
 
 from __future__ import annotations
 
 import asyncio
-from urllib.parse import urlsplit, urlunsplit
+import json
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import asyncpg
+import pytest
 
 from sidecar.engine.engine import SessionEngine
+from sidecar.engine.validation import check_stored_session_id
+from sidecar.errors import InvalidArgument
 from sidecar.model import CompactionResult
 from sidecar.store.postgres import PostgresStore
 from sidecar.store.postgres_notices import CompactionNotices
+from sidecar.store.postgres_writes import NOTIFY_CHANNEL
 from tests.store.relay import Relay
 from tests.store.test_postgres import a, fetch, plan, u
 
@@ -149,3 +157,67 @@ async def test_catch_up_publishes_what_was_missed_once_and_in_order(
         await b_engine.close()
         await a_store.close()
         await b_store.close()
+
+
+# -- the size of a notice -----------------------------------------------------------
+
+LONGEST_SESSION_ID = "n" * 64 + "#" + "x" * 128
+"""The longest id the engine stores: a tenant's namespace, '#', a client's id."""
+
+
+async def test_a_notice_at_the_longest_ids_and_schema_name_fits_the_payload_cap(
+    postgres_database: str,
+) -> None:
+    """PostgreSQL refuses a NOTIFY payload past 8,000 bytes, and with it the compaction's
+    whole transaction. A notice holds the schema's name (63 bytes at most, a control
+    character escaped to six in JSON), the session id (what the engine stores needs no
+    escaping) and two 32-character ids: some 700 bytes at the most."""
+    check_stored_session_id(LONGEST_SESSION_ID)
+    with pytest.raises(InvalidArgument):
+        check_stored_session_id(LONGEST_SESSION_ID + "x")
+    schema = "\x01" * 63  # NAMEDATALEN - 1 bytes, each the costliest to escape
+    admin = await asyncpg.connect(postgres_database)
+    payloads: asyncio.Queue[str] = asyncio.Queue()
+    await admin.execute(f'CREATE SCHEMA "{schema}"')
+    await admin.add_listener(NOTIFY_CHANNEL, lambda *notice: payloads.put_nowait(notice[3]))
+    in_schema = postgres_database + "?search_path=" + quote(f'"{schema}"', safe="")
+    here, elsewhere = PostgresStore(in_schema), PostgresStore(in_schema)
+    await here.open()
+    await elsewhere.open()
+    heard: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+    try:
+        here.on_compaction_elsewhere(lambda *notice: heard.put_nowait(notice))
+        await asyncio.wait_for(here.listening.wait(), 10)
+        await elsewhere.append(
+            LONGEST_SESSION_ID, [u("u1"), a("a1"), u("u2")], create_if_missing=True
+        )
+        landed = await elsewhere.apply(LONGEST_SESSION_ID, plan(["u1", "a1"], base=""))
+        assert await asyncio.wait_for(heard.get(), 10) == (LONGEST_SESSION_ID, landed.compaction_id)
+        payload = await asyncio.wait_for(payloads.get(), 10)
+        assert json.loads(payload)["schema"] == schema
+        assert len(payload.encode()) <= 700 < 8000
+    finally:
+        await here.close()
+        await elsewhere.close()
+        await admin.close()
+
+
+async def test_a_compaction_whose_notice_is_refused_stores_nothing(
+    postgres_database: str,
+) -> None:
+    """Past the engine, the store takes ids of up to 2,048 bytes, control characters too:
+    such a notice is past the cap. NOTIFY runs in the compaction's transaction, so its
+    refusal is the compaction's, and nothing of it is stored."""
+    store = PostgresStore(postgres_database)
+    await store.open()
+    session_id = "\x01" * 2048
+    try:
+        await store.append(session_id, [u("u1"), a("a1"), u("u2")], create_if_missing=True)
+        with pytest.raises(asyncpg.InvalidParameterValueError, match="payload string too long"):
+            await store.apply(session_id, plan(["u1", "a1"], base=""))
+        session, window = await store.active_window(session_id)
+        assert session.version == 1
+        assert [e.id for e in window] == ["u1", "a1", "u2"]
+        assert (await store.list_compactions(session_id, page_size=10, page_token="")).items == ()
+    finally:
+        await store.close()
