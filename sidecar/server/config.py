@@ -20,7 +20,7 @@ from sidecar.compaction.policy import CompactionPolicy, policy_from_dict
 from sidecar.engine.validation import Limits
 from sidecar.errors import InvalidConfig
 from sidecar.providers.profiles import ModelProfiles
-from sidecar.server import settings
+from sidecar.server import addresses, settings
 from sidecar.store.urls import is_postgres_url
 from sidecar.summarizer.choice import KINDS
 
@@ -387,6 +387,11 @@ def load(args: argparse.Namespace, environ: dict[str, str] | None = None) -> Ser
                 f"got {config.max_event_bytes}",
             )
         config.policy()  # a bad default policy fails here, naming where it came from
+        for name in ("listen", "health_listen", "metrics_listen"):
+            if name in sources and getattr(config, name):
+                # serve probes every address again, later; only here is it known where
+                # this one came from, for the refusal to name.
+                addresses.check_bindable(getattr(config, name), name, sources[name])
     except InvalidConfig as exc:
         source = sources.get(re.split(r"[.\[]", exc.field)[0])
         if source is None or exc.description.startswith("from "):

@@ -31,14 +31,16 @@ def taken_port() -> Iterator[int]:
         yield holder.getsockname()[1]
 
 
-def serve(tmp_path: Path, *args: str) -> tuple[int, list[str], float]:
+def serve(
+    tmp_path: Path, *args: str, listen: str | None = "127.0.0.1:0"
+) -> tuple[int, list[str], float]:
+    """Run ``serve`` on a fresh SQLite file (and ``listen``, unless None: then left to ``args``)."""
     started = time.monotonic()
     done = subprocess.run(
         [
             BINARY,
             "serve",
-            "--listen",
-            "127.0.0.1:0",
+            *(["--listen", listen] if listen is not None else []),
             "--store",
             f"sqlite:///{tmp_path}/s.db",
             *args,
@@ -171,6 +173,29 @@ def test_tls_material_that_is_not_what_it_should_be_names_its_setting(tmp_path: 
         assert_refused(serve(tmp_path, *args), setting)
 
 
+@pytest.mark.parametrize(
+    ("setting", "address", "words"),
+    [
+        ("listen", "nonsense", ["'nonsense' is not host:port"]),
+        ("listen", "127.0.0.1:99999", ["out of range"]),
+        ("health_listen", "no-such-host.invalid:5000", ["is unknown"]),
+        ("metrics_listen", "taken", ["is taken by another process"]),
+    ],
+)
+def test_a_bad_address_from_the_config_file_names_the_file(
+    tmp_path: Path, taken_port: int, setting: str, address: str, words: list[str]
+) -> None:
+    """The addresses were checked only as serve started, where no one knew the file: the
+    error named the setting alone, and said to set a flag or a variable instead."""
+    settings = tmp_path / "settings.yaml"
+    address = f"127.0.0.1:{taken_port}" if address == "taken" else address
+    settings.write_text(f"{setting}: '{address}'\n")
+    result = serve(tmp_path, "--config", str(settings), listen=None)
+    assert_refused(result, setting, f"from {settings}: ", *words)
+    assert "COMPACTION_" not in result[1][-1]
+    assert not (tmp_path / "s.db").exists()
+
+
 def test_a_config_file_with_a_yaml_error_names_the_config(tmp_path: Path) -> None:
     settings = tmp_path / "settings.yaml"
     settings.write_text("listen: [unclosed\n")
@@ -190,9 +215,8 @@ def test_a_taken_port_is_one_line_naming_listen_and_the_cause(
     )
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
-        f"compaction-sidecar: listen: cannot listen on '127.0.0.1:{taken_port}': port"
-        f" {taken_port} is taken by another process (choose another with --listen or"
-        " COMPACTION_LISTEN)"
+        f"compaction-sidecar: listen: from --listen: cannot listen on '127.0.0.1:{taken_port}':"
+        f" port {taken_port} is taken by another process"
     ]
     assert list(tmp_path.iterdir()) == []
 
