@@ -64,6 +64,15 @@ def abbreviated(events: tuple[Event, ...], head: int = 4, tail: int = 2) -> list
     return [*lines[:head], f"  ... {len(lines) - head - tail} more ...", *lines[-tail:]]
 
 
+def trail_lines(events: tuple[Event, ...]) -> list[str]:
+    """The newest summary's ``Identifiers:`` trail, whole: what the summary kept verbatim."""
+    summaries = [e for e in events if e.synthetic and "Identifiers:" in e.text]
+    if not summaries:
+        return []
+    trail = summaries[-1].text[summaries[-1].text.index("Identifiers:") :].splitlines()[0]
+    return [f"the summary keeps its identifiers verbatim: {trail}"]
+
+
 def describe(after: int, result: CompactionResult, tokens: int) -> list[str]:
     cleared = f", cleared {len(result.cleared_ids)}" if result.cleared_ids else ""
     return [
@@ -110,6 +119,7 @@ async def replay(client: AsyncClient, name: str, policy: CompactionPolicy) -> li
         "",
         f"context to send next ({len(context.events)} events, {context.token_count} tokens):",
         *event_lines(context.events),
+        *trail_lines(context.events),
         "",
         f"archived: {archived} events, still in the log and searchable"
         f" ({len(hits)} archived events mention commit a1b2c3)",

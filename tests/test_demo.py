@@ -33,6 +33,8 @@ def test_demo_prints_every_strategy_and_shrinks_the_prompt() -> None:
         assert int(kept) < int(appended) * (0.75 if name == "clear_tool_results" else 0.5)
     assert "compaction-sidecar serving on 127.0.0.1:" in out
     assert re.search(r"after event +\d+: summarize archived \d+ events", out)
+    # README: a summary keeps identifiers in its trail, and the demo shows it
+    assert re.search(r"the summary keeps its identifiers verbatim: Identifiers: \S", out)
     # The summary turn is shown as such, and keeps the exact tool names first.
     assert re.search(
         r"S +\d+ Assistant: Tools used: query_metrics \| search_logs \| read_file", out
