@@ -171,11 +171,16 @@ async def _restore(
     tls: Tls | None = None,
 ) -> str:
     async with AsyncClient(address, token=token, tls=tls) as client:
-        result = await client.session(session_id).restore(
-            compaction_id, pause_auto_compaction=pause
-        )
+        session = client.session(session_id)
+        result = await session.restore(compaction_id, pause_auto_compaction=pause)
+        undone = compaction_id
+        async for record in session.compactions():  # the restore's record names what it undid
+            if record.compaction_id == result.compaction_id:
+                undone = record.restores
+                break
     return (
-        f"restored {session_id}: compaction {result.compaction_id} (version {result.version});"
+        f"restored {session_id}: undid compaction {undone} (the restore is compaction"
+        f" {result.compaction_id}, version {result.version});"
         f" {len(result.restored_ids)} events back in the window, {len(result.archived_events)}"
         f" summary events archived; the window holds {len(result.active_events)} events"
         + ("; auto-compaction paused until the policy is next set" if pause else "")

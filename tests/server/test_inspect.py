@@ -132,7 +132,7 @@ async def test_inspect_shows_a_summarys_sources_the_history_and_restore_undoes_i
         )
         code, out = await run_cli("restore", "chat", "--pause", *addr)
         assert code == 0, out
-        assert out.startswith("restored chat: compaction ")
+        assert out.startswith(f"restored chat: undid compaction {landed.compaction_id} (the ")
         assert "6 events back in the window, 2 summary events archived" in out
         async with AsyncClient(address(sidecar)) as client:
             context = await client.session("chat").context()
