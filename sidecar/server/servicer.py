@@ -69,6 +69,12 @@ StreamKey = tuple[str | None, str]
 its connection's peer."""
 
 
+_FAILURE_LEVELS = {code_pb2.INTERNAL: logging.ERROR, code_pb2.NOT_FOUND: logging.DEBUG}
+"""How a failed call is logged: INFO, but a fault of ours is an ERROR and a session or
+compaction not found is DEBUG (an answer, not news: the ADK adapter looks up the app's and
+the user's state sessions on every call, and most agents have none)."""
+
+
 def unary(
     handler: Callable[[Any, Req, grpc.aio.ServicerContext[Req, Resp]], Awaitable[Resp]],
 ) -> Callable[[Any, Req, grpc.aio.ServicerContext[Req, Resp]], Awaitable[Resp]]:
@@ -89,7 +95,7 @@ def unary(
             if not isinstance(exc, InvalidArgument):
                 code = to_status(exc).code
                 log.log(
-                    logging.ERROR if code == code_pb2.INTERNAL else logging.INFO,
+                    _FAILURE_LEVELS.get(code, logging.INFO),
                     "%s failed: %s",
                     handler.__name__,
                     exc,

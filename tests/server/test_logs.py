@@ -73,6 +73,7 @@ async def test_json_lines_carry_session_and_compaction_ids_but_no_content(
     assert appended[0]["event_ids"] == ["u0", "a0"]
     failed = [line for line in lines if line.get("method") == "GetContext"]
     assert failed[0]["code"] == "NOT_FOUND"
+    assert failed[0]["level"] == "DEBUG"  # an answer, not news: the ADK adapter asks each call
     assert failed[0]["session_id"] == "absent"
     assert SECRET not in captured.getvalue()
 
