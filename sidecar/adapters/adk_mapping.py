@@ -122,9 +122,11 @@ def adk_policy(
     the summarizer as context.
 
     The cost check is ADK's: a pass is made when it can shrink the context,
-    the new summary expected as long as the previous one (none yet: any
-    saving), so one-line turns compact as in ADK; ``max_summary_tokens``
-    caps the summary. Needs a server with a summarizer (any but
+    the new summary expected as long as the previous one, so one-line turns
+    compact as in ADK; ``max_summary_tokens`` caps the summary. With no
+    previous summary any archived event counts as a saving, so a first pass
+    over very short turns can leave the context a little longer, as ADK's
+    first compaction does. Needs a server with a summarizer (any but
     ``--summarizer none``; the default is Gemini with a key, else extractive).
 
     ``clear_tool_results`` (beyond ADK) makes the strategy a pipeline that

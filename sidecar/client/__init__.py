@@ -43,6 +43,7 @@ from sidecar.client.sync import Client, SyncSessionHandle
 from sidecar.model import LabelUpdate, ModelUsage, Reasoning, TokenCalibration
 from sidecar.providers.profiles import ModelProfile
 from sidecar.providers.render import ContextFormat
+from sidecar.store.protocol import CompactionRecord
 
 __all__ = [
     "KEEP",
@@ -54,6 +55,7 @@ __all__ = [
     "Batch",
     "Client",
     "ClientError",
+    "CompactionRecord",
     "ContextFormat",
     "DeadlineExceededError",
     "EventStream",

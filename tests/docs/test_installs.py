@@ -252,7 +252,7 @@ func main() {
 \t\tlog.Fatal(err)
 \t}
 \tdefer client.Close()
-\tappendAt(ctx, client.Session("chat-1"), []*pb.Event{compaction.User("and now?")}, 1)
+\tappendAt(ctx, client.Session("chat-go"), []*pb.Event{compaction.User("and now?")}, 1)
 }
 """
 

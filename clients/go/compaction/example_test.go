@@ -19,11 +19,11 @@ func Example() {
 	defer client.Close()
 
 	policy, _ := compaction.PolicyFromJSON(`{"trigger": {"turnCount": 20}, "strategy": {"slidingWindow": {"maxEvents": 40}}}`)
-	if _, err := client.CreateSession(ctx, "chat-1", policy, map[string]string{"app": "demo"}); err != nil {
+	if _, err := client.CreateSession(ctx, "chat-go", policy, map[string]string{"app": "demo"}); err != nil {
 		log.Fatal(err)
 	}
-	chat := client.Session("chat-1")
-	defer client.DeleteSession(ctx, "chat-1") // sessions outlive clients: this one is a demo
+	chat := client.Session("chat-go")
+	defer client.DeleteSession(ctx, "chat-go") // sessions outlive clients: this one is a demo
 
 	stream, _ := chat.Stream(ctx)
 	_, _ = stream.Send([]*pb.Event{compaction.User("Where is my order?")}, nil)
