@@ -10,7 +10,7 @@ export async function quickstart(address: string): Promise<string[]> {
   const session = client.session("agent-42");
   const stream = session.stream();
   for (const n of [1, 2, 3, 4]) {
-    stream.send([{ role: Role.USER, text: `check disk ${n}` }, { role: Role.ASSISTANT, text: `disk ${n} ok` }]);
+    await stream.send([{ role: Role.USER, text: `check disk ${n}` }, { role: Role.ASSISTANT, text: `disk ${n} ok` }]);
   }
   stream.close();
   for await (const message of stream) if (message.kind === "error") throw message.error;

@@ -22,6 +22,8 @@ export {
 export { type ModelUsageInit } from "./usage.js";
 export {
   EventStream,
+  MAX_QUEUED_SEND_BYTES,
+  MAX_QUEUED_SENDS,
   Watch,
   type Ack,
   type BackgroundCompaction,

@@ -174,9 +174,10 @@ export class SessionHandle {
   }
 
   /**
-   * Open the fast path: `send()` appends, iterate for acks, per-request errors
-   * and background compactions. `close()` and drain to wait for every ack;
-   * `cancel()` (or the signal) ends it at once. `timeoutMs` bounds the whole stream.
+   * Open the fast path: `send()` appends (waiting for room in a bounded queue),
+   * iterate for acks, per-request errors and background compactions. `close()`
+   * and drain to wait for every ack; `cancel()` (or the signal) ends it at once.
+   * `timeoutMs` bounds the whole stream.
    */
   stream(options?: CallOptions): EventStream {
     return new EventStream(

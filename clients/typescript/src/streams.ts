@@ -7,22 +7,37 @@
  * a oneof case name.
  */
 
-import type { MessageInitShape } from "@bufbuild/protobuf";
+import { create, toBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code, type CallOptions as ConnectCallOptions } from "@connectrpc/connect";
 
-import type {
-  AppendEventsResponse,
+import {
   StreamEventsRequestSchema,
-  StreamEventsResponse,
-  WatchSessionResponse,
+  type AppendEventsResponse,
+  type StreamEventsResponse,
+  type WatchSessionResponse,
 } from "./gen/compaction/v1/compaction_service_pb.js";
 import type { CompactionResult } from "./gen/compaction/v1/session_pb.js";
 import type { Status } from "./gen/google/rpc/status_pb.js";
 import { SidecarError } from "./errors.js";
 import { withIds, type EventInit } from "./ids.js";
+import { Outbox, type OutboxBounds } from "./outbox.js";
 import { usageMessage, type ModelUsageInit } from "./usage.js";
 
 type StreamRequest = MessageInitShape<typeof StreamEventsRequestSchema>;
+
+/**
+ * How many requests `EventStream.send` may queue ahead of the transport (plus the one the
+ * transport is writing): a handful keeps the stream busy while flow control lets it go.
+ */
+export const MAX_QUEUED_SENDS = 8;
+
+/**
+ * How many bytes of requests `EventStream.send` may queue ahead of the transport: 4 MiB, the
+ * server's own read-ahead of a stream. A larger request goes alone once the queue is empty.
+ */
+export const MAX_QUEUED_SEND_BYTES = 4 * 1024 * 1024;
+
+const SEND_QUEUE_BOUNDS: OutboxBounds = { maxItems: MAX_QUEUED_SENDS, maxBytes: MAX_QUEUED_SEND_BYTES };
 
 /** A stream's append of `requestId` succeeded. */
 export interface Ack {
@@ -65,37 +80,6 @@ export interface SendOptions {
   readonly usage?: ModelUsageInit;
 }
 
-/** A queue read as an async iterable: the request side of a client stream. */
-class Outbox<T> implements AsyncIterable<T> {
-  private readonly items: T[] = [];
-  private wake: (() => void) | undefined;
-  private closed = false;
-
-  push(item: T): void {
-    if (this.closed) throw new Error("the stream is closed");
-    this.items.push(item);
-    this.wake?.();
-  }
-
-  close(): void {
-    this.closed = true;
-    this.wake?.();
-  }
-
-  async *[Symbol.asyncIterator](): AsyncGenerator<T> {
-    for (;;) {
-      const item = this.items.shift();
-      if (item !== undefined) {
-        yield item;
-        continue;
-      }
-      if (this.closed) return;
-      await new Promise<void>((resolve) => (this.wake = resolve));
-      this.wake = undefined;
-    }
-  }
-}
-
 export function streamMessage(message: StreamEventsResponse): StreamMessage {
   const { requestId, sessionId } = message;
   switch (message.result.case) {
@@ -118,11 +102,20 @@ export function streamMessage(message: StreamEventsResponse): StreamMessage {
 
 /**
  * StreamEvents: `send()` queues an append (events get their ids here) and
- * returns its request id; iterate the stream for the answers, in request
+ * resolves to its request id; iterate the stream for the answers, in request
  * order, with background compaction results interleaved.
+ *
+ * Sends are back-pressured like the Python and Go clients': at most
+ * `MAX_QUEUED_SENDS` requests and `MAX_QUEUED_SEND_BYTES` wait for the
+ * transport, which takes them only as fast as HTTP/2 flow control lets it, and
+ * a send beyond that waits for room. A server that stops reading while its
+ * answers go unread holds the sender too, so a caller sending more than a few
+ * requests reads the answers as it goes (another task iterating the stream).
+ * A cancel, an abort or the deadline releases a waiting send at once; the end
+ * of the call otherwise reaches it through that iteration.
  */
 export class EventStream implements AsyncIterable<StreamMessage> {
-  private readonly outbox = new Outbox<StreamRequest>();
+  private readonly outbox = new Outbox<StreamRequest>(SEND_QUEUE_BOUNDS);
   private readonly abort = new AbortController();
   private readonly responses: AsyncIterable<StreamEventsResponse>;
   private sent = 0;
@@ -133,14 +126,24 @@ export class EventStream implements AsyncIterable<StreamMessage> {
     options: ConnectCallOptions,
   ) {
     const signal = options.signal ? AbortSignal.any([options.signal, this.abort.signal]) : this.abort.signal;
+    // An abort ends the call whatever the transport is doing: no send may wait on it after that.
+    const aborted = (): void => this.outbox.fail(SidecarError.from(signal.reason));
+    if (signal.aborted) aborted();
+    else signal.addEventListener("abort", aborted, { once: true });
     this.responses = open(this.outbox, { ...options, signal });
   }
 
-  /** Queue an append; returns its request id, echoed on its answer. */
-  send(events: Iterable<EventInit>, options: SendOptions = {}): string {
+  /**
+   * Queue an append; resolves to its request id, echoed on its answer, once it is
+   * queued within `MAX_QUEUED_SENDS` and `MAX_QUEUED_SEND_BYTES` (waiting for room,
+   * in send order). Rejects with SidecarError once the stream is closed
+   * (FAILED_PRECONDITION), cancelled (CANCELLED) or has ended (the call's error, e.g.
+   * DEADLINE_EXCEEDED); a send still waiting then rejects too.
+   */
+  send(events: Iterable<EventInit>, options: SendOptions = {}): Promise<string> {
     this.sent += 1;
     const requestId = options.requestId ?? String(this.sent);
-    this.outbox.push({
+    const request = create(StreamEventsRequestSchema, {
       requestId,
       sessionId: options.sessionId ?? this.sessionId,
       events: withIds(events),
@@ -148,17 +151,21 @@ export class EventStream implements AsyncIterable<StreamMessage> {
       createIfMissing: options.createIfMissing ?? false,
       usage: usageMessage(options.usage),
     });
-    return requestId;
+    // Encoded once more by the transport: the bound is on the bytes that go on the wire.
+    const bytes = toBinary(StreamEventsRequestSchema, request).byteLength;
+    return this.outbox.push(request, bytes).then(() => requestId);
   }
 
-  /** Half-close: no more sends; the answers to what was sent still arrive, then the iteration ends. */
+  /**
+   * Half-close: no more sends; sends still waiting for room go first, the answers
+   * to what was sent still arrive, then the iteration ends.
+   */
   close(): void {
     this.outbox.close();
   }
 
-  /** End the call now; the iteration rejects with CANCELLED. */
+  /** End the call now; the iteration and every send still waiting reject with CANCELLED. */
   cancel(): void {
-    this.outbox.close();
     this.abort.abort();
   }
 
@@ -168,7 +175,9 @@ export class EventStream implements AsyncIterable<StreamMessage> {
         yield streamMessage(message);
       }
     } catch (reason) {
-      throw SidecarError.from(reason);
+      const error = SidecarError.from(reason);
+      this.outbox.fail(error);
+      throw error;
     } finally {
       this.outbox.close();
     }

@@ -14,6 +14,7 @@ import type { Interceptor } from "@connectrpc/connect";
 import {
   Code,
   ConnectErrorForTests,
+  MAX_QUEUED_SENDS,
   Role,
   SidecarClient,
   SidecarError,
@@ -145,8 +146,8 @@ describe("SidecarClient against a running server", () => {
       }),
     });
     const stream = client.session("stream-summary").stream({ timeoutMs: 20_000 });
-    const ids = [0, 1, 2].map((n) => stream.send(turn(n)));
-    const bad = stream.send([{ id: "x", text: "no role" }]);
+    const ids = await Promise.all([0, 1, 2].map((n) => stream.send(turn(n))));
+    const bad = await stream.send([{ id: "x", text: "no role" }]);
     const messages: StreamMessage[] = [];
     for await (const message of stream) {
       messages.push(message);
@@ -165,6 +166,20 @@ describe("SidecarClient against a running server", () => {
     assert.ok(compaction?.kind === "compaction" && compaction.result.compacted, "a background summary landed");
     const context = await client.session("stream-summary").context();
     assert.ok(context.events.some((e) => e.synthetic), "the summary turn is in the context");
+  });
+
+  it("lands more sends than the queue holds, in order, while another task reads the answers", async () => {
+    const stream = client.session("bounded-send").stream({ timeoutMs: 60_000 });
+    const reading = drain(stream);
+    const ids: string[] = [];
+    const text = "y".repeat(64 * 1024);
+    for (let n = 0; n < 3 * MAX_QUEUED_SENDS; n++) {
+      ids.push(await stream.send([{ role: Role.USER, text: `${n} ${text}` }], { createIfMissing: true }));
+    }
+    stream.close();
+    const answers = await reading;
+    assert.deepEqual(answers.filter((m) => m.kind === "ack").map((m) => m.requestId), ids);
+    assert.equal((await client.getSession("bounded-send")).totalEventCount, BigInt(ids.length));
   });
 
   it("watches a session's compactions until aborted", async () => {

@@ -365,7 +365,7 @@ async function call(client: SidecarClient, step: Step): Promise<Json> {
       const requests = (step.requests ?? []).map((j) => fromJson(StreamEventsRequestSchema, j));
       const stream = client.session(requests[0]?.sessionId ?? "").stream();
       for (const r of requests) {
-        stream.send(r.events, {
+        await stream.send(r.events, {
           requestId: r.requestId,
           sessionId: r.sessionId,
           expectedVersion: r.expectedVersion,

@@ -102,7 +102,7 @@ describe("provider fields against a running server", () => {
     const context = await session.context();
     const log = await drain(session.events());
     const stream = client.session("ts-reasoning-stream").stream();
-    stream.send(toolLoop("s"), { createIfMissing: true });
+    await stream.send(toolLoop("s"), { createIfMissing: true });
     stream.close();
     const [streamed, ...rest] = await drain(stream);
 
@@ -251,12 +251,13 @@ describe("EventStream.send", () => {
       "s",
       {},
     );
-    stream.send([{ role: Role.USER, text: "hi" }], { usage: { contextVersion: 3n, promptTokens: 99 } });
-    stream.send([{ role: Role.USER, text: "again" }]);
+    await stream.send([{ role: Role.USER, text: "hi" }], { usage: { contextVersion: 3n, promptTokens: 99 } });
+    await stream.send([{ role: Role.USER, text: "again" }]);
     stream.close();
     await drain(stream);
 
-    assert.deepEqual(sent[0]?.usage, { contextVersion: 3n, promptTokens: 99n });
+    const usage = sent[0]?.usage;
+    assert.deepEqual(usage && [usage.contextVersion, usage.promptTokens], [3n, 99n]);
     assert.equal(sent[1]?.usage, undefined);
   });
 });
