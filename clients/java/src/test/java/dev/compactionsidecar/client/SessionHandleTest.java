@@ -36,6 +36,8 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -155,6 +157,34 @@ class SessionHandleTest extends AgainstServer {
       assertTrue(ack.hasAppend(), ack.toString());
     }
     assertEquals(1, client.session("stream-2").get().getTotalEventCount());
+  }
+
+  @Test
+  void streamLandsFarMoreThanTheTransportBuffersWhileAnotherThreadReads() throws Exception {
+    client.createSession("stream-bounded");
+    String text = "y".repeat(64 * 1024);
+    int sends = 24; // 1.5 MiB, many times EventStream.SEND_BUFFER_BYTES: sends wait on flow control
+    try (EventStream stream = client.session("stream-bounded").stream(Duration.ofSeconds(60))) {
+      CompletableFuture<List<String>> sent =
+          CompletableFuture.supplyAsync(
+              () -> {
+                List<String> ids = new ArrayList<>();
+                for (int n = 0; n < sends; n++) {
+                  ids.add(stream.send(List.of(u("b" + n, n + " " + text))));
+                }
+                stream.complete();
+                return ids;
+              });
+      List<String> acked = new ArrayList<>();
+      for (StreamEventsResponse answer : stream) {
+        assertFalse(answer.hasError(), answer.toString());
+        if (answer.hasAppend()) { // the default policy's background compactions come too
+          acked.add(answer.getRequestId());
+        }
+      }
+      assertEquals(sent.get(60, TimeUnit.SECONDS), acked);
+    }
+    assertEquals(sends, client.session("stream-bounded").get().getTotalEventCount());
   }
 
   /** A variant of the README's example (which tests/docs runs as printed), on this class's server. */
