@@ -39,9 +39,9 @@ from tests.docs.catalogue import (
     GO_RUN,
     GO_TEN_LINES,
     JAVA_BUILD,
-    JAVA_DEPENDENCY,
     JAVA_ERRORS,
     JAVA_INSTALL,
+    JAVA_POM,
     JAVA_RUN,
     JAVA_TEN_LINES,
     PYTHON_INSTALL,
@@ -281,39 +281,6 @@ def test_the_go_client_is_used_from_a_fresh_module_through_a_replace(tmp_path: P
 
 # -- Java -----------------------------------------------------------------------------------
 
-# A user's project: the README's dependency, Java 17, and the plugin versions the client's own
-# pom uses (Maven 3.8's default compiler plugin cannot target 17).
-JAVA_POM = """<?xml version="1.0" encoding="UTF-8"?>
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>com.example</groupId>
-  <artifactId>agent</artifactId>
-  <version>1</version>
-  <properties>
-    <maven.compiler.release>17</maven.compiler.release>
-    <project.build.sourceEncoding>UTF-8</project.build.sourceEncoding>
-  </properties>
-  <dependencies>
-%s  </dependencies>
-  <build>
-    <pluginManagement>
-      <plugins>
-        <plugin>
-          <groupId>org.apache.maven.plugins</groupId>
-          <artifactId>maven-compiler-plugin</artifactId>
-          <version>3.14.0</version>
-        </plugin>
-        <plugin>
-          <groupId>org.apache.maven.plugins</groupId>
-          <artifactId>maven-dependency-plugin</artifactId>
-          <version>3.8.1</version>
-        </plugin>
-      </plugins>
-    </pluginManagement>
-  </build>
-</project>
-"""
-
 JAVA_ERRORS_PROGRAM = """import dev.compactionsidecar.client.AppendOptions;
 import dev.compactionsidecar.client.Events;
 import dev.compactionsidecar.client.SessionHandle;
@@ -330,7 +297,7 @@ public class ReadmeErrors {
 
   public static void main(String[] args) {
     try (SidecarClient client = SidecarClient.builder("127.0.0.1:50051").build()) {
-      appendAt(client.session("chat-1"), Events.user("and now?"));
+      appendAt(client.session("chat-java"), Events.user("and now?"));
     }
   }
 }
@@ -346,8 +313,7 @@ def test_the_java_client_installs_into_the_local_maven_repository_and_its_exampl
     project = tmp_path / "agent"
     sources = project / "src/main/java"
     sources.mkdir(parents=True)
-    dependency = "".join(f"    {line}\n" for line in JAVA_DEPENDENCY.text.splitlines())
-    (project / "pom.xml").write_text(JAVA_POM % dependency)
+    (project / "pom.xml").write_text(JAVA_POM.text)  # the README's, as printed
     (sources / "Example.java").write_text(JAVA_TEN_LINES.text)
     (sources / "ReadmeErrors.java").write_text(JAVA_ERRORS_PROGRAM % JAVA_ERRORS.text)
     sh(JAVA_BUILD.text, project, env)

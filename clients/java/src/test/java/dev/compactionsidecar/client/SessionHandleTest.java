@@ -196,8 +196,8 @@ class SessionHandleTest extends AgainstServer {
             .setStrategy(Strategy.newBuilder().setTurnWindow(TurnWindow.newBuilder().setMaxTurns(10)))
             .build();
     try (SidecarClient client = SidecarClient.builder(server.target()).bearerToken("s3cret").build()) {
-      client.createSession("chat-1", policy, Map.of("app", "demo"));
-      SessionHandle chat = client.session("chat-1");
+      client.createSession("chat-java", policy, Map.of("app", "demo"));
+      SessionHandle chat = client.session("chat-java");
       try (EventStream stream = chat.stream()) {
         stream.send(List.of(Events.user("Where is my order?")));
         stream.send(List.of(Events.assistant("It ships today.")));
