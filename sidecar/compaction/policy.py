@@ -169,6 +169,15 @@ def _count(value: Any, field: str) -> int:
 _Node = TypeVar("_Node")
 
 
+def too_many_triggers(path: str) -> InvalidConfig:
+    """The error of a trigger list at ``path`` that takes a policy past ``MAX_TRIGGERS``."""
+    return InvalidConfig(
+        path,
+        f"makes the policy hold more than {MAX_TRIGGERS} triggers (nested ones count),"
+        " the most one may hold",
+    )
+
+
 def check_trigger_count(
     root: _Node,
     nested: Callable[[_Node], tuple[str, Sequence[_Node]] | None],
@@ -193,11 +202,7 @@ def check_trigger_count(
             kind, items = found
             count += len(items)
             if count > MAX_TRIGGERS:
-                raise InvalidConfig(
-                    f"{path}.{kind}",
-                    f"makes the policy hold more than {MAX_TRIGGERS} triggers"
-                    " (nested ones count), the most one may hold",
-                )
+                raise too_many_triggers(f"{path}.{kind}")
             deeper += ((item, f"{path}.{kind}[{i}]") for i, item in enumerate(items))
         level = deeper
 

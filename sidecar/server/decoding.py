@@ -29,10 +29,10 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from sidecar.engine.validation import Limits
-from sidecar.errors import LimitExceeded
+from sidecar.errors import SidecarError
 from sidecar.server.fields import abort
 from sidecar.server.interceptors import Behavior, HandlerCache, ServerInterceptor, rebuilt
-from sidecar.server.wire_counts import WireCounts
+from sidecar.server.wire_counts import WireCounts, echoed_ids
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,9 +48,12 @@ def undecodable_message(marker: Undecodable) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Refused:
-    """What a request past a count on the wire becomes (``wire_counts``), unparsed."""
+    """What a request past a count on the wire becomes (``wire_counts``), unparsed: its
+    error, and the ids a streamed request's answer echoes."""
 
-    error: LimitExceeded
+    error: SidecarError
+    request_id: str = ""
+    session_id: str = ""
 
 
 Marker = Undecodable | Refused
@@ -69,7 +72,7 @@ def _safe(
         if counts is not None and descriptor is not None:
             problem = counts.problem(raw, descriptor)
             if problem is not None:
-                return Refused(problem)
+                return Refused(problem, **echoed_ids(raw, descriptor))
         try:
             return deserializer(raw)
         except (DecodeError, RecursionError, UnicodeDecodeError) as exc:

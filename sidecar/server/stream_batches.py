@@ -72,7 +72,9 @@ class StreamBatches:
                 out.error.message = undecodable_message(request)
                 answered.append((index, out))
             elif isinstance(request, Refused):
-                out = pb.StreamEventsResponse()
+                out = pb.StreamEventsResponse(
+                    request_id=request.request_id, session_id=request.session_id
+                )
                 out.error.CopyFrom(fields.status_of(request.error))
                 answered.append((index, out))
             else:

@@ -25,12 +25,14 @@ parser, which refuses them as it always has (``decoding``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
+from sidecar.compaction.policy import MAX_TRIGGERS, too_many_triggers
 from sidecar.engine.validation import MAX_LABEL_UPDATES, Limits
-from sidecar.errors import LimitExceeded
+from sidecar.errors import LimitExceeded, SidecarError
 
 SCAN_ABOVE = 64 << 10
 """Requests up to this many bytes are parsed without a walk: at two bytes a field, the
@@ -58,6 +60,9 @@ class _Bound:
     limit: str
     item: bool = False
     """An item of the append: counted against ``max_items_per_append`` too, request-wide."""
+    refusal: Callable[[str], SidecarError] | None = None
+    """The error, given the path of the message holding the field, when it is not a
+    limit's (a policy's trigger list is refused as the policy's own check does)."""
 
 
 @dataclass(slots=True)
@@ -71,9 +76,9 @@ _Plan = dict[int, _Field]
 
 
 class _Over(Exception):
-    """A count past its bound: the LimitExceeded to answer with."""
+    """A count past its bound: the error to answer with."""
 
-    def __init__(self, error: LimitExceeded) -> None:
+    def __init__(self, error: SidecarError) -> None:
         super().__init__(str(error))
         self.error = error
 
@@ -106,6 +111,10 @@ def _bounds(limits: Limits) -> dict[str, _Bound]:
         "compaction.v1.Event.parts": parts,
         "compaction.v1.Event.reasoning": parts,
         "compaction.v1.Event.metadata": _Bound(limits.max_metadata_entries, "max_metadata_entries"),
+        # A list of more than this takes the policy past MAX_TRIGGERS with its parent.
+        "compaction.v1.TriggerList.triggers": _Bound(
+            MAX_TRIGGERS - 1, "", refusal=lambda path: too_many_triggers(path.rstrip("."))
+        ),
     }
 
 
@@ -118,7 +127,7 @@ class WireCounts:
         self._bounds = _bounds(limits)
         self._plans: dict[str, _Plan] = {}
 
-    def problem(self, raw: bytes, descriptor: Descriptor) -> LimitExceeded | None:
+    def problem(self, raw: bytes, descriptor: Descriptor) -> SidecarError | None:
         """The count ``raw``, a ``descriptor`` message, is past, or None (parse it)."""
         if len(raw) <= SCAN_ABOVE:
             return None
@@ -151,6 +160,37 @@ def _has_messages(descriptor: Descriptor) -> bool:
     entry, a timestamp, a tool call) is not walked into. Parsing it costs what its
     scalars and strings do, bounded by its bytes (see the module docstring)."""
     return any(field.type == FieldDescriptor.TYPE_MESSAGE for field in descriptor.fields)
+
+
+_ECHOED = ("request_id", "session_id")
+
+
+def echoed_ids(raw: bytes, descriptor: Descriptor) -> dict[str, str]:
+    """A refused request's ``request_id`` and ``session_id``, read off the wire, for its
+    answer to echo (a stream's client matches answers by them): among its first fields,
+    where every encoder puts them; those not found, or not UTF-8, are left out."""
+    wanted = {
+        field.number: field.name
+        for field in descriptor.fields
+        if field.name in _ECHOED and field.type == FieldDescriptor.TYPE_STRING
+    }
+    found: dict[str, str] = {}
+    pos, end = 0, len(raw)
+    try:
+        for _ in range(16):
+            if pos >= end or len(found) == len(wanted):
+                break
+            key, pos = _varint(raw, pos, end)
+            if key & 7 != 2:  # not length-delimited: the ids come before any such field
+                break
+            length, pos = _varint(raw, pos, end)
+            name = wanted.get(key >> 3)
+            if name is not None:
+                found[name] = raw[pos : pos + length].decode()
+            pos += length
+    except (_Malformed, UnicodeDecodeError):
+        pass
+    return found
 
 
 def _varint(raw: bytes, pos: int, end: int) -> tuple[int, int]:
@@ -206,6 +246,8 @@ def _walk(
                 index = counts.get(key, 0)
                 counts[key] = index + 1
                 if index >= bound.most:
+                    if bound.refusal is not None:
+                        raise _Over(bound.refusal("".join(trail)))
                     raise _Over(
                         LimitExceeded(
                             bound.limit,

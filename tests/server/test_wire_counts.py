@@ -20,17 +20,18 @@ from grpc_status import rpc_status
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sidecar.compaction.policy import MAX_TRIGGERS
 from sidecar.engine.validation import (
     MAX_LABEL_UPDATES,
     Limits,
     check_label_update_counts,
     check_shape,
 )
-from sidecar.errors import LimitExceeded, SessionNotFound
+from sidecar.errors import InvalidConfig, LimitExceeded, SessionNotFound
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
-from sidecar.gen.compaction.v1 import event_pb2
+from sidecar.gen.compaction.v1 import event_pb2, policy_pb2, session_pb2
 from sidecar.server.decoding import DecodeErrorInterceptor, Refused
-from sidecar.server.wire_counts import SCAN_ABOVE, WireCounts, fields_budget
+from sidecar.server.wire_counts import SCAN_ABOVE, WireCounts, echoed_ids, fields_budget
 from tests.reliability import wire
 from tests.server.harness import address, running
 
@@ -103,6 +104,31 @@ def test_fields_past_what_the_limits_admit_are_refused_whatever_they_are() -> No
     found = problem(wire.length_delimited(EVENTS, repeated_time))
     assert found is not None
     assert found.limit == "request_fields"
+
+
+def test_a_policys_trigger_list_is_refused_as_the_policys_own_check_refuses_it() -> None:
+    """INVALID_ARGUMENT naming the list, wherever the policy travels (here UpdateSession's)."""
+    request = pb.UpdateSessionRequest(session=session_pb2.Session(session_id="s"))
+    request.session.policy.trigger.any_of.triggers.extend(
+        [policy_pb2.Trigger(turn_count=5)] * 100_000
+    )
+    found = WireCounts(Limits()).problem(
+        request.SerializeToString(), pb.UpdateSessionRequest.DESCRIPTOR
+    )
+    assert isinstance(found, InvalidConfig)
+    assert found.field == "session.policy.trigger.any_of"
+    assert str(MAX_TRIGGERS) in found.description
+
+
+def test_a_refused_requests_ids_are_read_off_the_wire_for_its_answer() -> None:
+    request = pb.StreamEventsRequest(request_id="r7", session_id="s1")
+    raw = request.SerializeToString() + empty_events(10)
+    assert echoed_ids(raw, pb.StreamEventsRequest.DESCRIPTOR) == {
+        "request_id": "r7",
+        "session_id": "s1",
+    }
+    not_utf8 = wire.length_delimited(1, b"\xff") + wire.length_delimited(2, b"s1")
+    assert echoed_ids(not_utf8, pb.StreamEventsRequest.DESCRIPTOR) == {}
 
 
 def test_small_requests_and_bytes_that_do_not_decode_are_left_to_the_parser() -> None:
@@ -271,5 +297,6 @@ async def test_a_streamed_message_past_its_counts_gets_its_own_error_and_the_str
             ]
     assert [a.WhichOneof("result") for a in answers] == ["append", "error", "append"]
     assert answers[1].error.code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+    assert answers[1].request_id == "r"  # read off the wire: the client matches answers by it
     assert "events has more than 1000 entries" in answers[1].error.message
     assert [a.append.version for a in (answers[0], answers[2])] == [1, 2]
