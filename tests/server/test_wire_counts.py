@@ -46,7 +46,10 @@ def empty_events(count: int) -> bytes:
 
 
 def problem(raw: bytes, limits: Limits | None = None) -> LimitExceeded | None:
-    return WireCounts(limits or Limits()).problem(raw, APPEND)
+    """The limit an append is past on the wire (an append's problems are all limits')."""
+    found = WireCounts(limits or Limits()).problem(raw, APPEND)
+    assert found is None or isinstance(found, LimitExceeded), found
+    return found
 
 
 def test_millions_of_empty_events_are_refused_naming_the_events_limit() -> None:
@@ -243,6 +246,7 @@ async def test_the_interceptors_deserializer_refuses_without_parsing() -> None:
     assert deserialize is not None
     refused = deserialize(empty_events(1 << 20))
     assert isinstance(refused, Refused)
+    assert isinstance(refused.error, LimitExceeded)
     assert refused.error.limit == "max_events_per_append"
     assert parsed == []
     small = pb.AppendEventsRequest(session_id="s").SerializeToString()
