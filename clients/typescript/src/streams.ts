@@ -117,7 +117,13 @@ export function streamMessage(message: StreamEventsResponse): StreamMessage {
 export class EventStream implements AsyncIterable<StreamMessage> {
   private readonly outbox = new Outbox<StreamRequest>(SEND_QUEUE_BOUNDS);
   private readonly abort = new AbortController();
-  private readonly responses: AsyncIterable<StreamEventsResponse>;
+  private readonly answers: AsyncIterator<StreamEventsResponse>;
+  /**
+   * The first answer, asked for as the call opens: a call that ends before anyone reads it
+   * (cancelled, past its deadline, refused) rejects this promise, which has a handler, instead
+   * of one inside Connect that has none (Node ends the process on an unhandled rejection).
+   */
+  private first: Promise<IteratorResult<StreamEventsResponse>> | undefined;
   private sent = 0;
 
   constructor(
@@ -130,7 +136,9 @@ export class EventStream implements AsyncIterable<StreamMessage> {
     const aborted = (): void => this.outbox.fail(SidecarError.from(signal.reason));
     if (signal.aborted) aborted();
     else signal.addEventListener("abort", aborted, { once: true });
-    this.responses = open(this.outbox, { ...options, signal });
+    this.answers = open(this.outbox, { ...options, signal })[Symbol.asyncIterator]();
+    this.first = this.answers.next();
+    this.first.catch(() => {}); // read by the iteration, which rethrows it
   }
 
   /**
@@ -153,7 +161,11 @@ export class EventStream implements AsyncIterable<StreamMessage> {
     });
     // Encoded once more by the transport: the bound is on the bytes that go on the wire.
     const bytes = toBinary(StreamEventsRequestSchema, request).byteLength;
-    return this.outbox.push(request, bytes).then(() => requestId);
+    const queued = this.outbox.push(request, bytes).then(() => requestId);
+    // A caller that does not await a send (the API before back-pressure returned the id at
+    // once) learns of the call's end from the iteration; its rejection must not crash Node.
+    queued.catch(() => {});
+    return queued;
   }
 
   /**
@@ -170,16 +182,26 @@ export class EventStream implements AsyncIterable<StreamMessage> {
   }
 
   async *[Symbol.asyncIterator](): AsyncGenerator<StreamMessage> {
+    let ended = false;
     try {
-      for await (const message of this.responses) {
-        yield streamMessage(message);
+      for (;;) {
+        const next = this.first ?? this.answers.next();
+        this.first = undefined;
+        const answer = await next;
+        if (answer.done) {
+          ended = true;
+          return;
+        }
+        yield streamMessage(answer.value);
       }
     } catch (reason) {
+      ended = true;
       const error = SidecarError.from(reason);
       this.outbox.fail(error);
       throw error;
     } finally {
       this.outbox.close();
+      if (!ended) await this.answers.return?.(); // left early, as `for await` would tell it
     }
   }
 }

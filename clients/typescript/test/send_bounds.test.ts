@@ -185,3 +185,47 @@ describe("EventStream.send against a server that reads nothing", () => {
     }),
   );
 });
+
+/** Run `body`; the reasons of the promise rejections nobody handled meanwhile (Node's default is to crash on them). */
+async function unhandledDuring(body: () => Promise<void>): Promise<unknown[]> {
+  const unhandled: unknown[] = [];
+  const seen = (reason: unknown): void => void unhandled.push(reason);
+  process.on("unhandledRejection", seen);
+  try {
+    await body();
+    await new Promise((done) => setTimeout(done, 200)); // rejections surface a few ticks later
+  } finally {
+    process.off("unhandledRejection", seen);
+  }
+  return unhandled;
+}
+
+describe("EventStream ended with nobody listening", () => {
+  it("a send nobody awaits, waiting when the stream is cancelled, is no unhandled rejection", async () => {
+    const unhandled = await unhandledDuring(() =>
+      againstDeafServer(async (client, deaf) => {
+        const stream = client.session("unread").stream();
+        for (let n = 0; n < 20; n += 1) void stream.send(big(n)); // sent as the old API allowed: not awaited
+        const reading = ending(stream);
+        await deaf.call;
+        stream.cancel();
+        assert.equal((await reading)?.code, Code.Canceled);
+      }),
+    );
+    assert.deepEqual(unhandled, []);
+  });
+
+  it("cancelling a stream that was never read is no unhandled rejection", async () => {
+    const unhandled = await unhandledDuring(() =>
+      againstDeafServer(async (client, deaf) => {
+        const stream = client.session("unread").stream();
+        await stream.send(small(0));
+        await deaf.call;
+        stream.cancel();
+        await new Promise((done) => setTimeout(done, 50));
+        assert.equal((await ending(stream))?.code, Code.Canceled, "read later, it says why it ended");
+      }),
+    );
+    assert.deepEqual(unhandled, []);
+  });
+});
