@@ -80,6 +80,44 @@ export interface SendOptions {
   readonly usage?: ModelUsageInit;
 }
 
+/**
+ * A call's answers, the first asked for as the call opens: a call that ends before anyone reads
+ * it (cancelled, past its deadline, refused) rejects that promise, which has a handler, instead
+ * of one inside Connect that has none (Node ends the process on an unhandled rejection).
+ * Iterated once; leaving early tells the call, as `for await` would.
+ */
+class Answers<T> implements AsyncIterable<T> {
+  private readonly iterator: AsyncIterator<T>;
+  private first: Promise<IteratorResult<T>> | undefined;
+
+  constructor(answers: AsyncIterable<T>) {
+    this.iterator = answers[Symbol.asyncIterator]();
+    this.first = this.iterator.next();
+    this.first.catch(() => {}); // read by the iteration, which rethrows it
+  }
+
+  async *[Symbol.asyncIterator](): AsyncGenerator<T> {
+    let ended = false;
+    try {
+      for (;;) {
+        const next = this.first ?? this.iterator.next();
+        this.first = undefined;
+        const answer = await next;
+        if (answer.done) {
+          ended = true;
+          return;
+        }
+        yield answer.value;
+      }
+    } catch (reason) {
+      ended = true;
+      throw reason;
+    } finally {
+      if (!ended) await this.iterator.return?.();
+    }
+  }
+}
+
 export function streamMessage(message: StreamEventsResponse): StreamMessage {
   const { requestId, sessionId } = message;
   switch (message.result.case) {
@@ -117,13 +155,7 @@ export function streamMessage(message: StreamEventsResponse): StreamMessage {
 export class EventStream implements AsyncIterable<StreamMessage> {
   private readonly outbox = new Outbox<StreamRequest>(SEND_QUEUE_BOUNDS);
   private readonly abort = new AbortController();
-  private readonly answers: AsyncIterator<StreamEventsResponse>;
-  /**
-   * The first answer, asked for as the call opens: a call that ends before anyone reads it
-   * (cancelled, past its deadline, refused) rejects this promise, which has a handler, instead
-   * of one inside Connect that has none (Node ends the process on an unhandled rejection).
-   */
-  private first: Promise<IteratorResult<StreamEventsResponse>> | undefined;
+  private readonly answers: Answers<StreamEventsResponse>;
   private sent = 0;
 
   constructor(
@@ -136,9 +168,7 @@ export class EventStream implements AsyncIterable<StreamMessage> {
     const aborted = (): void => this.outbox.fail(SidecarError.from(signal.reason));
     if (signal.aborted) aborted();
     else signal.addEventListener("abort", aborted, { once: true });
-    this.answers = open(this.outbox, { ...options, signal })[Symbol.asyncIterator]();
-    this.first = this.answers.next();
-    this.first.catch(() => {}); // read by the iteration, which rethrows it
+    this.answers = new Answers(open(this.outbox, { ...options, signal }));
   }
 
   /**
@@ -182,26 +212,16 @@ export class EventStream implements AsyncIterable<StreamMessage> {
   }
 
   async *[Symbol.asyncIterator](): AsyncGenerator<StreamMessage> {
-    let ended = false;
     try {
-      for (;;) {
-        const next = this.first ?? this.answers.next();
-        this.first = undefined;
-        const answer = await next;
-        if (answer.done) {
-          ended = true;
-          return;
-        }
-        yield streamMessage(answer.value);
+      for await (const message of this.answers) {
+        yield streamMessage(message);
       }
     } catch (reason) {
-      ended = true;
       const error = SidecarError.from(reason);
       this.outbox.fail(error);
       throw error;
     } finally {
       this.outbox.close();
-      if (!ended) await this.answers.return?.(); // left early, as `for await` would tell it
     }
   }
 }
@@ -230,14 +250,14 @@ export type WatchUpdate = Compaction | Missed;
  */
 export class Watch implements AsyncIterable<WatchUpdate> {
   private readonly abort = new AbortController();
-  private readonly responses: AsyncIterable<WatchSessionResponse>;
+  private readonly responses: Answers<WatchSessionResponse>;
 
   constructor(
     open: (options: ConnectCallOptions) => AsyncIterable<WatchSessionResponse>,
     options: ConnectCallOptions,
   ) {
     const signal = options.signal ? AbortSignal.any([options.signal, this.abort.signal]) : this.abort.signal;
-    this.responses = open({ ...options, signal });
+    this.responses = new Answers(open({ ...options, signal }));
   }
 
   /** End the call now; the iteration rejects with CANCELLED. */

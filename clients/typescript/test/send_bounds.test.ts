@@ -200,7 +200,18 @@ async function unhandledDuring(body: () => Promise<void>): Promise<unknown[]> {
   return unhandled;
 }
 
-describe("EventStream ended with nobody listening", () => {
+describe("streams and watches ended with nobody listening", () => {
+  it("cancelling a watch that was never read is no unhandled rejection", async () => {
+    const unhandled = await unhandledDuring(() =>
+      againstDeafServer(async (client, deaf) => {
+        const watch = client.session("unread").watch();
+        await deaf.call;
+        watch.cancel();
+      }),
+    );
+    assert.deepEqual(unhandled, []);
+  });
+
   it("a send nobody awaits, waiting when the stream is cancelled, is no unhandled rejection", async () => {
     const unhandled = await unhandledDuring(() =>
       againstDeafServer(async (client, deaf) => {
