@@ -16,11 +16,15 @@ limits allow one request to carry (``fields_budget``). Such a request is
 refused before it is parsed, so what one request can make the loop wait is
 bounded by what the largest request the limits admit costs (some tens of
 milliseconds), whatever its size. A request at or below ``SCAN_ABOVE`` holds
-at most ``SCAN_ABOVE / 2`` fields and is parsed at once (a few ms at worst),
-so the common small appends pay nothing.
+at most ``SCAN_ABOVE / 2`` fields and is parsed at once (some 20 ms at worst,
+32,768 empty events), so the common small appends pay nothing.
 
-The walk judges counts only. Bytes that do not decode are left to the
-parser, which refuses them as it always has (``decoding``).
+A message with no message fields of its own (a map entry, a timestamp, a
+tool call) is counted as one field and not walked into: the walk costs more
+there than the parse, which is bounded by its bytes (16 MiB of one string
+field sent again and again parses in about 0.3 s). The walk judges counts
+only: bytes that do not decode are left to the parser, which refuses them as
+it always has (``decoding``).
 """
 
 from __future__ import annotations
@@ -36,16 +40,17 @@ from sidecar.errors import LimitExceeded, SidecarError
 
 SCAN_ABOVE = 64 << 10
 """Requests up to this many bytes are parsed without a walk: at two bytes a field, the
-most they hold (32,768 fields) parses in a few milliseconds."""
+most they hold (32,768 fields) parses in some 20 ms."""
 
 _FIELDS_PER_EVENT = 24
 """An event's own fields with room to spare (17 in ``Event``, a timestamp's two)."""
 
 
 def fields_budget(limits: Limits) -> int:
-    """The most fields a request may hold: what the largest append the limits admit holds
-    (every event at its metadata limit, every item the append may carry), its label
-    updates at theirs, and some room for the request's own fields."""
+    """The most fields a request may hold, counted as the walk counts them (a message that
+    is not walked into is one): what the largest append the limits admit holds (every
+    event at its metadata limit, every item the append may carry), its label updates at
+    theirs, and some room for the request's own fields."""
     per_event = _FIELDS_PER_EVENT + limits.max_metadata_entries
     labels = MAX_LABEL_UPDATES * (8 + 2 * limits.max_labels)  # set entries, remove ids
     return 1024 + limits.max_events_per_append * per_event + limits.max_items_per_append + labels
