@@ -13,10 +13,11 @@ answers already on their way).
 
 Given the server's limits, the deserializer also counts a large request's
 fields on the wire before parsing it (``wire_counts``): one past a count is
-refused with RESOURCE_EXHAUSTED, as the same count found after the parse
-would be, without being parsed (protobuf's parser holds the event loop for
-seconds on a request of millions of tiny fields). It reaches the behaviour
-as a ``Refused`` marker, answered like ``Undecodable``.
+refused as the same count found after the parse would be (RESOURCE_EXHAUSTED
+naming the limit; INVALID_ARGUMENT naming a policy's trigger list), without
+being parsed (protobuf's parser holds the event loop for seconds on a request
+of millions of tiny fields). It reaches the behaviour as a ``Refused``
+marker, answered like ``Undecodable``.
 """
 
 from __future__ import annotations
