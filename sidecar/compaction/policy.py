@@ -133,12 +133,14 @@ def trigger_to_dict(trigger: Trigger) -> dict[str, Any]:
 def strategy_to_dict(strategy: Strategy) -> dict[str, Any]:
     if isinstance(strategy, Pipeline):
         return {strategy.name: {"steps": [strategy_to_dict(step) for step in strategy.steps]}}
-    # Only what differs from the defaults: stored policies stay small, and
-    # follow improved defaults (a better prompt) without a migration.
+    # Every size and switch as it applies, so a policy prints as written and keeps
+    # its meaning if a default moves; texts (a prompt, the placeholder) and unset
+    # options only when they differ, so a stored policy follows an improved prompt.
     config = {
         f.name: _plain(getattr(strategy, f.name))
         for f in fields(strategy)
-        if f.name not in _STRATEGY_LEVEL and getattr(strategy, f.name) != f.default
+        if f.name not in _STRATEGY_LEVEL
+        and (_kept_as_set(f.default) or getattr(strategy, f.name) != f.default)
     }
     out: dict[str, Any] = {strategy.name: config, "boundary": strategy.boundary.name}
     if strategy.min_saved_tokens is not None:
@@ -146,6 +148,11 @@ def strategy_to_dict(strategy: Strategy) -> dict[str, Any]:
     if strategy.max_dropped_identifiers is not None:
         out["max_dropped_identifiers"] = strategy.max_dropped_identifiers
     return out
+
+
+def _kept_as_set(default: Any) -> bool:
+    """A field stored even at its default: a number or a switch (not a text, not unset)."""
+    return isinstance(default, int | float)
 
 
 def _plain(value: Any) -> Any:

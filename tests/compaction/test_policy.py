@@ -32,13 +32,30 @@ def test_round_trip_keeps_every_setting() -> None:
 def test_placeholders_without_identifiers_are_stored_and_read_back() -> None:
     policy = policy_from_dict({"strategy": {"clear_tool_results": {"keep_identifiers": False}}})
     assert policy.strategy == ClearToolResults(keep_identifiers=False)
-    assert policy.to_dict()["strategy"]["clear_tool_results"] == {"keep_identifiers": False}
+    assert policy.to_dict()["strategy"]["clear_tool_results"]["keep_identifiers"] is False
     assert policy_from_dict(policy.to_dict()) == policy
 
 
-def test_defaults_are_not_stored() -> None:
+def test_sizes_are_stored_as_they_apply_texts_only_when_given() -> None:
+    # A default that moves must not move a stored session's window; a prompt
+    # left to its default follows a better one.
     data = CompactionPolicy(None, Summarize()).to_dict()
-    assert data == {"strategy": {"summarize": {}, "boundary": "TURN"}}
+    assert data == {
+        "strategy": {
+            "summarize": {
+                "max_events_to_keep": 10,
+                "overlap": 2,
+                "max_summary_tokens": 1024,
+                "max_input_tokens": 100_000,
+                "max_tool_result_tokens": 2000,
+            },
+            "boundary": "TURN",
+        }
+    }
+    written = policy_from_dict({"strategy": {"turn_window": {"max_turns": 10}}})
+    assert written.to_dict()["strategy"] == {"turn_window": {"max_turns": 10}, "boundary": "TURN"}
+    prompted = CompactionPolicy(None, Summarize(system_prompt="Be brief.")).to_dict()
+    assert prompted["strategy"]["summarize"]["system_prompt"] == "Be brief."
 
 
 def test_yaml_like_document_parses() -> None:
