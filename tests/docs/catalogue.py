@@ -30,6 +30,11 @@ TOKENS_MULTI_TENANT = Example("docs/security.md", "## Bearer tokens and tenants"
 
 # docs/adapters.md
 _RECALL = "## Recall: the agent searches what compaction moved out"
+_TRY = "## Try one without an agent or a key"
+TRY_ADK = Example("docs/adapters.md", _TRY, "python", 0)
+TRY_ADK_OUTPUT = Example("docs/adapters.md", _TRY, "", 0)
+TRY_LANGCHAIN = Example("docs/adapters.md", _TRY, "python", 1)
+TRY_LANGCHAIN_OUTPUT = Example("docs/adapters.md", _TRY, "", 1)
 ADAPTERS_ADK_SESSION_SERVICE = Example("docs/adapters.md", "## Google ADK", "python", 0)
 ADAPTERS_ADK_CALLBACK = Example("docs/adapters.md", "## Google ADK", "python", 1)
 ADAPTERS_LANGCHAIN_MIDDLEWARE = Example("docs/adapters.md", "## LangChain v1", "python")

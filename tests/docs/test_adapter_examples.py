@@ -24,9 +24,13 @@ from tests.docs.catalogue import (
     ADAPTERS_LANGCHAIN_RECALL,
     ADK_SESSION_SERVICE,
     LANGCHAIN_MIDDLEWARE,
+    TRY_ADK,
+    TRY_ADK_OUTPUT,
+    TRY_LANGCHAIN,
+    TRY_LANGCHAIN_OUTPUT,
 )
 from tests.docs.markdown import ROOT
-from tests.docs.servers import make_serve
+from tests.docs.servers import fresh_shell, make_serve
 
 
 def test_the_adapter_snippets_run_in_the_agents_they_change(tmp_path: Path) -> None:
@@ -57,3 +61,23 @@ def test_the_adapter_snippets_run_in_the_agents_they_change(tmp_path: Path) -> N
     assert all(" 0 model calls" not in line for line in lines), done.stdout
     assert lines[-2].endswith("tools get_weather,recall"), done.stdout
     assert lines[-1].endswith("tools recall"), done.stdout
+
+
+def test_the_whole_adapter_scripts_run_with_the_venvs_python_and_print_what_is_shown(
+    tmp_path: Path,
+) -> None:
+    # As a newcomer runs them: saved under their names, .venv/bin/python, a fresh shell;
+    # twice, since a second run against the same server must work as the first.
+    python = str(ROOT / ".venv" / "bin" / "python")
+    scripts = [
+        ("try_adk.py", TRY_ADK.text, TRY_ADK_OUTPUT.text),
+        ("try_langchain.py", TRY_LANGCHAIN.text, TRY_LANGCHAIN_OUTPUT.text),
+    ]
+    with make_serve(tmp_path) as network:
+        for name, text, shown in scripts:
+            (tmp_path / name).write_text(text)
+            for _ in range(2):
+                done = network.run([python, name], cwd=tmp_path, env=fresh_shell(), timeout=120)
+                assert done.returncode == 0, done.stderr
+                assert done.stdout == shown, name
+                assert done.stderr == "", name  # no framework warning either
