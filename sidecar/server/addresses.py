@@ -2,20 +2,21 @@
 
 gRPC's own bind says only that it failed (and C-core logs a line of its own
 first), so ``serve`` tries each address itself before anything is started or
-created: a port that is taken, a host that is not this machine's, or text
-that is not ``host:port`` each get a one-line error naming the setting.
+created: a port that is taken, a host that is not this machine's, text that
+is not ``host:port``, a socket file in a folder that does not exist or one
+another server listens on, each get a one-line error naming the setting.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import socket
+import stat
+from typing import Any
 
 from sidecar.errors import InvalidConfig
-
-# Address forms gRPC binds that are not host:port: left to it.
-SCHEMES = ("unix:", "unix-abstract:", "vsock:", "ipv4:", "ipv6:")
 
 
 def split(address: str) -> tuple[str, int] | None:
@@ -34,21 +35,53 @@ def check_bindable(address: str, setting: str, source: str = "") -> None:
     The refusal names ``source``, where the address came from (a config file,
     a variable, a flag), as every other setting's does; without one it says
     how to set it. Bound with SO_REUSEADDR, as gRPC binds, so a port left in
-    TIME_WAIT by the previous run is not called taken; released at once. Port
-    0 (the kernel picks) and forms other than host:port are left to gRPC.
+    TIME_WAIT by the previous run is not called taken; released at once (port
+    0 too: the host must still be this machine's). gRPC's other forms are tried as it
+    would bind them: ``ipv4:``/``ipv6:`` lists each of their addresses,
+    ``unix:`` its socket file, ``unix-abstract:`` and ``vsock:`` their sockets.
     """
+    where = f"from {source}: " if source else ""
+    refused = f"{where}cannot listen on {address!r}: "
+    if address.startswith("unix:"):
+        _check_unix_path(address, setting, refused)
+    elif address.startswith("unix-abstract:"):
+        name = address.removeprefix("unix-abstract:")
+        _probe(setting, refused, socket.AF_UNIX, "\0" + name)
+    elif address.startswith("vsock:"):
+        cid, _, port = address.removeprefix("vsock:").partition(":")
+        if not (cid.isdigit() and port.isdigit()):
+            raise InvalidConfig(setting, f"{where}{address!r} is not vsock:CID:PORT")
+        if not hasattr(socket, "AF_VSOCK"):
+            raise InvalidConfig(setting, refused + "vsock is not available here")
+        _probe(setting, refused, socket.AF_VSOCK, (int(cid), int(port)))
+    elif address.startswith(("ipv4:", "ipv6:")):
+        for part in address[len("ipv4:") :].split(","):
+            _check_host_port(part, address, setting, source)
+    else:
+        _check_host_port(address, address, setting, source)
+
+
+def _probe(setting: str, refused: str, family: int, sockaddr: Any) -> None:
+    try:
+        with contextlib.closing(socket.socket(family, socket.SOCK_STREAM)) as probe:
+            probe.bind(sockaddr)
+    except (OSError, ValueError) as exc:
+        raise InvalidConfig(
+            setting, refused + (getattr(exc, "strerror", None) or str(exc))
+        ) from None
+
+
+def _check_host_port(part: str, address: str, setting: str, source: str) -> None:
+    """``part``, one host:port of ``address``, bound and released at once."""
     flag = "--" + setting.replace("_", "-")
     variable = "COMPACTION_" + setting.upper()
     where = f"from {source}: " if source else ""
-    if address.startswith(SCHEMES):
-        return
-    parts = split(address)
+    parts = split(part)
     if parts is None:
         hint = "" if source else f" (set {flag} or {variable})"
-        raise InvalidConfig(setting, f"{where}{address!r} is not host:port{hint}")
+        shown = repr(address) if part == address else f"{part!r} (of {address!r})"
+        raise InvalidConfig(setting, f"{where}{shown} is not host:port{hint}")
     host, port = parts
-    if port == 0:
-        return
     if port > 65535:
         raise InvalidConfig(setting, f"{where}{address!r}: port {port} is out of range (1-65535)")
     try:
@@ -78,3 +111,44 @@ def _cause(address: str, port: int, exc: OSError, hint: str) -> str:
     if exc.errno == errno.EACCES:
         return f"cannot listen on {address!r}: port {port} needs privileges (use one above 1023)"
     return f"cannot listen on {address!r}: {exc.strerror}"
+
+
+def unix_path(address: str) -> str:
+    """The socket file of a ``unix:path`` or ``unix:///absolute/path`` address, as gRPC reads it."""
+    rest = address.removeprefix("unix:")
+    return rest.removeprefix("//") if rest.startswith("///") else rest
+
+
+def _check_unix_path(address: str, setting: str, refused: str) -> None:
+    """Refuse a socket file gRPC could not bind, or one another server is listening on.
+
+    A stale socket file (nobody listening) is left for gRPC, which replaces
+    it; a live one would be taken from its server without a word, so it is
+    refused as a taken port is. A path that is free is bound once and removed.
+    """
+    path = unix_path(address)
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise InvalidConfig(setting, f"{refused}{exc.strerror}") from None
+    with contextlib.closing(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)) as probe:
+        if mode is not None:
+            if not stat.S_ISSOCK(mode):
+                raise InvalidConfig(setting, f"{refused}{path!r} exists and is not a socket")
+            with contextlib.suppress(OSError):
+                probe.connect(path)
+                raise InvalidConfig(setting, f"{refused}another process is listening on it")
+            return
+        try:
+            probe.bind(path)
+        except (OSError, ValueError) as exc:  # ValueError: a NUL; OSError: the rest
+            folder = os.path.dirname(path) or "."
+            cause = (
+                f"folder {folder!r} does not exist"
+                if isinstance(exc, FileNotFoundError) and not os.path.isdir(folder)
+                else getattr(exc, "strerror", None) or str(exc)
+            )
+            raise InvalidConfig(setting, refused + cause) from None
+        os.unlink(path)

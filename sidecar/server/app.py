@@ -391,7 +391,8 @@ def _bound(server: grpc.aio.Server, address: str, setting: str, credentials: Any
         port = 0
     if port == 0:
         raise InvalidConfig(
-            setting, f"cannot listen on {address!r}: not host:port, or the port is taken"
+            setting,
+            f"cannot listen on {address!r}: gRPC could not bind it (its line above says why)",
         )
     return port
 
