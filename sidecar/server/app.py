@@ -194,8 +194,8 @@ def _credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
         return None
     if not (config.tls_cert and config.tls_key):
         raise InvalidConfig("tls_cert", "--tls-cert and --tls-key go together")
-    key = _read(config.tls_key, "tls_key")
     cert = _read(config.tls_cert, "tls_cert")
+    key = _read(config.tls_key, "tls_key")
     client_ca = _read(config.tls_client_ca, "tls_client_ca") if config.tls_client_ca else None
     _check_tls(config, cert, client_ca)
     return grpc.ssl_server_credentials(
@@ -335,8 +335,13 @@ async def start(
     if config.auth_token_file:
         try:
             tokens = TokenFile(config.auth_token_file)
-        except (OSError, ValueError) as exc:
-            raise InvalidConfig("auth_token_file", str(exc)) from exc
+        except OSError as exc:
+            path = config.auth_token_file
+            raise InvalidConfig(
+                "auth_token_file", f"cannot read {path!r}: {exc.strerror or exc}"
+            ) from None
+        except ValueError as exc:
+            raise InvalidConfig("auth_token_file", str(exc)) from None
     # Replicas on one PostgreSQL database share its URL (credentials included), so by
     # default they share a key and a client can page across them; set page_token_key
     # to choose one. A SQLite server's own random key is the default there.

@@ -93,7 +93,11 @@ def test_a_taken_metrics_port_fails_fast_naming_metrics_listen(
     ("args", "setting", "words"),
     [
         (["--listen", "nonsense"], "listen", ["nonsense", "host:port"]),
-        (["--tls-cert", "/nope/cert.pem", "--tls-key", "/nope/key.pem"], "tls_key", ["/nope"]),
+        (
+            ["--tls-cert", "/nope/cert.pem", "--tls-key", "/nope/key.pem"],
+            "tls_cert",
+            ["/nope/cert.pem"],
+        ),
         (["--log-level", "verbose"], "log_level", ["DEBUG", "INFO"]),
         (["--sqlite-synchronous", "FASTEST"], "sqlite_synchronous", ["NORMAL", "FULL"]),
         (["--default-policy", "./missing.yaml"], "default_policy", ["not found"]),
@@ -234,6 +238,22 @@ def test_a_bind_that_fails_late_leaves_no_sqlite_file(tmp_path: Path) -> None:
     assert code == 2, lines
     assert lines[-1].startswith("compaction-sidecar: listen: "), lines
     assert not (tmp_path / "s.db").exists()
+
+
+def test_an_unreadable_file_setting_is_named_with_the_file_and_the_cause(tmp_path: Path) -> None:
+    """The token file's error was Python's ("[Errno 2] No such file..."); with both TLS files
+    bad, the key was named though the certificate comes first."""
+    missing = str(tmp_path / "missing")
+    assert_refused(
+        serve(tmp_path, "--auth-token-file", missing),
+        "auth_token_file",
+        f"cannot read '{missing}': No such file or directory",
+    )
+    assert_refused(
+        serve(tmp_path, "--tls-cert", str(tmp_path), "--tls-key", missing),
+        "tls_cert",
+        f"cannot read '{tmp_path}': Is a directory",
+    )
 
 
 def test_a_unix_socket_grpc_cannot_bind_is_one_line_naming_the_file_and_the_cause(
