@@ -26,9 +26,10 @@ from sidecar.adapters.adk_mapping import (
     window_to_adk,
 )
 from sidecar.adapters.clients import BARRIER, LoopClients
-from sidecar.adapters.usage import STAND_IN_KEY, Recent, append_reporting, model_usage
+from sidecar.adapters.usage import Recent, append_reporting, model_usage
 from sidecar.client import AlreadyExistsError, AsyncClient, ModelUsage
 from sidecar.compaction.policy import CompactionPolicy
+from sidecar.compaction.tokens import STAND_IN_KEY
 from sidecar.model import Event
 
 _APPEND_BATCH = 500

@@ -26,6 +26,7 @@ from sidecar.client import (
     SessionHandle,
     SyncSessionHandle,
 )
+from sidecar.compaction.tokens import STAND_IN_KEY
 from sidecar.model import Event
 
 log = logging.getLogger(__name__)
@@ -97,8 +98,6 @@ def _taken(session_id: str, usage: ModelUsage, result: AppendResult) -> AppendRe
     return result
 
 
-STAND_IN_KEY = "sidecar.stand_in"
-"""Metadata of an event stored as its stand-in (``stand_in``): the bytes the event held."""
 _KEPT_CHARS = 1_000
 
 

@@ -166,7 +166,8 @@ class ClearToolResults:
             view = self._cleared(event, cleared_calls, event.id in older, named)
             if view is None:
                 continue
-            view = view.evolve(token_count=count_event(view, estimator), cleared=True)
+            view = view.evolve(cleared=True)  # counted as the placeholder sent in its place
+            view = view.evolve(token_count=count_event(view, estimator))
             if view.token_count < event.token_count:  # never grows the context
                 clears.append(view)
         by_id = {e.id: e for e in real}

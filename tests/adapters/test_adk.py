@@ -541,3 +541,5 @@ async def test_callback_mirrors_an_event_past_the_services_limit_as_a_stand_in(
     stood_in = [e async for e in client.session(key).events() if e.tool_results]
     assert len(stood_in) == 2
     assert all(int(e.metadata["sidecar.stand_in"]) > 1 << 20 for e in stood_in)
+    # weighed as the model is sent it, whole: a token trigger sees the 2.8 MB
+    assert (await client.session(key).get()).counters.tokens > 2 * 1_400_000 // 4

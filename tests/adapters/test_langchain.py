@@ -310,3 +310,7 @@ def test_a_message_past_the_services_event_limit_is_mirrored_as_a_stand_in(
             assert kept.content.startswith("Lisbon: sunny.") or kept.content.startswith("Oslo")
             assert "past the service's max_event_bytes" in kept.content
             assert len(kept.content) < 2_000
+        # Weighed whole, as the model is sent it: counted as its 1,000 characters, two 1.4 MB
+        # results left a token_count trigger far from firing on a window past any model's.
+        tokens = client.session("langchain/huge").get().counters.tokens
+        assert tokens > 2 * 1_400_000 // 4

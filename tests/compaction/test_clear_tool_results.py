@@ -9,7 +9,7 @@ from sidecar.compaction.clear_tool_results import (
     MAX_PLACEHOLDER_BYTES,
     ClearToolResults,
 )
-from sidecar.compaction.tokens import count_event
+from sidecar.compaction.tokens import STAND_IN_KEY, count_event
 from sidecar.compaction.window import apply_plan
 from sidecar.errors import InvalidConfig
 from sidecar.model import (
@@ -75,6 +75,20 @@ def test_tokens_saved_is_what_was_freed() -> None:
     before = SessionCounters.of_window(events).tokens
     after = SessionCounters.of_window(apply_plan(events, plan).active_events).tokens
     assert plan.tokens_estimated_saved == before - after > 0
+
+
+def test_a_cleared_stand_in_frees_the_whole_event_it_stood_for() -> None:
+    """Its framework sends the whole 2 MB result until it is cleared, the placeholder after:
+    counted as its cut text, the clearing freed 1,000 characters' worth and the trigger
+    that fired on the whole weight (once stand-ins counted it) would fire again."""
+    events = tool_session(4)
+    stood_in = events[2].evolve(metadata={STAND_IN_KEY: "2000000"})
+    events[2] = counted(stood_in)
+    assert events[2].token_count > 2_000_000 // 4 - 1_000
+    plan = ClearToolResults().plan(events)
+    assert ids(plan.clears) == ["t-c1"]
+    assert plan.clears[0].token_count == count_event(plan.clears[0]) < 100
+    assert plan.tokens_estimated_saved > 2_000_000 // 4 - 1_000
 
 
 def test_keep_zero_clears_every_answered_result() -> None:

@@ -23,7 +23,7 @@ from sidecar.compaction.token_bounds import (
     event_token_bounds,
     settled_fires,
 )
-from sidecar.compaction.tokens import count_event
+from sidecar.compaction.tokens import STAND_IN_KEY, count_event
 from sidecar.compaction.triggers import (
     AllOf,
     Always,
@@ -79,6 +79,18 @@ def events(draw: st.DrawFn, event_id: str = "e") -> Event:
         reasoning=reasoning,
         parts=parts,
         synthetic=role in (Role.USER, Role.ASSISTANT) and draw(st.integers(0, 9)) == 0,
+        # a stand-in's key, well formed or not, counts the same at both ends and exactly
+        metadata=draw(
+            st.one_of(
+                st.just({}),
+                st.dictionaries(
+                    st.just(STAND_IN_KEY),
+                    st.one_of(st.integers(0, 10**12).map(str), texts),
+                    min_size=1,
+                ),
+            )
+        ),
+        cleared=draw(st.integers(0, 4)) == 0,
     )
 
 
@@ -208,3 +220,21 @@ def test_a_pending_system_message_replaces_the_latest_at_both_ends() -> None:
     size = len("System: be kind")
     assert (low.tokens, high.tokens) == (3 + 1, 3 + size)
     assert (low.system_tokens, high.system_tokens) == (1, size)
+
+
+def test_a_stand_in_counts_what_it_left_out_until_cleared() -> None:
+    """The model is sent the whole event while it is in the window: a trigger must weigh it
+    whole. A 2 MB tool result stored cut counted as its first 1,000 characters."""
+    cut = Event(
+        id="t",
+        role=Role.TOOL,
+        tool_results=(ToolResult("c", "fetch", "x" * 1_000),),
+        metadata={STAND_IN_KEY: "2000000"},
+    )
+    whole = count_event(cut.evolve(metadata={}))
+    assert count_event(cut) == whole + (2_000_000 - cut.content_bytes()) // 4
+    assert count_event(cut.evolve(cleared=True)) == whole  # sent as its placeholder then
+    for odd in ("", "-5", "1e9", "٣٣٣", "nine"):  # not a number of bytes: nothing added
+        assert count_event(cut.evolve(metadata={STAND_IN_KEY: odd})) == whole
+    huge = cut.evolve(metadata={STAND_IN_KEY: "9" * 40})
+    assert count_event(huge) == whole + ((64 << 20) - huge.content_bytes()) // 4  # capped

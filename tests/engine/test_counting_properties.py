@@ -33,6 +33,7 @@ from sidecar.compaction.policy import CompactionPolicy, Strategy
 from sidecar.compaction.sliding_window import SlidingWindow
 from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.token_budget import TokenBudget
+from sidecar.compaction.tokens import STAND_IN_KEY
 from sidecar.compaction.triggers import (
     AllOf,
     AnyOf,
@@ -95,11 +96,14 @@ def turns(draw: st.DrawFn, n: int) -> list[Event]:
                 reasoning=reasoning,
             )
         )
+        # now and then a stand-in: a result too large to store, sent whole by its framework
+        held = draw(st.one_of(st.none(), st.integers(0, 40_000)))
         events.append(
             Event(
                 id=f"t{call}",
                 role=Role.TOOL,
                 tool_results=(ToolResult(call, "search", draw(TEXTS)),),
+                metadata={} if held is None else {STAND_IN_KEY: str(held)},
             )
         )
     events.append(Event(id=f"a{n}", role=Role.ASSISTANT, text=draw(TEXTS)))
