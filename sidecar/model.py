@@ -126,6 +126,16 @@ def new_event_id() -> str:
     return f"{bits & _UUID4_KEEP | _UUID4_SET:032x}"
 
 
+INT32_MAX = 2**31 - 1
+
+
+def int32(value: int) -> int:
+    """``value`` saturated to a 32-bit integer: a token total the API (int32 fields) and
+    PostgreSQL's integer columns hold. A window of more tokens reads as ``INT32_MAX``, past
+    every threshold a policy can set; decisions use the totals themselves."""
+    return max(-INT32_MAX - 1, min(value, INT32_MAX))
+
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
@@ -490,7 +500,7 @@ class TokenCalibration:
 
     def scaled(self, tokens: int) -> int:
         """``tokens`` as the provider is expected to count them."""
-        return min(round(tokens * self.factor), 2**31 - 1)
+        return min(round(tokens * self.factor), INT32_MAX)
 
 
 @dataclass(frozen=True, slots=True)

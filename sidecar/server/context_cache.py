@@ -39,7 +39,7 @@ from datetime import datetime
 from sidecar.cache_admission import SecondRead
 from sidecar.gen.compaction.v1 import compaction_service_pb2 as pb
 from sidecar.gen.compaction.v1 import event_pb2
-from sidecar.model import Event, Session, SessionCounters, TokenCalibration
+from sidecar.model import Event, Session, SessionCounters, TokenCalibration, int32
 from sidecar.providers.prefix import StablePrefix, item_digest
 from sidecar.providers.render import ContextFormat
 from sidecar.server import answers, convert
@@ -153,11 +153,11 @@ class EventBlobs:
         """
         head = pb.GetContextResponse(
             version=session.version,
-            token_count=session.counters.tokens,
+            token_count=int32(session.counters.tokens),
             turn_count=session.counters.turns,
             estimated_prompt_tokens=session.calibration.scaled(session.counters.tokens),
             cache_prefix_id=prefix.id,
-            stable_prefix_tokens=prefix.tokens,
+            stable_prefix_tokens=int32(prefix.tokens),
             stable_prefix_events=prefix.events,
             token_count_estimated=not session.counters.tokens_exact,
             stable_prefix_tokens_estimated=prefix.tokens_estimated,
@@ -241,13 +241,13 @@ class _Kept:
             extended.MergeFromString(b"".join(self.pending))  # appends to the repeated field
             extended.version = self.version
             c = self.counters
-            extended.token_count = c.tokens
+            extended.token_count = int32(c.tokens)
             extended.turn_count = c.turns
             extended.estimated_prompt_tokens = self.calibration.scaled(c.tokens)
             extended.token_count_estimated = not c.tokens_exact
             if self.prefix is not None:
                 extended.cache_prefix_id = self.prefix.id
-                extended.stable_prefix_tokens = self.prefix.tokens
+                extended.stable_prefix_tokens = int32(self.prefix.tokens)
                 extended.stable_prefix_events = self.prefix.events
                 extended.stable_prefix_tokens_estimated = self.prefix.tokens_estimated
             self.response, self.pending = extended, []

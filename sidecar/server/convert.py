@@ -38,6 +38,7 @@ from sidecar.model import (
     Session,
     ToolCall,
     ToolResult,
+    int32,
     utcnow,
 )
 from sidecar.providers.profiles import ModelProfile
@@ -185,7 +186,7 @@ def event_out(event: Event, into: event_pb2.Event) -> None:
     time_out(event.create_time, into.create_time)
     into.synthetic = event.synthetic
     into.archived = event.archived
-    into.token_count = event.token_count
+    into.token_count = int32(event.token_count)
     into.cleared = event.cleared
     if event.token_bounds is not None:
         into.token_count_estimated = True
@@ -302,7 +303,7 @@ def session_out(
     counters = session.counters
     into.active_event_count = counters.active_events
     into.turn_count = counters.turns
-    into.active_tokens = counters.tokens
+    into.active_tokens = int32(counters.tokens)
     into.active_tokens_estimated = not counters.tokens_exact
     into.total_event_count = session.total_events
     into.last_compaction_id = session.last_compaction_id
@@ -324,7 +325,7 @@ def result_out(result: CompactionResult, into: session_pb2.CompactionResult) -> 
     events_out(result.active_events, into.active_events)
     events_out(result.archived_events, into.archived_events)
     into.archived_event_count = result.archived_event_count
-    into.tokens_estimated_saved = result.tokens_estimated_saved
+    into.tokens_estimated_saved = int32(result.tokens_estimated_saved)
     into.version = result.version
     into.compaction_id = result.compaction_id
     into.strategy = result.strategy
@@ -357,7 +358,7 @@ def record_out(record: CompactionRecord, into: session_pb2.Compaction) -> None:
     into.archived_event_ids.extend(record.archived_ids)
     into.cleared_event_ids.extend(record.cleared_ids)
     into.inserted_event_ids.extend(record.inserted_ids)
-    into.tokens_saved = record.tokens_saved
+    into.tokens_saved = int32(record.tokens_saved)
     into.summary_input_tokens = record.summary_input_tokens
     into.summary_output_tokens = record.summary_output_tokens
     into.summarizer_latency_ms = record.summarizer_latency_ms

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from sidecar.errors import CompactionNotFound
-from sidecar.model import Cause, CompactionResult
+from sidecar.model import Cause, CompactionResult, int32
 from sidecar.store import counter_rules, history_rules, rules
 from sidecar.store.paging import decode_int_key, encode_token, fingerprint
 from sidecar.store.postgres_reads import (
@@ -207,7 +207,7 @@ async def restore(
         after.version,
         RESTORE_STRATEGY,
         [e.id for e in archived],
-        saved,
+        int32(saved),  # an integer column
         now,
         str(Cause.RESTORE),
         undone,

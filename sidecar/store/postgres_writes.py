@@ -26,7 +26,15 @@ from sidecar.errors import (
     SessionNotFound,
     VersionConflict,
 )
-from sidecar.model import CompactionPlan, Event, LabelUpdate, Session, SessionCounters, UsageReport
+from sidecar.model import (
+    CompactionPlan,
+    Event,
+    LabelUpdate,
+    Session,
+    SessionCounters,
+    UsageReport,
+    int32,
+)
 from sidecar.store import counter_rules, rules
 from sidecar.store.codec import encode_content, encode_labels
 from sidecar.store.postgres_reads import (
@@ -186,7 +194,7 @@ async def save_header(db: Db, session_pk: int, session: Session, *, previous_ver
         session.calibration.factor,
         session.calibration.samples,
         session.auto_compaction_paused,
-        session.stable_prefix_tokens,
+        int32(session.stable_prefix_tokens),  # an integer column
         session.stable_prefix_events,
         c.pending_below,
         c.pending_above,
@@ -391,7 +399,7 @@ async def apply(
         plan.strategy,
         archived_ids,
         [e.id for e in plan.inserts],
-        plan.tokens_estimated_saved,
+        int32(plan.tokens_estimated_saved),  # an integer column
         plan.summarizer_latency_ms,
         plan.summary_input_tokens,
         plan.summary_output_tokens,
