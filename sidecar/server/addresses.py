@@ -15,6 +15,7 @@ import os
 import socket
 import stat
 from typing import Any
+from urllib.parse import unquote
 
 from sidecar.errors import InvalidConfig
 
@@ -36,29 +37,36 @@ def check_bindable(address: str, setting: str, source: str = "") -> None:
     a variable, a flag), as every other setting's does; without one it says
     how to set it. Bound with SO_REUSEADDR, as gRPC binds, so a port left in
     TIME_WAIT by the previous run is not called taken; released at once (port
-    0 too: the host must still be this machine's). gRPC's other forms are tried as it
-    would bind them: ``ipv4:``/``ipv6:`` lists each of their addresses,
-    ``unix:`` its socket file, ``unix-abstract:`` and ``vsock:`` their sockets.
+    0 too: the host must still be this machine's). gRPC's other server forms
+    are tried as it would bind them (percent-decoded, as it reads them):
+    ``unix:`` its socket file, ``unix-abstract:`` and ``vsock:`` their
+    sockets; ``ipv4:`` and ``ipv6:``, which its server does not bind, are
+    refused with the form it takes.
     """
     where = f"from {source}: " if source else ""
     refused = f"{where}cannot listen on {address!r}: "
     if address.startswith("unix:"):
         _check_unix_path(address, setting, refused)
     elif address.startswith("unix-abstract:"):
-        name = address.removeprefix("unix-abstract:")
+        name = unquote(address.removeprefix("unix-abstract:"))
+        if not name:
+            raise InvalidConfig(setting, refused + "it names no socket")
         _probe(setting, refused, socket.AF_UNIX, "\0" + name)
     elif address.startswith("vsock:"):
         cid, _, port = address.removeprefix("vsock:").partition(":")
-        if not (cid.isdigit() and port.isdigit()):
+        if not (cid.isdigit() or cid == "-1") or not port.isdigit():
             raise InvalidConfig(setting, f"{where}{address!r} is not vsock:CID:PORT")
         if not hasattr(socket, "AF_VSOCK"):
             raise InvalidConfig(setting, refused + "vsock is not available here")
-        _probe(setting, refused, socket.AF_VSOCK, (int(cid), int(port)))
+        _probe(setting, refused, socket.AF_VSOCK, (int(cid) & 0xFFFFFFFF, int(port)))
     elif address.startswith(("ipv4:", "ipv6:")):
-        for part in address[len("ipv4:") :].split(","):
-            _check_host_port(part, address, setting, source)
+        raise InvalidConfig(
+            setting,
+            refused + "gRPC's server takes host:port here ('127.0.0.1:50051', '[::1]:50051'),"
+            " not the ipv4:/ipv6: forms of its clients",
+        )
     else:
-        _check_host_port(address, address, setting, source)
+        _check_host_port(address, setting, source)
 
 
 def _probe(setting: str, refused: str, family: int, sockaddr: Any) -> None:
@@ -66,21 +74,18 @@ def _probe(setting: str, refused: str, family: int, sockaddr: Any) -> None:
         with contextlib.closing(socket.socket(family, socket.SOCK_STREAM)) as probe:
             probe.bind(sockaddr)
     except (OSError, ValueError) as exc:
-        raise InvalidConfig(
-            setting, refused + (getattr(exc, "strerror", None) or str(exc))
-        ) from None
+        raise InvalidConfig(setting, refused + _why(exc)) from None
 
 
-def _check_host_port(part: str, address: str, setting: str, source: str) -> None:
-    """``part``, one host:port of ``address``, bound and released at once."""
+def _check_host_port(address: str, setting: str, source: str) -> None:
+    """``address``, a host:port, bound and released at once."""
     flag = "--" + setting.replace("_", "-")
     variable = "COMPACTION_" + setting.upper()
     where = f"from {source}: " if source else ""
-    parts = split(part)
+    parts = split(address)
     if parts is None:
         hint = "" if source else f" (set {flag} or {variable})"
-        shown = repr(address) if part == address else f"{part!r} (of {address!r})"
-        raise InvalidConfig(setting, f"{where}{shown} is not host:port{hint}")
+        raise InvalidConfig(setting, f"{where}{address!r} is not host:port{hint}")
     host, port = parts
     if port > 65535:
         raise InvalidConfig(setting, f"{where}{address!r}: port {port} is out of range (1-65535)")
@@ -114,9 +119,10 @@ def _cause(address: str, port: int, exc: OSError, hint: str) -> str:
 
 
 def unix_path(address: str) -> str:
-    """The socket file of a ``unix:path`` or ``unix:///absolute/path`` address, as gRPC reads it."""
+    """The socket file of a ``unix:path`` or ``unix:///absolute/path`` address, as gRPC reads
+    it (percent-decoded: ``unix:/run/my%20app.sock`` is ``/run/my app.sock``)."""
     rest = address.removeprefix("unix:")
-    return rest.removeprefix("//") if rest.startswith("///") else rest
+    return unquote(rest.removeprefix("//") if rest.startswith("///") else rest)
 
 
 def _check_unix_path(address: str, setting: str, refused: str) -> None:
@@ -124,31 +130,55 @@ def _check_unix_path(address: str, setting: str, refused: str) -> None:
 
     A stale socket file (nobody listening) is left for gRPC, which replaces
     it; a live one would be taken from its server without a word, so it is
-    refused as a taken port is. A path that is free is bound once and removed.
+    refused as a taken port is. A link is followed, as gRPC follows it. A
+    path that is free is bound once and removed (only if it is still ours).
     """
     path = unix_path(address)
+    if not path:
+        raise InvalidConfig(setting, refused + "it names no socket file")
     try:
-        mode = os.lstat(path).st_mode
+        mode: int | None = os.stat(path).st_mode
     except FileNotFoundError:
+        if os.path.lexists(path):
+            raise InvalidConfig(setting, f"{refused}{path!r} is a link to nothing") from None
         mode = None
-    except OSError as exc:
-        raise InvalidConfig(setting, f"{refused}{exc.strerror}") from None
+    except (OSError, ValueError) as exc:
+        raise InvalidConfig(setting, refused + _why(exc)) from None
     with contextlib.closing(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)) as probe:
         if mode is not None:
             if not stat.S_ISSOCK(mode):
                 raise InvalidConfig(setting, f"{refused}{path!r} exists and is not a socket")
-            with contextlib.suppress(OSError):
-                probe.connect(path)
+            if _answers(probe, path):
                 raise InvalidConfig(setting, f"{refused}another process is listening on it")
             return
         try:
             probe.bind(path)
+            ours = os.stat(path).st_ino
         except (OSError, ValueError) as exc:  # ValueError: a NUL; OSError: the rest
             folder = os.path.dirname(path) or "."
             cause = (
                 f"folder {folder!r} does not exist"
                 if isinstance(exc, FileNotFoundError) and not os.path.isdir(folder)
-                else getattr(exc, "strerror", None) or str(exc)
+                else _why(exc)
             )
             raise InvalidConfig(setting, refused + cause) from None
-        os.unlink(path)
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_ino == ours:  # not a socket another server bound meanwhile
+                os.unlink(path)
+
+
+def _answers(probe: socket.socket, path: str) -> bool:
+    """Whether a server listens on the socket file ``path``: it accepts, or its backlog is
+    full (a wedged server: a blocking connect would wait for ever)."""
+    probe.setblocking(False)
+    try:
+        probe.connect(path)
+    except (BlockingIOError, InterruptedError):
+        return True  # EAGAIN: listening, its backlog full
+    except OSError:
+        return False  # ECONNREFUSED: nobody listens on it
+    return True
+
+
+def _why(exc: Exception) -> str:
+    return getattr(exc, "strerror", None) or str(exc)
