@@ -127,7 +127,7 @@ def session_policy(header: Session) -> CompactionPolicy | None:
     """A session's policy, parsed; None when the session has none."""
     if not header.policy_json:
         return None
-    return policy_from_dict(json.loads(header.policy_json))
+    return policy_from_dict(json.loads(header.policy_json), bounded=False)  # the server took it
 
 
 def _skip_reason(value: str) -> SkipReason | None:

@@ -98,15 +98,18 @@ class CompactionPolicy:
     trigger: Trigger | None
     strategy: Strategy
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"strategy": strategy_to_dict(self.strategy)}
+    def to_dict(self, *, defaults: bool = True) -> dict[str, Any]:
+        """The policy as plain data; ``defaults=False`` leaves out every field at its default."""
+        out: dict[str, Any] = {"strategy": strategy_to_dict(self.strategy, defaults=defaults)}
         if self.trigger is not None:
             out["trigger"] = trigger_to_dict(self.trigger)
         return out
 
-    def to_json(self) -> str:
-        """The compact document a session stores (what ``MAX_POLICY_BYTES`` bounds)."""
-        return json.dumps(self.to_dict(), separators=(",", ":"))
+    def to_json(self, *, defaults: bool = True) -> str:
+        """The compact document a session stores. ``MAX_POLICY_BYTES`` bounds it without its
+        defaults (``defaults=False``): what the policy's author wrote, whatever the release
+        stores beside it."""
+        return json.dumps(self.to_dict(defaults=defaults), separators=(",", ":"))
 
 
 def trigger_to_dict(trigger: Trigger) -> dict[str, Any]:
@@ -130,9 +133,10 @@ def trigger_to_dict(trigger: Trigger) -> dict[str, Any]:
     raise TypeError(f"not a trigger: {trigger!r}")
 
 
-def strategy_to_dict(strategy: Strategy) -> dict[str, Any]:
+def strategy_to_dict(strategy: Strategy, *, defaults: bool = True) -> dict[str, Any]:
     if isinstance(strategy, Pipeline):
-        return {strategy.name: {"steps": [strategy_to_dict(step) for step in strategy.steps]}}
+        steps = [strategy_to_dict(step, defaults=defaults) for step in strategy.steps]
+        return {strategy.name: {"steps": steps}}
     # Every size and switch as it applies, so a policy prints as written and keeps
     # its meaning if a default moves; texts (a prompt, the placeholder) and unset
     # options only when they differ, so a stored policy follows an improved prompt.
@@ -140,7 +144,7 @@ def strategy_to_dict(strategy: Strategy) -> dict[str, Any]:
         f.name: _plain(getattr(strategy, f.name))
         for f in fields(strategy)
         if f.name not in _STRATEGY_LEVEL
-        and (_kept_as_set(f.default) or getattr(strategy, f.name) != f.default)
+        and ((defaults and _kept_as_set(f.default)) or getattr(strategy, f.name) != f.default)
     }
     out: dict[str, Any] = {strategy.name: config, "boundary": strategy.boundary.name}
     if strategy.min_saved_tokens is not None:
@@ -426,7 +430,7 @@ def policy_from_dict(data: Any, *, bounded: bool = True) -> CompactionPolicy:
         trigger = trigger_from_dict(data["trigger"])
     policy = CompactionPolicy(trigger=trigger, strategy=strategy_from_dict(data["strategy"]))
     if bounded:
-        check_policy_bytes(len(policy.to_json()))
+        check_policy_bytes(len(policy.to_json(defaults=False)))
         _check_placeholders(policy.strategy)
         _check_summary_models(policy.strategy)
     return policy

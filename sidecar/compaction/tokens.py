@@ -51,7 +51,8 @@ def stand_in_bytes(value: str) -> int:
     """The bytes a stand-in's key says its event held (0: not a number of bytes), capped."""
     if not value.isascii() or not value.isdigit():
         return 0
-    return MAX_STAND_IN_BYTES if len(value) > 9 else min(int(value), MAX_STAND_IN_BYTES)
+    digits = value.lstrip("0")
+    return MAX_STAND_IN_BYTES if len(digits) > 9 else min(int(digits or 0), MAX_STAND_IN_BYTES)
 
 
 def count_event(event: Event, estimator: TokenEstimator | None = None) -> int:

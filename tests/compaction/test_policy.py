@@ -1,12 +1,13 @@
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from sidecar.compaction.clear_tool_results import ClearToolResults
 from sidecar.compaction.pipeline import Pipeline
-from sidecar.compaction.policy import CompactionPolicy, policy_from_dict
+from sidecar.compaction.policy import MAX_POLICY_BYTES, CompactionPolicy, policy_from_dict
 from sidecar.compaction.sliding_window import SlidingWindow
 from sidecar.compaction.summarize import Summarize
 from sidecar.compaction.triggers import AnyOf, TokenCount, TurnCount
@@ -160,3 +161,13 @@ def test_a_placeholder_template_over_its_bound_is_refused_unless_stored(
     assert refused.value.field == f"{field}.placeholder"
     # A policy stored before the bound goes on working: its expansions are cut instead.
     assert policy_from_dict({"strategy": strategy}, bounded=False)
+
+
+def test_the_size_bound_is_on_the_policy_as_written_not_the_defaults_stored_beside_it() -> None:
+    """Eight summarize steps with 8,100-character prompts fit the 64 KiB bound as written; the
+    defaults now stored beside them took the stored document past it, so a policy accepted
+    before was refused (a default policy file, a policy read back and sent again)."""
+    step = {"summarize": {"system_prompt": "x" * 8100}}
+    policy = policy_from_dict({"strategy": {"pipeline": {"steps": [step] * 8}}})
+    assert len(policy.to_json(defaults=False)) <= MAX_POLICY_BYTES < len(policy.to_json())
+    assert policy_from_dict(json.loads(policy.to_json())) == policy  # read back, sent again

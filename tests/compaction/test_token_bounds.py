@@ -234,6 +234,8 @@ def test_a_stand_in_counts_what_it_left_out_until_cleared() -> None:
     whole = count_event(cut.evolve(metadata={}))
     assert count_event(cut) == whole + (2_000_000 - cut.content_bytes()) // 4
     assert count_event(cut.evolve(cleared=True)) == whole  # sent as its placeholder then
+    zeros = cut.evolve(metadata={STAND_IN_KEY: "0000002000000"})  # leading zeros: the number
+    assert count_event(zeros) == whole + (2_000_000 - zeros.content_bytes()) // 4
     for odd in ("", "-5", "1e9", "٣٣٣", "nine"):  # not a number of bytes: nothing added
         assert count_event(cut.evolve(metadata={STAND_IN_KEY: odd})) == whole
     huge = cut.evolve(metadata={STAND_IN_KEY: "9" * 40})
