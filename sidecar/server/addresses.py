@@ -19,6 +19,9 @@ from urllib.parse import unquote
 
 from sidecar.errors import InvalidConfig
 
+LISTENERS = ("listen", "health_listen", "metrics_listen")
+"""The settings that are addresses to listen on."""
+
 
 def split(address: str) -> tuple[str, int] | None:
     """``host:port`` / ``[v6]:port`` as (host, port); None when it is not host:port."""
@@ -182,3 +185,39 @@ def _answers(probe: socket.socket, path: str) -> bool:
 
 def _why(exc: Exception) -> str:
     return getattr(exc, "strerror", None) or str(exc)
+
+
+_ANY_HOSTS = ("", "0.0.0.0", "::", "*")
+
+
+def check_apart(addresses: dict[str, str], sources: dict[str, str] | None = None) -> None:
+    """Refuse two settings' host:port addresses that one listener would hold both of.
+
+    Each alone can be bound, so the probes pass them, and the second bind
+    fails only once the store is open. A wildcard host overlaps every host on
+    its port; port 0 (the kernel picks) never collides; a ``unix:`` or other
+    form is compared as written.
+    """
+    seen: list[tuple[str, str]] = []
+    for setting, address in addresses.items():
+        if not address:
+            continue
+        for earlier, other in seen:
+            if _overlap(address, other):
+                where = f"from {sources[setting]}: " if sources and setting in sources else ""
+                raise InvalidConfig(
+                    setting,
+                    f"{where}{address!r} is where {earlier} listens ({other!r});"
+                    " give each its own port",
+                )
+        seen.append((setting, address))
+
+
+def _overlap(one: str, other: str) -> bool:
+    a, b = split(one), split(other)
+    if a is None or b is None:
+        return one == other
+    (host_a, port_a), (host_b, port_b) = a, b
+    if port_a != port_b or port_a == 0:
+        return False
+    return host_a == host_b or host_a in _ANY_HOSTS or host_b in _ANY_HOSTS

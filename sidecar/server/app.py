@@ -346,9 +346,11 @@ async def start(
     # default they share a key and a client can page across them; set page_token_key
     # to choose one. A SQLite server's own random key is the default there.
     paging.use_key(config.page_token_key or (config.postgres_url() or ""))
-    for setting in ("listen", "health_listen", "metrics_listen"):
-        if getattr(config, setting):  # before the store: a taken port creates no file
-            addresses.check_bindable(getattr(config, setting), setting)
+    listeners = {name: getattr(config, name) for name in addresses.LISTENERS}
+    addresses.check_apart(listeners)
+    for setting, address in listeners.items():
+        if address:  # before the store: a taken port creates no file
+            addresses.check_bindable(address, setting)
     created = _new_sqlite_file(config) if store is None else None
     store = store or open_store(config)
     await open_store_patiently(store, config.store_open_timeout_s)

@@ -387,7 +387,10 @@ def load(args: argparse.Namespace, environ: dict[str, str] | None = None) -> Ser
                 f"got {config.max_event_bytes}",
             )
         config.policy()  # a bad default policy fails here, naming where it came from
-        for name in ("listen", "health_listen", "metrics_listen"):
+        addresses.check_apart(
+            {name: getattr(config, name) for name in addresses.LISTENERS}, sources
+        )
+        for name in addresses.LISTENERS:
             if name in sources and getattr(config, name):
                 # serve probes every address again, later; only here is it known where
                 # this one came from, for the refusal to name.

@@ -17,7 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from sidecar.errors import InvalidConfig
+from sidecar.server import addresses
 from tests.conftest import Postgres
+from tests.server.harness import running
 from tests.tls import self_signed
 
 BINARY = str(Path(sys.executable).with_name("compaction-sidecar"))
@@ -231,18 +234,56 @@ def test_a_taken_port_is_one_line_naming_listen_and_the_cause(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_bind_that_fails_late_leaves_no_sqlite_file(tmp_path: Path) -> None:
-    """gRPC refuses the address only once the store is open: the file it made goes again.
-
-    (Each address alone can be bound, so the probes before start pass both.)"""
+def test_two_listeners_on_one_port_are_refused_before_start(tmp_path: Path) -> None:
+    """Each address alone could be bound, so the probes passed both and the second bind
+    failed once the store was open, after a gRPC C-core line."""
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         port = holder.getsockname()[1]
-    both = f"127.0.0.1:{port}"
-    code, lines, _ = serve(tmp_path, "--health-listen", both, listen=both)
-    assert code == 2, lines
-    assert lines[-1].startswith("compaction-sidecar: health_listen: "), lines
-    assert not (tmp_path / "s.db").exists()
+    for health, words in (
+        (f"127.0.0.1:{port}", "is where listen listens"),
+        (f"0.0.0.0:{port}", "is where listen listens"),
+    ):
+        done = subprocess.run(
+            [
+                BINARY,
+                "serve",
+                "--listen",
+                f"127.0.0.1:{port}",
+                "--health-listen",
+                health,
+                "--store",
+                f"sqlite:///{tmp_path}/s.db",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert done.returncode == 2
+        assert done.stderr.splitlines() == [
+            f"compaction-sidecar: health_listen: from --health-listen: '{health}' {words}"
+            f" ('127.0.0.1:{port}'); give each its own port"
+        ]
+        assert not (tmp_path / "s.db").exists()
+    # port 0 (the kernel picks one each) never collides; another host on the port does not
+    addresses.check_apart({"listen": "127.0.0.1:0", "health_listen": "127.0.0.1:0"})
+    addresses.check_apart({"listen": "127.0.0.1:7000", "health_listen": "127.0.0.2:7000"})
+
+
+async def test_a_bind_that_fails_late_leaves_no_sqlite_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gRPC refuses an address only once the store is open (a port taken between the probe
+    and the bind): the SQLite file this start made goes again."""
+    monkeypatch.setattr(addresses, "check_apart", lambda *_: None)  # the race, made certain
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        port = holder.getsockname()[1]
+    with pytest.raises(InvalidConfig) as refused:
+        async with running(tmp_path, listen=f"127.0.0.1:{port}", health_listen=f"127.0.0.1:{port}"):
+            pass
+    assert refused.value.field == "health_listen"
+    assert not (tmp_path / "sidecar.db").exists()
 
 
 def test_an_unreadable_file_setting_is_named_with_the_file_and_the_cause(tmp_path: Path) -> None:
