@@ -1101,8 +1101,9 @@ type GetContextResponse struct {
 	// The window rendered in the requested format (GetContextRequest.format),
 	// as JSON: the fields of the provider's request body that carry the
 	// conversation, ready to merge into it. Empty when no format was asked, and
-	// when content_omitted is set (render the events read in parts: every
-	// client can).
+	// when content_omitted is set: render the events read in parts (the Python
+	// client's context() does, with the server's own renderer; the TypeScript,
+	// Go and Java clients return them with rendered_json empty).
 	RenderedJson string `protobuf:"bytes,6,opt,name=rendered_json,json=renderedJson,proto3" json:"rendered_json,omitempty"`
 	// token_count times the session's calibration factor: the prompt tokens
 	// the provider is expected to report for this window.

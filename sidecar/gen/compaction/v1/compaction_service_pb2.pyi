@@ -672,8 +672,9 @@ class GetContextResponse(_message.Message):
     """The window rendered in the requested format (GetContextRequest.format),
     as JSON: the fields of the provider's request body that carry the
     conversation, ready to merge into it. Empty when no format was asked, and
-    when content_omitted is set (render the events read in parts: every
-    client can).
+    when content_omitted is set: render the events read in parts (the Python
+    client's context() does, with the server's own renderer; the TypeScript,
+    Go and Java clients return them with rendered_json empty).
     """
     estimated_prompt_tokens: _builtins.int
     """token_count times the session's calibration factor: the prompt tokens

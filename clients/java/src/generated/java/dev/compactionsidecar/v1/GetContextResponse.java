@@ -207,8 +207,9 @@ private static final long serialVersionUID = 0L;
    * The window rendered in the requested format (GetContextRequest.format),
    * as JSON: the fields of the provider's request body that carry the
    * conversation, ready to merge into it. Empty when no format was asked, and
-   * when content_omitted is set (render the events read in parts: every
-   * client can).
+   * when content_omitted is set: render the events read in parts (the Python
+   * client's context() does, with the server's own renderer; the TypeScript,
+   * Go and Java clients return them with rendered_json empty).
    * </pre>
    *
    * <code>string rendered_json = 6 [json_name = "renderedJson"];</code>
@@ -232,8 +233,9 @@ private static final long serialVersionUID = 0L;
    * The window rendered in the requested format (GetContextRequest.format),
    * as JSON: the fields of the provider's request body that carry the
    * conversation, ready to merge into it. Empty when no format was asked, and
-   * when content_omitted is set (render the events read in parts: every
-   * client can).
+   * when content_omitted is set: render the events read in parts (the Python
+   * client's context() does, with the server's own renderer; the TypeScript,
+   * Go and Java clients return them with rendered_json empty).
    * </pre>
    *
    * <code>string rendered_json = 6 [json_name = "renderedJson"];</code>
@@ -1597,8 +1599,9 @@ private static final long serialVersionUID = 0L;
      * The window rendered in the requested format (GetContextRequest.format),
      * as JSON: the fields of the provider's request body that carry the
      * conversation, ready to merge into it. Empty when no format was asked, and
-     * when content_omitted is set (render the events read in parts: every
-     * client can).
+     * when content_omitted is set: render the events read in parts (the Python
+     * client's context() does, with the server's own renderer; the TypeScript,
+     * Go and Java clients return them with rendered_json empty).
      * </pre>
      *
      * <code>string rendered_json = 6 [json_name = "renderedJson"];</code>
@@ -1621,8 +1624,9 @@ private static final long serialVersionUID = 0L;
      * The window rendered in the requested format (GetContextRequest.format),
      * as JSON: the fields of the provider's request body that carry the
      * conversation, ready to merge into it. Empty when no format was asked, and
-     * when content_omitted is set (render the events read in parts: every
-     * client can).
+     * when content_omitted is set: render the events read in parts (the Python
+     * client's context() does, with the server's own renderer; the TypeScript,
+     * Go and Java clients return them with rendered_json empty).
      * </pre>
      *
      * <code>string rendered_json = 6 [json_name = "renderedJson"];</code>
@@ -1646,8 +1650,9 @@ private static final long serialVersionUID = 0L;
      * The window rendered in the requested format (GetContextRequest.format),
      * as JSON: the fields of the provider's request body that carry the
      * conversation, ready to merge into it. Empty when no format was asked, and
-     * when content_omitted is set (render the events read in parts: every
-     * client can).
+     * when content_omitted is set: render the events read in parts (the Python
+     * client's context() does, with the server's own renderer; the TypeScript,
+     * Go and Java clients return them with rendered_json empty).
      * </pre>
      *
      * <code>string rendered_json = 6 [json_name = "renderedJson"];</code>
@@ -1667,8 +1672,9 @@ private static final long serialVersionUID = 0L;
      * The window rendered in the requested format (GetContextRequest.format),
      * as JSON: the fields of the provider's request body that carry the
      * conversation, ready to merge into it. Empty when no format was asked, and
-     * when content_omitted is set (render the events read in parts: every
-     * client can).
+     * when content_omitted is set: render the events read in parts (the Python
+     * client's context() does, with the server's own renderer; the TypeScript,
+     * Go and Java clients return them with rendered_json empty).
      * </pre>
      *
      * <code>string rendered_json = 6 [json_name = "renderedJson"];</code>
@@ -1685,8 +1691,9 @@ private static final long serialVersionUID = 0L;
      * The window rendered in the requested format (GetContextRequest.format),
      * as JSON: the fields of the provider's request body that carry the
      * conversation, ready to merge into it. Empty when no format was asked, and
-     * when content_omitted is set (render the events read in parts: every
-     * client can).
+     * when content_omitted is set: render the events read in parts (the Python
+     * client's context() does, with the server's own renderer; the TypeScript,
+     * Go and Java clients return them with rendered_json empty).
      * </pre>
      *
      * <code>string rendered_json = 6 [json_name = "renderedJson"];</code>

@@ -117,8 +117,9 @@ public interface GetContextResponseOrBuilder extends
    * The window rendered in the requested format (GetContextRequest.format),
    * as JSON: the fields of the provider's request body that carry the
    * conversation, ready to merge into it. Empty when no format was asked, and
-   * when content_omitted is set (render the events read in parts: every
-   * client can).
+   * when content_omitted is set: render the events read in parts (the Python
+   * client's context() does, with the server's own renderer; the TypeScript,
+   * Go and Java clients return them with rendered_json empty).
    * </pre>
    *
    * <code>string rendered_json = 6 [json_name = "renderedJson"];</code>
@@ -130,8 +131,9 @@ public interface GetContextResponseOrBuilder extends
    * The window rendered in the requested format (GetContextRequest.format),
    * as JSON: the fields of the provider's request body that carry the
    * conversation, ready to merge into it. Empty when no format was asked, and
-   * when content_omitted is set (render the events read in parts: every
-   * client can).
+   * when content_omitted is set: render the events read in parts (the Python
+   * client's context() does, with the server's own renderer; the TypeScript,
+   * Go and Java clients return them with rendered_json empty).
    * </pre>
    *
    * <code>string rendered_json = 6 [json_name = "renderedJson"];</code>
